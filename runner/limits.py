@@ -1,0 +1,130 @@
+"""Budgets, statuses and the token estimate.
+
+The estimate is about 4 characters a token over the JSON of the tool specs and of
+the whole message list, as if the prompt were re-serialised at every step. It is
+kept incrementally instead: the JSON of a list is ``[`` + items joined by ``, `` +
+``]``, so its length is known from the lengths of its items, and one step costs the
+size of the new messages rather than the size of the history.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Final
+
+from .messages import Message, ToolSpec
+
+CHARS_PER_TOKEN: Final = 4
+
+DONE: Final = "done"
+STEP_LIMIT: Final = "step_limit"
+TOKEN_BUDGET: Final = "token_budget"
+TOOL_BUDGET: Final = "tool_budget"
+DEADLINE: Final = "deadline"
+CONTEXT_BUDGET: Final = "context_budget"
+OUTPUT_BUDGET: Final = "output_budget"
+CANCELLED: Final = "cancelled"
+INVALID_REPLY: Final = "invalid_reply"
+MODEL_ERROR: Final = "model_error"
+AWAITING_APPROVAL: Final = "awaiting_approval"
+RUNNING: Final = "running"
+
+STATUSES: Final = (
+    DONE, STEP_LIMIT, TOKEN_BUDGET, TOOL_BUDGET, DEADLINE, CONTEXT_BUDGET,
+    OUTPUT_BUDGET, CANCELLED, INVALID_REPLY, MODEL_ERROR, AWAITING_APPROVAL,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Every budget a run is held to; None means unlimited.
+
+    ``max_identical_calls`` is the repeat guard: that many identical consecutive
+    calls run, the next identical one is refused with an observation telling the
+    model to change course.
+    """
+
+    max_steps: int = 8
+    token_budget: int = 4000
+    max_tool_calls: int | None = None
+    timeout_s: float | None = None
+    max_context_chars: int | None = None
+    max_output_chars: int | None = None
+    max_result_chars: int | None = None
+    max_identical_calls: int = 2
+
+    def __post_init__(self) -> None:
+        for name in ("max_steps", "token_budget", "max_tool_calls", "max_context_chars",
+                     "max_output_chars", "max_result_chars", "max_identical_calls"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise ValueError(f"{name} must be a non-negative integer or None, got {value!r}")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise ValueError(f"timeout_s must be positive or None, got {self.timeout_s!r}")
+        if self.max_identical_calls < 1:
+            raise ValueError("max_identical_calls must be at least 1")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def tokens_for_chars(chars: int) -> int:
+    return -(-chars // CHARS_PER_TOKEN)
+
+
+def json_len(value: Any) -> int:
+    return len(json.dumps(value))
+
+
+def naive_prompt_tokens(specs: Sequence[ToolSpec], messages: Sequence[Message]) -> int:
+    """The reference estimate, re-serialising everything: O(history) per call."""
+    return tokens_for_chars(json_len(list(specs)) + json_len(list(messages)))
+
+
+def context_chars_of(message: Message) -> int:
+    """Characters a message adds to the context: its content plus its calls' args JSON."""
+    total = len(message["content"])
+    if message["role"] == "assistant":
+        total += sum(json_len(call["args"]) for call in message["tool_calls"])
+    return total
+
+
+class TokenMeter:
+    """The naive estimate's figures at O(new messages) per step.
+
+    ``json.dumps(list)`` is ``"[" + ", ".join(items) + "]"``, so the list's length
+    is 2 + the items' lengths + 2 per separator; keeping the sum of item lengths
+    gives exactly the same number without re-serialising the history.
+    """
+
+    __slots__ = ("_count", "_items_chars", "_specs_chars", "context_chars")
+
+    def __init__(self, specs: Sequence[ToolSpec]) -> None:
+        self._specs_chars = json_len(list(specs))
+        self._items_chars = 0
+        self._count = 0
+        self.context_chars = 0
+
+    def add(self, message: Message) -> None:
+        self._items_chars += json_len(message)
+        self._count += 1
+        self.context_chars += context_chars_of(message)
+
+    def prompt_tokens(self) -> int:
+        list_chars = 2 + self._items_chars + 2 * max(self._count - 1, 0)
+        return tokens_for_chars(self._specs_chars + list_chars)
+
+
+def reply_tokens(message: Message) -> int:
+    """Estimated tokens of a reply: its appended message's JSON."""
+    return tokens_for_chars(json_len(message))
+
+
+def cut_observation(text: str, max_chars: int | None) -> str:
+    """Keep the head of a long observation and say how much was dropped."""
+    if max_chars is None or len(text) <= max_chars:
+        return text
+    dropped = len(text) - max_chars
+    return f"{text[:max_chars]}... [cut: {dropped} more characters]"

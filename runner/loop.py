@@ -1,0 +1,134 @@
+"""``run_agent``: the synchronous driver of the loop in ``core``.
+
+With no deadline and no cancel event, the model and the tools run on the
+caller's thread (nothing to wait for, nothing to pay). Otherwise each call runs
+on a daemon worker thread and the loop waits with the time that remains, so a
+model or tool that never returns cannot hold the run past its deadline.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .core import DEFAULT_SYSTEM, Action, AgentCore, AgentResult, Approver, CallModel, Outcome
+from .limits import Limits
+from .messages import Model
+from .recorder import NullRecorder, Recorder
+from .tools import ToolRegistry
+
+# How often a wait wakes up to look at the cancel event.
+CANCEL_POLL_S = 0.01
+
+
+def run_agent(
+    task: str,
+    model: Model,
+    registry: ToolRegistry,
+    system: str = DEFAULT_SYSTEM,
+    max_steps: int = 8,
+    token_budget: int = 4000,
+    *,
+    max_tool_calls: int | None = None,
+    timeout_s: float | None = None,
+    max_context_chars: int | None = None,
+    max_output_chars: int | None = None,
+    max_result_chars: int | None = None,
+    max_identical_calls: int = 2,
+    cancel: threading.Event | None = None,
+    approve: Approver | None = None,
+    recorder: Recorder | None = None,
+    run_id: str | None = None,
+    agent_name: str | None = None,
+    labels: Mapping[str, str] | None = None,
+) -> AgentResult:
+    """Run ``task`` with ``model`` and the tools in ``registry`` until done or a limit.
+
+    Never raises for anything the model or a tool does; the returned result says
+    how the run ended (``result.raise_for_status()`` turns a stop into an error).
+    """
+    limits = Limits(max_steps, token_budget, max_tool_calls, timeout_s, max_context_chars,
+                    max_output_chars, max_result_chars, max_identical_calls)
+    core = AgentCore(task, model, registry, system=system, limits=limits,
+                     recorder=recorder or NullRecorder(), cancel=cancel, approve=approve,
+                     run_id=run_id, agent_name=agent_name, labels=labels)
+    return drive(core)
+
+
+def drive(core: AgentCore) -> AgentResult:
+    """Perform the actions ``core`` decides on until it returns a result."""
+    decisions = core.run()
+    try:
+        action = next(decisions)
+        while True:
+            action = decisions.send(perform(core, action))
+    except StopIteration as finished:
+        result: AgentResult = finished.value
+        return result
+
+
+def perform(core: AgentCore, action: Action) -> Outcome:
+    if isinstance(action, CallModel):
+        messages, specs, model = action.messages, action.specs, action.model
+
+        def work() -> Any:
+            return model(messages, specs)
+
+        return call(work, None, core)
+    args, fn = action.call.args, action.tool.fn
+
+    def run_tool() -> Any:
+        return fn(**args)
+
+    return call(run_tool, action.tool.timeout_s, core)
+
+
+def call(work: Callable[[], Any], timeout_s: float | None, core: AgentCore) -> Outcome:
+    started = time.monotonic()
+    if timeout_s is None and not core.needs_waiting:
+        try:
+            value = work()
+        except Exception as exc:
+            return Outcome(error=exc, elapsed_s=time.monotonic() - started)
+        return Outcome(value=value, elapsed_s=time.monotonic() - started)
+    return _call_on_worker(work, started, timeout_s, core)
+
+
+def _call_on_worker(
+    work: Callable[[], Any], started: float, timeout_s: float | None, core: AgentCore
+) -> Outcome:
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # reported to the loop, never lost in a thread
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name=f"runner-{core.run_id[:8]}", daemon=True).start()
+    call_end = started + timeout_s if timeout_s is not None else math.inf
+    run_end = core.deadline if core.deadline is not None else math.inf
+    while True:
+        now = time.monotonic()
+        wait = min(call_end, run_end) - now
+        if core.cancel is not None:
+            wait = min(wait, CANCEL_POLL_S)
+        if done.wait(max(wait, 0.0)):
+            elapsed = time.monotonic() - started
+            if "error" in box:
+                return Outcome(error=box["error"], elapsed_s=elapsed)
+            return Outcome(value=box.get("value"), elapsed_s=elapsed)
+        now = time.monotonic()
+        stop = core.stop_requested()
+        if stop:
+            return Outcome(stop=stop, elapsed_s=now - started)
+        if now >= call_end:
+            return Outcome(timed_out=True, elapsed_s=now - started)
+
+

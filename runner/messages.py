@@ -1,0 +1,106 @@
+"""Data shapes shared by the loop, the models and the event log.
+
+Messages are plain JSON-able dicts so they can be logged, diffed and sent to any
+provider unchanged; replies and calls are frozen dataclasses because the harness
+must not be able to alter what the model said after the fact.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, TypedDict
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One call the model proposes: ``args`` is whatever the model sent (usually a dict)."""
+
+    id: str
+    name: str
+    args: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts reported by a provider for one model call."""
+
+    input_tokens: int
+    output_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReply:
+    """What a model returns: text, tool calls, or both (then it is not final).
+
+    ``stop_reason`` is what the provider said about why generation ended
+    (``"length"`` for a cut-off reply, ``"refusal"``...); scripted models leave it None.
+    """
+
+    content: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    usage: Usage | None = None
+    stop_reason: str | None = None
+
+
+class ToolCallDict(TypedDict):
+    id: str
+    name: str
+    args: Any
+
+
+class SystemMessage(TypedDict):
+    role: Literal["system"]
+    content: str
+
+
+class UserMessage(TypedDict):
+    role: Literal["user"]
+    content: str
+
+
+class AssistantMessage(TypedDict):
+    role: Literal["assistant"]
+    content: str
+    tool_calls: list[ToolCallDict]
+
+
+class ToolMessage(TypedDict):
+    role: Literal["tool"]
+    tool_call_id: str
+    name: str
+    content: str
+
+
+Message = SystemMessage | UserMessage | AssistantMessage | ToolMessage
+
+
+class ToolSpec(TypedDict):
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class Model(Protocol):
+    """Any callable ``(messages, tool_specs) -> ModelReply`` is a model.
+
+    A model may also expose ``model_name`` and ``provider_name`` attributes; the
+    log and the spans use them when present.
+    """
+
+    def __call__(
+        self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]
+    ) -> ModelReply: ...
+
+
+def assistant_message(reply: ModelReply) -> AssistantMessage:
+    """The dict appended for a reply: calls keep the model's order and ids."""
+    return {
+        "role": "assistant",
+        "content": reply.content,
+        "tool_calls": [{"id": c.id, "name": c.name, "args": c.args} for c in reply.tool_calls],
+    }
+
+
+def tool_message(call: ToolCall, content: str) -> ToolMessage:
+    return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}

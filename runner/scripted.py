@@ -1,0 +1,53 @@
+"""``ScriptedModel``: a model that plays back replies written in advance.
+
+It is what tests and the demo run on, and what replay builds from a stored run.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Sequence
+
+from .errors import ScriptError, ScriptExhausted
+from .messages import Message, ModelReply, ToolSpec
+
+
+class ScriptedModel:
+    """Returns ``replies`` in order; a plain string is a final answer.
+
+    ``seen`` holds a deep copy of the message list shown at each call. The copy is
+    taken lazily (the loop only ever appends), so recording what the model saw
+    stays O(1) per call however long the run.
+    """
+
+    model_name = "scripted"
+    provider_name = "scripted"
+
+    def __init__(self, replies: Iterable[ModelReply | str]) -> None:
+        self.replies = [r if isinstance(r, ModelReply) else ModelReply(content=r) for r in replies]
+        self.calls = 0
+        self._shown: list[tuple[Sequence[Message], int]] = []
+        self.tool_specs_seen: list[Sequence[ToolSpec]] = []
+
+    def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
+        self.calls += 1
+        self._shown.append((messages, len(messages)))
+        self.tool_specs_seen.append(tool_specs)
+        if self.calls > len(self.replies):
+            raise ScriptExhausted(self.calls, len(self.replies))
+        return self.replies[self.calls - 1]
+
+    @property
+    def seen(self) -> list[list[Message]]:
+        return [copy.deepcopy(list(messages[:count])) for messages, count in self._shown]
+
+    @property
+    def remaining(self) -> int:
+        return max(len(self.replies) - self.calls, 0)
+
+    def assert_complete(self) -> None:
+        """Raise ``ScriptError`` unless every reply was used exactly once."""
+        if self.calls != len(self.replies):
+            raise ScriptError(
+                f"scripted model was called {self.calls} times for {len(self.replies)} replies"
+            )

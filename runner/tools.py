@@ -1,0 +1,131 @@
+"""The tool registry: what the model is shown, and the allow-list it is held to.
+
+``execute`` never raises: every way a call can go wrong becomes an ``ERROR:``
+observation that says what a valid call looks like, because the model can often
+repair its own mistake if told precisely what it was.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .messages import ToolSpec
+from .schema import check_schema, validate_args
+
+
+@dataclass(frozen=True, slots=True)
+class Tool:
+    """A registered tool and its per-tool options.
+
+    ``timeout_s`` bounds one call (its observation then says it timed out and the
+    run goes on); ``side_effects`` marks a tool that writes somewhere, so a resumed
+    run never re-runs it blindly; ``needs_approval`` makes the loop ask the
+    caller's ``approve`` callback before each call.
+    """
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    fn: Callable[..., Any]
+    timeout_s: float | None = None
+    side_effects: bool = False
+    needs_approval: bool = False
+
+    def spec(self) -> ToolSpec:
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+
+class ToolRegistry:
+    """Tools by exact name. Only names registered here can ever run."""
+
+    def __init__(self) -> None:
+        self._tools: dict[str, Tool] = {}
+
+    def register(
+        self,
+        name: str,
+        description: str,
+        parameters: Mapping[str, Any],
+        fn: Callable[..., Any],
+        *,
+        timeout_s: float | None = None,
+        side_effects: bool = False,
+        needs_approval: bool = False,
+    ) -> Tool:
+        """Add a tool after checking its schema; raises ``ValueError`` on any mistake."""
+        if not isinstance(name, str) or not name:
+            raise ValueError("tool name must be a non-empty string")
+        if name in self._tools:
+            raise ValueError(f"tool {name!r} is already registered")
+        if not callable(fn):
+            raise ValueError(f"tool {name!r}: fn must be callable")
+        if timeout_s is not None and not timeout_s > 0:
+            raise ValueError(f"tool {name!r}: timeout_s must be positive, got {timeout_s!r}")
+        params = dict(parameters)
+        try:
+            check_schema(params)
+        except ValueError as exc:
+            raise ValueError(f"tool {name!r}: {exc}") from None
+        if params.get("type", "object") != "object":
+            raise ValueError(f"tool {name!r}: parameters must have type 'object'")
+        tool = Tool(name, description, params, fn, timeout_s, side_effects, needs_approval)
+        self._tools[name] = tool
+        return tool
+
+    def specs(self) -> list[ToolSpec]:
+        return [tool.spec() for tool in self._tools.values()]
+
+    def names(self) -> list[str]:
+        return sorted(self._tools)
+
+    def get(self, name: object) -> Tool | None:
+        """Exact lookup: attribute names, methods and "" are never tools."""
+        return self._tools.get(name) if isinstance(name, str) else None
+
+    def __contains__(self, name: object) -> bool:
+        return self.get(name) is not None
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def check(self, name: object, args: Any) -> str | None:
+        """The ``ERROR:`` observation for a call that must not run, else None."""
+        tool = self.get(name)
+        if tool is None:
+            return f"ERROR: unknown tool {name!r}. Available tools: {self.names()}"
+        problem = validate_args(args, tool.parameters)
+        if problem is not None:
+            expected = json.dumps(tool.parameters.get("properties", {}))
+            return f"ERROR: {problem}. {tool.name} expects {expected}"
+        return None
+
+    def execute(self, name: str, args: Any) -> str:
+        """Check and run one call on this thread; never raises."""
+        rejected = self.check(name, args)
+        if rejected is not None:
+            return rejected
+        tool = self._tools[name]
+        try:
+            value = tool.fn(**args)
+        except Exception as exc:
+            return failure_observation(name, exc)
+        return result_observation(name, value)
+
+
+def result_observation(name: str, value: Any) -> str:
+    """``json.dumps`` of a tool's result, or an ``ERROR:`` if it is not valid JSON."""
+    try:
+        return json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        return f"ERROR: {name} returned a value that is not JSON-serialisable: {type(exc).__name__}: {exc}"
+
+
+def failure_observation(name: str, exc: BaseException) -> str:
+    return f"ERROR: {name} failed: {type(exc).__name__}: {exc}"
+
+
+def timeout_observation(name: str, timeout_s: float) -> str:
+    return f"ERROR: {name} timed out after {timeout_s:g} s"
