@@ -110,6 +110,7 @@ class AgentCore:
         run_id: str | None = None,
         agent_name: str | None = None,
         labels: Mapping[str, str] | None = None,
+        meter: type[TokenMeter] = TokenMeter,
     ) -> None:
         self.task, self.model, self.registry, self.system = task, model, registry, system
         self.limits, self.recorder, self.cancel, self.approve = limits, recorder, cancel, approve
@@ -117,7 +118,7 @@ class AgentCore:
         self.specs = registry.specs()
         self.deadline = (time.monotonic() + limits.timeout_s) if limits.timeout_s else None
         self.messages: list[Message] = []
-        self.meter = TokenMeter(self.specs)
+        self.meter = meter(self.specs)
         self.steps = self.spent = self.tool_calls_run = 0
         self.seen_ids: set[str] = set()
         self.last_call_key: str | None = None
@@ -213,6 +214,9 @@ class AgentCore:
             self.spent += prompt_tokens + produced
         self._append(message, step)
         self._model_call_finished(step, prompt_tokens, reply, produced, outcome)
+        cut = _unfinished_reply(reply)
+        if cut:
+            return reply, (st.INVALID_REPLY, cut)
         limit = self.limits.max_output_chars
         if limit is not None:
             size = len(reply.content) + sum(len(json.dumps(c.args)) for c in reply.tool_calls)
@@ -318,6 +322,22 @@ class AgentCore:
             self._end_step()
         self.recorder.run_finished(result)
         return result
+
+
+# Provider stop reasons that mean the text is not a usable final answer.
+CUT_OFF = frozenset({"length", "max_tokens"})
+REFUSED = frozenset({"refusal", "content_filter"})
+
+
+def _unfinished_reply(reply: ModelReply) -> str | None:
+    """Why a reply without calls must not count as the final answer, if it must not."""
+    if reply.tool_calls or reply.stop_reason is None:
+        return None
+    if reply.stop_reason in CUT_OFF:
+        return f"reply was cut off at the output token limit (stop_reason {reply.stop_reason!r})"
+    if reply.stop_reason in REFUSED:
+        return f"model refused (stop_reason {reply.stop_reason!r}): {reply.content[:200]}"
+    return None
 
 
 def _stop_reason(status: str, limits: Limits, waiting_on: str | None = None) -> str:

@@ -117,6 +117,24 @@ class TokenMeter:
         return tokens_for_chars(self._specs_chars + list_chars)
 
 
+class NaiveTokenMeter(TokenMeter):
+    """The same figures by re-serialising the whole list each time (reference and benchmark only)."""
+
+    __slots__ = ("_messages", "_specs")
+
+    def __init__(self, specs: Sequence[ToolSpec]) -> None:
+        super().__init__(specs)
+        self._specs = list(specs)
+        self._messages: list[Message] = []
+
+    def add(self, message: Message) -> None:
+        self._messages.append(message)
+        self.context_chars += context_chars_of(message)
+
+    def prompt_tokens(self) -> int:
+        return naive_prompt_tokens(self._specs, self._messages)
+
+
 def reply_tokens(message: Message) -> int:
     """Estimated tokens of a reply: its appended message's JSON."""
     return tokens_for_chars(json_len(message))

@@ -12,13 +12,19 @@ import math
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .core import DEFAULT_SYSTEM, Action, AgentCore, AgentResult, Approver, CallModel, Outcome
 from .limits import Limits
 from .messages import Model
-from .recorder import NullRecorder, Recorder
+from .recorder import Recorder
 from .tools import ToolRegistry
+from .wiring import build_recorder
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+    from .store import RunStore
 
 # How often a wait wakes up to look at the cancel event.
 CANCEL_POLL_S = 0.01
@@ -44,16 +50,23 @@ def run_agent(
     run_id: str | None = None,
     agent_name: str | None = None,
     labels: Mapping[str, str] | None = None,
+    store: RunStore | None = None,
+    tracer_provider: TracerProvider | None = None,
+    record_content: bool = False,
 ) -> AgentResult:
     """Run ``task`` with ``model`` and the tools in ``registry`` until done or a limit.
 
     Never raises for anything the model or a tool does; the returned result says
     how the run ended (``result.raise_for_status()`` turns a stop into an error).
+    With ``store`` every fact is committed to its event log; spans go to
+    ``tracer_provider`` (message and argument content only with ``record_content``).
     """
     limits = Limits(max_steps, token_budget, max_tool_calls, timeout_s, max_context_chars,
                     max_output_chars, max_result_chars, max_identical_calls)
     core = AgentCore(task, model, registry, system=system, limits=limits,
-                     recorder=recorder or NullRecorder(), cancel=cancel, approve=approve,
+                     recorder=build_recorder(store=store, tracer_provider=tracer_provider,
+                                             record_content=record_content, extra=recorder),
+                     cancel=cancel, approve=approve,
                      run_id=run_id, agent_name=agent_name, labels=labels)
     return drive(core)
 

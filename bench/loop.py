@@ -1,0 +1,64 @@
+"""Per-step cost of the loop with a scripted model, at 10, 100 and 1,000 steps.
+
+Compares the incremental token estimate with the naive one that re-serialises
+the whole history at every step, in one run, as ratios (machines are noisy:
+read the ratios, not the absolute figures).
+
+    .venv/bin/python bench/loop.py
+"""
+
+from __future__ import annotations
+
+import time
+
+from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry
+from runner.core import AgentCore
+from runner.limits import Limits, NaiveTokenMeter, TokenMeter
+from runner.loop import drive
+from runner.recorder import NullRecorder
+
+SIZES = (10, 100, 1000)
+REPEATS = 5
+
+
+def registry() -> ToolRegistry:
+    reg = ToolRegistry()
+    reg.register("echo", "Echo a number.", {"type": "object", "properties": {"n": {"type": "integer"}},
+                                            "required": ["n"]}, lambda n: {"n": n})
+    return reg
+
+
+def script(steps: int) -> ScriptedModel:
+    replies: list[ModelReply | str] = [
+        ModelReply(f"step {i}", [ToolCall(f"c{i}", "echo", {"n": i})]) for i in range(steps - 1)]
+    return ScriptedModel([*replies, "finished"])
+
+
+def per_step_us(steps: int, meter: type[TokenMeter]) -> float:
+    reg = registry()
+    best = float("inf")
+    for _ in range(REPEATS):
+        core = AgentCore("bench", script(steps), reg, system="s", recorder=NullRecorder(),
+                         limits=Limits(max_steps=steps, token_budget=10**12), meter=meter)
+        started = time.perf_counter()
+        result = drive(core)
+        elapsed = time.perf_counter() - started
+        if (result.status, result.steps) != ("done", steps):
+            raise SystemExit(f"bench run ended {result.status} after {result.steps} steps")
+        best = min(best, elapsed)
+    return best / steps * 1e6
+
+
+def main() -> None:
+    rows = {n: (per_step_us(n, TokenMeter), per_step_us(n, NaiveTokenMeter)) for n in SIZES}
+    base = rows[SIZES[0]][0]
+    print(f"{'steps':>6} {'incremental us/step':>20} {'naive us/step':>14} {'naive/incr':>11} {'incr vs 10':>11}")
+    for n, (incr, naive) in rows.items():
+        print(f"{n:>6} {incr:>20.1f} {naive:>14.1f} {naive / incr:>10.1f}x {incr / base:>10.2f}x")
+    ratio = rows[SIZES[-1]][0] / base
+    print(f"per-step cost at {SIZES[-1]} steps is {ratio:.2f}x that at {SIZES[0]} steps "
+          f"(goal: within 1.5x) -> {'ok' if ratio <= 1.5 else 'MISSED'}")
+
+
+if __name__ == "__main__":
+    main()
