@@ -1,0 +1,17 @@
+"""OpenTelemetry spans for runs: live, and rebuilt from the event log.
+
+Span tree of one run (names from the OpenTelemetry GenAI conventions)::
+
+    invoke_agent [{agent_name}]
+    ├── step 1
+    │   ├── chat {model}
+    │   └── execute_tool {tool}   (one per call that got an observation)
+    └── step 2 ...
+"""
+
+from __future__ import annotations
+
+from .attrs import derived_span_id, derived_trace_id
+from .live import TracingRecorder
+
+__all__ = ["TracingRecorder", "derived_span_id", "derived_trace_id"]

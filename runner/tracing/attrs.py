@@ -1,0 +1,231 @@
+"""Span names, attributes and statuses: ONE definition for live spans and rebuilt ones.
+
+The live recorder and ``rebuild_spans`` both call these functions with the same
+facts (the live side from the recorder arguments, the rebuild side from the
+logged events), so a live trace and a trace rebuilt from the log cannot drift.
+
+Names follow the OpenTelemetry GenAI semantic conventions (``gen_ai.*``); the
+runner's own facts live under ``runner.*``. Token usage goes on ``chat`` spans
+only: a parent repeating its children's usage makes backends count it twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.util.types import AttributeValue
+
+from .. import limits as st
+
+Attrs = dict[str, AttributeValue]
+
+SCOPE: Final = "runner"
+
+OPERATION: Final = "gen_ai.operation.name"
+PROVIDER: Final = "gen_ai.provider.name"
+REQUEST_MODEL: Final = "gen_ai.request.model"
+AGENT_NAME: Final = "gen_ai.agent.name"
+CONVERSATION_ID: Final = "gen_ai.conversation.id"
+TOOL_NAME: Final = "gen_ai.tool.name"
+TOOL_CALL_ID: Final = "gen_ai.tool.call.id"
+TOOL_TYPE: Final = "gen_ai.tool.type"
+INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+FINISH_REASONS: Final = "gen_ai.response.finish_reasons"
+INPUT_MESSAGES: Final = "gen_ai.input.messages"
+OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
+TOOL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+TOOL_RESULT: Final = "gen_ai.tool.call.result"
+ERROR_TYPE: Final = "error.type"
+
+RUN_ID: Final = "runner.run_id"
+STEP: Final = "runner.step"
+STATUS: Final = "runner.status"
+STOP_REASON: Final = "runner.stop_reason"
+USAGE_ESTIMATED: Final = "runner.usage.estimated"
+TOOL_RAN: Final = "runner.tool.ran"
+
+# A stop that is not a failure: the run waits for a person, nothing went wrong.
+NOT_FAILURES: Final = frozenset({st.DONE, st.AWAITING_APPROVAL})
+
+KIND_RUN: Final = SpanKind.INTERNAL
+KIND_STEP: Final = SpanKind.INTERNAL
+KIND_CHAT: Final = SpanKind.CLIENT
+KIND_TOOL: Final = SpanKind.INTERNAL
+
+UNSET: Final = Status(StatusCode.UNSET)
+
+
+_HEX32 = re.compile(r"[0-9a-f]{32}")
+
+
+def derived_trace_id(run_id: str) -> str:
+    """The run id itself when it is 32 lowercase hex (a uuid4 hex), else a hash of it."""
+    if _HEX32.fullmatch(run_id):
+        return run_id
+    return hashlib.sha256(run_id.encode()).hexdigest()[:32]
+
+
+def derived_span_id(run_id: str, key: str) -> str:
+    """A stable 16-hex span id for ``key`` ('run', 'step:N', 'chat:N', 'tool:CALLID') of a run.
+
+    Used when no tracer records the run, so its log still carries ids and its
+    rebuilt trace is the same every time.
+    """
+    return hashlib.sha256(f"{run_id}:{key}".encode()).hexdigest()[:16]
+
+
+def run_name(agent_name: str | None) -> str:
+    return f"invoke_agent {agent_name}" if agent_name else "invoke_agent"
+
+
+def step_name(step: int) -> str:
+    return f"step {step}"
+
+
+def chat_name(model: str) -> str:
+    return f"chat {model}"
+
+
+def tool_name(name: str) -> str:
+    return f"execute_tool {name}"
+
+
+def _common(run_id: str, step: int) -> Attrs:
+    return {CONVERSATION_ID: run_id, RUN_ID: run_id, STEP: step}
+
+
+def run_start(run_id: str, model: str, provider: str | None, agent_name: str | None) -> Attrs:
+    """The root span at start; ``runner.step`` is 0 on it (the run itself, before any step)."""
+    attrs: Attrs = {OPERATION: "invoke_agent", **_common(run_id, 0), REQUEST_MODEL: model}
+    if provider:
+        attrs[PROVIDER] = provider
+    if agent_name:
+        attrs[AGENT_NAME] = agent_name
+    return attrs
+
+
+def run_end(status: str, error: str | None) -> tuple[Attrs, Status]:
+    attrs: Attrs = {STATUS: status}
+    if error:
+        attrs[STOP_REASON] = error
+    if status in NOT_FAILURES:
+        return attrs, UNSET
+    attrs[ERROR_TYPE] = status
+    return attrs, Status(StatusCode.ERROR, error or status)
+
+
+def step_start(run_id: str, step: int) -> Attrs:
+    return _common(run_id, step)
+
+
+def chat_start(run_id: str, step: int, model: str, provider: str | None) -> Attrs:
+    attrs: Attrs = {OPERATION: "chat", **_common(run_id, step), REQUEST_MODEL: model}
+    if provider:
+        attrs[PROVIDER] = provider
+    return attrs
+
+
+def chat_end(
+    prompt_tokens: int,
+    reply_tokens: int,
+    usage: tuple[int, int] | None,
+    reply: Mapping[str, Any] | None,
+    error: str | None,
+    error_type: str | None,
+) -> tuple[Attrs, Status]:
+    """``reply`` is the reply as ``describe_reply`` data; None when the call failed."""
+    if reply is None:
+        kind = error_type or "model_error"
+        return {ERROR_TYPE: kind}, Status(StatusCode.ERROR, error or kind)
+    attrs: Attrs = {FINISH_REASONS: [finish_reason(reply)]}
+    if usage is not None:
+        attrs.update({INPUT_TOKENS: usage[0], OUTPUT_TOKENS: usage[1], USAGE_ESTIMATED: False})
+    else:
+        attrs.update({INPUT_TOKENS: prompt_tokens, OUTPUT_TOKENS: reply_tokens, USAGE_ESTIMATED: True})
+    return attrs, UNSET
+
+
+def chat_content(shown: Sequence[Mapping[str, Any]], reply: Mapping[str, Any] | None) -> Attrs:
+    """Opt-in content of a chat span, in the convention's message shape."""
+    attrs: Attrs = {INPUT_MESSAGES: _json([convention_message(m) for m in shown])}
+    if reply is not None:
+        out = convention_message({"role": "assistant", **reply})
+        out["finish_reason"] = finish_reason(reply)
+        attrs[OUTPUT_MESSAGES] = _json([out])
+    return attrs
+
+
+def tool_start(run_id: str, step: int, name: str, call_id: str) -> Attrs:
+    return {OPERATION: "execute_tool", **_common(run_id, step), TOOL_NAME: name, TOOL_CALL_ID: call_id,
+            TOOL_TYPE: "function"}
+
+
+def tool_end(name: str, observation: str, ok: bool, ran: bool) -> tuple[Attrs, Status]:
+    attrs: Attrs = {TOOL_RAN: ran}
+    if ok:
+        return attrs, UNSET
+    attrs[ERROR_TYPE] = tool_error_type(name, observation, ran)
+    return attrs, Status(StatusCode.ERROR, _first_line(observation))
+
+
+def tool_content(args: Any, observation: str) -> Attrs:
+    return {TOOL_ARGUMENTS: _json(args), TOOL_RESULT: observation}
+
+
+_FAILED = re.compile(r"failed: ([A-Za-z_][\w.]*): ")
+
+
+def tool_error_type(name: str, observation: str, ran: bool) -> str:
+    """A low-cardinality class for an ``ERROR:`` observation (the text itself is the description)."""
+    if not ran:
+        if observation.startswith("ERROR: unknown tool "):
+            return "unknown_tool"
+        if " was already called " in observation and " in a row " in observation:
+            return "repeated_call"
+        if " was denied by the approver" in observation:
+            return "denied"
+        return "invalid_arguments"
+    if observation in (f"ERROR: {st.DEADLINE}", f"ERROR: {st.CANCELLED}"):
+        return observation[len("ERROR: "):]
+    if observation.startswith(f"ERROR: {name} timed out after "):
+        return "timeout"
+    if observation.startswith(f"ERROR: {name} returned a value that is not JSON-serialisable"):
+        return "invalid_result"
+    found = _FAILED.match(observation, len(f"ERROR: {name} "))
+    return found.group(1) if found else "tool_error"
+
+
+def finish_reason(reply: Mapping[str, Any]) -> str:
+    stop = reply.get("stop_reason")
+    if stop:
+        return str(stop)
+    return "tool_call" if reply.get("tool_calls") else "stop"
+
+
+def convention_message(message: Mapping[str, Any]) -> dict[str, Any]:
+    """One of our messages as a GenAI convention ``ChatMessage`` (role and parts)."""
+    role = message.get("role")
+    if role == "tool":
+        return {"role": "tool", "parts": [{"type": "tool_call_response", "id": message.get("tool_call_id"),
+                                           "response": message.get("content")}]}
+    parts: list[dict[str, Any]] = []
+    if message.get("content"):
+        parts.append({"type": "text", "content": message["content"]})
+    for call in message.get("tool_calls") or ():
+        parts.append({"type": "tool_call", "id": call.get("id"), "name": call.get("name"),
+                      "arguments": call.get("args")})
+    return {"role": role, "parts": parts}
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _first_line(text: str) -> str:
+    return text.split("\n", 1)[0]

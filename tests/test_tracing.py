@@ -1,0 +1,319 @@
+"""Live spans: the tree a run leaves on an injected TracerProvider, normalised.
+
+Helpers here are shared by the other ``test_tracing_*`` modules.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import NoOpTracerProvider
+
+from runner import Limits, ModelReply, ScriptedModel, ToolCall, ToolRegistry, Usage, run_agent
+from runner.core import AgentCore
+from runner.loop import drive
+from runner.recorder import FanoutRecorder, ModelCallInfo, RunInfo
+from runner.tracing import TracingRecorder, derived_span_id
+
+RUN_ID = "0123456789abcdef0123456789abcdef"
+WEATHER = {"Paris": 21}
+
+
+def registry() -> ToolRegistry:
+    reg = ToolRegistry()
+
+    def get_weather(city: str) -> dict[str, int]:
+        return {"celsius": WEATHER[city]}
+
+    def slow(seconds: float) -> str:
+        time.sleep(seconds)
+        return "slept"
+
+    reg.register("get_weather", "Temperature in a city.",
+                 {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}, get_weather)
+    reg.register("slow", "Sleeps.", {"type": "object", "properties": {"seconds": {"type": "number"}}}, slow,
+                 timeout_s=0.05)
+    return reg
+
+
+def weather(call_id: str, city: str) -> ModelReply:
+    return ModelReply("", [ToolCall(call_id, "get_weather", {"city": city})])
+
+
+@pytest.fixture
+def spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider, exporter
+    provider.shutdown()
+
+
+def tree(spans: Sequence[ReadableSpan]) -> list[Any]:
+    """Spans as nested ``[name, status, attrs, children]``; ids and times left out.
+
+    ``gen_ai.conversation.id`` and ``runner.run_id`` are checked apart (they are ids).
+    """
+    by_parent: dict[int | None, list[ReadableSpan]] = {}
+    for span in sorted(spans, key=lambda s: (s.start_time or 0, s.end_time or 0)):
+        parent = span.parent.span_id if span.parent is not None else None
+        by_parent.setdefault(parent, []).append(span)
+
+    def node(span: ReadableSpan) -> list[Any]:
+        attrs = {k: (list(v) if isinstance(v, tuple) else v) for k, v in (span.attributes or {}).items()
+                 if k not in ("gen_ai.conversation.id", "runner.run_id")}
+        status = span.status.status_code.name
+        if span.status.description:
+            status += f": {span.status.description}"
+        assert span.context is not None
+        return [span.name, status, attrs, [node(c) for c in by_parent.get(span.context.span_id, [])]]
+
+    return [node(root) for root in by_parent.get(None, [])]
+
+
+def ids_of(spans: Sequence[ReadableSpan]) -> set[tuple[Any, ...]]:
+    """What must agree between a live trace and a rebuilt one."""
+    out = set()
+    for s in spans:
+        assert s.context is not None
+        out.add((s.name, format(s.context.trace_id, "032x"), format(s.context.span_id, "016x"),
+                 format(s.parent.span_id, "016x") if s.parent else None))
+    return out
+
+
+RUN = {"gen_ai.operation.name": "invoke_agent", "runner.step": 0, "gen_ai.request.model": "scripted",
+       "gen_ai.provider.name": "scripted"}
+
+
+def chat(step: int, inp: int, out: int, finish: str, estimated: bool = True) -> dict[str, Any]:
+    return {"gen_ai.operation.name": "chat", "runner.step": step, "gen_ai.request.model": "scripted",
+            "gen_ai.provider.name": "scripted", "gen_ai.response.finish_reasons": [finish],
+            "gen_ai.usage.input_tokens": inp, "gen_ai.usage.output_tokens": out,
+            "runner.usage.estimated": estimated}
+
+
+def tool(step: int, name: str, call_id: str, ran: bool = True, error: str | None = None) -> dict[str, Any]:
+    attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "runner.step": step, "gen_ai.tool.name": name,
+                             "gen_ai.tool.call.id": call_id, "gen_ai.tool.type": "function", "runner.tool.ran": ran}
+    if error:
+        attrs["error.type"] = error
+    return attrs
+
+
+def test_happy_path_tree(spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = spans
+    model = ScriptedModel([weather("c1", "Paris"), ModelReply("21C", usage=Usage(100, 7))])
+    result = run_agent("Weather in Paris?", model, registry(), tracer_provider=provider, run_id=RUN_ID)
+    assert result.status == "done"
+    got = exporter.get_finished_spans()
+    assert tree(got) == [
+        ["invoke_agent", "UNSET", {**RUN, "runner.status": "done"}, [
+            ["step 1", "UNSET", {"runner.step": 1}, [
+                ["chat scripted", "UNSET", chat(1, 115, 29, "tool_call"), []],
+                ["execute_tool get_weather", "UNSET", tool(1, "get_weather", "c1"), []],
+            ]],
+            ["step 2", "UNSET", {"runner.step": 2}, [
+                ["chat scripted", "UNSET", chat(2, 100, 7, "stop", estimated=False), []],
+            ]],
+        ]],
+    ]
+    assert {s.attributes["gen_ai.conversation.id"] for s in got if s.attributes} == {RUN_ID}
+    assert {s.attributes["runner.run_id"] for s in got if s.attributes} == {RUN_ID}
+    assert len({s.context.trace_id for s in got if s.context}) == 1
+    assert all("gen_ai.usage.input_tokens" not in (s.attributes or {}) for s in got if s.name != "chat scripted")
+
+
+def test_tool_error_marks_the_tool_span(spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = spans
+    model = ScriptedModel([weather("c1", "Atlantis"), "sorry"])
+    run_agent("Weather in Atlantis?", model, registry(), tracer_provider=provider)
+    (root,) = tree(exporter.get_finished_spans())
+    step1 = root[3][0]
+    assert step1[3][1] == ["execute_tool get_weather",
+                           "ERROR: ERROR: get_weather failed: KeyError: 'Atlantis'",
+                           tool(1, "get_weather", "c1", error="KeyError"), []]
+    assert root[1] == "UNSET"
+
+
+def test_unknown_and_invalid_calls_get_spans_that_did_not_run(
+        spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = spans
+    model = ScriptedModel([
+        ModelReply("", [ToolCall("u1", "get_forecast", {}), ToolCall("b1", "get_weather", {"town": "Paris"})]),
+        "done"])
+    run_agent("Forecast?", model, registry(), tracer_provider=provider)
+    (root,) = tree(exporter.get_finished_spans())
+    unknown, invalid = root[3][0][3][1:]
+    assert unknown[:3] == ["execute_tool get_forecast",
+                           "ERROR: ERROR: unknown tool 'get_forecast'. Available tools: ['get_weather', 'slow']",
+                           tool(1, "get_forecast", "u1", ran=False, error="unknown_tool")]
+    assert invalid[0] == "execute_tool get_weather"
+    assert invalid[2] == tool(1, "get_weather", "b1", ran=False, error="invalid_arguments")
+
+
+def test_timeout_and_repeat_classes() -> None:
+    from runner.tracing.attrs import tool_error_type
+
+    assert tool_error_type("slow", "ERROR: slow timed out after 0.05 s", True) == "timeout"
+    assert tool_error_type("f", "ERROR: f failed: some text", True) == "tool_error"
+    assert tool_error_type("f", "ERROR: deadline", True) == "deadline"
+    assert tool_error_type("f", "ERROR: f returned a value that is not JSON-serialisable: x", True) == "invalid_result"
+    assert tool_error_type("f", "ERROR: f was already called 2 times in a row with these", False) == "repeated_call"
+    assert tool_error_type("f", "ERROR: the call to f was denied by the approver; x", False) == "denied"
+
+
+def test_step_limit_marks_the_root(spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = spans
+    model = ScriptedModel([weather("c1", "Paris"), weather("c2", "Paris")])
+    result = run_agent("Loop", model, registry(), max_steps=2, tracer_provider=provider, agent_name="looper")
+    assert result.status == "step_limit"
+    (root,) = tree(exporter.get_finished_spans())
+    assert root[:3] == ["invoke_agent looper", f"ERROR: {result.error}",
+                        {**RUN, "gen_ai.agent.name": "looper", "runner.status": "step_limit",
+                         "runner.stop_reason": "made 2 model calls (max_steps=2)", "error.type": "step_limit"}]
+    assert [step[0] for step in root[3]] == ["step 1", "step 2"]
+    assert all(c[1] == "UNSET" for step in root[3] for c in step[3])
+
+
+def test_model_error_marks_chat_and_root(spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = spans
+
+    def broken(messages: Any, specs: Any) -> ModelReply:
+        raise ConnectionError("api down")
+
+    result = run_agent("Hi", broken, registry(), tracer_provider=provider)
+    assert result.status == "model_error"
+    (root,) = tree(exporter.get_finished_spans())
+    assert root[1] == "ERROR: ConnectionError: api down"
+    assert root[2]["error.type"] == "model_error"
+    assert root[3] == [["step 1", "UNSET", {"runner.step": 1}, [
+        ["chat broken", "ERROR: ConnectionError: api down",
+         {"gen_ai.operation.name": "chat", "runner.step": 1, "gen_ai.request.model": "broken",
+          "error.type": "ConnectionError"}, []]]]]
+
+
+def test_deadline_while_a_tool_runs_ends_every_span(spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = spans
+    model = ScriptedModel([ModelReply("", [ToolCall("s1", "slow", {"seconds": 0.3})])])
+    reg = ToolRegistry()
+    reg.register("slow", "Sleeps.", {"type": "object", "properties": {"seconds": {"type": "number"}}},
+                 lambda seconds: time.sleep(seconds))
+    result = run_agent("Wait", model, reg, timeout_s=0.05, tracer_provider=provider)
+    assert result.status == "deadline"
+    (root,) = tree(exporter.get_finished_spans())
+    assert root[3][0][3][1][:2] == ["execute_tool slow", "ERROR: ERROR: deadline"]
+    assert root[3][0][3][1][2]["error.type"] == "deadline"
+    assert len(exporter.get_finished_spans()) == 4
+
+
+def test_content_only_when_opted_in(spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = spans
+    script = [weather("c1", "Paris"), "21C"]
+    run_agent("Weather in Paris?", ScriptedModel(script), registry(), tracer_provider=provider)
+    keys = {k for s in exporter.get_finished_spans() for k in (s.attributes or {})}
+    assert not {k for k in keys if "messages" in k or "arguments" in k or "result" in k}
+    exporter.clear()
+    run_agent("Weather in Paris?", ScriptedModel(script), registry(), system="Be brief.",
+              tracer_provider=provider, record_content=True)
+    by_name = {(s.name, (s.attributes or {}).get("runner.step")): s.attributes or {}
+               for s in exporter.get_finished_spans()}
+    first = by_name[("chat scripted", 1)]
+    assert json.loads(str(first["gen_ai.input.messages"])) == [
+        {"role": "system", "parts": [{"type": "text", "content": "Be brief."}]},
+        {"role": "user", "parts": [{"type": "text", "content": "Weather in Paris?"}]}]
+    assert json.loads(str(first["gen_ai.output.messages"])) == [
+        {"role": "assistant", "finish_reason": "tool_call",
+         "parts": [{"type": "tool_call", "id": "c1", "name": "get_weather", "arguments": {"city": "Paris"}}]}]
+    second = json.loads(str(by_name[("chat scripted", 2)]["gen_ai.input.messages"]))
+    assert second[-1] == {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1",
+                                                     "response": '{"celsius": 21}'}]}
+    tool_attrs = by_name[("execute_tool get_weather", 1)]
+    assert tool_attrs["gen_ai.tool.call.arguments"] == '{"city": "Paris"}'
+    assert tool_attrs["gen_ai.tool.call.result"] == '{"celsius": 21}'
+
+
+class FactLog:
+    """A stand-in for the store: after each fact, note the span id the tracer reports."""
+
+    def __init__(self, tracing: TracingRecorder) -> None:
+        self.tracing = tracing
+        self.seen: list[tuple[str, str | None]] = []
+
+    def __getattr__(self, fact: str) -> Any:
+        def note(*args: Any) -> None:
+            label = fact
+            if fact == "message_appended":
+                label = f"message {args[1]['role']}"
+            self.seen.append((label, self.tracing.span_id()))
+        return note
+
+
+def _span_ids_per_fact(provider: Any) -> tuple[TracingRecorder, list[tuple[str, str | None]]]:
+    tracing = TracingRecorder(provider)
+    log = FactLog(tracing)
+    model = ScriptedModel([weather("c1", "Paris"), "21C"])
+    fan = FanoutRecorder([tracing, log])  # tracing first, as runner.wiring builds it
+    drive(AgentCore("Weather?", model, registry(), system="s", limits=Limits(), recorder=fan, run_id=RUN_ID))
+    return tracing, log.seen
+
+
+def test_each_fact_reports_the_span_it_belongs_to(spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = spans
+    tracing, seen = _span_ids_per_fact(provider)
+    hexes = {(s.name, (s.attributes or {}).get("runner.step")): format(s.context.span_id, "016x")
+             for s in exporter.get_finished_spans() if s.context}
+    run, step1, chat1 = hexes[("invoke_agent", 0)], hexes[("step 1", 1)], hexes[("chat scripted", 1)]
+    tool1, step2, chat2 = hexes[("execute_tool get_weather", 1)], hexes[("step 2", 2)], hexes[("chat scripted", 2)]
+    assert seen == [
+        ("run_started", run), ("message system", run), ("message user", run),
+        ("step_started", step1), ("model_call_started", chat1), ("message assistant", chat1),
+        ("model_call_finished", chat1), ("tool_started", tool1), ("tool_finished", tool1), ("message tool", tool1),
+        ("step_finished", step1),
+        ("step_started", step2), ("model_call_started", chat2), ("message assistant", chat2),
+        ("model_call_finished", chat2), ("step_finished", step2), ("run_finished", run),
+    ]
+    (root,) = [s for s in exporter.get_finished_spans() if s.parent is None]
+    assert root.context is not None
+    assert tracing.trace_id == format(root.context.trace_id, "032x")
+
+
+@pytest.mark.parametrize("provider", [None, NoOpTracerProvider()], ids=["global-proxy", "noop"])
+def test_without_an_sdk_ids_are_derived_from_the_run_id(provider: Any) -> None:
+    tracing, seen = _span_ids_per_fact(provider)
+    assert tracing.trace_id == RUN_ID
+
+    def d(key: str) -> str:
+        return derived_span_id(RUN_ID, key)
+
+    assert seen == [
+        ("run_started", d("run")), ("message system", d("run")), ("message user", d("run")),
+        ("step_started", d("step:1")), ("model_call_started", d("chat:1")), ("message assistant", d("chat:1")),
+        ("model_call_finished", d("chat:1")), ("tool_started", d("tool:c1")), ("tool_finished", d("tool:c1")),
+        ("message tool", d("tool:c1")), ("step_finished", d("step:1")),
+        ("step_started", d("step:2")), ("model_call_started", d("chat:2")), ("message assistant", d("chat:2")),
+        ("model_call_finished", d("chat:2")), ("step_finished", d("step:2")), ("run_finished", d("run")),
+    ]
+    assert d("run") == hashlib.sha256(f"{RUN_ID}:run".encode()).hexdigest()[:16]
+
+
+def test_the_no_op_path_costs_microseconds() -> None:
+    tracing = TracingRecorder(NoOpTracerProvider())
+    info = RunInfo(RUN_ID, "t", "s", Limits(), [], "m")
+    tracing.run_started(info)
+    n = 2000
+    started = time.perf_counter()
+    for i in range(1, n + 1):
+        tracing.step_started(i)
+        tracing.model_call_started(i, 10)
+        tracing.model_call_finished(ModelCallInfo(i, 10, ModelReply("x"), 1, 0.0))
+        tracing.step_finished(i)
+    per_fact = (time.perf_counter() - started) / (4 * n)
+    assert per_fact < 20e-6, per_fact
