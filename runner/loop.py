@@ -11,20 +11,13 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Unpack
 
-from .core import DEFAULT_SYSTEM, Action, AgentCore, AgentResult, Approver, CallModel, Outcome
-from .limits import Limits
+from .core import DEFAULT_SYSTEM, Action, AgentCore, AgentResult, CallModel, Outcome
 from .messages import Model
-from .recorder import Recorder
+from .options import RunOptions, build_core
 from .tools import ToolRegistry
-from .wiring import build_recorder
-
-if TYPE_CHECKING:
-    from opentelemetry.trace import TracerProvider
-
-    from .store import RunStore
 
 # How often a wait wakes up to look at the cancel event.
 CANCEL_POLL_S = 0.01
@@ -37,38 +30,20 @@ def run_agent(
     system: str = DEFAULT_SYSTEM,
     max_steps: int = 8,
     token_budget: int = 4000,
-    *,
-    max_tool_calls: int | None = None,
-    timeout_s: float | None = None,
-    max_context_chars: int | None = None,
-    max_output_chars: int | None = None,
-    max_result_chars: int | None = None,
-    max_identical_calls: int = 2,
-    cancel: threading.Event | None = None,
-    approve: Approver | None = None,
-    recorder: Recorder | None = None,
-    run_id: str | None = None,
-    agent_name: str | None = None,
-    labels: Mapping[str, str] | None = None,
-    store: RunStore | None = None,
-    tracer_provider: TracerProvider | None = None,
-    record_content: bool = False,
+    **options: Unpack[RunOptions],
 ) -> AgentResult:
     """Run ``task`` with ``model`` and the tools in ``registry`` until done or a limit.
 
     Never raises for anything the model or a tool does; the returned result says
     how the run ended (``result.raise_for_status()`` turns a stop into an error).
-    With ``store`` every fact is committed to its event log; spans go to
-    ``tracer_provider`` (message and argument content only with ``record_content``).
+    Options (see ``RunOptions``): the limits ``max_tool_calls``, ``timeout_s``,
+    ``max_context_chars``, ``max_output_chars``, ``max_result_chars``,
+    ``max_identical_calls``; ``cancel`` (a ``threading.Event``); ``approve`` for
+    tools registered with ``needs_approval``; ``store`` to commit every fact to an
+    event log; ``tracer_provider`` for spans (message and argument content only
+    with ``record_content``); ``labels``, ``agent_name``, ``run_id``, ``recorder``.
     """
-    limits = Limits(max_steps, token_budget, max_tool_calls, timeout_s, max_context_chars,
-                    max_output_chars, max_result_chars, max_identical_calls)
-    core = AgentCore(task, model, registry, system=system, limits=limits,
-                     recorder=build_recorder(store=store, tracer_provider=tracer_provider,
-                                             record_content=record_content, extra=recorder),
-                     cancel=cancel, approve=approve,
-                     run_id=run_id, agent_name=agent_name, labels=labels)
-    return drive(core)
+    return drive(build_core(task, model, registry, system, max_steps, token_budget, **options))
 
 
 def drive(core: AgentCore) -> AgentResult:

@@ -1,0 +1,102 @@
+"""``arun_agent``: the same loop for async models and tools, many runs per event loop.
+
+It drives the very same ``AgentCore`` as ``run_agent``; only the waiting differs.
+Coroutine models and tools are awaited; plain functions run on a worker thread
+(``asyncio.to_thread``) so a slow one cannot stall the other runs. The deadline,
+a per-tool timeout and the cancel event all cancel the awaited call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, Unpack
+
+from .core import DEFAULT_SYSTEM, Action, AgentCore, AgentResult, CallModel, Outcome
+from .limits import CANCELLED
+from .loop import CANCEL_POLL_S
+from .options import RunOptions, build_core
+from .tools import ToolRegistry
+
+
+async def arun_agent(
+    task: str,
+    model: Any,
+    registry: ToolRegistry,
+    system: str = DEFAULT_SYSTEM,
+    max_steps: int = 8,
+    token_budget: int = 4000,
+    **options: Unpack[RunOptions],
+) -> AgentResult:
+    """Async ``run_agent``: ``model`` and tools may be coroutine functions or plain ones.
+
+    ``cancel`` may be an ``asyncio.Event`` or a ``threading.Event``.
+    """
+    return await adrive(build_core(task, model, registry, system, max_steps, token_budget, **options))
+
+
+async def adrive(core: AgentCore) -> AgentResult:
+    """Perform ``core``'s actions until it returns; a cancelled caller still gets the run logged."""
+    decisions = core.run()
+    try:
+        action = next(decisions)
+        while True:
+            try:
+                outcome = await aperform(core, action)
+            except asyncio.CancelledError:
+                # The caller cancelled this coroutine: close the run as cancelled, then let it go.
+                try:
+                    decisions.send(Outcome(stop=CANCELLED))
+                except StopIteration:
+                    pass
+                raise
+            action = decisions.send(outcome)
+    except StopIteration as finished:
+        result: AgentResult = finished.value
+        return result
+
+
+async def aperform(core: AgentCore, action: Action) -> Outcome:
+    if isinstance(action, CallModel):
+        return await _await_call(action.model, (action.messages, action.specs), {}, None, core)
+    return await _await_call(action.tool.fn, (), action.call.args, action.tool.timeout_s, core)
+
+
+async def _await_call(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float | None,
+    core: AgentCore,
+) -> Outcome:
+    started = time.monotonic()
+    task = asyncio.ensure_future(_invoke(fn, args, kwargs))
+    call_end = started + timeout_s if timeout_s is not None else math.inf
+    run_end = core.deadline if core.deadline is not None else math.inf
+    while True:
+        wait = min(call_end, run_end) - time.monotonic()
+        if core.cancel is not None:
+            wait = min(wait, CANCEL_POLL_S)
+        done, _ = await asyncio.wait({task}, timeout=None if wait == math.inf else max(wait, 0.0))
+        now = time.monotonic()
+        if done:
+            error = task.exception()
+            if error is not None:
+                return Outcome(error=error, elapsed_s=now - started)
+            return Outcome(value=task.result(), elapsed_s=now - started)
+        stop = core.stop_requested()
+        if stop or now >= call_end:
+            task.cancel()
+            if stop:
+                return Outcome(stop=stop, elapsed_s=now - started)
+            return Outcome(timed_out=True, elapsed_s=now - started)
+
+
+async def _invoke(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
+        return await fn(*args, **kwargs)
+    value = await asyncio.to_thread(fn, *args, **kwargs)
+    if inspect.isawaitable(value):
+        awaitable: Awaitable[Any] = value
+        return await awaitable
+    return value

@@ -1,0 +1,125 @@
+"""arun_agent: the same decisions as run_agent, awaited; limits cancel the awaited call."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+from runner import ModelReply, ScriptedModel, ToolRegistry, run_agent
+from runner.aloop import arun_agent
+
+from .loop_helpers import Calls, call, reply, weather_registry
+
+
+def _script() -> list[ModelReply | str]:
+    return [reply("Let me check.", call("c1", "get_weather", city="Paris")),
+            reply("", call("c2", "c_to_f", celsius=21)), "69.8 F"]
+
+
+def test_async_run_gives_the_same_messages_as_the_sync_run() -> None:
+    sync = run_agent("t", ScriptedModel(_script()), weather_registry())
+    calls = Calls()
+    result = asyncio.run(arun_agent("t", ScriptedModel(_script()), weather_registry(calls)))
+    assert (result.status, result.answer, result.steps, result.tokens) == ("done", "69.8 F", 3, sync.tokens)
+    assert result.messages == sync.messages
+    assert calls.names() == ["get_weather", "c_to_f"]
+
+
+def test_coroutine_model_and_tools_are_awaited() -> None:
+    script = ScriptedModel(_script()[:1] + ["21 C"])
+
+    async def model(messages: Any, specs: Any) -> ModelReply:
+        await asyncio.sleep(0)
+        return script(messages, specs)
+
+    registry = ToolRegistry()
+
+    async def get_weather(city: str) -> dict[str, int]:
+        await asyncio.sleep(0)
+        return {"celsius": 21}
+
+    registry.register("get_weather", "d", {"type": "object", "properties": {"city": {"type": "string"}}},
+                      get_weather)
+    result = asyncio.run(arun_agent("t", model, registry))
+    assert result.status == "done"
+    assert result.messages[3]["content"] == '{"celsius": 21}'
+
+
+def test_hanging_async_model_stops_at_the_deadline_and_is_cancelled() -> None:
+    cancelled: list[bool] = []
+
+    async def model(messages: Any, specs: Any) -> ModelReply:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            cancelled.append(True)
+            raise
+        return ModelReply("late")
+
+    started = time.monotonic()
+    result = asyncio.run(arun_agent("t", model, ToolRegistry(), timeout_s=0.2))
+    assert time.monotonic() - started < 0.9
+    assert result.status == "deadline"
+    assert result.error == "run deadline of 0.2 s passed while waiting on the model"
+    assert cancelled == [True]
+
+
+def test_async_tool_timeout_gives_an_observation() -> None:
+    registry = ToolRegistry()
+
+    async def slow() -> str:
+        await asyncio.sleep(30)
+        return "late"
+
+    registry.register("slow", "d", {"type": "object"}, slow, timeout_s=0.05)
+    result = asyncio.run(arun_agent("t", ScriptedModel([reply("", call("c1", "slow")), "ok"]), registry))
+    assert result.status == "done"
+    assert result.messages[3]["content"] == "ERROR: slow timed out after 0.05 s"
+
+
+def test_asyncio_event_cancels_while_waiting_on_a_tool() -> None:
+    registry = ToolRegistry()
+
+    async def hang() -> None:
+        await asyncio.sleep(30)
+
+    registry.register("hang", "d", {"type": "object"}, hang)
+
+    async def main() -> Any:
+        cancel = asyncio.Event()
+        asyncio.get_running_loop().call_later(0.1, cancel.set)
+        return await arun_agent("t", ScriptedModel([reply("", call("c1", "hang"))]), registry, cancel=cancel)
+
+    result = asyncio.run(main())
+    assert result.status == "cancelled"
+    assert result.error == "cancelled by the caller while waiting on tool hang"
+
+
+def test_cancel_before_start_calls_nothing_async() -> None:
+    cancel = threading.Event()
+    cancel.set()
+    model = ScriptedModel(["never"])
+    result = asyncio.run(arun_agent("t", model, ToolRegistry(), cancel=cancel))
+    assert (result.status, model.calls) == ("cancelled", 0)
+
+
+def test_many_runs_in_one_event_loop_overlap() -> None:
+    in_flight = [0]
+    peak = [0]
+
+    async def model(messages: Any, specs: Any) -> ModelReply:
+        in_flight[0] += 1
+        peak[0] = max(peak[0], in_flight[0])
+        await asyncio.sleep(0.05)
+        in_flight[0] -= 1
+        return ModelReply("ok")
+
+    async def main() -> list[Any]:
+        return await asyncio.gather(*(arun_agent(f"t{i}", model, ToolRegistry()) for i in range(50)))
+
+    results = asyncio.run(main())
+    assert [r.status for r in results] == ["done"] * 50
+    assert len({r.run_id for r in results}) == 50
+    assert peak[0] == 50
