@@ -9,6 +9,7 @@ a per-tool timeout and the cancel event all cancel the awaited call.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import math
 import time
@@ -48,10 +49,8 @@ async def adrive(core: AgentCore) -> AgentResult:
                 outcome = await aperform(core, action)
             except asyncio.CancelledError:
                 # The caller cancelled this coroutine: close the run as cancelled, then let it go.
-                try:
+                with contextlib.suppress(StopIteration):
                     decisions.send(Outcome(stop=CANCELLED))
-                except StopIteration:
-                    pass
                 raise
             action = decisions.send(outcome)
     except StopIteration as finished:
@@ -93,7 +92,7 @@ async def _await_call(
 
 
 async def _invoke(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None)):
+    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
         return await fn(*args, **kwargs)
     value = await asyncio.to_thread(fn, *args, **kwargs)
     if inspect.isawaitable(value):

@@ -28,7 +28,7 @@ def test_async_run_gives_the_same_messages_as_the_sync_run() -> None:
 
 
 def test_coroutine_model_and_tools_are_awaited() -> None:
-    script = ScriptedModel(_script()[:1] + ["21 C"])
+    script = ScriptedModel([*_script()[:1], "21 C"])
 
     async def model(messages: Any, specs: Any) -> ModelReply:
         await asyncio.sleep(0)
