@@ -13,5 +13,6 @@ from __future__ import annotations
 
 from .attrs import derived_span_id, derived_trace_id
 from .live import TracingRecorder
+from .rebuild import export_run, rebuild_spans
 
-__all__ = ["TracingRecorder", "derived_span_id", "derived_trace_id"]
+__all__ = ["TracingRecorder", "derived_span_id", "derived_trace_id", "export_run", "rebuild_spans"]

@@ -143,7 +143,7 @@ def chat_end(
     if reply is None:
         kind = error_type or "model_error"
         return {ERROR_TYPE: kind}, Status(StatusCode.ERROR, error or kind)
-    attrs: Attrs = {FINISH_REASONS: [finish_reason(reply)]}
+    attrs: Attrs = {FINISH_REASONS: (finish_reason(reply),)}
     if usage is not None:
         attrs.update({INPUT_TOKENS: usage[0], OUTPUT_TOKENS: usage[1], USAGE_ESTIMATED: False})
     else:

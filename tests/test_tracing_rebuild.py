@@ -1,0 +1,243 @@
+"""Spans rebuilt from a stored log match the live ones: ids, names, attributes, parents.
+
+``FakeLog`` logs one event per recorder fact the way the store does (same kinds,
+data and span ids), so rebuilding is pinned here independently of the store.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import NoOpTracerProvider
+
+from runner import AgentResult, Limits, Message, ModelReply, ScriptedModel, ToolCall, ToolRegistry, Usage
+from runner.core import AgentCore
+from runner.loop import drive
+from runner.recorder import FanoutRecorder, ModelCallInfo, RunInfo, ToolCallInfo, describe_reply
+from runner.tracing import TracingRecorder, derived_span_id, export_run, rebuild_spans
+from tests.test_tracing import RUN_ID, ids_of, registry, tree, weather
+
+
+@dataclass
+class Event:
+    seq: int
+    at: datetime
+    step: int | None
+    kind: str
+    data: dict[str, Any]
+    span_id: str | None
+
+
+@dataclass
+class Run:
+    run_id: str
+    status: str = "running"
+    error: str | None = None
+    task: str = ""
+    model: str | None = None
+    provider: str | None = None
+    agent_name: str | None = None
+    trace_id: str | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    events: list[Event] = field(default_factory=list)
+
+
+class FakeLog:
+    """Logs facts as the store does: after the tracer, with its span id."""
+
+    def __init__(self, tracing: TracingRecorder) -> None:
+        self.tracing = tracing
+        self.run = Run("")
+
+    def _log(self, kind: str, step: int | None, data: dict[str, Any]) -> None:
+        self.run.events.append(Event(len(self.run.events) + 1, datetime.now(UTC), step, kind, data,
+                                     self.tracing.span_id()))
+
+    def run_started(self, run: RunInfo) -> None:
+        self.run = Run(run.run_id, task=run.task, model=run.model_name, provider=run.provider_name,
+                       agent_name=run.agent_name, trace_id=self.tracing.trace_id)
+        self._log("run_started", 0, {"task": run.task, "system": run.system, "limits": run.limits.to_dict(),
+                                     "tool_specs": list(run.tool_specs), "model": run.model_name,
+                                     "provider": run.provider_name, "agent_name": run.agent_name, "labels": {}})
+
+    def message_appended(self, index: int, message: Message, step: int) -> None:
+        self._log("message", step, {"index": index, "message": dict(message)})
+
+    def step_started(self, step: int) -> None:
+        self._log("step_started", step, {"step": step})
+
+    def model_call_started(self, step: int, prompt_tokens: int) -> None:
+        pass
+
+    def model_call_finished(self, info: ModelCallInfo) -> None:
+        reply = describe_reply(info.reply) if info.reply is not None else None
+        self._log("model_call", info.step, {
+            "step": info.step, "prompt_tokens": info.prompt_tokens, "reply_tokens": info.reply_tokens,
+            "usage": reply["usage"] if reply else None, "latency_s": info.latency_s, "reply": reply,
+            "error": info.error, "error_type": info.error_type})
+
+    def tool_started(self, step: int, call: ToolCall) -> None:
+        self._log("tool_started", step, {"call_id": call.id, "name": call.name, "args": call.args})
+
+    def tool_finished(self, info: ToolCallInfo) -> None:
+        self._log("tool_finished", info.step, {
+            "call_id": info.call.id, "name": info.call.name, "observation": info.observation, "ok": info.ok,
+            "duration_s": info.duration_s, "ran": info.ran})
+
+    def step_finished(self, step: int) -> None:
+        self._log("step_finished", step, {"step": step})
+
+    def run_finished(self, result: AgentResult) -> None:
+        self.run.status, self.run.error = result.status, result.error
+        self._log("run_finished", None, {"status": result.status, "answer": result.answer, "steps": result.steps,
+                                         "tokens": result.tokens, "tool_calls": result.tool_calls,
+                                         "error": result.error})
+
+
+@pytest.fixture
+def live() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider, exporter
+    provider.shutdown()
+
+
+def logged_run(provider: Any, model: Any, *, reg: ToolRegistry | None = None, record_content: bool = False,
+               **limits: Any) -> Run:
+    tracing = TracingRecorder(provider, record_content=record_content)
+    log = FakeLog(tracing)
+    core = AgentCore("Weather in Paris?", model, reg or registry(), system="Be brief.", limits=Limits(**limits),
+                     recorder=FanoutRecorder([tracing, log]), run_id=RUN_ID, agent_name="forecaster")
+    drive(core)
+    return log.run
+
+
+def broken(messages: Any, specs: Any) -> ModelReply:
+    raise ConnectionError("api down")
+
+
+def slow_registry() -> ToolRegistry:
+    reg = ToolRegistry()
+    reg.register("slow", "Sleeps.", {"type": "object", "properties": {"seconds": {"type": "number"}}},
+                 lambda seconds: time.sleep(seconds))
+    return reg
+
+
+SCENARIOS: dict[str, dict[str, Any]] = {
+    "happy": {"model": lambda: ScriptedModel([weather("c1", "Paris"), ModelReply("21C", usage=Usage(90, 3))])},
+    "tool_error": {"model": lambda: ScriptedModel([weather("c1", "Atlantis"), "sorry"])},
+    "unknown_tool": {"model": lambda: ScriptedModel([
+        ModelReply("", [ToolCall("u1", "get_forecast", {"day": 1}), ToolCall("b1", "get_weather", {})]), "ok"])},
+    "step_limit": {"model": lambda: ScriptedModel([weather("c1", "Paris"), weather("c2", "Paris")]),
+                   "max_steps": 2},
+    "model_error": {"model": lambda: broken},
+    "deadline": {"model": lambda: ScriptedModel([ModelReply("", [ToolCall("s1", "slow", {"seconds": 0.3})])]),
+                 "reg": slow_registry, "timeout_s": 0.05},
+}
+
+
+@pytest.mark.parametrize("record_content", [False, True], ids=["plain", "content"])
+@pytest.mark.parametrize("scenario", list(SCENARIOS))
+def test_rebuilt_spans_equal_the_live_ones(live: tuple[TracerProvider, InMemorySpanExporter], scenario: str,
+                                           record_content: bool) -> None:
+    provider, exporter = live
+    spec = dict(SCENARIOS[scenario])
+    model = spec.pop("model")()
+    reg = spec.pop("reg", registry)()
+    run = logged_run(provider, model, reg=reg, record_content=record_content, **spec)
+    live_spans = exporter.get_finished_spans()
+    rebuilt = rebuild_spans(run, record_content=record_content)
+    assert tree(rebuilt) == tree(live_spans)
+    assert ids_of(rebuilt) == ids_of(live_spans)
+
+    def full(spans: Any) -> dict[str, Any]:
+        return {format(s.context.span_id, "016x"): (s.kind, s.status.status_code, s.status.description,
+                                                     dict(s.attributes or {})) for s in spans}
+
+    assert full(rebuilt) == full(live_spans)
+    assert all(e.span_id for e in run.events)
+    assert run.trace_id == format(live_spans[0].context.trace_id, "032x")
+
+
+def test_rebuilt_times_come_from_the_log(live: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, _ = live
+    run = logged_run(provider, ScriptedModel([weather("c1", "Paris"), "21C"]))
+    t0 = datetime(2030, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
+    for event in run.events:
+        event.at = t0 + timedelta(seconds=event.seq)
+        if event.kind == "model_call":
+            event.data["latency_s"] = 0.25
+    spans = {s.name + str((s.attributes or {}).get("runner.step")): s for s in rebuild_spans(run)}
+    base = 1_893_553_445_678_901_000  # t0 in ns
+    by_kind = {e.kind + str(e.step): e.seq for e in run.events}
+    root, chat1, tool1 = spans["invoke_agent forecaster0"], spans["chat scripted1"], spans["execute_tool get_weather1"]
+    assert root.start_time == base + by_kind["run_started0"] * 10**9
+    assert root.end_time == base + by_kind["run_finishedNone"] * 10**9
+    assert chat1.end_time == base + by_kind["model_call1"] * 10**9
+    assert chat1.start_time == chat1.end_time - 250_000_000
+    assert tool1.start_time == base + by_kind["tool_started1"] * 10**9
+    assert tool1.end_time == base + by_kind["tool_finished1"] * 10**9
+
+
+def test_a_run_traced_by_nothing_rebuilds_with_ids_derived_from_the_run_id() -> None:
+    run = logged_run(NoOpTracerProvider(), ScriptedModel([weather("c1", "Paris"), "21C"]))
+    assert run.trace_id == RUN_ID
+    spans = rebuild_spans(run)
+    assert {(s.name, format(s.context.span_id, "016x")) for s in spans if s.context} == {
+        ("invoke_agent forecaster", derived_span_id(RUN_ID, "run")),
+        ("step 1", derived_span_id(RUN_ID, "step:1")), ("step 2", derived_span_id(RUN_ID, "step:2")),
+        ("chat scripted", derived_span_id(RUN_ID, "chat:1")), ("chat scripted", derived_span_id(RUN_ID, "chat:2")),
+        ("execute_tool get_weather", derived_span_id(RUN_ID, "tool:c1")),
+    }
+    assert {s.context.trace_id for s in spans if s.context} == {int(RUN_ID, 16)}
+
+
+def test_events_without_span_ids_fall_back_to_derived_ids() -> None:
+    run = logged_run(NoOpTracerProvider(), ScriptedModel(["hi"]))
+    for event in run.events:
+        event.span_id = None
+    run.trace_id = None
+    assert ids_of(rebuild_spans(run)) == ids_of(rebuild_spans(logged_run(NoOpTracerProvider(),
+                                                                         ScriptedModel(["hi"]))))
+
+
+def test_exporting_twice_sends_the_same_spans(live: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, _ = live
+    run = logged_run(provider, ScriptedModel([weather("c1", "Paris"), "21C"]))
+    sink = InMemorySpanExporter()
+    resource = Resource.create({"service.name": "replayer"})
+    assert export_run(run, sink, resource=resource) == SpanExportResult.SUCCESS
+    first = list(sink.get_finished_spans())
+    sink.clear()
+    export_run(run, sink, resource=resource)
+    second = list(sink.get_finished_spans())
+    assert [s.to_json() for s in first] == [s.to_json() for s in second]
+    assert first[0].resource.attributes["service.name"] == "replayer"
+    assert first[0].instrumentation_scope is not None
+    assert first[0].instrumentation_scope.name == "runner"
+
+
+def test_an_unfinished_run_ends_its_open_spans_at_the_last_event(
+        live: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, _ = live
+    run = logged_run(provider, ScriptedModel([weather("c1", "Paris"), "21C"]))
+    cut = next(e.seq for e in run.events if e.kind == "tool_finished")
+    run.events = [e for e in run.events if e.seq < cut]  # killed while the tool ran
+    spans: list[ReadableSpan] = rebuild_spans(run)
+    assert [s.name for s in spans] == ["invoke_agent forecaster", "step 1", "chat scripted",
+                                       "execute_tool get_weather"]
+    last = max(e.at for e in run.events)
+    tool = spans[-1]
+    assert tool.end_time == (last - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1) * 1000
+    assert "runner.status" not in (spans[0].attributes or {})
