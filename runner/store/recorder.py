@@ -1,0 +1,197 @@
+"""``StoreRecorder``: the loop's facts, committed to ``events`` before the loop acts.
+
+Events are buffered and committed in one transaction at the three points where
+the loop is about to act or stop: ``model_call_started`` (before the model is
+called), ``tool_started`` (before the tool function runs) and ``run_finished``.
+The ``runs`` row is inserted with the first commit and its summary updated in
+every later one, so a step costs one commit plus one per tool that runs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from sqlalchemy import Engine, bindparam
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..errors import StoreError
+from ..messages import Message, ToolCall
+from ..recorder import ModelCallInfo, RunInfo, ToolCallInfo, describe_reply
+from .engine import one_line
+from .ids import derived_span_id, derived_trace_id
+from .tables import events, run_labels, run_tools, runs
+
+if TYPE_CHECKING:
+    from ..core import AgentResult
+
+RUNNING = "running"
+
+_encode = json.JSONEncoder(separators=(",", ":"), default=repr).encode
+
+_update_run = runs.update().where(runs.c.run_id == bindparam("_run_id"))
+
+
+class SpanSource(Protocol):
+    """What the tracing recorder offers: the run's trace id and the latest fact's span id."""
+
+    trace_id: str
+
+    def span_id(self) -> str | None: ...
+
+
+def owner_id() -> str:
+    """``host:pid`` of this process, recorded on each run it writes."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def dumps(value: Any) -> str:
+    return _encode(value)
+
+
+class StoreRecorder:
+    """Records one run into the store's tables. Use a fresh recorder per run."""
+
+    def __init__(self, engine: Engine, span_source: SpanSource | None = None) -> None:
+        self.engine = engine
+        self.span_source = span_source
+        self.run_id = ""
+        self.trace_id = ""
+        self._seq = 0
+        self._step = 0
+        self._pending: list[dict[str, Any]] = []
+        self._new_run: dict[str, Any] | None = None
+        self._labels: list[dict[str, Any]] = []
+        self._tools: list[dict[str, Any]] = []
+        self._tool_names: set[str] = set()
+        self._summary: dict[str, Any] = {"steps": 0, "tokens": 0, "tool_calls": 0}
+
+    # -- the Recorder protocol -------------------------------------------------
+
+    def run_started(self, run: RunInfo) -> None:
+        self.run_id = run.run_id
+        if self.span_source is not None:
+            self.trace_id = self.span_source.trace_id
+        else:
+            self.trace_id = derived_trace_id(run.run_id)
+        now = datetime.now(UTC)
+        limits, specs = run.limits.to_dict(), list(run.tool_specs)
+        self._new_run = {
+            "run_id": run.run_id, "parent_run_id": run.parent_run_id, "task": run.task,
+            "system": run.system, "model": run.model_name, "provider": run.provider_name,
+            "agent_name": run.agent_name, "status": RUNNING, "answer": None, "error": None,
+            "steps": 0, "tokens": 0, "tool_calls": 0, "limits": dumps(limits),
+            "tool_specs": dumps(specs), "trace_id": self.trace_id, "owner": owner_id(),
+            "started_at": now, "updated_at": now, "heartbeat_at": now, "finished_at": None,
+        }
+        labels = dict(run.labels)
+        self._labels = [{"run_id": run.run_id, "key": k, "value": v} for k, v in labels.items()]
+        self._event("run_started", "run", {
+            "task": run.task, "system": run.system, "limits": limits, "tool_specs": specs,
+            "model": run.model_name, "provider": run.provider_name, "agent_name": run.agent_name,
+            "labels": labels,
+        }, at=now)
+
+    def message_appended(self, index: int, message: Message, step: int) -> None:
+        self._step = step
+        if message["role"] == "assistant":
+            key = f"chat:{step}"
+        elif message["role"] == "tool":
+            key = f"tool:{message['tool_call_id']}"
+        else:
+            key = "run"
+        self._event("message", key, {"index": index, "message": message})
+
+    def step_started(self, step: int) -> None:
+        self._step = step
+        self._summary["steps"] = step
+        self._event("step_started", f"step:{step}", {"step": step})
+
+    def model_call_started(self, step: int, prompt_tokens: int) -> None:
+        self.flush()
+
+    def model_call_finished(self, info: ModelCallInfo) -> None:
+        reply = info.reply
+        usage = None if reply is None or reply.usage is None else {
+            "input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens}
+        if reply is not None:
+            spent = info.prompt_tokens + info.reply_tokens if usage is None else \
+                usage["input_tokens"] + usage["output_tokens"]
+            self._summary["tokens"] += spent
+        self._event("model_call", f"chat:{info.step}", {
+            "step": info.step, "prompt_tokens": info.prompt_tokens, "reply_tokens": info.reply_tokens,
+            "usage": usage, "latency_s": info.latency_s,
+            "reply": None if reply is None else describe_reply(reply),
+            "error": info.error, "error_type": info.error_type,
+        })
+
+    def tool_started(self, step: int, call: ToolCall) -> None:
+        self._summary["tool_calls"] += 1
+        self._used(call.name)
+        self._event("tool_started", f"tool:{call.id}", {"call_id": call.id, "name": call.name, "args": call.args})
+        self.flush()
+
+    def tool_finished(self, info: ToolCallInfo) -> None:
+        call = info.call
+        self._used(call.name)
+        self._event("tool_finished", f"tool:{call.id}", {
+            "call_id": call.id, "name": call.name, "observation": info.observation, "ok": info.ok,
+            "duration_s": info.duration_s, "ran": info.ran,
+        })
+
+    def step_finished(self, step: int) -> None:
+        self._event("step_finished", f"step:{step}", {"step": step})
+
+    def run_finished(self, result: AgentResult) -> None:
+        self._step = result.steps
+        self._event("run_finished", "run", {
+            "status": result.status, "answer": result.answer, "steps": result.steps,
+            "tokens": result.tokens, "tool_calls": result.tool_calls, "error": result.error,
+        })
+        now = datetime.now(UTC)
+        self._summary.update(status=result.status, answer=result.answer, error=result.error,
+                             steps=result.steps, tokens=result.tokens, tool_calls=result.tool_calls,
+                             finished_at=now)
+        self.flush()
+
+    # -- buffering and commits ---------------------------------------------------
+
+    def _used(self, name: str) -> None:
+        if isinstance(name, str) and name not in self._tool_names:
+            self._tool_names.add(name)
+            self._tools.append({"run_id": self.run_id, "name": name[:200]})
+
+    def _event(self, kind: str, key: str, data: dict[str, Any], at: datetime | None = None) -> None:
+        """Buffer one event. ``key`` names its span when there is no span source."""
+        source = self.span_source
+        span_id = source.span_id() if source is not None else derived_span_id(self.run_id, key)
+        self._seq += 1
+        self._pending.append({
+            "run_id": self.run_id, "seq": self._seq, "at": at or datetime.now(UTC),
+            "step": self._step, "kind": kind, "data": dumps(data), "span_id": span_id,
+        })
+
+    def flush(self) -> None:
+        """Commit the buffered events and the run's summary in one transaction."""
+        now = datetime.now(UTC)
+        try:
+            with self.engine.begin() as conn:
+                if self._new_run is not None:
+                    conn.execute(runs.insert(), [dict(self._new_run, **self._summary, updated_at=now,
+                                                      heartbeat_at=now)])
+                    if self._labels:
+                        conn.execute(run_labels.insert(), self._labels)
+                else:
+                    conn.execute(_update_run, [dict(self._summary, _run_id=self.run_id, updated_at=now,
+                                                    heartbeat_at=now)])
+                if self._pending:
+                    conn.execute(events.insert(), self._pending)
+                if self._tools:
+                    conn.execute(run_tools.insert(), self._tools)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot write run {self.run_id} to the store: {one_line(exc)}") from None
+        self._new_run = None
+        self._labels, self._pending, self._tools = [], [], []

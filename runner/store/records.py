@@ -1,0 +1,116 @@
+"""What the store returns: frozen values with attributes, never bare rows.
+
+``liveness`` tells an unfinished run whose process died from one still going:
+``finished`` (status is not ``running``), ``live``, ``dead`` (the owner process on
+this host is gone) or ``stale`` (owned by another host and silent for longer than
+``STALE_AFTER_S``; every commit of a run refreshes ``heartbeat_at``).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any, Final
+
+from ..messages import Message
+
+STALE_AFTER_S: Final = 3600.0
+FINISHED: Final = "finished"
+LIVE: Final = "live"
+DEAD: Final = "dead"
+STALE: Final = "stale"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredEvent:
+    """One row of ``events``; ``data`` is its JSON decoded."""
+
+    seq: int
+    at: datetime
+    step: int
+    kind: str
+    data: dict[str, Any]
+    span_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """One row of ``runs`` with its labels: what ``list_runs`` returns."""
+
+    run_id: str
+    status: str
+    answer: str | None
+    error: str | None
+    task: str
+    system: str
+    model: str
+    provider: str | None
+    agent_name: str | None
+    steps: int
+    tokens: int
+    tool_calls: int
+    limits: dict[str, Any]
+    tool_specs: list[dict[str, Any]]
+    labels: dict[str, str]
+    trace_id: str
+    parent_run_id: str | None
+    started_at: datetime
+    updated_at: datetime
+    finished_at: datetime | None
+    owner: str | None
+    heartbeat_at: datetime | None
+
+    @property
+    def finished(self) -> bool:
+        return self.status != "running"
+
+    @property
+    def liveness(self) -> str:
+        return liveness(self.status, self.owner, self.heartbeat_at)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRun(RunSummary):
+    """A run with its whole log: ``events`` in order and the ``messages`` rebuilt from them."""
+
+    events: list[StoredEvent] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+
+
+def liveness(status: str, owner: str | None, heartbeat_at: datetime | None,
+             now: datetime | None = None, stale_after_s: float = STALE_AFTER_S) -> str:
+    if status != "running":
+        return FINISHED
+    host, _, pid = (owner or "").rpartition(":")
+    if host == socket.gethostname() and pid.isdigit():
+        return LIVE if pid_alive(int(pid)) else DEAD
+    now = now or datetime.now(UTC)
+    if heartbeat_at is None or now - heartbeat_at > timedelta(seconds=stale_after_s):
+        return STALE
+    return LIVE
+
+
+def pid_alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    return True
+
+
+def summary_fields(row: Mapping[Any, Any], labels: dict[str, str], loads: Any) -> dict[str, Any]:
+    """Keyword arguments for ``RunSummary`` from a ``runs`` row."""
+    values = {name: row[name] for name in RunSummary.__dataclass_fields__ if name in row}
+    values["limits"] = loads(row["limits"])
+    values["tool_specs"] = loads(row["tool_specs"])
+    values["labels"] = labels
+    return values

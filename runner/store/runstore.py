@@ -1,0 +1,177 @@
+"""``open_store`` and ``RunStore``: open (migrating on the way), record, query.
+
+Queries read in one plain (deferred) transaction, so they never wait on a
+writer's lock on SQLite and see one consistent snapshot.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from types import TracebackType
+from typing import cast
+
+from sqlalchemy import Connection, Engine, and_, exists, func, or_, select
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..errors import StoreError
+from ..messages import Message
+from .engine import DEFAULT_BUSY_TIMEOUT_S, READ_OPTION, make_engine, one_line, parse_url, shown
+from .migrate import ensure_schema
+from .recorder import SpanSource, StoreRecorder
+from .records import RunSummary, StoredEvent, StoredRun, summary_fields
+from .tables import events, run_labels, run_tools, runs
+
+Label = tuple[str, str] | Mapping[str, str]
+
+
+def open_store(url: str | URL = "sqlite:///runs.db", *, synchronous: str | None = None,
+               busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> RunStore:
+    """Open the event log at ``url``, applying any pending migration.
+
+    ``url`` is a SQLAlchemy URL (``sqlite:///runs.db``, ``postgresql+psycopg://...``)
+    or a bare SQLite file path. ``synchronous`` (SQLite only, default ``NORMAL``;
+    also ``?synchronous=FULL`` in the URL) trades commit speed for durability
+    across power loss. Raises ``StoreError`` with one line on any failure, without
+    modifying a file that is not a runner store.
+    """
+    parsed = parse_url(url)
+    engine = make_engine(parsed, synchronous=synchronous, busy_timeout_s=busy_timeout_s)
+    try:
+        ensure_schema(engine, parsed)
+    except BaseException:
+        engine.dispose()
+        raise
+    return RunStore(engine, parsed)
+
+
+class RunStore:
+    """The runs and events of one database. Thread-safe; close it when done."""
+
+    def __init__(self, engine: Engine, url: URL) -> None:
+        self.engine = engine
+        self.url = url
+        self.closed = False
+
+    def __repr__(self) -> str:
+        return f"RunStore({shown(self.url)!r})"
+
+    def __enter__(self) -> RunStore:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release every connection. Idempotent."""
+        if not self.closed:
+            self.closed = True
+            self.engine.dispose()
+
+    def recorder(self, span_source: SpanSource | None = None) -> StoreRecorder:
+        """A recorder for one run (``run_agent(..., store=store)`` calls this)."""
+        self._check_open()
+        return StoreRecorder(self.engine, span_source)
+
+    # -- queries -------------------------------------------------------------
+
+    def list_runs(self, *, status: str | Sequence[str] | None = None, since: datetime | None = None,
+                  until: datetime | None = None, tool: str | None = None, text: str | None = None,
+                  label: Label | None = None, limit: int = 50, offset: int = 0) -> list[RunSummary]:
+        """Runs matching every filter given, newest first.
+
+        ``since``/``until`` bound ``started_at`` (inclusive/exclusive; naive means UTC);
+        ``tool`` a tool name the run called; ``text`` a case-insensitive substring of
+        the task or the answer; ``label`` a ``(key, value)`` pair or a mapping of them.
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValueError(f"limit must be a non-negative integer, got {limit!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+            raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
+        query = select(runs)
+        if status is not None:
+            query = query.where(runs.c.status.in_([status] if isinstance(status, str) else list(status)))
+        if since is not None:
+            query = query.where(runs.c.started_at >= since)
+        if until is not None:
+            query = query.where(runs.c.started_at < until)
+        if tool is not None:
+            query = query.where(exists().where(and_(run_tools.c.run_id == runs.c.run_id, run_tools.c.name == tool)))
+        if text is not None:
+            needle = text.lower()
+            query = query.where(or_(func.lower(runs.c.task).contains(needle, autoescape=True),
+                                    func.lower(runs.c.answer).contains(needle, autoescape=True)))
+        pairs = [label] if isinstance(label, tuple) else list((label or {}).items())
+        for key, value in pairs:
+            query = query.where(exists().where(and_(
+                run_labels.c.run_id == runs.c.run_id, run_labels.c.key == key, run_labels.c.value == value)))
+        query = query.order_by(runs.c.started_at.desc(), runs.c.run_id.desc()).limit(limit).offset(offset)
+        with self._reading() as conn:
+            rows = conn.execute(query).mappings().all()
+            labels = self._labels(conn, [row["run_id"] for row in rows])
+        return [RunSummary(**summary_fields(row, labels.get(row["run_id"], {}), json.loads)) for row in rows]
+
+    def get_run(self, run_id: str) -> StoredRun:
+        """The run with its events and rebuilt messages; ``StoreError`` if there is none."""
+        with self._reading() as conn:
+            row = conn.execute(select(runs).where(runs.c.run_id == run_id)).mappings().first()
+            if row is None:
+                raise StoreError(f"no run {run_id!r} in {shown(self.url)}")
+            labels = self._labels(conn, [run_id]).get(run_id, {})
+            rows = conn.execute(select(events.c.seq, events.c.at, events.c.step, events.c.kind,
+                                       events.c.data, events.c.span_id)
+                                .where(events.c.run_id == run_id).order_by(events.c.seq)).all()
+        stored = [StoredEvent(seq, at, step, kind, json.loads(data), span_id)
+                  for seq, at, step, kind, data, span_id in rows]
+        messages = [cast(Message, e.data["message"]) for e in stored if e.kind == "message"]
+        return StoredRun(**summary_fields(row, labels, json.loads), events=stored, messages=messages)
+
+    def resolve_run_id(self, prefix: str) -> str:
+        """The one run id starting with ``prefix``; ``StoreError`` when none or several do."""
+        if not prefix:
+            raise StoreError("empty run id")
+        query = (select(runs.c.run_id).where(runs.c.run_id.startswith(prefix, autoescape=True))
+                 .order_by(runs.c.run_id).limit(2))
+        with self._reading() as conn:
+            found = list(conn.execute(query).scalars())
+        if not found:
+            raise StoreError(f"no run {prefix!r} in {shown(self.url)}")
+        if len(found) > 1:
+            raise StoreError(f"run id prefix {prefix!r} is ambiguous: {found[0]}, {found[1]}, ...")
+        return str(found[0])
+
+    def find_run(self, prefix: str) -> StoredRun:
+        """``get_run`` of the run whose id starts with ``prefix`` (for the CLI)."""
+        return self.get_run(self.resolve_run_id(prefix))
+
+    # -- plumbing --------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self.closed:
+            raise StoreError(f"store {shown(self.url)} is closed")
+
+    @contextmanager
+    def _reading(self) -> Iterator[Connection]:
+        self._check_open()
+        try:
+            with self.engine.connect().execution_options(**{READ_OPTION: True}) as conn, conn.begin():
+                yield conn
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot read store {shown(self.url)}: {one_line(exc)}") from None
+
+    @staticmethod
+    def _labels(conn: Connection, run_ids: list[str]) -> dict[str, dict[str, str]]:
+        found: dict[str, dict[str, str]] = {}
+        if not run_ids:
+            return found
+        rows = conn.execute(select(run_labels.c.run_id, run_labels.c.key, run_labels.c.value)
+                            .where(run_labels.c.run_id.in_(run_ids)).order_by(run_labels.c.key))
+        for run_id, key, value in rows:
+            found.setdefault(run_id, {})[key] = value
+        return found
+
+

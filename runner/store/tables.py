@@ -1,0 +1,118 @@
+"""The log's tables, typed. Their names and columns are a supported interface.
+
+``runs``        one row per run: the summary, updated as the run moves
+``events``      the append-only facts of a run, primary key (run_id, seq)
+``run_labels``  caller labels of a run (key, value), for the label filter
+``run_tools``   each tool name a run called, for the tool filter
+
+JSON columns (``events.data``, ``runs.limits``, ``runs.tool_specs``) hold JSON
+text on every backend. Timestamps are UTC with microseconds. The schema is
+created and changed only by the Alembic migrations in ``migrations/``; a test
+checks that these models and the migrated schema agree.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import DateTime, Dialect, ForeignKey, Index, Integer, MetaData, String, Text, TypeDecorator
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A timezone-aware UTC datetime on every backend (SQLite keeps naive UTC text)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=UTC)
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        assert isinstance(value, datetime)
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class Run(Base):
+    __tablename__ = "runs"
+
+    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    parent_run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.run_id"), index=True)
+    task: Mapped[str] = mapped_column(Text)
+    system: Mapped[str] = mapped_column(Text)
+    model: Mapped[str] = mapped_column(String(200))
+    provider: Mapped[str | None] = mapped_column(String(200))
+    agent_name: Mapped[str | None] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(32))
+    answer: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    steps: Mapped[int] = mapped_column(Integer)
+    tokens: Mapped[int] = mapped_column(Integer)
+    tool_calls: Mapped[int] = mapped_column(Integer)
+    limits: Mapped[str] = mapped_column(Text)
+    tool_specs: Mapped[str] = mapped_column(Text)
+    trace_id: Mapped[str] = mapped_column(String(32))
+    owner: Mapped[str | None] = mapped_column(String(300))
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+    __table_args__ = (Index("ix_runs_status_started_at", "status", "started_at"),)
+
+
+class Event(Base):
+    __tablename__ = "events"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id"), primary_key=True)
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    at: Mapped[datetime] = mapped_column(UTCDateTime())
+    step: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(32))
+    data: Mapped[str] = mapped_column(Text)
+    span_id: Mapped[str | None] = mapped_column(String(16))
+
+
+class RunLabel(Base):
+    __tablename__ = "run_labels"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id"), primary_key=True)
+    key: Mapped[str] = mapped_column(String(200), primary_key=True)
+    value: Mapped[str] = mapped_column(Text)
+
+    __table_args__ = (Index("ix_run_labels_key_value", "key", "value"),)
+
+
+class RunTool(Base):
+    __tablename__ = "run_tools"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+
+    __table_args__ = (Index("ix_run_tools_name_run_id", "name", "run_id"),)
+
+
+runs = Base.metadata.tables["runs"]
+events = Base.metadata.tables["events"]
+run_labels = Base.metadata.tables["run_labels"]
+run_tools = Base.metadata.tables["run_tools"]

@@ -1,0 +1,75 @@
+"""Shared store fixtures: a real SQLite file always, PostgreSQL when RUNNER_TEST_PG_URL is set.
+
+Each PostgreSQL test gets its own schema, named after this session's random
+prefix and selected through ``search_path``; the schemas are dropped after the
+test and any left over are dropped at the end of the session.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.engine import make_url
+
+from runner.store import RunStore, open_store
+
+PG_URL = os.environ.get("RUNNER_TEST_PG_URL")
+SESSION_PREFIX = f"runner_test_{uuid.uuid4().hex[:10]}"
+
+BACKENDS = [pytest.param("sqlite", id="sqlite")]
+if PG_URL:
+    BACKENDS.append(pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres))
+
+
+@pytest.fixture(scope="session")
+def pg_admin() -> Iterator[Engine]:
+    """An engine on RUNNER_TEST_PG_URL's default schema, for creating and dropping test schemas."""
+    if not PG_URL:
+        pytest.skip("RUNNER_TEST_PG_URL is not set")
+    engine = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    yield engine
+    with engine.connect() as conn:
+        leftovers = conn.execute(text("SELECT nspname FROM pg_namespace WHERE nspname LIKE :p"),
+                                 {"p": SESSION_PREFIX + "%"}).scalars().all()
+        for schema in leftovers:
+            conn.execute(text(f'DROP SCHEMA "{schema}" CASCADE'))
+    engine.dispose()
+
+
+def pg_schema_url(admin: Engine, schema: str) -> str:
+    """Create ``schema`` and return RUNNER_TEST_PG_URL with its search_path set to it."""
+    assert PG_URL is not None
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE SCHEMA "{schema}"'))
+    url = make_url(PG_URL).update_query_dict({"options": f"-csearch_path={schema}"})
+    return url.render_as_string(hide_password=False)
+
+
+def drop_pg_schema(admin: Engine, schema: str) -> None:
+    with admin.connect() as conn:
+        conn.execute(text(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE'))
+
+
+@pytest.fixture(params=BACKENDS)
+def store_url(request: pytest.FixtureRequest, tmp_path: os.PathLike[str]) -> Iterator[str]:
+    """A URL for an empty store: a SQLite file, or a fresh PostgreSQL schema."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{os.path.join(tmp_path, 'runs.db')}"
+        return
+    admin: Engine = request.getfixturevalue("pg_admin")
+    schema = f"{SESSION_PREFIX}_{uuid.uuid4().hex[:8]}"
+    url = pg_schema_url(admin, schema)
+    yield url
+    drop_pg_schema(admin, schema)
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[RunStore]:
+    """An open, migrated store on each backend; closed after the test."""
+    opened = open_store(store_url)
+    yield opened
+    opened.close()
