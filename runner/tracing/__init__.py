@@ -13,6 +13,16 @@ from __future__ import annotations
 
 from .attrs import derived_span_id, derived_trace_id
 from .live import TracingRecorder
+from .otlp import TracingSetupError, configure_tracing, otlp_exporter
 from .rebuild import export_run, rebuild_spans
 
-__all__ = ["TracingRecorder", "derived_span_id", "derived_trace_id", "export_run", "rebuild_spans"]
+__all__ = [
+    "TracingRecorder",
+    "TracingSetupError",
+    "configure_tracing",
+    "derived_span_id",
+    "derived_trace_id",
+    "export_run",
+    "otlp_exporter",
+    "rebuild_spans",
+]

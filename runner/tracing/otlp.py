@@ -1,0 +1,72 @@
+"""``configure_tracing``: the standard OTLP exporter, configured the standard way.
+
+Everything comes from the usual environment variables, read by the exporter
+and the SDK themselves: ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
+``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``), ``..._HEADERS``, ``..._TIMEOUT``,
+``..._COMPRESSION``, ``..._CERTIFICATE``, ``OTEL_SERVICE_NAME``,
+``OTEL_RESOURCE_ATTRIBUTES`` and ``OTEL_BSP_*`` for the batch processor. The
+protocol is http/protobuf unless ``OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`` says grpc.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import TYPE_CHECKING
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+from ..errors import RunnerError
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
+
+HTTP_HINT = "pip install 'durable-agent-runner[otlp]'"
+GRPC_HINT = "pip install opentelemetry-exporter-otlp-proto-grpc"
+
+
+class TracingSetupError(RunnerError):
+    """The OTLP exporter cannot be set up (missing package, unsupported protocol)."""
+
+
+def otlp_exporter() -> SpanExporter:
+    """The OTLP span exporter the environment asks for (http/protobuf by default)."""
+    protocol = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip().lower()
+    if protocol == "http/protobuf":
+        try:
+            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        except ImportError:
+            raise TracingSetupError(f"OTLP export needs the OTLP/HTTP exporter: {HTTP_HINT}") from None
+        return OTLPSpanExporter()
+    if protocol == "grpc":
+        try:
+            grpc = importlib.import_module("opentelemetry.exporter.otlp.proto.grpc.trace_exporter")
+        except ImportError:
+            raise TracingSetupError(f"OTLP over gRPC needs the gRPC exporter: {GRPC_HINT}") from None
+        exporter: SpanExporter = grpc.OTLPSpanExporter()
+        return exporter
+    raise TracingSetupError(f"unsupported OTLP protocol {protocol!r}: use 'http/protobuf' or 'grpc'")
+
+
+def configure_tracing(service_name: str | None = None, *, set_global: bool = False,
+                      exporter: SpanExporter | None = None) -> TracerProvider:
+    """A ``TracerProvider`` that batches spans to the OTLP endpoint the environment names.
+
+    ``service_name`` is used only when ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES``
+    do not name a service. ``exporter`` replaces the OTLP one (tests, other backends).
+    With ``set_global`` the provider also becomes OpenTelemetry's global one (it can
+    be set once per process). Call ``provider.shutdown()`` before exiting: it
+    flushes the spans still in the batch.
+    """
+    resource = Resource.create()
+    if service_name and str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: service_name}))
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(BatchSpanProcessor(exporter if exporter is not None else otlp_exporter()))
+    if set_global:
+        trace.set_tracer_provider(provider)
+    return provider

@@ -1,0 +1,189 @@
+"""OTLP export for real: an OTLP/HTTP receiver on 127.0.0.1 decodes what the exporter sends.
+
+A live run's spans and the spans rebuilt from its stored log must arrive with
+the same trace id, span ids, names, parents and attributes.
+"""
+
+from __future__ import annotations
+
+import gzip
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from runner import ModelReply, ScriptedModel, ToolCall, run_agent
+from runner.tracing import TracingSetupError, configure_tracing, export_run, otlp_exporter
+from tests.test_tracing import registry, weather
+
+
+class Receiver:
+    """Collects ``ExportTraceServiceRequest`` bodies POSTed to /v1/traces."""
+
+    def __init__(self) -> None:
+        self.requests: list[ExportTraceServiceRequest] = []
+        self.paths: list[str] = []
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                request = ExportTraceServiceRequest()
+                request.ParseFromString(body)
+                receiver.requests.append(request)
+                receiver.paths.append(self.path)
+                out = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
+
+    def spans(self) -> list[dict[str, Any]]:
+        out = []
+        for request in self.requests:
+            for rs in request.resource_spans:
+                resource = {kv.key: value(kv.value) for kv in rs.resource.attributes}
+                for ss in rs.scope_spans:
+                    for s in ss.spans:
+                        out.append({
+                            "trace_id": s.trace_id.hex(), "span_id": s.span_id.hex(),
+                            "parent": s.parent_span_id.hex() or None, "name": s.name, "kind": s.kind,
+                            "status": s.status.code, "scope": ss.scope.name,
+                            "service": resource.get("service.name"),
+                            "attrs": {kv.key: value(kv.value) for kv in s.attributes}})
+        return out
+
+
+def value(v: AnyValue) -> Any:
+    kind = v.WhichOneof("value")
+    if kind == "array_value":
+        return [value(x) for x in v.array_value.values]
+    return getattr(v, kind) if kind else None
+
+
+@pytest.fixture
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
+    rec = Receiver()
+    rec.thread.start()
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rec.url)
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "otlp-test")
+    yield rec
+    rec.server.shutdown()
+    rec.server.server_close()
+
+
+def test_live_and_rebuilt_spans_arrive_at_a_real_otlp_receiver(receiver: Receiver, tmp_path: Path) -> None:
+    store_mod = pytest.importorskip("runner.store")
+    store = store_mod.open_store(f"sqlite:///{tmp_path / 'runs.db'}")
+    provider = configure_tracing("ignored-when-env-names-one")
+    try:
+        model = ScriptedModel([
+            ModelReply("", [ToolCall("c1", "get_weather", {"city": "Paris"}), ToolCall("u1", "nope", {})]),
+            "21C"])
+        result = run_agent("Weather in Paris?", model, registry(), store=store, tracer_provider=provider,
+                           agent_name="forecaster")
+        assert provider.force_flush()
+        live = receiver.spans()
+        assert receiver.paths[0] == "/v1/traces"
+        assert set(receiver.paths) == {"/v1/traces"}
+        assert sorted(s["name"] for s in live) == [
+            "chat scripted", "chat scripted", "execute_tool get_weather", "execute_tool nope",
+            "invoke_agent forecaster", "step 1", "step 2"]
+        assert {s["service"] for s in live} == {"otlp-test"}
+
+        stored = store.get_run(result.run_id)
+        (trace_id,) = {s["trace_id"] for s in live}
+        assert stored.trace_id == trace_id
+        span_ids = {s["span_id"] for s in live}
+        assert all(e.span_id in span_ids for e in stored.events)
+        assert {e.span_id for e in stored.events} == span_ids
+
+        receiver.requests.clear()
+        exporter = otlp_exporter()
+        try:
+            export_run(stored, exporter)
+            rebuilt = receiver.spans()
+            export_run(stored, exporter)
+            again = receiver.spans()[len(rebuilt):]
+        finally:
+            exporter.shutdown()
+
+        def key(s: dict[str, Any]) -> tuple[Any, ...]:
+            return (s["trace_id"], s["span_id"], s["parent"], s["name"], s["kind"], s["status"], s["scope"],
+                    s["service"], sorted(s["attrs"].items(), key=lambda kv: kv[0]))
+
+        assert sorted(map(key, rebuilt)) == sorted(map(key, live))
+        assert sorted(map(key, again)) == sorted(map(key, live))
+    finally:
+        provider.shutdown()
+        store.close()
+
+
+def test_configure_tracing_uses_the_given_name_only_without_one_in_the_environment(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
+    sink = InMemorySpanExporter()
+    provider = configure_tracing("my-agent", exporter=sink)
+    provider.shutdown()
+    assert provider.resource.attributes["service.name"] == "my-agent"
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "from-env")
+    provider = configure_tracing("my-agent", exporter=sink)
+    provider.shutdown()
+    assert provider.resource.attributes["service.name"] == "from-env"
+
+
+def test_configure_tracing_hints_at_the_extra_when_the_exporter_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_PROTOCOL", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", raising=False)
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http.trace_exporter", None)
+    with pytest.raises(TracingSetupError, match=r"pip install 'durable-agent-runner\[otlp\]'"):
+        configure_tracing()
+
+
+def test_configure_tracing_rejects_an_unknown_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json")
+    with pytest.raises(TracingSetupError, match="unsupported OTLP protocol 'http/json'"):
+        configure_tracing()
+
+
+def test_the_default_exporter_is_otlp_over_http(receiver: Receiver) -> None:
+    exporter = otlp_exporter()
+    try:
+        assert isinstance(exporter, OTLPSpanExporter)
+        assert exporter._endpoint == f"{receiver.url}/v1/traces"
+    finally:
+        exporter.shutdown()
+
+
+def test_a_live_run_without_a_store_is_delivered(receiver: Receiver) -> None:
+    provider = configure_tracing()
+    try:
+        run_agent("Weather?", ScriptedModel([weather("c1", "Paris"), "21C"]), registry(), tracer_provider=provider)
+    finally:
+        provider.shutdown()  # flushes the batch
+    assert len(receiver.spans()) == 6
