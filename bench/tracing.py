@@ -1,0 +1,111 @@
+"""Per-step cost of tracing next to the plain and the logged loop, as ratios in one run.
+
+Loops of 200 steps with a scripted model and a trivial tool (so the harness is
+all there is to measure), best of several repeats, for:
+
+- plain: no store, no tracer
+- no-op tracer: a tracer with nothing configured (ids derived from the run id)
+- traced: a real SDK provider, ``BatchSpanProcessor`` + ``InMemorySpanExporter``
+- logged: a SQLite store in a temporary directory
+- logged + traced: both
+
+Goal (issue 4): the logged and traced loop within 2x of the logged loop alone.
+Machines are noisy: read the ratios, not the absolute figures.
+
+    .venv/bin/python bench/tracing.py
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import NoOpTracerProvider
+
+from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
+
+STEPS = 200
+REPEATS = 7
+
+
+def registry() -> ToolRegistry:
+    reg = ToolRegistry()
+    reg.register("echo", "Echo a number.", {"type": "object", "properties": {"n": {"type": "integer"}},
+                                            "required": ["n"]}, lambda n: {"n": n})
+    return reg
+
+
+def script(steps: int) -> ScriptedModel:
+    replies: list[ModelReply | str] = [
+        ModelReply(f"step {i}", [ToolCall(f"c{i}", "echo", {"n": i})]) for i in range(steps - 1)]
+    return ScriptedModel([*replies, "finished"])
+
+
+def per_step_us(after: Callable[[], Any] = lambda: None, **kwargs: Any) -> float:
+    reg = registry()
+    best = float("inf")
+    for _ in range(REPEATS):
+        model = script(STEPS)
+        started = time.perf_counter()
+        result = run_agent("bench", model, reg, max_steps=STEPS, token_budget=10**12, **kwargs)
+        elapsed = time.perf_counter() - started
+        after()
+        if (result.status, result.steps) != ("done", STEPS):
+            raise SystemExit(f"bench run ended {result.status} after {result.steps} steps")
+        best = min(best, elapsed)
+    return best / STEPS * 1e6
+
+
+def main() -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+
+    def drain() -> None:
+        provider.force_flush()
+        exporter.clear()
+
+    rows: dict[str, float] = {}
+    try:
+        rows["plain"] = per_step_us()
+        rows["no-op tracer"] = per_step_us(tracer_provider=NoOpTracerProvider())
+        rows["traced"] = per_step_us(drain, tracer_provider=provider)
+        try:
+            from runner.store import open_store
+        except ImportError:
+            open_store = None
+        if open_store is not None:
+            with tempfile.TemporaryDirectory() as tmp:
+                store = open_store(f"sqlite:///{Path(tmp) / 'bench.db'}")
+                try:
+                    rows["logged"] = per_step_us(store=store)
+                    rows["logged + traced"] = per_step_us(drain, store=store, tracer_provider=provider)
+                finally:
+                    store.close()
+    finally:
+        provider.shutdown()
+
+    plain = rows["plain"]
+    print(f"{'loop':<16} {'us/step':>9} {'vs plain':>9}")
+    for name, us in rows.items():
+        print(f"{name:<16} {us:>9.1f} {us / plain:>8.2f}x")
+    print(f"tracing adds {rows['traced'] - plain:.1f} us/step to the plain loop "
+          f"({(rows['traced'] - plain) / plain:.2f}x a plain step)")
+    if "logged" in rows:
+        logged, both = rows["logged"], rows["logged + traced"]
+        ratio = both / logged
+        print(f"logged + traced is {ratio:.2f}x the logged loop; tracing adds {both - logged:.1f} us/step "
+              f"= {(both - logged) / logged:.2f}x a logged step (goal: within 2x) -> "
+              f"{'ok' if ratio <= 2.0 else 'MISSED'}")
+    else:
+        print("runner.store is not available: logged rows skipped")
+
+
+if __name__ == "__main__":
+    main()
