@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -317,3 +319,53 @@ def test_the_no_op_path_costs_microseconds() -> None:
         tracing.step_finished(i)
     per_fact = (time.perf_counter() - started) / (4 * n)
     assert per_fact < 20e-6, per_fact
+
+
+def test_an_invalid_reply_marks_the_chat_span(spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = spans
+    model = ScriptedModel([ModelReply("", [ToolCall("same", "get_weather", {"city": "Paris"}),
+                                           ToolCall("same", "get_weather", {"city": "Paris"})])])
+    result = run_agent("Twice", model, registry(), tracer_provider=provider)
+    assert result.status == "invalid_reply"
+    (root,) = tree(exporter.get_finished_spans())
+    chat_span = root[3][0][3][0]
+    assert chat_span[:2] == ["chat scripted", "ERROR: duplicate call id 'same'"]
+    assert chat_span[2]["error.type"] == "invalid_reply"
+    assert root[2]["error.type"] == "invalid_reply"
+
+
+def test_a_run_inside_a_caller_span_joins_its_trace_and_leaves_its_context_alone(
+        spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = spans
+    tracer = provider.get_tracer("app")
+    with tracer.start_as_current_span("request") as request:
+        run_agent("Weather?", ScriptedModel([weather("c1", "Paris"), "21C"]), registry(), tracer_provider=provider)
+        assert trace.get_current_span() is request
+    got = {s.name: s for s in exporter.get_finished_spans()}
+    root, outer = got["invoke_agent"], got["request"]
+    assert root.parent is not None
+    assert outer.context is not None
+    assert root.parent.span_id == outer.context.span_id
+    assert {s.context.trace_id for s in got.values() if s.context} == {outer.context.trace_id}
+
+
+def test_concurrent_runs_on_threads_keep_separate_trees(spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = spans
+    ids = [f"{i:032x}" for i in range(1, 9)]
+
+    def one(run_id: str) -> None:
+        run_agent("Weather?", ScriptedModel([weather("c1", "Paris"), "21C"]), registry(), tracer_provider=provider,
+                  run_id=run_id)
+
+    threads = [threading.Thread(target=one, args=(run_id,)) for run_id in ids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    by_run: dict[Any, list[ReadableSpan]] = {}
+    for s in exporter.get_finished_spans():
+        by_run.setdefault((s.attributes or {})["runner.run_id"], []).append(s)
+    assert sorted(by_run) == ids
+    shapes = [tree(group) for group in by_run.values()]
+    assert all(shape == shapes[0] for shape in shapes)
+    assert len(shapes[0]) == 1  # one root per run: no span leaked into another run's tree

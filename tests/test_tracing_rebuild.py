@@ -142,6 +142,8 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     "step_limit": {"model": lambda: ScriptedModel([weather("c1", "Paris"), weather("c2", "Paris")]),
                    "max_steps": 2},
     "model_error": {"model": lambda: broken},
+    "invalid_reply": {"model": lambda: ScriptedModel([ModelReply("", [ToolCall("x", "get_weather", {"city": "P"}),
+                                                                      ToolCall("x", "get_weather", {})])])},
     "deadline": {"model": lambda: ScriptedModel([ModelReply("", [ToolCall("s1", "slow", {"seconds": 0.3})])]),
                  "reg": slow_registry, "timeout_s": 0.05},
 }

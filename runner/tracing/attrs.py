@@ -139,11 +139,16 @@ def chat_end(
     error: str | None,
     error_type: str | None,
 ) -> tuple[Attrs, Status]:
-    """``reply`` is the reply as ``describe_reply`` data; None when the call failed."""
-    if reply is None:
+    """``reply`` is the reply as ``describe_reply`` data (None when there was none).
+
+    A call with an ``error`` failed even when it has a reply (an invalid one); it
+    carries no usage, as the run did not count its tokens.
+    """
+    attrs: Attrs = {} if reply is None else {FINISH_REASONS: (finish_reason(reply),)}
+    if error is not None or reply is None:
         kind = error_type or "model_error"
-        return {ERROR_TYPE: kind}, Status(StatusCode.ERROR, error or kind)
-    attrs: Attrs = {FINISH_REASONS: (finish_reason(reply),)}
+        attrs[ERROR_TYPE] = kind
+        return attrs, Status(StatusCode.ERROR, error or kind)
     if usage is not None:
         attrs.update({INPUT_TOKENS: usage[0], OUTPUT_TOKENS: usage[1], USAGE_ESTIMATED: False})
     else:
