@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import limits as st
-from .errors import AgentStopped
+from .errors import AgentStopped, StopRun
 from .limits import Limits, TokenMeter, cut_observation, reply_tokens
 from .messages import Message, Model, ModelReply, ToolCall, ToolSpec, assistant_message, tool_message
 from .recorder import ModelCallInfo, Recorder, RunInfo, ToolCallInfo
@@ -124,6 +124,8 @@ class AgentCore:
         self.last_call_key: str | None = None
         self.repeats = 0
         self.open_step = False
+        # Replay's hook to reproduce a recorded stop (deadline, cancel) at the same point.
+        self.external_stop: Callable[[AgentCore, ToolCall | None], tuple[str, str] | None] | None = None
         model_name, provider = model_identity(model)
         self.info = RunInfo(self.run_id, task, system, limits, self.specs, model_name, provider,
                             agent_name, dict(labels or {}))
@@ -139,6 +141,15 @@ class AgentCore:
         if self.deadline is not None and time.monotonic() >= self.deadline:
             return st.DEADLINE
         return None
+
+    def _stop_before(self, call: ToolCall | None) -> tuple[str, str] | None:
+        """A stop due before the next model call (``call`` None) or before ``call``."""
+        if self.external_stop is not None:
+            stop = self.external_stop(self, call)
+            if stop:
+                return stop
+        status = self.stop_requested()
+        return (status, _stop_reason(status, self.limits)) if status else None
 
     def run(self) -> Generator[Action, Outcome, AgentResult]:
         self.recorder.run_started(self.info)
@@ -172,9 +183,9 @@ class AgentCore:
         self.open_step = False
 
     def _check_before_model_call(self) -> tuple[str, str] | None:
-        stop = self.stop_requested()
+        stop = self._stop_before(None)
         if stop:
-            return stop, _stop_reason(stop, self.limits)
+            return stop
         lim = self.limits
         if self.steps >= lim.max_steps:
             return st.STEP_LIMIT, f"made {self.steps} model calls (max_steps={lim.max_steps})"
@@ -195,6 +206,12 @@ class AgentCore:
         if outcome.stop:
             self._model_call_finished(step, prompt_tokens, None, 0, outcome, error=outcome.stop)
             return None, (outcome.stop, _stop_reason(outcome.stop, self.limits, "the model"))
+        if isinstance(outcome.error, StopRun) and outcome.error.status in st.STATUSES \
+                and outcome.error.status != st.DONE:
+            stop = outcome.error
+            self._model_call_finished(step, prompt_tokens, None, 0, outcome, error=stop.reason,
+                                      error_type=stop.status)
+            return None, (stop.status, stop.reason)
         if outcome.error is not None:
             error = f"{type(outcome.error).__name__}: {outcome.error}"
             self._model_call_finished(step, prompt_tokens, None, 0, outcome, error=error,
@@ -202,7 +219,8 @@ class AgentCore:
             return None, (st.MODEL_ERROR, error)
         problem = self._reply_problem(reply)
         if problem:
-            self._model_call_finished(step, prompt_tokens, None, 0, outcome, error=problem,
+            shown = reply if _loggable(reply) else None
+            self._model_call_finished(step, prompt_tokens, shown, 0, outcome, error=problem,
                                       error_type=st.INVALID_REPLY)
             return None, (st.INVALID_REPLY, problem)
         self.seen_ids.update(call.id for call in reply.tool_calls)
@@ -250,9 +268,9 @@ class AgentCore:
         return None
 
     def _handle_call(self, step: int, call: ToolCall) -> Generator[Action, Outcome, tuple[str, str] | None]:
-        stop = self.stop_requested()
+        stop = self._stop_before(call)
         if stop:
-            return stop, _stop_reason(stop, self.limits)
+            return stop
         observation = self.registry.check(call.name, call.args)
         observation = observation or self._repeat_observation(call)
         tool = self.registry.get(call.name)
@@ -322,6 +340,19 @@ class AgentCore:
             self._end_step()
         self.recorder.run_finished(result)
         return result
+
+
+def _loggable(reply: object) -> bool:
+    """Whether an invalid reply can still be logged as data (so replay can replay it)."""
+    if not isinstance(reply, ModelReply) or not isinstance(reply.content, str):
+        return False
+    if not isinstance(reply.tool_calls, list) or not all(isinstance(c, ToolCall) for c in reply.tool_calls):
+        return False
+    try:
+        json.dumps([[c.id, c.name, c.args] for c in reply.tool_calls], allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return True
 
 
 # Provider stop reasons that mean the text is not a usable final answer.

@@ -4,7 +4,10 @@
     ├── AgentStopped        a run ended early and the caller asked for an exception
     ├── ScriptError         a scripted model was used outside its script
     │   └── ScriptExhausted called more often than it has replies
-    └── StoreError          the event log cannot be opened, read or written
+    ├── StoreError          the event log cannot be opened, read or written
+    ├── StopRun             a model ends the run with a given status (replay's seam)
+    ├── FixtureError        a replay fixture cannot be read
+    └── ReplayDivergence    a replay differs from its recording
 
 Model mistakes are never raised: they become ``ERROR:`` observations the model
 can act on. Developer mistakes (a bad schema at ``register``) raise ``ValueError``
@@ -45,3 +48,38 @@ class ScriptExhausted(ScriptError):
 
 class StoreError(RunnerError):
     """The event log cannot be used; the message is one line saying why and what to do."""
+
+
+class StopRun(RunnerError):
+    """Raised by a model to end the run with ``status`` (never ``done``).
+
+    Replay raises it to reproduce a recorded stop that had an outside cause (a
+    deadline or cancel while the model was thinking, a model that raised).
+    """
+
+    def __init__(self, status: str, reason: str) -> None:
+        self.status = status
+        self.reason = reason
+        super().__init__(reason)
+
+
+class FixtureError(RunnerError):
+    """A replay fixture file cannot be read (missing, not JSON, unknown format or version)."""
+
+
+class ReplayDivergence(RunnerError):
+    """A replay showed the model something other than what the recording holds.
+
+    ``sentence`` says where and what in one line; ``str()`` adds a compact diff.
+    """
+
+    def __init__(self, step: int, index: int | None, field: str, sentence: str,
+                 recorded: object = None, got: object = None, diff: str = "") -> None:
+        self.step = step
+        self.index = index
+        self.field = field
+        self.sentence = sentence
+        self.recorded = recorded
+        self.got = got
+        self.diff = diff
+        super().__init__(sentence + (f"\n{diff}" if diff else ""))

@@ -1,0 +1,181 @@
+"""The replay fixture: a stored run as a versioned, diff-friendly JSON file.
+
+A fixture holds what a replay needs and nothing that changes between exports of
+the same run: task, system prompt, limits, tool specs, each reply (with usage)
+and the observations that followed it, and how the run ended. Keys are sorted
+and each reply is its own block, so a re-recorded fixture diffs cleanly in review.
+Loading one needs no database.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from . import limits as st
+from .errors import FixtureError
+from .messages import Message, ModelReply, ToolCall, Usage, assistant_message
+
+if TYPE_CHECKING:
+    from .store.records import StoredRun
+
+FORMAT: Final = "durable-agent-runner/fixture"
+VERSION: Final = 1
+INTERRUPTIBLE: Final = (st.DEADLINE, st.CANCELLED)
+
+
+@dataclass(frozen=True, slots=True)
+class Fixture:
+    """A fixture's content, as loaded. ``data`` is exactly the file's JSON."""
+
+    data: dict[str, Any]
+
+    @property
+    def task(self) -> str:
+        return str(self.data["task"])
+
+    @property
+    def system(self) -> str:
+        return str(self.data["system"])
+
+    @property
+    def limits(self) -> dict[str, Any]:
+        return dict(self.data["limits"])
+
+    @property
+    def replies(self) -> list[dict[str, Any]]:
+        return list(self.data["replies"])
+
+    @property
+    def outcome(self) -> dict[str, Any]:
+        return dict(self.data["outcome"])
+
+    def reply(self, index: int) -> ModelReply:
+        block = self.data["replies"][index]
+        usage = block.get("usage")
+        return ModelReply(
+            content=block["content"],
+            tool_calls=[ToolCall(c["id"], c["name"], c["args"]) for c in block["tool_calls"]],
+            usage=Usage(usage["input_tokens"], usage["output_tokens"]) if usage else None,
+            stop_reason=block.get("stop_reason"),
+        )
+
+    def messages_before(self, call: int) -> list[Message]:
+        """The message list the recorded model was shown at model call ``call`` (1-based)."""
+        messages: list[Message] = [{"role": "system", "content": self.system},
+                                   {"role": "user", "content": self.task}]
+        for block in self.data["replies"][: call - 1]:
+            messages.extend(_block_messages(block))
+        return messages
+
+    def messages(self) -> list[Message]:
+        """The whole recorded message list."""
+        return self.messages_before(len(self.data["replies"]) + 1)
+
+    def dumps(self) -> str:
+        return json.dumps(self.data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+
+    def write(self, path: str | Path) -> Path:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(self.dumps(), encoding="utf-8")
+        return target
+
+
+def _block_messages(block: Mapping[str, Any]) -> list[Message]:
+    if "stop" in block:
+        return []
+    reply = ModelReply(block["content"], [ToolCall(c["id"], c["name"], c["args"]) for c in block["tool_calls"]])
+    out: list[Message] = [assistant_message(reply)]
+    out.extend({"role": "tool", "tool_call_id": o["call_id"], "name": o["name"], "content": o["content"]}
+               for o in block["observations"])
+    return out
+
+
+def load_fixture(path: str | Path) -> Fixture:
+    """Read and check a fixture file; ``FixtureError`` says what is wrong in one line."""
+    file = Path(path)
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise FixtureError(f"no fixture file {str(file)!r}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise FixtureError(f"fixture {str(file)!r} is not readable JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise FixtureError(f"{str(file)!r} is not a runner fixture (no \"format\": {FORMAT!r})")
+    if data.get("version") != VERSION:
+        raise FixtureError(f"fixture {str(file)!r} has version {data.get('version')!r}; "
+                           f"this runner reads version {VERSION}")
+    for key in ("task", "system", "limits", "tool_specs", "replies", "outcome"):
+        if key not in data:
+            raise FixtureError(f"fixture {str(file)!r} lacks {key!r}")
+    return Fixture(data)
+
+
+def fixture_from_run(run: StoredRun) -> Fixture:
+    """Build the fixture of a stored run from its event log."""
+    replies: list[dict[str, Any]] = []
+    by_step: dict[int, dict[str, Any]] = {}
+    started: dict[str, str] = {}
+    for event in run.events:
+        data = event.data
+        if event.kind == "model_call":
+            block = _reply_block(data, run.status, run.error)
+            if block is not None:
+                replies.append(block)
+                by_step[data["step"]] = block
+        elif event.kind == "message" and data["message"]["role"] == "tool":
+            message = data["message"]
+            by_step[event.step]["observations"].append(
+                {"call_id": message["tool_call_id"], "name": message["name"], "content": message["content"]})
+        elif event.kind == "tool_started":
+            started[data["call_id"]] = data["name"]
+    return Fixture({
+        "format": FORMAT,
+        "version": VERSION,
+        "run_id": run.run_id,
+        "model": run.model,
+        "provider": run.provider,
+        "task": run.task,
+        "system": run.system,
+        "limits": run.limits,
+        "tool_specs": run.tool_specs,
+        "replies": replies,
+        "outcome": {
+            "status": run.status,
+            "answer": run.answer,
+            "error": run.error,
+            "steps": run.steps,
+            "tokens": run.tokens,
+            "tool_calls": run.tool_calls,
+            "stopped_before_call": _interrupted_call(run, replies, started),
+        },
+    })
+
+
+def _reply_block(data: Mapping[str, Any], status: str, error: str | None) -> dict[str, Any] | None:
+    reply = data.get("reply")
+    if reply is not None:
+        return {"step": data["step"], "content": reply["content"], "tool_calls": reply["tool_calls"],
+                "usage": reply.get("usage"), "stop_reason": reply.get("stop_reason"), "observations": []}
+    # No reply: the model raised, or the run stopped while waiting on it.
+    kind = data.get("error_type") if data.get("error_type") in st.STATUSES else st.MODEL_ERROR
+    if kind in INTERRUPTIBLE and status != kind:
+        return None
+    reason = error if kind == status and error else (data.get("error") or kind)
+    return {"step": data["step"], "stop": {"status": kind, "reason": reason}}
+
+
+def _interrupted_call(run: StoredRun, replies: list[dict[str, Any]], started: dict[str, str]) -> str | None:
+    """The call a deadline or cancel stopped (running, or due next), for replay to stop at."""
+    if run.status not in INTERRUPTIBLE or not replies or "stop" in replies[-1]:
+        return None
+    last = replies[-1]
+    answered = {o["call_id"] for o in last["observations"]}
+    for call in last["tool_calls"]:
+        if call["id"] not in answered:
+            return str(call["id"])
+    return None

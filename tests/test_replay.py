@@ -1,0 +1,239 @@
+"""Replay: a stored run becomes a regression test, and any drift is named precisely."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runner import ModelReply, ScriptedModel, ToolRegistry, Usage, run_agent
+from runner.errors import FixtureError, ReplayDivergence
+from runner.fixture import fixture_from_run, load_fixture
+from runner.replay import ReplayModel, replay
+from runner.store import RunStore, open_store
+
+from .loop_helpers import call, reply, weather_registry
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[RunStore]:
+    with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as s:
+        yield s
+
+
+def _weather_script() -> list[ModelReply | str]:
+    return [reply("Let me check.", call("c1", "get_weather", city="Paris")),
+            reply("", call("c2", "c_to_f", celsius=21)),
+            "It is 69.8 F in Paris."]
+
+
+def _recorded(store: RunStore, tmp_path: Path, **kwargs: Any) -> tuple[str, Path]:
+    result = run_agent("Weather in Paris in F?", ScriptedModel(_weather_script()), weather_registry(), store=store,
+                       **kwargs)
+    path = tmp_path / "fixtures" / "weather.json"
+    fixture_from_run(store.get_run(result.run_id)).write(path)
+    return result.run_id, path
+
+
+def _registry_with(weather: dict[str, int]) -> ToolRegistry:
+    registry = ToolRegistry()
+    registry.register("get_weather", "Current temperature in a city.",
+                      {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+                      lambda city: {"celsius": weather[city]})
+    registry.register("c_to_f", "Celsius to Fahrenheit.",
+                      {"type": "object", "properties": {"celsius": {"type": "number"}}, "required": ["celsius"]},
+                      lambda celsius: celsius * 9 / 5 + 32)
+    return registry
+
+
+def test_record_export_replay_passes_without_a_database(store: RunStore, tmp_path: Path) -> None:
+    _, path = _recorded(store, tmp_path)
+    store.close()
+    report = replay(path, weather_registry())
+    assert report.ok is True
+    assert report.divergence is None
+    assert (report.result.status, report.result.answer) == ("done", "It is 69.8 F in Paris.")
+    assert report.same_status
+    assert report.same_answer
+    assert report.explain() == "replay matched the recording (done, 3 steps)"
+    assert report.assert_ok() is report
+
+
+def test_changed_tool_output_diverges_naming_step_call_and_both_values(store: RunStore, tmp_path: Path) -> None:
+    _, path = _recorded(store, tmp_path)
+    report = replay(path, _registry_with({"Paris": 31}))
+    assert report.ok is False
+    divergence = report.divergence
+    assert isinstance(divergence, ReplayDivergence)
+    assert divergence.sentence == (
+        "at step 2 the result of call c1 (get_weather) differs: recorded '{\"celsius\": 21}', "
+        "got '{\"celsius\": 31}'")
+    assert (divergence.step, divergence.index, divergence.field) == (2, 3, "content")
+    assert divergence.diff.splitlines() == ["--- recorded", "+++ replayed", "@@ -1,3 +1,3 @@", " {",
+                                           '- "celsius": 21', '+ "celsius": 31', " }"]
+    assert report.result.status == "model_error"
+    with pytest.raises(AssertionError, match="at step 2 the result of call c1"):
+        report.assert_ok()
+
+
+def test_removed_tool_diverges_naming_the_unknown_tool_observation(store: RunStore, tmp_path: Path) -> None:
+    _, path = _recorded(store, tmp_path)
+    registry = ToolRegistry()
+    registry.register("c_to_f", "Celsius to Fahrenheit.",
+                      {"type": "object", "properties": {"celsius": {"type": "number"}}}, lambda celsius: 0)
+    report = replay(path, registry)
+    assert report.divergence is not None
+    assert report.divergence.sentence == (
+        "at step 2 the result of call c1 (get_weather) differs: recorded '{\"celsius\": 21}', "
+        "got \"ERROR: unknown tool 'get_weather'. Available tools: ['c_to_f']\"")
+
+
+def test_lenient_replay_plays_through_and_collects_every_difference(store: RunStore, tmp_path: Path) -> None:
+    _, path = _recorded(store, tmp_path)
+    report = replay(path, _registry_with({"Paris": 31}), strict=False)
+    assert report.divergence is None
+    assert report.result.status == "done"
+    assert [d.step for d in report.differences] == [2, 3]
+    assert report.differences[1].sentence.startswith("at step 3 the result of call c1 (get_weather) differs")
+
+
+@pytest.mark.parametrize(("limits", "status"), [
+    ({"max_steps": 2}, "step_limit"),
+    ({"token_budget": 500}, "token_budget"),
+    ({"max_tool_calls": 1}, "tool_budget"),
+])
+def test_a_run_stopped_by_a_limit_replays_to_the_same_status(
+        store: RunStore, tmp_path: Path, limits: dict[str, Any], status: str) -> None:
+    run_id, path = _recorded(store, tmp_path, **limits)
+    assert store.get_run(run_id).status == status
+    report = replay(path, weather_registry())
+    assert report.result.status == status
+    assert report.result.error == store.get_run(run_id).error
+    assert report.ok is True
+
+
+def test_a_run_stopped_by_the_deadline_while_the_model_hung_replays_to_deadline(
+        store: RunStore, tmp_path: Path) -> None:
+    release = threading.Event()
+    script = ScriptedModel(_weather_script()[:1])
+
+    def model(messages: Any, specs: Any) -> ModelReply:
+        if script.remaining:
+            return script(messages, specs)
+        release.wait(10)
+        return ModelReply("late")
+
+    result = run_agent("t", model, weather_registry(), store=store, timeout_s=0.3)
+    release.set()
+    assert result.status == "deadline"
+    report = replay(fixture_from_run(store.get_run(result.run_id)), weather_registry())
+    assert (report.result.status, report.result.error) == ("deadline", result.error)
+    assert report.result.steps == result.steps
+    assert report.ok is True
+
+
+def test_a_run_stopped_by_the_deadline_while_a_tool_hung_replays_to_deadline(
+        store: RunStore, tmp_path: Path) -> None:
+    release = threading.Event()
+    registry = weather_registry()
+    registry.register("hang", "d", {"type": "object"}, lambda: release.wait(10))
+    model = ScriptedModel([reply("", call("c1", "get_weather", city="Paris"), call("c2", "hang"))])
+    result = run_agent("t", model, registry, store=store, timeout_s=0.3)
+    release.set()
+    assert result.status == "deadline"
+    ran: list[str] = []
+    replay_registry = weather_registry()
+    replay_registry.register("hang", "d", {"type": "object"}, lambda: ran.append("hang"))
+    report = replay(fixture_from_run(store.get_run(result.run_id)), replay_registry)
+    assert (report.result.status, report.result.error) == ("deadline", result.error)
+    assert ran == []
+    assert report.ok is True
+
+
+def test_a_model_error_replays_to_the_same_error(store: RunStore) -> None:
+    script = ScriptedModel(_weather_script()[:1])
+
+    def model(messages: Any, specs: Any) -> ModelReply:
+        if script.remaining:
+            return script(messages, specs)
+        raise ConnectionError("api down")
+
+    result = run_agent("t", model, weather_registry(), store=store)
+    report = replay(result.run_id, weather_registry(), source_store=store)
+    assert (report.result.status, report.result.error) == ("model_error", "ConnectionError: api down")
+    assert report.ok is True
+
+
+def test_asking_past_the_end_of_the_recording_is_a_divergence(store: RunStore, tmp_path: Path) -> None:
+    _, path = _recorded(store, tmp_path, max_steps=2)
+    report = replay(path, weather_registry(), max_steps=5)
+    assert report.divergence is not None
+    assert report.divergence.sentence == (
+        "at step 3 the loop asked the model again, but the recording ended after 2 model calls")
+
+
+def test_replies_left_over_is_a_divergence(store: RunStore, tmp_path: Path) -> None:
+    _, path = _recorded(store, tmp_path)
+    report = replay(path, weather_registry(), max_steps=1)
+    assert report.divergence is not None
+    assert report.divergence.sentence == (
+        "the replay stopped with step_limit after step 1, but the recording has 2 more model replies")
+    assert report.ok is False
+
+
+def test_a_changed_task_is_named(store: RunStore, tmp_path: Path) -> None:
+    _, path = _recorded(store, tmp_path)
+    report = replay(path, weather_registry(), task="Weather in Oslo?")
+    assert report.divergence is not None
+    assert report.divergence.sentence == (
+        "at step 1 the task differs: recorded 'Weather in Paris in F?', got 'Weather in Oslo?'")
+
+
+def test_a_fixture_written_twice_from_the_same_run_is_byte_identical(store: RunStore, tmp_path: Path) -> None:
+    run_id, first = _recorded(store, tmp_path)
+    second = fixture_from_run(store.get_run(run_id)).write(tmp_path / "again.json")
+    assert first.read_bytes() == second.read_bytes()
+    data = json.loads(first.read_text())
+    assert (data["format"], data["version"]) == ("durable-agent-runner/fixture", 1)
+    assert [r["step"] for r in data["replies"]] == [1, 2, 3]
+
+
+def test_usage_is_recorded_and_played_back(store: RunStore, tmp_path: Path) -> None:
+    model = ScriptedModel([ModelReply("", [call("c1", "get_weather", city="Paris")], Usage(90, 5)),
+                           ModelReply("21", [], Usage(120, 2))])
+    result = run_agent("t", model, weather_registry(), store=store)
+    replayed = ScriptedModel.from_run(store, result.run_id[:10])
+    assert isinstance(replayed, ReplayModel)
+    assert [r.usage for r in replayed.replies] == [Usage(90, 5), Usage(120, 2)]
+    again = run_agent("t", replayed, weather_registry())
+    assert again.tokens == result.tokens == 217
+    replayed.assert_complete()
+
+
+def test_from_fixture_gives_a_strict_scripted_model(store: RunStore, tmp_path: Path) -> None:
+    _, path = _recorded(store, tmp_path)
+    model = ScriptedModel.from_fixture(path)
+    result = run_agent("Weather in Paris in F?", model, _registry_with({"Paris": 30}))
+    assert result.status == "model_error"
+    assert isinstance(result.exception, ReplayDivergence)
+
+
+def test_load_fixture_errors_are_one_line(tmp_path: Path) -> None:
+    with pytest.raises(FixtureError, match=r"^no fixture file '.*nope\.json'$"):
+        load_fixture(tmp_path / "nope.json")
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(FixtureError, match=r"^fixture '.*bad\.json' is not readable JSON: "):
+        load_fixture(bad)
+    foreign = tmp_path / "foreign.json"
+    foreign.write_text('{"a": 1}')
+    with pytest.raises(FixtureError, match=r"is not a runner fixture"):
+        load_fixture(foreign)
+    newer = tmp_path / "newer.json"
+    newer.write_text('{"format": "durable-agent-runner/fixture", "version": 99}')
+    with pytest.raises(FixtureError, match=r"has version 99; this runner reads version 1$"):
+        load_fixture(newer)
