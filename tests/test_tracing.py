@@ -369,3 +369,11 @@ def test_concurrent_runs_on_threads_keep_separate_trees(spans: tuple[TracerProvi
     shapes = [tree(group) for group in by_run.values()]
     assert all(shape == shapes[0] for shape in shapes)
     assert len(shapes[0]) == 1  # one root per run: no span leaked into another run's tree
+
+
+def test_the_tracing_surface_is_exactly_these_names() -> None:
+    import runner.tracing
+
+    assert runner.tracing.__all__ == [
+        "TracingRecorder", "TracingSetupError", "configure_tracing", "derived_span_id", "derived_trace_id",
+        "export_run", "otlp_exporter", "rebuild_spans"]
