@@ -1,0 +1,69 @@
+"""What every adapter shares: the install hint, argument parsing, stop reasons.
+
+Stop reasons use one small vocabulary so the loop can judge any provider's
+reply the same way: a reply cut off by the token limit says ``"length"``
+(OpenAI's ``finish_reason``; Anthropic's ``max_tokens`` is translated), a
+refused one says ``"refusal"``; every other value is the provider's own.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from types import ModuleType
+from typing import Any
+
+from ..errors import RunnerError
+
+STOP_LENGTH = "length"
+STOP_REFUSAL = "refusal"
+STOP_CONTENT_FILTER = "content_filter"
+# Replies that ended for one of these reasons are not answers, even without tool calls.
+NON_FINAL_STOP_REASONS = frozenset({STOP_LENGTH, STOP_REFUSAL, STOP_CONTENT_FILTER})
+
+
+class MissingDependency(RunnerError):
+    """An optional SDK is not installed; the message says which extra brings it."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        self.package = package
+        self.extra = extra
+        self.hint = f"pip install 'durable-agent-runner[{extra}]'"
+        super().__init__(f"the {extra} adapter needs the {package!r} package: {self.hint}")
+
+
+class UnusableResponse(RunnerError):
+    """The provider answered successfully but with nothing a reply can be made of."""
+
+    def __init__(self, provider: str, reason: str) -> None:
+        self.provider = provider
+        self.reason = reason
+        super().__init__(f"{provider} response cannot be used: {reason}")
+
+
+def require(package: str, extra: str) -> ModuleType:
+    """Import an optional SDK, or raise ``MissingDependency`` with the install hint."""
+    try:
+        return importlib.import_module(package)
+    except ImportError as exc:
+        raise MissingDependency(package, extra) from exc
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_arguments(raw: str | None) -> Any:
+    """The call's arguments as the model sent them, parsed when they are JSON.
+
+    Whitespace or nothing means no arguments (``{}``). Text that is not strict
+    JSON (``NaN`` included) comes back as the raw string, and JSON that is not
+    an object comes back parsed: either way the registry's check turns it into
+    an ``ERROR:`` observation the model can act on, instead of a crash here.
+    """
+    if raw is None or not raw.strip():
+        return {}
+    try:
+        return json.loads(raw, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return raw

@@ -1,0 +1,213 @@
+"""Models over the official ``anthropic`` client's Messages API.
+
+Our messages map to the API as it wants them: the system prompt apart
+(``system=``), tool calls as ``tool_use`` blocks in the assistant's content, and
+the results of one reply's calls as ``tool_result`` blocks in ONE user message, in
+call order (``is_error`` set for ``ERROR:`` observations). Tool specs become
+``{name, description, input_schema}``.
+
+``stop_reason`` is the provider's own value, except that a reply cut off by a
+token limit (``max_tokens``, ``model_context_window_exceeded``) says ``"length"``
+as it does for every adapter. Usage counts cached prompt tokens as input.
+Extended thinking is refused: its blocks would have to be sent back with every
+tool result, and our messages do not carry them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from ..messages import Message, ModelReply, ToolCall, ToolSpec, Usage
+from ._common import STOP_LENGTH, UnusableResponse, require
+
+if TYPE_CHECKING:
+    from anthropic import Anthropic, AsyncAnthropic
+    from anthropic.types import (
+        ContentBlockParam,
+        MessageParam,
+        ToolParam,
+        ToolResultBlockParam,
+    )
+    from anthropic.types import Message as AnthropicMessage
+
+PROVIDER = "anthropic"
+DEFAULT_MAX_TOKENS = 1024
+RESERVED_OPTIONS = frozenset({"messages", "tools", "system", "stream"})
+CUT_OFF = frozenset({"max_tokens", "model_context_window_exceeded"})
+
+
+def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[MessageParam]]:
+    """The system prompt (system messages joined) and the conversation in API shape."""
+    system: list[str] = []
+    out: list[MessageParam] = []
+    results: list[ToolResultBlockParam] | None = None  # the user turn being filled with results
+    for message in messages:
+        if message["role"] == "tool":
+            block: ToolResultBlockParam = {
+                "type": "tool_result", "tool_use_id": message["tool_call_id"],
+                "content": message["content"], "is_error": message["content"].startswith("ERROR:")}
+            if results is None:
+                results = []
+                out.append({"role": "user", "content": results})
+            results.append(block)
+            continue
+        results = None
+        if message["role"] == "system":
+            system.append(message["content"])
+        elif message["role"] == "user":
+            out.append({"role": "user", "content": message["content"]})
+        elif message["role"] == "assistant":
+            calls = message.get("tool_calls") or []
+            if not calls:
+                out.append({"role": "assistant", "content": message["content"]})
+                continue
+            blocks: list[ContentBlockParam] = []
+            if message["content"]:
+                blocks.append({"type": "text", "text": message["content"]})
+            blocks.extend({"type": "tool_use", "id": c["id"], "name": c["name"], "input": wire_input(c["args"])}
+                          for c in calls)
+            out.append({"role": "assistant", "content": blocks})
+        else:
+            raise ValueError(f"unknown message role {message['role']!r}")
+    return "\n\n".join(system), out
+
+
+def wire_input(args: Any) -> dict[str, Any]:
+    """A call's input for the history: the API accepts only an object, so ``{}`` otherwise."""
+    return args if isinstance(args, dict) else {}
+
+
+def to_anthropic_tools(specs: Sequence[ToolSpec]) -> list[ToolParam]:
+    return [{"name": s["name"], "description": s["description"], "input_schema": s["parameters"]} for s in specs]
+
+
+def reply_from_message(message: AnthropicMessage) -> ModelReply:
+    """Text blocks joined, ``tool_use`` blocks as calls; other blocks are not ours to act on."""
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for block in message.content:
+        if block.type == "text":
+            texts.append(block.text)
+        elif block.type == "tool_use":
+            calls.append(ToolCall(block.id, block.name, block.input))
+    if not message.content and message.stop_reason is None:
+        raise UnusableResponse(PROVIDER, "the message has no content and no stop_reason")
+    stop_reason: str | None = message.stop_reason
+    if stop_reason in CUT_OFF:
+        stop_reason = STOP_LENGTH
+    u = message.usage
+    usage = Usage(u.input_tokens + (u.cache_creation_input_tokens or 0) + (u.cache_read_input_tokens or 0),
+                  u.output_tokens)
+    return ModelReply("".join(texts), calls, usage, stop_reason)
+
+
+class _Base:
+    def __init__(self, model: str, max_tokens: int, provider_name: str, request_options: dict[str, Any]) -> None:
+        clash = sorted(RESERVED_OPTIONS.intersection(request_options))
+        if clash:
+            raise ValueError(f"request option(s) {clash} are set by the adapter")
+        thinking = request_options.get("thinking")
+        if thinking is not None and not (isinstance(thinking, dict) and thinking.get("type") == "disabled"):
+            raise ValueError("extended thinking is not supported: its blocks must be sent back with tool "
+                             "results and runner messages do not carry them")
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+        self.model_name = model
+        self.max_tokens = max_tokens
+        self.provider_name = provider_name
+        self.request_options = request_options
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model_name!r}, max_tokens={self.max_tokens})"
+
+    def _request(self, messages: Sequence[Message], specs: Sequence[ToolSpec]) -> dict[str, Any]:
+        from anthropic import omit
+
+        system, conversation = to_anthropic_messages(messages)
+        return {"model": self.model_name, "max_tokens": self.max_tokens, "messages": conversation,
+                "system": system or omit, "tools": to_anthropic_tools(specs) if specs else omit,
+                **self.request_options}
+
+
+class AnthropicModel(_Base):
+    """A model callable ``(messages, tool_specs) -> ModelReply`` over ``client.messages``.
+
+    ``request_options`` go to every request (``tool_choice``, ``stop_sequences``,
+    ``extra_body``...). SDK errors (after the client's own retries) propagate, so
+    the run stops with ``model_error``.
+    """
+
+    def __init__(self, client: Anthropic, model: str, max_tokens: int = DEFAULT_MAX_TOKENS, *,
+                 provider_name: str = PROVIDER, **request_options: Any) -> None:
+        super().__init__(model, max_tokens, provider_name, request_options)
+        self.client = client
+
+    def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
+        reply: AnthropicMessage = self.client.messages.create(**self._request(messages, tool_specs))
+        return reply_from_message(reply)
+
+    def close(self) -> None:
+        """Close the client (and its connections)."""
+        self.client.close()
+
+    def __enter__(self) -> AnthropicModel:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class AsyncAnthropicModel(_Base):
+    """``AnthropicModel`` over ``AsyncAnthropic``: ``await model(messages, tool_specs)``."""
+
+    def __init__(self, client: AsyncAnthropic, model: str, max_tokens: int = DEFAULT_MAX_TOKENS, *,
+                 provider_name: str = PROVIDER, **request_options: Any) -> None:
+        super().__init__(model, max_tokens, provider_name, request_options)
+        self.client = client
+
+    async def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
+        reply: AnthropicMessage = await self.client.messages.create(**self._request(messages, tool_specs))
+        return reply_from_message(reply)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def __aenter__(self) -> AsyncAnthropicModel:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
+def _client_options(api_key: str | None, base_url: str | None, timeout: float | None,
+                    max_retries: int | None) -> dict[str, Any]:
+    options: dict[str, Any] = {"api_key": api_key, "base_url": base_url}
+    if timeout is not None:
+        options["timeout"] = timeout
+    if max_retries is not None:
+        options["max_retries"] = max_retries
+    return options
+
+
+def anthropic_model(model: str, max_tokens: int = DEFAULT_MAX_TOKENS, *, api_key: str | None = None,
+                    base_url: str | None = None, timeout: float | None = None,
+                    max_retries: int | None = None, **request_options: Any) -> AnthropicModel:
+    """Build an ``anthropic.Anthropic`` client and an ``AnthropicModel`` that owns it.
+
+    ``api_key`` and ``base_url`` default to ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``.
+    Raises ``MissingDependency`` when the ``anthropic`` package is not installed.
+    """
+    sdk = require("anthropic", "anthropic")
+    client = cast("Anthropic", sdk.Anthropic(**_client_options(api_key, base_url, timeout, max_retries)))
+    return AnthropicModel(client, model, max_tokens, **request_options)
+
+
+def async_anthropic_model(model: str, max_tokens: int = DEFAULT_MAX_TOKENS, *, api_key: str | None = None,
+                          base_url: str | None = None, timeout: float | None = None,
+                          max_retries: int | None = None, **request_options: Any) -> AsyncAnthropicModel:
+    """``anthropic_model`` with an ``anthropic.AsyncAnthropic`` client."""
+    sdk = require("anthropic", "anthropic")
+    client = cast("AsyncAnthropic", sdk.AsyncAnthropic(**_client_options(api_key, base_url, timeout, max_retries)))
+    return AsyncAnthropicModel(client, model, max_tokens, **request_options)
+

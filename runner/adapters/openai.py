@@ -1,0 +1,209 @@
+"""Models over the official ``openai`` client's Chat Completions API.
+
+Works with OpenAI and any OpenAI-compatible server (vLLM, llama.cpp's
+``llama-server --jinja``, Ollama, LM Studio): pass a client built with that
+``base_url``. The client is the caller's, so keys, retries, timeouts and the
+HTTP client are configured the usual way; ``openai_model`` builds one for you.
+
+What the model sends is kept as sent: arguments that are not JSON stay the raw
+string (the registry's check turns them into an ``ERROR:`` observation), and
+``finish_reason`` becomes ``ModelReply.stop_reason`` (``"length"`` for a cut-off
+reply, ``"content_filter"``, and ``"refusal"`` when the message carries one).
+Only what goes back on the wire is repaired: a call whose arguments were not a
+JSON object is replayed with ``"{}"``, because some servers (llama.cpp) reject a
+whole conversation whose history holds unparsable arguments.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+from ..messages import Message, ModelReply, ToolCall, ToolSpec, Usage
+from ._common import STOP_REFUSAL, UnusableResponse, parse_arguments, require
+
+if TYPE_CHECKING:
+    from openai import AsyncOpenAI, OpenAI
+    from openai.types.chat import (
+        ChatCompletion,
+        ChatCompletionFunctionToolParam,
+        ChatCompletionMessageParam,
+    )
+
+PROVIDER = "openai"
+# Set by the adapter itself; a request option with one of these names is a mistake.
+RESERVED_OPTIONS = frozenset({"messages", "tools", "stream", "n"})
+
+
+def to_openai_messages(messages: Sequence[Message]) -> list[ChatCompletionMessageParam]:
+    """Our messages in Chat Completions shape, in the same order."""
+    out: list[ChatCompletionMessageParam] = []
+    for message in messages:
+        if message["role"] == "assistant":
+            calls = message.get("tool_calls") or []
+            if not calls:
+                out.append({"role": "assistant", "content": message["content"]})
+                continue
+            out.append({
+                "role": "assistant",
+                "content": message["content"] or None,
+                "tool_calls": [
+                    {"id": call["id"], "type": "function",
+                     "function": {"name": call["name"], "arguments": wire_arguments(call["args"])}}
+                    for call in calls
+                ],
+            })
+        elif message["role"] == "tool":
+            out.append({"role": "tool", "tool_call_id": message["tool_call_id"], "content": message["content"]})
+        elif message["role"] == "system":
+            out.append({"role": "system", "content": message["content"]})
+        elif message["role"] == "user":
+            out.append({"role": "user", "content": message["content"]})
+        else:
+            raise ValueError(f"unknown message role {message['role']!r}")
+    return out
+
+
+def wire_arguments(args: Any) -> str:
+    """A call's arguments for the history: a JSON object, ``{}`` if the model sent none."""
+    return json.dumps(args) if isinstance(args, dict) else "{}"
+
+
+def to_openai_tools(specs: Sequence[ToolSpec]) -> list[ChatCompletionFunctionToolParam]:
+    return [
+        {"type": "function",
+         "function": {"name": s["name"], "description": s["description"], "parameters": s["parameters"]}}
+        for s in specs
+    ]
+
+
+def reply_from_completion(completion: ChatCompletion) -> ModelReply:
+    """The first choice as a ``ModelReply``; raises ``UnusableResponse`` if there is none."""
+    if not completion.choices:
+        raise UnusableResponse(PROVIDER, "the completion has no choices")
+    choice = completion.choices[0]
+    message = choice.message
+    calls: list[ToolCall] = []
+    for item in message.tool_calls or ():
+        if item.type == "function":
+            calls.append(ToolCall(item.id, item.function.name, parse_arguments(item.function.arguments)))
+        else:  # a custom (free-text) tool call: its input is a plain string
+            calls.append(ToolCall(item.id, item.custom.name, item.custom.input))
+    content = message.content or ""
+    stop_reason: str | None = choice.finish_reason
+    if message.refusal:
+        content, stop_reason = message.refusal, STOP_REFUSAL
+    usage = None
+    if completion.usage is not None:
+        usage = Usage(completion.usage.prompt_tokens, completion.usage.completion_tokens)
+    return ModelReply(content, calls, usage, stop_reason)
+
+
+class _Base:
+    def __init__(self, model: str, provider_name: str, request_options: dict[str, Any]) -> None:
+        clash = sorted(RESERVED_OPTIONS.intersection(request_options))
+        if clash:
+            raise ValueError(f"request option(s) {clash} are set by the adapter")
+        self.model_name = model
+        self.provider_name = provider_name
+        self.request_options = request_options
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self.model_name!r}, provider={self.provider_name!r})"
+
+    def _tools(self, specs: Sequence[ToolSpec]) -> Any:
+        from openai import omit
+
+        return to_openai_tools(specs) if specs else omit
+
+
+class OpenAIModel(_Base):
+    """A model callable ``(messages, tool_specs) -> ModelReply`` over ``client.chat.completions``.
+
+    ``request_options`` go to every request (``temperature``, ``max_completion_tokens``,
+    ``tool_choice``, ``extra_body``...). ``provider_name`` names an OpenAI-compatible
+    server in the log and on spans. SDK errors (after the client's own retries)
+    propagate, so the run stops with ``model_error``.
+    """
+
+    def __init__(self, client: OpenAI, model: str, *, provider_name: str = PROVIDER,
+                 **request_options: Any) -> None:
+        super().__init__(model, provider_name, request_options)
+        self.client = client
+
+    def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
+        completion: ChatCompletion = self.client.chat.completions.create(
+            model=self.model_name, messages=to_openai_messages(messages), tools=self._tools(tool_specs),
+            **self.request_options)
+        return reply_from_completion(completion)
+
+    def close(self) -> None:
+        """Close the client (and its connections)."""
+        self.client.close()
+
+    def __enter__(self) -> OpenAIModel:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class AsyncOpenAIModel(_Base):
+    """``OpenAIModel`` over ``AsyncOpenAI``: ``await model(messages, tool_specs)``."""
+
+    def __init__(self, client: AsyncOpenAI, model: str, *, provider_name: str = PROVIDER,
+                 **request_options: Any) -> None:
+        super().__init__(model, provider_name, request_options)
+        self.client = client
+
+    async def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
+        completion: ChatCompletion = await self.client.chat.completions.create(
+            model=self.model_name, messages=to_openai_messages(messages), tools=self._tools(tool_specs),
+            **self.request_options)
+        return reply_from_completion(completion)
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    async def __aenter__(self) -> AsyncOpenAIModel:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+
+def _client_options(base_url: str | None, api_key: str | None, timeout: float | None,
+                    max_retries: int | None) -> dict[str, Any]:
+    if api_key is None and not os.environ.get("OPENAI_API_KEY") and (base_url or os.environ.get("OPENAI_BASE_URL")):
+        api_key = "unused"  # local OpenAI-compatible servers need no key, the SDK insists on one
+    options: dict[str, Any] = {"base_url": base_url, "api_key": api_key}
+    if timeout is not None:
+        options["timeout"] = timeout
+    if max_retries is not None:
+        options["max_retries"] = max_retries
+    return options
+
+
+def openai_model(model: str, base_url: str | None = None, api_key: str | None = None, *,
+                 provider_name: str = PROVIDER, timeout: float | None = None,
+                 max_retries: int | None = None, **request_options: Any) -> OpenAIModel:
+    """Build an ``openai.OpenAI`` client and an ``OpenAIModel`` that owns it.
+
+    ``base_url`` and ``api_key`` default to ``OPENAI_BASE_URL`` and ``OPENAI_API_KEY``;
+    with a base URL and no key (a local server) a placeholder key is sent.
+    Raises ``MissingDependency`` when the ``openai`` package is not installed.
+    """
+    sdk = require("openai", "openai")
+    client = cast("OpenAI", sdk.OpenAI(**_client_options(base_url, api_key, timeout, max_retries)))
+    return OpenAIModel(client, model, provider_name=provider_name, **request_options)
+
+
+def async_openai_model(model: str, base_url: str | None = None, api_key: str | None = None, *,
+                       provider_name: str = PROVIDER, timeout: float | None = None,
+                       max_retries: int | None = None, **request_options: Any) -> AsyncOpenAIModel:
+    """``openai_model`` with an ``openai.AsyncOpenAI`` client."""
+    sdk = require("openai", "openai")
+    client = cast("AsyncOpenAI", sdk.AsyncOpenAI(**_client_options(base_url, api_key, timeout, max_retries)))
+    return AsyncOpenAIModel(client, model, provider_name=provider_name, **request_options)

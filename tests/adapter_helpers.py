@@ -1,0 +1,97 @@
+"""A scripted HTTP server for the real SDK clients, and a guard against real network calls.
+
+The adapters are tested through the official ``openai`` and ``anthropic`` client
+objects; only the transport underneath them is replaced (``httpx2.MockTransport``,
+the HTTP library both SDKs are built on), so the request JSON asserted here is
+exactly what the SDK would put on the wire.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from typing import Any
+
+import httpx2
+import pytest
+
+from runner import ToolRegistry
+
+TEST_HOST = "test.invalid"
+WEATHER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+
+
+class ScriptedServer:
+    """Answers each request with the next scripted response and records what was sent.
+
+    A request to any other host, or past the end of the script, fails the test.
+    """
+
+    def __init__(self, *responses: tuple[int, Any] | tuple[int, Any, dict[str, str]]) -> None:
+        self.responses = list(responses)
+        self.requests: list[httpx2.Request] = []
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        if request.url.host != TEST_HOST:
+            raise AssertionError(f"unexpected request to {request.url}")
+        self.requests.append(request)
+        if not self.responses:
+            raise AssertionError(f"no scripted response left for request {len(self.requests)}")
+        status, body, *rest = self.responses.pop(0)
+        headers = rest[0] if rest else {}
+        return httpx2.Response(status, json=body, headers=headers)
+
+    @property
+    def bodies(self) -> list[Any]:
+        return [json.loads(r.content) for r in self.requests]
+
+    @property
+    def paths(self) -> list[str]:
+        return [r.url.path for r in self.requests]
+
+    def transport(self) -> httpx2.MockTransport:
+        return httpx2.MockTransport(self)
+
+
+def block_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make any real connection attempt raise, so a test can never reach the network."""
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError(f"a test tried to open a real network connection: {args!r}")
+
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    monkeypatch.setattr(socket.socket, "connect", refuse)
+    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+
+
+class Ran:
+    """The tool calls that really ran."""
+
+    def __init__(self) -> None:
+        self.cities: list[str] = []
+
+
+def weather_registry(ran: Ran) -> ToolRegistry:
+    registry = ToolRegistry()
+
+    def get_weather(city: str) -> dict[str, int]:
+        ran.cities.append(city)
+        return {"celsius": {"Paris": 21, "Oslo": -3}[city]}
+
+    registry.register("get_weather", "Current temperature in a city.", WEATHER_SCHEMA, get_weather)
+    return registry
+
+
+CONVERSATION: list[Any] = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Weather in Paris and Oslo?"},
+    {"role": "assistant", "content": "",
+     "tool_calls": [{"id": "call_1", "name": "get_weather", "args": {"city": "Paris"}},
+                    {"id": "call_2", "name": "get_weather", "args": {"city": "Oslo"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "name": "get_weather", "content": '{"celsius": 21}'},
+    {"role": "tool", "tool_call_id": "call_2", "name": "get_weather", "content": "ERROR: get_weather failed: boom"},
+    {"role": "assistant", "content": "Let me retry Oslo.",
+     "tool_calls": [{"id": "call_3", "name": "get_weather", "args": "{'city': Oslo"}]},
+    {"role": "tool", "tool_call_id": "call_3", "name": "get_weather", "content": "ERROR: bad args"},
+]
+"""A history with parallel calls, an error result, text plus a call, and unparsable args."""
