@@ -70,11 +70,12 @@ class TracingRecorder:
         found = self._ids[key] = _hex(span)
         return found
 
-    def _child(self, parent: Span | None, name: str, attributes: a.Attrs,
-               kind: SpanKind = SpanKind.INTERNAL, start_time: int | None = None) -> Span:
-        context = trace.set_span_in_context(parent) if parent is not None else None
+    def _child(self, parent: Span | None, name: str, attributes: a.Attrs, kind: SpanKind) -> Span:
+        """A span under ``parent`` (the root when none is open), never under the current context."""
+        parent = parent if parent is not None else self._root
         assert self._tracer is not None
-        return self._tracer.start_span(name, context, kind, attributes, start_time=start_time)
+        assert parent is not None
+        return self._tracer.start_span(name, trace.set_span_in_context(parent), kind, attributes)
 
     # -- facts ---------------------------------------------------------------
 
@@ -82,7 +83,7 @@ class TracingRecorder:
         self._info, self._run_id = run, run.run_id
         self._ids, self._tools, self._shown, self._shown_count = {}, {}, [], 0
         self._step = self._chat = None
-        provider = self.tracer_provider or trace.get_tracer_provider()
+        provider = self.tracer_provider if self.tracer_provider is not None else trace.get_tracer_provider()
         self._tracer = provider.get_tracer(a.SCOPE)
         root = self._tracer.start_span(
             a.run_name(run.agent_name), None, a.KIND_RUN,
