@@ -1,0 +1,140 @@
+"""The pytest plugin, exercised by real pytest runs of test files that use its fixtures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runner import ScriptedModel, run_agent
+from runner.fixture import fixture_from_run
+from runner.store import open_store
+
+from .loop_helpers import call, reply, weather_registry
+
+pytest_plugins = ["pytester"]
+
+TOOLS = '''
+from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry
+
+def registry(celsius=21):
+    reg = ToolRegistry()
+    reg.register("get_weather", "Current temperature in a city.",
+                 {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+                 lambda city: {"celsius": celsius})
+    return reg
+
+def real_model():
+    return ScriptedModel([ModelReply("", [ToolCall("c1", "get_weather", {"city": "Paris"})]), "21 C"])
+'''
+
+
+def _record(tmp_path: Path, target: Path) -> None:
+    with open_store(f"sqlite:///{tmp_path / 'rec.db'}") as store:
+        model = ScriptedModel([reply("", call("c1", "get_weather", city="Paris")), "21 C"])
+        result = run_agent("Weather in Paris?", model, weather_registry(), store=store)
+        fixture_from_run(store.get_run(result.run_id)).write(target)
+
+
+def test_replay_of_a_recorded_fixture_passes(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    _record(tmp_path, pytester.path / "fixtures" / "weather.json")
+    pytester.makepyfile(tools=TOOLS, test_weather='''
+from tools import registry
+
+def test_weather(runner_replay):
+    report = runner_replay("fixtures/weather.json", registry())
+    assert report.result.answer == "21 C"
+''')
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+
+
+def test_a_changed_tool_fails_with_the_divergence_sentence(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    _record(tmp_path, pytester.path / "fixtures" / "weather.json")
+    pytester.makepyfile(tools=TOOLS, test_weather='''
+from tools import registry
+
+def test_weather(runner_replay):
+    runner_replay("fixtures/weather.json", registry(celsius=30))
+''')
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*at step 2 the result of call c1 (get_weather) differs: recorded '{\"celsius\": 21}', "
+        "got '{\"celsius\": 30}'*"])
+
+
+def test_a_missing_fixture_fails_in_the_default_mode(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(tools=TOOLS, test_weather='''
+from tools import registry, real_model
+
+def test_weather(runner_replay):
+    runner_replay("fixtures/new.json", registry(), real_model(), task="Weather in Paris?")
+''')
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*runner fixture 'fixtures/new.json' is missing; record it with pytest "
+                                 "--runner-record*"])
+    assert not (pytester.path / "fixtures" / "new.json").exists()
+
+
+def test_record_mode_writes_the_fixture_then_replay_mode_uses_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(tools=TOOLS, test_weather='''
+from tools import registry, real_model
+
+def test_weather(runner_replay):
+    report = runner_replay("fixtures/new.json", registry(), real_model(), task="Weather in Paris?")
+    assert report.result.answer == "21 C"
+''')
+    pytester.runpytest("--runner-record").assert_outcomes(passed=1)
+    written = pytester.path / "fixtures" / "new.json"
+    assert written.exists()
+    first = written.read_bytes()
+    pytester.runpytest().assert_outcomes(passed=1)
+    assert written.read_bytes() == first
+
+
+def test_an_accidental_real_model_call_in_replay_mode_fails_the_test(
+        pytester: pytest.Pytester, tmp_path: Path) -> None:
+    _record(tmp_path, pytester.path / "fixtures" / "weather.json")
+    pytester.makepyfile(tools=TOOLS, test_weather='''
+import openai
+from runner import run_agent
+from runner.adapters import OpenAIModel
+from tools import registry
+
+def test_weather(runner_replay):
+    runner_replay("fixtures/weather.json", registry())
+    client = openai.OpenAI(api_key="x", base_url="http://127.0.0.1:9/v1", max_retries=0)
+    result = run_agent("t", OpenAIModel(client, "gpt-test"), registry())
+    client.close()
+    assert result.status == "model_error"
+''')
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*a real model was called in replay mode: OpenAIModel(gpt-test)*"])
+
+
+def test_scripted_model_fixture_fails_when_replies_are_left(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_script='''
+from runner import ToolRegistry, run_agent
+
+def test_leftover(scripted_model):
+    model = scripted_model(["one", "two"])
+    assert run_agent("t", model, ToolRegistry()).answer == "one"
+''')
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*scripted model was called 1 times for 2 replies*"])
+
+
+def test_runner_store_fixture_gives_a_fresh_store(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_store='''
+from runner import ScriptedModel, ToolRegistry, run_agent
+
+def test_store(runner_store):
+    assert runner_store.list_runs() == []
+    result = run_agent("t", ScriptedModel(["ok"]), ToolRegistry(), store=runner_store)
+    assert [r.run_id for r in runner_store.list_runs()] == [result.run_id]
+''')
+    pytester.runpytest().assert_outcomes(passed=1)
