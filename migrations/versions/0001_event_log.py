@@ -58,9 +58,9 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("run_id", name=op.f("pk_runs")),
         sa.ForeignKeyConstraint(["parent_run_id"], ["runs.run_id"], name=op.f("fk_runs_parent_run_id_runs")),
     )
-    op.create_index(op.f("ix_runs_started_at"), "runs", ["started_at"])
+    op.create_index("ix_runs_started_at", "runs", ["started_at", "run_id"])
+    op.create_index("ix_runs_status_started_at", "runs", ["status", "started_at", "run_id"])
     op.create_index(op.f("ix_runs_parent_run_id"), "runs", ["parent_run_id"])
-    op.create_index("ix_runs_status_started_at", "runs", ["status", "started_at"])
 
     op.create_table(
         "events",
@@ -121,7 +121,7 @@ def downgrade() -> None:
     op.drop_index("ix_run_labels_key_value", table_name="run_labels")
     op.drop_table("run_labels")
     op.drop_table("events")
-    op.drop_index("ix_runs_status_started_at", table_name="runs")
     op.drop_index(op.f("ix_runs_parent_run_id"), table_name="runs")
-    op.drop_index(op.f("ix_runs_started_at"), table_name="runs")
+    op.drop_index("ix_runs_status_started_at", table_name="runs")
+    op.drop_index("ix_runs_started_at", table_name="runs")
     op.drop_table("runs")

@@ -17,6 +17,7 @@ option and get a plain deferred ``BEGIN``.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
@@ -31,8 +32,10 @@ DEFAULT_BUSY_TIMEOUT_S = 30.0
 READ_OPTION = "runner_read"
 
 
-def parse_url(url: str | URL) -> URL:
-    """A SQLAlchemy URL; a bare path (no ``://``) means a SQLite file."""
+def parse_url(url: str | os.PathLike[str] | URL) -> URL:
+    """A SQLAlchemy URL; a path (or a string without ``://``) means a SQLite file."""
+    if isinstance(url, os.PathLike):
+        return URL.create("sqlite", database=os.fspath(url))
     if isinstance(url, str) and "://" not in url:
         if not url.strip():
             raise StoreError("cannot open store: empty URL (use sqlite:///runs.db or postgresql+psycopg://...)")

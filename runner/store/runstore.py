@@ -7,13 +7,14 @@ writer's lock on SQLite and see one consistent snapshot.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from types import TracebackType
 from typing import cast
 
-from sqlalchemy import Connection, Engine, and_, exists, func, or_, select
+from sqlalchemy import Connection, Engine, func, or_, select
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -28,12 +29,12 @@ from .tables import events, run_labels, run_tools, runs
 Label = tuple[str, str] | Mapping[str, str]
 
 
-def open_store(url: str | URL = "sqlite:///runs.db", *, synchronous: str | None = None,
+def open_store(url: str | os.PathLike[str] | URL = "sqlite:///runs.db", *, synchronous: str | None = None,
                busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> RunStore:
     """Open the event log at ``url``, applying any pending migration.
 
     ``url`` is a SQLAlchemy URL (``sqlite:///runs.db``, ``postgresql+psycopg://...``)
-    or a bare SQLite file path. ``synchronous`` (SQLite only, default ``NORMAL``;
+    or a SQLite file path (a ``Path``, or a string without ``://``). ``synchronous`` (SQLite only, default ``NORMAL``;
     also ``?synchronous=FULL`` in the URL) trades commit speed for durability
     across power loss. Raises ``StoreError`` with one line on any failure, without
     modifying a file that is not a runner store.
@@ -100,15 +101,15 @@ class RunStore:
         if until is not None:
             query = query.where(runs.c.started_at < until)
         if tool is not None:
-            query = query.where(exists().where(and_(run_tools.c.run_id == runs.c.run_id, run_tools.c.name == tool)))
+            query = query.where(runs.c.run_id.in_(select(run_tools.c.run_id).where(run_tools.c.name == tool)))
         if text is not None:
             needle = text.lower()
             query = query.where(or_(func.lower(runs.c.task).contains(needle, autoescape=True),
                                     func.lower(runs.c.answer).contains(needle, autoescape=True)))
         pairs = [label] if isinstance(label, tuple) else list((label or {}).items())
         for key, value in pairs:
-            query = query.where(exists().where(and_(
-                run_labels.c.run_id == runs.c.run_id, run_labels.c.key == key, run_labels.c.value == value)))
+            query = query.where(runs.c.run_id.in_(select(run_labels.c.run_id).where(
+                run_labels.c.key == key, run_labels.c.value == value)))
         query = query.order_by(runs.c.started_at.desc(), runs.c.run_id.desc()).limit(limit).offset(offset)
         with self._reading() as conn:
             rows = conn.execute(query).mappings().all()

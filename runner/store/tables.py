@@ -73,12 +73,15 @@ class Run(Base):
     tool_specs: Mapped[str] = mapped_column(Text)
     trace_id: Mapped[str] = mapped_column(String(32))
     owner: Mapped[str | None] = mapped_column(String(300))
-    started_at: Mapped[datetime] = mapped_column(UTCDateTime(), index=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
     heartbeat_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
 
-    __table_args__ = (Index("ix_runs_status_started_at", "status", "started_at"),)
+    __table_args__ = (
+        Index("ix_runs_started_at", "started_at", "run_id"),
+        Index("ix_runs_status_started_at", "status", "started_at", "run_id"),
+    )
 
 
 class Event(Base):

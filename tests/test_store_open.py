@@ -1,0 +1,189 @@
+"""Opening a store: pragmas, URLs, and one clear StoreError for anything that is not ours."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+import time
+from pathlib import Path
+
+import pytest
+from sqlalchemy import event, text
+from sqlalchemy.exc import DBAPIError
+
+import runner
+from runner import ScriptedModel, StoreError, run_agent
+from runner.store import RunStore, open_store
+from tests.loop_helpers import weather_registry
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def siblings(path: Path) -> list[str]:
+    return sorted(p.name for p in path.parent.iterdir())
+
+
+def test_store_error_is_exported_from_runner() -> None:
+    assert runner.StoreError is StoreError
+
+
+def test_sqlite_connections_get_wal_busy_timeout_foreign_keys_and_normal_sync(tmp_path: Path) -> None:
+    with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store, store.engine.connect() as conn:
+        values = [conn.exec_driver_sql(f"PRAGMA {name}").scalar()
+                  for name in ("journal_mode", "busy_timeout", "foreign_keys", "synchronous")]
+    assert values == ["wal", 30000, 1, 1]
+
+
+@pytest.mark.parametrize("how", ["argument", "url"])
+def test_synchronous_full_is_a_documented_setting(tmp_path: Path, how: str) -> None:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    store = open_store(url, synchronous="FULL") if how == "argument" else open_store(url + "?synchronous=full")
+    with store, store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA synchronous").scalar() == 2
+
+
+def test_bad_synchronous_value_is_a_store_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match=r"synchronous must be one of OFF, NORMAL, FULL, EXTRA, got 'SOMETIMES'$"):
+        open_store(tmp_path / "runs.db", synchronous="sometimes")
+
+
+def test_a_path_opens_a_sqlite_file(tmp_path: Path) -> None:
+    with open_store(tmp_path / "runs.db") as store:
+        assert store.list_runs() == []
+    with open_store(str(tmp_path / "runs.db")) as store:
+        assert store.list_runs() == []
+
+
+def test_in_memory_sqlite_works_for_quick_experiments() -> None:
+    with open_store("sqlite://") as store:
+        result = run_agent("Hi", ScriptedModel(["hello"]), weather_registry(), store=store)
+        assert store.get_run(result.run_id).messages == result.messages
+
+
+def test_writes_take_the_lock_up_front_and_reads_do_not(tmp_path: Path) -> None:
+    with open_store(tmp_path / "runs.db") as store:
+        sent: list[str] = []
+
+        def capture(conn: object, cursor: object, statement: str, *args: object) -> None:
+            if statement.startswith("BEGIN"):
+                sent.append(statement)
+
+        event.listen(store.engine, "before_cursor_execute", capture)
+        run_agent("Hi", ScriptedModel(["hello"]), weather_registry(), store=store)
+        store.list_runs()
+        event.remove(store.engine, "before_cursor_execute", capture)
+    assert sent == ["BEGIN IMMEDIATE", "BEGIN IMMEDIATE", "BEGIN"]
+
+
+def test_reopening_at_head_needs_no_write_lock(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    open_store(path).close()
+    locker = sqlite3.connect(path, isolation_level=None)
+    locker.execute("BEGIN IMMEDIATE")  # another process is writing
+    try:
+        started = time.monotonic()
+        with open_store(path, busy_timeout_s=5) as store:
+            assert store.list_runs() == []
+        assert time.monotonic() - started < 2
+    finally:
+        locker.execute("ROLLBACK")
+        locker.close()
+
+
+def test_a_foreign_sqlite_file_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL)")
+    db.execute("INSERT INTO invoices VALUES (1, 9.5)")
+    db.commit()
+    db.close()
+    before, files = digest(path), siblings(path)
+    with pytest.raises(StoreError, match=r"it holds other tables \(invoices\) and no alembic_version; "
+                                         r"it is not a runner event log$"):
+        open_store(path)
+    assert (digest(path), siblings(path)) == (before, files)
+
+
+def test_a_corrupt_file_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    path.write_bytes(os.urandom(8192))
+    before = digest(path)
+    with pytest.raises(StoreError, match=r"runs.db is not a SQLite database$"):
+        open_store(path)
+    assert (digest(path), siblings(path)) == (before, ["runs.db"])
+
+
+def test_a_file_with_a_sqlite_header_but_garbage_pages_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    path.write_bytes(b"SQLite format 3\x00" + os.urandom(8192))
+    before = digest(path)
+    with pytest.raises(StoreError, match=r"runs.db is unreadable or corrupt: "):
+        open_store(path)
+    assert (digest(path), siblings(path)) == (before, ["runs.db"])
+
+
+def test_a_database_from_a_newer_schema_is_refused_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    open_store(path).close()
+    db = sqlite3.connect(path)
+    db.execute("UPDATE alembic_version SET version_num = '9999_future'")
+    db.commit()
+    db.close()
+    before = digest(path)
+    with pytest.raises(StoreError, match=r"its schema is at revision 9999_future, unknown to this runner "
+                                         r"\(head 0001\); upgrade durable-agent-runner$"):
+        open_store(path)
+    assert digest(path) == before
+
+
+def test_a_newer_schema_is_refused_on_every_backend(store: RunStore, store_url: str) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE alembic_version SET version_num = '9999_future'"))
+    store.close()
+    with pytest.raises(StoreError, match=r"its schema is at revision 9999_future"):
+        open_store(store_url)
+
+
+@pytest.mark.parametrize(("url", "message"), [
+    ("nosuchdb://host/x", r"^cannot open store nosuchdb://host/x: unsupported backend 'nosuchdb'"),
+    ("mysql://host/x", r"^cannot open store mysql://host/x: unsupported backend 'mysql'"),
+    ("postgresql+nosuchdriver://h/x", r"^cannot open store postgresql\+nosuchdriver://h/x: NoSuchModuleError: "),
+    ("://", r"^cannot open store: bad URL '://'"),
+    ("", r"^cannot open store: empty URL"),
+])
+def test_a_bad_url_is_a_store_error(url: str, message: str) -> None:
+    with pytest.raises(StoreError, match=message):
+        open_store(url)
+
+
+def test_a_missing_directory_is_a_store_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match=r"directory .*nowhere does not exist$"):
+        open_store(tmp_path / "nowhere" / "runs.db")
+    assert not (tmp_path / "nowhere").exists()
+
+
+def test_an_unreachable_server_is_one_store_error_line() -> None:
+    with pytest.raises(StoreError) as caught:
+        open_store("postgresql+psycopg://postgres:secret@127.0.0.1:9/test")
+    message = str(caught.value)
+    assert message.startswith("cannot open store postgresql+psycopg://postgres:***@127.0.0.1:9/test: ")
+    assert "\n" not in message
+    assert "secret" not in message
+
+
+@pytest.mark.parametrize("statement", ["UPDATE events SET kind = 'edited'", "DELETE FROM events"])
+def test_events_cannot_be_updated_or_deleted(store: RunStore, statement: str) -> None:
+    result = run_agent("Hi", ScriptedModel(["hello"]), weather_registry(), store=store)
+    with pytest.raises(DBAPIError, match=r"events are append-only: (UPDATE|DELETE) is not allowed"), \
+            store.engine.begin() as conn:
+        conn.execute(text(statement))
+    assert [e.kind for e in store.get_run(result.run_id).events][-1] == "run_finished"
+
+
+def test_events_must_belong_to_a_run(store: RunStore) -> None:
+    with pytest.raises(DBAPIError), store.engine.begin() as conn:
+        conn.execute(text("INSERT INTO events (run_id, seq, at, step, kind, data) "
+                          "VALUES ('nope', 1, CURRENT_TIMESTAMP, 0, 'message', '{}')"))
