@@ -15,7 +15,7 @@ from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry
 from runner.core import AgentCore
 from runner.limits import Limits, NaiveTokenMeter, TokenMeter
 from runner.loop import drive
-from runner.recorder import NullRecorder
+from runner.wiring import build_recorder
 
 SIZES = (10, 100, 1000)
 REPEATS = 5
@@ -38,7 +38,9 @@ def per_step_us(steps: int, meter: type[TokenMeter]) -> float:
     reg = registry()
     best = float("inf")
     for _ in range(REPEATS):
-        core = AgentCore("bench", script(steps), reg, system="s", recorder=NullRecorder(),
+        # The recorder a run gets by default: tracing through the global (no-op) provider.
+        default = build_recorder(store=None, tracer_provider=None, record_content=False, extra=None)
+        core = AgentCore("bench", script(steps), reg, system="s", recorder=default,
                          limits=Limits(max_steps=steps, token_budget=10**12), meter=meter)
         started = time.perf_counter()
         result = drive(core)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .recorder import FanoutRecorder, NullRecorder, Recorder
+from .recorder import FanoutRecorder, Recorder
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -23,18 +23,14 @@ def build_recorder(
     record_content: bool,
     extra: Recorder | None,
 ) -> Recorder:
-    recorders: list[Recorder] = []
-    span_source = None
-    if tracer_provider is not None:
-        from .tracing import TracingRecorder
+    from .tracing import TracingRecorder
 
-        tracing = TracingRecorder(tracer_provider, record_content=record_content)
-        recorders.append(tracing)
-        span_source = tracing
+    # Always traced: with no provider given, the global one (a no-op unless the app
+    # configured OpenTelemetry, and then cheap), so every stored event gets a span id.
+    tracing = TracingRecorder(tracer_provider, record_content=record_content)
+    recorders: list[Recorder] = [tracing]
     if store is not None:
-        recorders.append(store.recorder(span_source=span_source))
+        recorders.append(store.recorder(span_source=tracing))
     if extra is not None:
         recorders.append(extra)
-    if not recorders:
-        return NullRecorder()
     return recorders[0] if len(recorders) == 1 else FanoutRecorder(recorders)
