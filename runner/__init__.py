@@ -1,21 +1,69 @@
-"""runner: a durable, traced agent runner. The public API, re-exported."""
+"""runner: a durable, traced agent runner. The public API, re-exported.
 
+The loop's names import eagerly; the event log, tracing and replay names load on
+first use, so ``import runner`` does not pay for SQLAlchemy, Alembic and the
+OpenTelemetry SDK until a store or a trace is actually needed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from .aloop import arun_agent
 from .core import DEFAULT_SYSTEM, AgentResult
-from .errors import AgentStopped, RunnerError, ScriptError, ScriptExhausted, StoreError
+from .errors import (
+    AgentStopped,
+    FixtureError,
+    ReplayDivergence,
+    RunnerError,
+    ScriptError,
+    ScriptExhausted,
+    StopRun,
+    StoreError,
+)
 from .limits import STATUSES, Limits
 from .loop import run_agent
 from .messages import Message, Model, ModelReply, ToolCall, ToolSpec, Usage
+from .options import RunOptions
 from .plan import run_plan
 from .recorder import FanoutRecorder, ModelCallInfo, NullRecorder, Recorder, RunInfo, ToolCallInfo
 from .schema import validate_args
 from .scripted import ScriptedModel
 from .tools import Tool, ToolRegistry
 
+if TYPE_CHECKING:
+    from .fixture import Fixture, load_fixture
+    from .replay import ReplayModel, ReplayReport, replay
+    from .store import RunStore, RunSummary, StoredEvent, StoredRun, open_store
+    from .tracing import TracingRecorder, TracingSetupError, configure_tracing, export_run, rebuild_spans
+
+_LAZY = {
+    "Fixture": "fixture", "load_fixture": "fixture",
+    "ReplayModel": "replay", "ReplayReport": "replay", "replay": "replay",
+    "RunStore": "store", "RunSummary": "store", "StoredEvent": "store", "StoredRun": "store",
+    "open_store": "store",
+    "TracingRecorder": "tracing", "TracingSetupError": "tracing", "configure_tracing": "tracing",
+    "export_run": "tracing", "rebuild_spans": "tracing",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'runner' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
 __all__ = [
     "AgentResult",
     "AgentStopped",
     "DEFAULT_SYSTEM",
     "FanoutRecorder",
+    "Fixture",
+    "FixtureError",
     "Limits",
     "Message",
     "Model",
@@ -23,19 +71,37 @@ __all__ = [
     "ModelReply",
     "NullRecorder",
     "Recorder",
+    "ReplayDivergence",
+    "ReplayModel",
+    "ReplayReport",
     "RunInfo",
+    "RunOptions",
+    "RunStore",
+    "RunSummary",
     "RunnerError",
     "STATUSES",
     "ScriptError",
     "ScriptExhausted",
     "ScriptedModel",
+    "StopRun",
     "StoreError",
+    "StoredEvent",
+    "StoredRun",
     "Tool",
     "ToolCall",
     "ToolCallInfo",
     "ToolRegistry",
     "ToolSpec",
+    "TracingRecorder",
+    "TracingSetupError",
     "Usage",
+    "arun_agent",
+    "configure_tracing",
+    "export_run",
+    "load_fixture",
+    "open_store",
+    "rebuild_spans",
+    "replay",
     "run_agent",
     "run_plan",
     "validate_args",

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import runner
 
 EXPECTED = {
-    "AgentResult", "AgentStopped", "DEFAULT_SYSTEM", "FanoutRecorder", "Limits", "Message", "Model",
-    "ModelCallInfo", "ModelReply", "NullRecorder", "Recorder", "RunInfo", "RunnerError", "STATUSES",
-    "ScriptError", "ScriptExhausted", "ScriptedModel", "StoreError", "Tool", "ToolCall", "ToolCallInfo",
-    "ToolRegistry", "ToolSpec", "Usage", "run_agent", "run_plan", "validate_args",
+    "AgentResult", "AgentStopped", "DEFAULT_SYSTEM", "FanoutRecorder", "Fixture", "FixtureError", "Limits",
+    "Message", "Model", "ModelCallInfo", "ModelReply", "NullRecorder", "Recorder", "ReplayDivergence",
+    "ReplayModel", "ReplayReport", "RunInfo", "RunOptions", "RunStore", "RunSummary", "RunnerError", "STATUSES",
+    "ScriptError", "ScriptExhausted", "ScriptedModel", "StopRun", "StoreError", "StoredEvent", "StoredRun", "Tool",
+    "ToolCall", "ToolCallInfo", "ToolRegistry", "ToolSpec", "TracingRecorder", "TracingSetupError", "Usage",
+    "arun_agent", "configure_tracing", "export_run", "load_fixture", "open_store", "rebuild_spans", "replay",
+    "run_agent", "run_plan", "validate_args",
 }
 
 
@@ -22,3 +28,10 @@ def test_all_is_exactly_the_intended_names_sorted() -> None:
 def test_statuses_are_the_contract() -> None:
     assert runner.STATUSES == ("done", "step_limit", "token_budget", "tool_budget", "deadline", "context_budget",
                                "output_budget", "cancelled", "invalid_reply", "model_error", "awaiting_approval")
+
+
+def test_importing_runner_does_not_load_the_store_or_the_otel_sdk() -> None:
+    code = ("import sys, runner; print('sqlalchemy' in sys.modules, 'opentelemetry.sdk' in sys.modules); "
+            "runner.open_store; print('sqlalchemy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "False", "True"]
