@@ -123,3 +123,51 @@ def test_many_runs_in_one_event_loop_overlap() -> None:
     assert [r.status for r in results] == ["done"] * 50
     assert len({r.run_id for r in results}) == 50
     assert peak[0] == 50
+
+
+def _log_shape(store: Any, run_id: str) -> list[tuple[str, int, Any]]:
+    """A run's events without times, ids and latencies: what must not depend on concurrency."""
+    volatile = {"latency_s", "duration_s"}
+    shape = []
+    for event in store.get_run(run_id).events:
+        data = {k: v for k, v in event.data.items() if k not in volatile}
+        shape.append((event.kind, event.step, data))
+    return shape
+
+
+def test_fifty_concurrent_runs_into_one_store_log_like_sequential_runs(tmp_path: Any) -> None:
+    from runner import open_store
+
+    def script(i: int) -> ScriptedModel:
+        return ScriptedModel([reply(f"run {i}", call("c1", "get_weather", city="Paris")),
+                              reply("", call("c2", "c_to_f", celsius=21)), f"answer {i}"])
+
+    async def slow_tool(city: str) -> dict[str, int]:
+        await asyncio.sleep(0.01)
+        return {"celsius": 21}
+
+    def registry() -> ToolRegistry:
+        reg = ToolRegistry()
+        reg.register("get_weather", "Current temperature in a city.",
+                     {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+                     slow_tool)
+        reg.register("c_to_f", "Celsius to Fahrenheit.",
+                     {"type": "object", "properties": {"celsius": {"type": "number"}}, "required": ["celsius"]},
+                     lambda celsius: celsius * 9 / 5 + 32)
+        return reg
+
+    with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        sequential = [asyncio.run(arun_agent(f"task {i}", script(i), registry(), store=store)) for i in range(3)]
+
+        async def main() -> list[Any]:
+            return await asyncio.gather(*(arun_agent(f"task {i}", script(i), registry(), store=store)
+                                          for i in range(50)))
+
+        concurrent = asyncio.run(main())
+        assert [r.status for r in concurrent] == ["done"] * 50
+        assert [r.answer for r in concurrent] == [f"answer {i}" for i in range(50)]
+        assert len(store.list_runs(limit=100)) == 53
+        for i in range(3):
+            assert _log_shape(store, concurrent[i].run_id) == _log_shape(store, sequential[i].run_id)
+        for result in concurrent:
+            assert store.get_run(result.run_id).messages == result.messages
