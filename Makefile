@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/python -m runner.demo
+	$(BIN)/runner demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check runner tests bench

@@ -1,0 +1,102 @@
+"""The ``runner`` command: query, show, export, replay, spans, stats, db, demo and run.
+
+Every command is a thin layer over the Python API. Failures are one line on
+stderr with a non-zero exit status (1 for a failure, 2 for a usage mistake),
+never a traceback; set ``RUNNER_DEBUG=1`` to see the traceback of an unexpected one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import click
+
+from ..errors import RunnerError
+from .options import CliError, CliUsageError
+
+
+@contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Turn usage mistakes, library errors and surprises into a one-line ``CliError``."""
+    try:
+        yield
+    except (click.exceptions.Exit, click.Abort, CliError):
+        raise
+    except click.UsageError as exc:
+        where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+        raise CliUsageError(exc.format_message() + where) from None
+    except click.ClickException:
+        raise
+    except RunnerError as exc:
+        raise CliError(str(exc)) from None
+    except Exception as exc:
+        if os.environ.get("RUNNER_DEBUG"):
+            raise
+        raise CliError(f"unexpected {type(exc).__name__}: {exc} (RUNNER_DEBUG=1 shows the traceback)") from None
+
+
+class RunnerGroup(click.Group):
+    """A group whose parsing and commands fail in one line, and whose commands load on first use.
+
+    ``lazy`` maps a command name to ``module:attr`` under ``runner.cli``: a command
+    imports only what it needs, so ``runner runs`` starts fast.
+    """
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.lazy and cmd_name not in self.commands:
+            module, _, attr = self.lazy[cmd_name].partition(":")
+            command = getattr(importlib.import_module(f"{__name__}.{module}"), attr)
+            assert isinstance(command, click.Command)
+            self.add_command(command, cmd_name)
+        return super().get_command(ctx, cmd_name)
+
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
+        with one_line_errors():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with one_line_errors():
+            return super().invoke(ctx)
+
+
+COMMANDS = {
+    "db": "db:db",
+    "demo": "running:demo",
+    "export": "replaying:export",
+    "replay": "replaying:replay",
+    "run": "running:run",
+    "runs": "inspect:runs",
+    "show": "inspect:show",
+    "spans": "spans:spans",
+    "stats": "stats:stats",
+}
+
+
+@click.group(cls=RunnerGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="durable-agent-runner", prog_name="runner")
+def cli() -> None:
+    """A durable, traced agent runner: inspect, replay and export recorded runs.
+
+    Every command takes --db URL (default: RUNNER_DB, else sqlite:///runs.db) and --json.
+    Start with `runner demo`, then `runner runs` and `runner show ID`.
+    """
+
+
+def main(args: Sequence[str] | None = None) -> None:
+    """The console script's entry point."""
+    cli.main(args=list(args) if args is not None else None, prog_name="runner")
+
+
+__all__ = ["cli", "main"]

@@ -1,0 +1,89 @@
+"""``runner db upgrade|current|check``: the schema version, through our Alembic configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.text import Text
+
+from ..errors import StoreError
+from ..store import open_store
+from ..store.engine import READ_OPTION, is_memory, make_engine, one_line, parse_url, shown
+from ..store.migrate import _revision, _sqlite_revision, head_revision
+from .options import Env, common
+from .render import console, print_json
+
+
+def current_revision(db: str) -> str | None:
+    """The store's Alembic revision (None: empty or absent), read without modifying anything."""
+    url = parse_url(db)
+    where = shown(url)
+    if url.get_backend_name() == "sqlite" and not is_memory(url):
+        assert url.database is not None
+        return _sqlite_revision(Path(url.database), where)
+    engine = make_engine(url)
+    try:
+        with engine.connect().execution_options(**{READ_OPTION: True}) as conn:
+            return _revision(conn, where)
+    except Exception as exc:
+        if isinstance(exc, StoreError):
+            raise
+        raise StoreError(f"cannot open store {where}: {one_line(exc)}") from None
+    finally:
+        engine.dispose()
+
+
+def state(db: str, revision: str | None) -> dict[str, object]:
+    head = head_revision()
+    return {"db": shown(parse_url(db)), "revision": revision, "head": head, "at_head": revision == head}
+
+
+def describe(found: dict[str, object]) -> str:
+    revision = found["revision"] or "none (empty store)"
+    return f"{found['db']}: revision {revision}" + (" (head)" if found["at_head"] else f", head is {found['head']}")
+
+
+@click.group()
+def db() -> None:
+    """The store's schema: upgrade it, show its revision, check it is current."""
+
+
+@db.command()
+@common
+def upgrade(env: Env) -> None:
+    """Migrate the store to the latest schema (opening a store does this too)."""
+    before = current_revision(env.db)
+    open_store(env.db).close()
+    found = state(env.db, current_revision(env.db))
+    if env.as_json:
+        print_json({**found, "from": before})
+        return
+    verb = "already at" if before == found["revision"] else f"upgraded from {before or 'empty'} to"
+    console().print(Text(f"{found['db']}: {verb} revision {found['revision']} (head)"))
+
+
+@db.command()
+@common
+def current(env: Env) -> None:
+    """Print the store's schema revision."""
+    found = state(env.db, current_revision(env.db))
+    if env.as_json:
+        print_json(found)
+    else:
+        console().print(Text(describe(found)))
+
+
+@db.command()
+@common
+def check(env: Env) -> None:
+    """Exit 0 when the store is at the latest schema, 1 (with what to run) when it is behind."""
+    found = state(env.db, current_revision(env.db))
+    if env.as_json:
+        print_json(found)
+    elif found["at_head"]:
+        console().print(Text(describe(found)))
+    else:
+        click.echo(f"{describe(found)}: run `runner db upgrade`", err=True)
+    if not found["at_head"]:
+        raise click.exceptions.Exit(1)

@@ -1,0 +1,109 @@
+"""``runner runs`` (list and filter) and ``runner show RUN`` (one run as a timeline)."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+import click
+from rich.text import Text
+
+from ..limits import RUNNING, STATUSES
+from .options import Env, common, label_option
+from .queries import find, short_ids, summary_json
+from .render import console, ellipsis, one_line, print_json, seconds, table, when
+from .timeline import event_json, timeline
+
+RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
+UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
+TASK_CHARS = 60
+STATUS_STYLE = {"done": "green", RUNNING: "yellow"}
+
+
+def parse_when(value: str, now: datetime | None = None) -> datetime:
+    """``30m``, ``2h``, ``3d``, ``1w`` ago, or an ISO date or datetime (UTC unless it has an offset)."""
+    text = value.strip()
+    relative = RELATIVE.fullmatch(text)
+    if relative:
+        amount, unit = relative.groups()
+        return (now or datetime.now(UTC)) - timedelta(**{UNITS[unit]: float(amount)})
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"expected a duration ago (30m, 2h, 3d, 1w) or an ISO date/datetime, got {value!r}") \
+            from None
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+
+
+def when_option(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
+    if value is None:
+        return None
+    try:
+        return parse_when(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+def status_style(status: str) -> str:
+    return STATUS_STYLE.get(status, "red")
+
+
+@click.command()
+@click.option("--status", "statuses", multiple=True, type=click.Choice([*STATUSES, RUNNING]),
+              help="Only runs that ended so (repeatable: any of them).")
+@click.option("--since", callback=when_option, metavar="WHEN",
+              help="Runs started at or after WHEN: 30m, 2h, 3d, 1w ago, or an ISO date/datetime (UTC).")
+@click.option("--until", callback=when_option, metavar="WHEN", help="Runs started before WHEN (same forms).")
+@click.option("--tool", metavar="NAME", help="Runs that called this tool.")
+@click.option("--search", metavar="TEXT", help="Runs whose task or answer contains TEXT (any case).")
+@label_option("Runs with this label (repeatable: all of them).")
+@click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True, help="At most this many runs.")
+@common
+def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: datetime | None, tool: str | None,
+         search: str | None, labels: dict[str, str], limit: int) -> None:
+    """List recorded runs, newest first.
+
+    \b
+    runner runs --status step_limit --since 1d
+    runner runs --tool get_weather --label env=prod --json
+    """
+    with env.store() as store:
+        found = store.list_runs(status=list(statuses) or None, since=since, until=until, tool=tool, text=search,
+                                label=labels or None, limit=limit)
+        if env.as_json:
+            print_json([summary_json(run) for run in found])
+            return
+        shorts = short_ids(store, [run.run_id for run in found])
+    out = console()
+    if not found:
+        out.print("no runs match", style="dim")
+        return
+    grid = table("id", "started (UTC)", "status", "steps", "tool calls", "tokens", "duration", "task",
+                 right=("steps", "tool calls", "tokens", "duration"),
+                 no_wrap=("id", "started (UTC)", "status", "steps", "tool calls", "tokens", "duration"))
+    for run in found:
+        status = run.status if run.liveness not in ("dead", "stale") else f"{run.status} ({run.liveness})"
+        duration = (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None
+        grid.add_row(shorts[run.run_id], when(run.started_at), Text(status, style=status_style(run.status)),
+                     str(run.steps), str(run.tool_calls), str(run.tokens), seconds(duration),
+                     Text(ellipsis(one_line(run.task), TASK_CHARS)))
+    out.print(grid)
+
+
+@click.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--full", is_flag=True, help="Show observations and arguments whole, not cut.")
+@common
+def show(env: Env, run_ref: str, full: bool) -> None:
+    """Show one run as a timeline: model text, tool calls, observations, errors and how it stopped.
+
+    RUN is a run id or any unique prefix of one (as `runner runs` prints).
+    """
+    with env.store() as store:
+        run = find(store, run_ref)
+    if env.as_json:
+        print_json({"run": summary_json(run), "events": [event_json(e) for e in run.events]})
+        return
+    out = console()
+    for line in timeline(run, full=full):
+        out.print(line)

@@ -1,0 +1,93 @@
+"""Turning command-line specs into objects: ``--tools module:attr``, ``--model provider:name``, a tracer."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from ..messages import Model
+from ..tools import ToolRegistry
+from .options import CliUsageError
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+R = TypeVar("R")
+PROVIDERS = ("openai", "anthropic")
+MODEL_HELP = "openai:NAME (any OpenAI-compatible server) or anthropic:NAME"
+SERVICE_NAME = "runner"
+
+
+def load_tools(spec: str) -> ToolRegistry:
+    """The ``ToolRegistry`` named by ``module:attr`` (an instance, or a zero-argument callable returning one).
+
+    The current directory is importable, as with ``python -m``.
+    """
+    module_name, sep, attr = spec.partition(":")
+    if not sep or not module_name or not attr:
+        raise CliUsageError(f"--tools expects module:attr (e.g. myapp.tools:registry), got {spec!r}")
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        value: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise CliUsageError(f"--tools {spec}: cannot import {module_name!r}: {exc}") from None
+    except Exception as exc:
+        raise CliUsageError(f"--tools {spec}: importing {module_name!r} failed: {type(exc).__name__}: {exc}") from None
+    for part in attr.split("."):
+        try:
+            value = getattr(value, part)
+        except AttributeError:
+            raise CliUsageError(f"--tools {spec}: {module_name!r} has no attribute {attr!r}") from None
+    if not isinstance(value, ToolRegistry) and callable(value):
+        try:
+            value = value()
+        except Exception as exc:
+            raise CliUsageError(f"--tools {spec}: calling {attr}() failed: {type(exc).__name__}: {exc}") from None
+    if not isinstance(value, ToolRegistry):
+        raise CliUsageError(f"--tools {spec}: expected a ToolRegistry or a function returning one, "
+                       f"got {type(value).__name__}")
+    return value
+
+
+def model_options(fn: Callable[..., R]) -> Callable[..., R]:
+    """``--model``, ``--base-url`` and ``--api-key``, for the commands that call a real model."""
+    fn = click.option("--api-key", envvar=None, default=None, metavar="KEY",
+                      help="API key (default: OPENAI_API_KEY or ANTHROPIC_API_KEY).")(fn)
+    fn = click.option("--base-url", default=None, metavar="URL",
+                      help="Server URL (default: OPENAI_BASE_URL or ANTHROPIC_BASE_URL).")(fn)
+    return fn
+
+
+def build_model(spec: str, base_url: str | None, api_key: str | None) -> Model:
+    """A model adapter from ``provider:name``; the SDK's own environment variables fill the rest."""
+    provider, sep, name = spec.partition(":")
+    if not sep or provider not in PROVIDERS or not name:
+        raise CliUsageError(f"--model expects {MODEL_HELP}, got {spec!r}")
+    from .. import adapters
+
+    if provider == "openai":
+        return adapters.openai_model(name, base_url=base_url, api_key=api_key)
+    return adapters.anthropic_model(name, base_url=base_url, api_key=api_key)
+
+
+def tracer_provider() -> tuple[TracerProvider, Callable[[], None]]:
+    """The provider a recorded run is traced with, and how to flush it before exiting.
+
+    With ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``..._TRACES_ENDPOINT``) set, an OTLP
+    exporter configured by the standard variables; otherwise OpenTelemetry's
+    global provider (whatever the process set up, a no-op by default).
+    """
+    from opentelemetry import trace
+
+    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+        from ..tracing import configure_tracing
+
+        provider = configure_tracing(SERVICE_NAME)
+        return provider, provider.shutdown
+    return trace.get_tracer_provider(), lambda: None

@@ -1,0 +1,67 @@
+"""Read-only lookups the CLI needs beyond ``RunStore``'s methods: run references and short ids.
+
+All of them use indexed range scans on ``runs.run_id`` (a ``LIKE`` prefix match
+cannot use the index on SQLite), so they stay fast on a store of any size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from sqlalchemy import Connection, func, select
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..errors import StoreError
+from ..store import RunStore, RunSummary, StoredRun
+from ..store.engine import READ_OPTION, one_line, shown
+from ..store.tables import runs
+from .render import iso, short_id
+
+
+@contextmanager
+def reading(store: RunStore) -> Iterator[Connection]:
+    """One read transaction that never takes the write lock; ``StoreError`` on failure."""
+    if store.closed:
+        raise StoreError(f"store {shown(store.url)} is closed")
+    try:
+        with store.engine.connect().execution_options(**{READ_OPTION: True}) as conn, conn.begin():
+            yield conn
+    except SQLAlchemyError as exc:
+        raise StoreError(f"cannot read store {shown(store.url)}: {one_line(exc)}") from None
+
+
+def resolve(store: RunStore, ref: str) -> str:
+    """The run id ``ref`` names: the run with exactly that id, else the one run whose id starts with it."""
+    with reading(store) as conn:
+        if conn.execute(select(runs.c.run_id).where(runs.c.run_id == ref)).first() is not None:
+            return ref
+    return store.resolve_run_id(ref)
+
+
+def find(store: RunStore, ref: str) -> StoredRun:
+    return store.get_run(resolve(store, ref))
+
+
+def short_ids(store: RunStore, run_ids: list[str]) -> dict[str, str]:
+    """For each id, its shortest prefix (8 characters at least) that names no other run in the store."""
+    out: dict[str, str] = {}
+    with reading(store) as conn:
+        for run_id in run_ids:
+            before = conn.execute(select(func.max(runs.c.run_id)).where(runs.c.run_id < run_id)).scalar()
+            after = conn.execute(select(func.min(runs.c.run_id)).where(runs.c.run_id > run_id)).scalar()
+            out[run_id] = short_id(run_id, before, after)
+    return out
+
+
+def summary_json(run: RunSummary) -> dict[str, Any]:
+    """A run's summary for ``--json``: plain values, times in ISO 8601 UTC."""
+    duration = (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None
+    return {
+        "run_id": run.run_id, "status": run.status, "task": run.task, "answer": run.answer, "error": run.error,
+        "steps": run.steps, "tool_calls": run.tool_calls, "tokens": run.tokens, "model": run.model,
+        "provider": run.provider, "agent_name": run.agent_name, "labels": run.labels,
+        "started_at": iso(run.started_at), "finished_at": iso(run.finished_at), "duration_s": duration,
+        "trace_id": run.trace_id, "parent_run_id": run.parent_run_id, "liveness": run.liveness,
+    }

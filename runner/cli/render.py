@@ -1,0 +1,158 @@
+"""Terminal output: control-sequence stripping, short ids, durations, rich tables and JSON.
+
+Everything a model, a tool or a user typed into a task is untrusted: before it
+reaches the terminal, ``clean`` removes escape sequences (CSI, OSC, DCS and the
+other string controls, two-character ESC sequences), the other C0 and C1
+controls except newline and tab, and the bidirectional overrides that can make
+text read differently from what it is. ``--json`` output is never cleaned: JSON
+escapes every control character itself, so scripts see the exact text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+ESCAPES = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"             # CSI: ESC [ params intermediates final (or 8-bit CSI)
+    r"|(?:\x1b[]PX^_]|[\x90\x98\x9d\x9e\x9f])"       # OSC, DCS, SOS, PM, APC: a string up to its terminator
+    r"[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c|$)"
+    r"|\x1b[ -/]*[0-~]"                              # other ESC sequences (charset, keypad, RIS...)
+    r"|\x1b"                                         # a lone ESC at the very end
+)
+# C0 except tab and newline, DEL, C1, and the bidi embeddings, overrides and isolates.
+CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+SPACES = re.compile(r"\s+")
+
+SHORT_ID = 8
+PIPE_WIDTH = 160
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+def clean(text: object) -> str:
+    """``text`` as a string without terminal control sequences (newline and tab kept)."""
+    return CONTROLS.sub("", ESCAPES.sub("", text if isinstance(text, str) else str(text)))
+
+
+def one_line(text: object) -> str:
+    """``clean`` with every run of whitespace (newlines included) made one space."""
+    return SPACES.sub(" ", clean(text)).strip()
+
+
+def cut(text: str, limit: int | None) -> str:
+    """``text`` up to ``limit`` characters, with a note of how much was left out."""
+    if limit is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}… ({len(text) - limit} more chars)"
+
+
+def ellipsis(text: str, limit: int) -> str:
+    """``text`` in at most ``limit`` characters, the last one ``…`` when it was cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def console() -> Console:
+    """A console on the current stdout: colour only on a terminal, and never with NO_COLOR.
+
+    Text is soft-wrapped (long lines left to the terminal); tables get the terminal's
+    width, or ``COLUMNS``, or ``PIPE_WIDTH`` when the output is not a terminal.
+    """
+    out = Console(highlight=False, no_color="NO_COLOR" in os.environ, soft_wrap=True)
+    if not out.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
+        out.width = PIPE_WIDTH
+    return out
+
+
+def error_console() -> Console:
+    return Console(stderr=True, highlight=False, no_color="NO_COLOR" in os.environ)
+
+
+def text(value: object, style: str = "") -> Text:
+    """Untrusted text as a rich ``Text``: cleaned, and never parsed as markup."""
+    return Text(clean(value), style=style)
+
+
+def short_id(run_id: str, previous: str | None, following: str | None) -> str:
+    """The shortest prefix of ``run_id`` (at least ``SHORT_ID`` chars) that no neighbour shares.
+
+    ``previous`` and ``following`` are the ids next to it in sorted order; a prefix
+    unique among them is unique in the whole store.
+    """
+    shared = max(common_prefix(run_id, other) for other in (previous or "", following or ""))
+    return run_id[: max(SHORT_ID, shared + 1)]
+
+
+def common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def when(at: datetime | None) -> str:
+    """A UTC timestamp to the second, as the tables show it."""
+    return "-" if at is None else at.astimezone(UTC).strftime(TIME_FORMAT)
+
+
+def iso(at: datetime | None) -> str | None:
+    return None if at is None else at.astimezone(UTC).isoformat()
+
+
+def seconds(value: float | None) -> str:
+    """A duration for people: 850µs, 12.3ms, 4.20s, 3m05s, 2h04m."""
+    if value is None:
+        return "-"
+    if value < 0.001:
+        return f"{value * 1e6:.0f}µs"
+    if value < 1:
+        return f"{value * 1e3:.1f}ms"
+    if value < 60:
+        return f"{value:.2f}s"
+    if value < 3600:
+        return f"{int(value // 60)}m{int(value % 60):02d}s"
+    return f"{int(value // 3600)}h{int(value % 3600 // 60):02d}m"
+
+
+def table(*columns: str, right: Iterable[str] = (), no_wrap: Iterable[str] = ()) -> Table:
+    """A plain table: a header rule, no borders, the given columns right-aligned or unwrapped."""
+    out = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, header_style="bold")
+    right, no_wrap = set(right), set(no_wrap)
+    for name in columns:
+        out.add_column(name, justify="right" if name in right else "left", no_wrap=name in no_wrap,
+                       overflow="ellipsis" if name not in no_wrap else "fold")
+    return out
+
+
+def print_json(value: Any) -> None:
+    """Exact JSON on stdout: every control and non-ASCII character escaped by JSON itself."""
+    import click
+
+    click.echo(json.dumps(value, indent=2, ensure_ascii=True, default=str))
+
+
+def percentile(values: Sequence[float], fraction: float) -> float | None:
+    """Nearest-rank percentile of ``values`` (None when empty)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = max(1, -(-len(ordered) * fraction // 1))  # ceil(n * fraction), at least 1
+    return ordered[int(rank) - 1]
+
+
+def median(values: Sequence[float]) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2

@@ -1,0 +1,89 @@
+"""``runner export RUN -o FILE`` (a replay fixture) and ``runner replay FIXTURE_OR_RUN --tools module:attr``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+from rich.text import Text
+
+from ..fixture import Fixture, fixture_from_run, load_fixture
+from ..replay import ReplayReport
+from ..replay import replay as replay_fixture
+from .loading import load_tools
+from .options import CliError, Env, common
+from .queries import find
+from .render import clean, console, print_json
+
+
+@click.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("-o", "--output", required=True, metavar="FILE",
+              help="Where to write the fixture (JSON); '-' writes it to stdout.")
+@common
+def export(env: Env, run_ref: str, output: str) -> None:
+    """Export a run as a replay fixture: a JSON file a test can replay without a database."""
+    with env.store() as store:
+        fixture = fixture_from_run(find(store, run_ref))
+    if output == "-":
+        click.echo(fixture.dumps(), nl=False)
+        return
+    try:
+        path = fixture.write(output)
+    except OSError as exc:
+        raise CliError(f"cannot write fixture {output!r}: {exc.strerror or exc}") from None
+    run_id = str(fixture.data["run_id"])
+    if env.as_json:
+        print_json({"path": str(path), "run_id": run_id, "replies": len(fixture.replies)})
+        return
+    console().print(Text(f"wrote {clean(path)}: run {run_id}, {len(fixture.replies)} model replies, "
+                         f"ended {fixture.outcome['status']}"))
+
+
+def source_fixture(env: Env, source: str) -> Fixture:
+    """A fixture file when ``source`` is an existing path, else a run id (or prefix) in ``--db``."""
+    if Path(source).is_file():
+        return load_fixture(source)
+    if source.endswith(".json") or "/" in source:
+        return load_fixture(source)  # a missing file: say so, rather than "no run"
+    with env.store() as store:
+        return fixture_from_run(find(store, source))
+
+
+def report_json(report: ReplayReport) -> dict[str, object]:
+    result = report.result
+    return {
+        "ok": report.ok, "explanation": report.explain(),
+        "divergence": None if report.divergence is None else {
+            "step": report.divergence.step, "index": report.divergence.index, "field": report.divergence.field,
+            "sentence": report.divergence.sentence},
+        "status": result.status, "recorded_status": report.recorded_status,
+        "answer": result.answer, "recorded_answer": report.recorded_answer,
+        "steps": result.steps, "tokens": result.tokens, "tool_calls": result.tool_calls,
+    }
+
+
+@click.command()
+@click.argument("source", metavar="FIXTURE_OR_RUN")
+@click.option("--tools", "tools_spec", required=True, metavar="MODULE:ATTR",
+              help="The tools to replay against: a ToolRegistry, or a function returning one.")
+@common
+def replay(env: Env, source: str, tools_spec: str) -> None:
+    """Replay a fixture file (or a stored run) against the current tools; exit 1 when it differs.
+
+    The recorded model replies are played back; the tools really run. The first
+    place where what the model is shown differs from the recording is reported.
+    """
+    registry = load_tools(tools_spec)
+    fixture = source_fixture(env, source)
+    report = replay_fixture(fixture, registry)
+    if env.as_json:
+        print_json(report_json(report))
+    else:
+        out = console()
+        if report.ok:
+            out.print(Text("ok  ", style="bold green") + Text(clean(report.explain())))
+        else:
+            out.print(Text("DIFFERS  ", style="bold red") + Text(clean(report.explain())))
+    if not report.ok:
+        raise click.exceptions.Exit(1)

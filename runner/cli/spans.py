@@ -1,0 +1,69 @@
+"""``runner spans RUN...``: rebuild runs' spans from the log and send them over OTLP."""
+
+from __future__ import annotations
+
+import click
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from rich.text import Text
+
+from ..tracing import otlp_exporter, rebuild_spans
+from .loading import SERVICE_NAME as DEFAULT_SERVICE
+from .options import CliError, Env, common
+from .queries import find
+from .render import console, print_json
+
+
+def exporter_for(endpoint: str | None) -> SpanExporter:
+    """The OTLP exporter the ``OTEL_EXPORTER_OTLP_*`` variables describe; ``endpoint`` overrides theirs."""
+    if endpoint is None:
+        return otlp_exporter()
+    try:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    except ImportError:
+        return otlp_exporter()  # raises the install hint
+    return OTLPSpanExporter(endpoint=endpoint)
+
+
+def resource() -> Resource:
+    """The resource from ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES``, named ``runner`` otherwise."""
+    found = Resource.create()
+    if str(found.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        found = found.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE}))
+    return found
+
+
+@click.command()
+@click.argument("run_refs", metavar="RUN...", nargs=-1, required=True)
+@click.option("--endpoint", metavar="URL",
+              help="OTLP/HTTP traces URL, e.g. http://127.0.0.1:4318/v1/traces "
+                   "(default: from OTEL_EXPORTER_OTLP_[TRACES_]ENDPOINT).")
+@click.option("--record-content", is_flag=True,
+              help="Include messages, arguments and results in the spans (as a run traced with record_content).")
+@common
+def spans(env: Env, run_refs: tuple[str, ...], endpoint: str | None, record_content: bool) -> None:
+    """Rebuild the spans of stored runs from their log and export them over OTLP.
+
+    The spans keep the ids the live run had (or ids derived from the run id), so a
+    backend that already has them deduplicates. Standard OTEL_* variables apply.
+    """
+    with env.store() as store:
+        stored = [find(store, ref) for ref in run_refs]
+    where = resource()
+    built = [(run.run_id, rebuild_spans(run, record_content=record_content, resource=where)) for run in stored]
+    exporter = exporter_for(endpoint)
+    try:
+        for run_id, run_spans in built:
+            if exporter.export(run_spans) is not SpanExportResult.SUCCESS:
+                target = endpoint or "the OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT)"
+                raise CliError(f"exporting the spans of run {run_id} to {target} failed")
+    finally:
+        exporter.shutdown()
+    sent = [{"run_id": run_id, "trace_id": f"{s[0].context.trace_id:032x}" if s else None, "spans": len(s)}
+            for run_id, s in built]
+    if env.as_json:
+        print_json(sent)
+        return
+    out = console()
+    for item in sent:
+        out.print(Text(f"sent {item['spans']} spans of run {item['run_id']} (trace {item['trace_id']})"))
