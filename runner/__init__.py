@@ -1,6 +1,6 @@
 """runner: a durable, traced agent runner. The public API, re-exported.
 
-The loop's names import eagerly; the event log, tracing and replay names load on
+The loop's and replay's names import eagerly; the event log and tracing names load on
 first use, so ``import runner`` does not pay for SQLAlchemy, Alembic and the
 OpenTelemetry SDK until a store or a trace is actually needed.
 """
@@ -22,25 +22,23 @@ from .errors import (
     StopRun,
     StoreError,
 )
+from .fixture import Fixture, load_fixture
 from .limits import STATUSES, Limits
 from .loop import run_agent
 from .messages import Message, Model, ModelReply, ToolCall, ToolSpec, Usage
 from .options import RunOptions
 from .plan import run_plan
 from .recorder import FanoutRecorder, ModelCallInfo, NullRecorder, Recorder, RunInfo, ToolCallInfo
+from .replay import ReplayModel, ReplayReport, replay
 from .schema import validate_args
 from .scripted import ScriptedModel
 from .tools import Tool, ToolRegistry
 
 if TYPE_CHECKING:
-    from .fixture import Fixture, load_fixture
-    from .replay import ReplayModel, ReplayReport, replay
     from .store import RunStore, RunSummary, StoredEvent, StoredRun, open_store
     from .tracing import TracingRecorder, TracingSetupError, configure_tracing, export_run, rebuild_spans
 
 _LAZY = {
-    "Fixture": "fixture", "load_fixture": "fixture",
-    "ReplayModel": "replay", "ReplayReport": "replay", "replay": "replay",
     "RunStore": "store", "RunSummary": "store", "StoredEvent": "store", "StoredRun": "store",
     "open_store": "store",
     "TracingRecorder": "tracing", "TracingSetupError": "tracing", "configure_tracing": "tracing",

@@ -35,3 +35,11 @@ def test_importing_runner_does_not_load_the_store_or_the_otel_sdk() -> None:
             "runner.open_store; print('sqlalchemy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False", "True"]
+
+
+def test_replay_is_the_function_even_after_its_module_is_imported() -> None:
+    import runner.replay as module  # noqa: F401
+    from runner import replay
+
+    assert callable(replay)
+    assert replay.__name__ == "replay"
