@@ -84,7 +84,7 @@ COMMANDS = {
 }
 
 
-@click.group(cls=RunnerGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group("runner", cls=RunnerGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="durable-agent-runner", prog_name="runner")
 def cli() -> None:
     """A durable, traced agent runner: inspect, replay and export recorded runs.

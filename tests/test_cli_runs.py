@@ -1,0 +1,176 @@
+"""``runner runs`` and ``runner show``: exact rows for every filter, timelines, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from runner.store import open_store
+from tests.test_cli_helpers import R1, R2, R3, R4, R5, fill, invoke, one_error_line, rows
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    fill(url)
+    return url
+
+
+def listed(db: str, *args: str) -> list[list[str]]:
+    result = invoke("runs", "--db", db, *args)
+    assert result.exit_code == 0, result.output
+    return rows(result.stdout)
+
+
+def ids(db: str, *args: str) -> list[str]:
+    return [row[0] for row in listed(db, *args)]
+
+
+def test_runs_lists_every_run_newest_first_with_its_columns(db: str) -> None:
+    with open_store(db) as store:
+        tokens = {run.run_id: run.tokens for run in store.list_runs()}
+    table = listed(db)
+    assert [row[0] for row in table] == ["4444dddd9", "4444dddd0", "3333cccc", "2222bbbb", "1111aaaa"]
+    assert [row[1:3] for row in table[1:]] == [
+        ["2025-01-01 04:00:00", "step_limit"], ["2025-01-01 03:00:00", "model_error"],
+        ["2025-01-01 02:00:00", "done"], ["2025-01-01 01:00:00", "done"]]
+    by_id = {row[0]: row for row in table}
+    assert by_id["1111aaaa"][3:6] == ["2", "1", str(tokens[R1])]
+    assert by_id["1111aaaa"][7] == "Weather in Paris?"
+    assert by_id["4444dddd0"][3:6] == ["1", "1", str(tokens[R4])]
+    assert by_id["4444dddd9"][2:5] == ["done", "2", "1"]  # the unknown tool never ran
+    assert by_id["3333cccc"][3:5] == ["1", "0"]
+
+
+def test_status_filter_takes_one_or_several(db: str) -> None:
+    assert ids(db, "--status", "done") == ["4444dddd9", "2222bbbb", "1111aaaa"]
+    assert ids(db, "--status", "step_limit", "--status", "model_error") == ["4444dddd0", "3333cccc"]
+
+
+def test_since_and_until_take_iso_dates_datetimes_and_durations(db: str) -> None:
+    assert ids(db, "--since", "2025-01-01T03:00:00", "--until", "2025-01-02") == ["4444dddd0", "3333cccc"]
+    assert ids(db, "--until", "2025-01-01T02:00:00+00:00") == ["1111aaaa"]
+    assert ids(db, "--since", "2025-01-01 02:30", "--until", "2025-01-01T04:00") == ["3333cccc"]
+    assert ids(db, "--since", "1h") == ["4444dddd9"]
+    assert ids(db, "--since", "30m") == ["4444dddd9"]
+    assert ids(db, "--since", "5m") == []
+    assert ids(db, "--since", "3d", "--until", "2d") == []
+    assert ids(db, "--until", "1h") == ["4444dddd0", "3333cccc", "2222bbbb", "1111aaaa"]
+
+
+def test_tool_search_label_and_limit_filters(db: str) -> None:
+    assert ids(db, "--tool", "get_weather") == ["1111aaaa"]
+    assert ids(db, "--tool", "c_to_f") == ["4444dddd0"]
+    assert ids(db, "--tool", "get_forecast") == ["4444dddd9"]
+    assert ids(db, "--search", "hello") == ["2222bbbb"]
+    assert ids(db, "--search", "21c") == ["4444dddd0", "1111aaaa"]
+    assert ids(db, "--label", "env=prod") == ["3333cccc", "1111aaaa"]
+    assert ids(db, "--label", "env=prod", "--label", "team=a") == ["1111aaaa"]
+    assert ids(db, "--label", "env=nowhere") == []
+    assert ids(db, "--limit", "2") == ["4444dddd9", "4444dddd0"]
+    assert ids(db, "--status", "done", "--label", "env=dev", "--search", "say") == ["2222bbbb"]
+
+
+def test_no_match_prints_a_note_not_a_table(db: str) -> None:
+    result = invoke("runs", "--db", db, "--tool", "nothing")
+    assert result.exit_code == 0
+    assert result.stdout == "no runs match\n"
+
+
+def test_runs_json_is_an_array_of_run_objects(db: str) -> None:
+    result = invoke("runs", "--db", db, "--json", "--status", "done", "--limit", "2")
+    assert result.exit_code == 0
+    found = json.loads(result.stdout)
+    assert [run["run_id"] for run in found] == [R5, R2]
+    second = found[1]
+    assert {k: second[k] for k in ("status", "task", "steps", "tool_calls", "answer", "labels", "started_at")} == {
+        "status": "done", "task": "Say HELLO", "steps": 1, "tool_calls": 0, "answer": "hello",
+        "labels": {"env": "dev"}, "started_at": "2025-01-01T02:00:00+00:00"}
+    assert isinstance(second["tokens"], int) and second["tokens"] > 0
+
+
+def test_the_shared_options_also_come_from_the_environment(db: str) -> None:
+    result = invoke("runs", "--json", env={"RUNNER_DB": db})
+    assert [run["run_id"] for run in json.loads(result.stdout)] == [R5, R4, R3, R2, R1]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--since", "yesterday"], "Invalid value for '--since': expected a duration ago (30m, 2h, 3d, 1w) or an ISO"),
+    (["--label", "env"], "Invalid value for '--label': expected KEY=VALUE, got 'env'"),
+    (["--status", "fine"], "Invalid value for '--status': 'fine' is not one of"),
+    (["--limit", "-1"], "Invalid value for '--limit'"),
+    (["--bogus"], "No such option '--bogus'"),
+])
+def test_bad_filters_are_one_line_usage_errors(db: str, args: list[str], message: str) -> None:
+    result = invoke("runs", "--db", db, *args)
+    assert result.exit_code == 2
+    line = one_error_line(result)
+    assert message in line
+    assert line.endswith("(see 'runner runs --help')")
+
+
+def test_show_prints_the_run_as_a_timeline(db: str) -> None:
+    result = invoke("show", "1111aaaa", "--db", db)
+    assert result.exit_code == 0, result.output
+    out = [line.rstrip() for line in result.stdout.splitlines()]
+    assert out[0] == f"run {R1}  done"
+    assert "labels env=prod, team=a" in out
+    assert out[out.index("task") + 1] == "  Weather in Paris?"
+    assert [line.split("  ")[0] for line in out if line.startswith("step ")] == ["step 1", "step 2"]
+    call_line = next(line for line in out if "→" in line)
+    assert call_line == '    → get_weather({"city": "Paris"})  [c1]'
+    tool = out.index(next(line for line in out if line.startswith("  tool get_weather [c1]")))
+    assert out[tool + 1] == '    {"celsius": 21}'
+    assert out[-2:] == ["done", "  It is 21C."]
+
+
+def test_show_accepts_the_full_id_and_highlights_errors_and_the_stop(db: str) -> None:
+    result = invoke("show", R3, "--db", db)
+    assert result.exit_code == 0
+    out = result.stdout.splitlines()
+    assert out[0] == f"run {R3}  model_error"
+    assert any(line.startswith("    model error (") for line in out)
+    assert out[-2] == "stopped: model_error"
+    assert "scripted model called 1 times but holds only 0 replies" in out[-1]
+
+
+def test_show_cuts_observations_unless_full_and_marks_error_observations(db: str) -> None:
+    cut = invoke("show", "4444dddd9", "--db", db).stdout.splitlines()
+    long_line = cut[cut.index(next(line for line in cut if line.startswith("  tool echo_long"))) + 1]
+    assert long_line == "    " + json.dumps("x" * 500)[:300] + f"… ({502 - 300} more chars)"
+    unknown = next(line for line in cut if line.startswith("  tool get_forecast"))
+    assert unknown.rstrip().endswith("not run  error")
+    assert cut[cut.index(unknown) + 1].startswith("    ERROR: unknown tool 'get_forecast'")
+    full = invoke("show", "4444dddd9", "--db", db, "--full").stdout.splitlines()
+    assert "    " + json.dumps("x" * 500) in full
+
+
+def test_show_stopped_run_gives_the_status_and_reason(db: str) -> None:
+    out = invoke("show", "4444dddd0", "--db", db).stdout.splitlines()
+    assert out[-2] == "stopped: step_limit"
+    assert out[-1].startswith("  ")
+
+
+def test_show_json_gives_the_run_and_its_events(db: str) -> None:
+    result = invoke("show", "2222", "--db", db, "--json")
+    assert result.exit_code == 0
+    found = json.loads(result.stdout)
+    assert found["run"]["run_id"] == R2
+    assert [e["kind"] for e in found["events"]] == [
+        "run_started", "message", "message", "step_started", "message", "model_call", "step_finished",
+        "run_finished"]
+    assert [e["seq"] for e in found["events"]] == list(range(1, 9))
+    assert found["events"][-1]["data"]["answer"] == "hello"
+
+
+@pytest.mark.parametrize(("ref", "message"), [
+    ("zzz", "Error: no run 'zzz' in sqlite:///"),
+    ("4444dddd", "Error: run id prefix '4444dddd' is ambiguous: "),
+])
+def test_unknown_or_ambiguous_run_is_one_line(db: str, ref: str, message: str) -> None:
+    result = invoke("show", ref, "--db", db)
+    assert result.exit_code == 1
+    assert one_error_line(result).startswith(message)
+    assert result.stdout == ""
