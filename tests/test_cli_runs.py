@@ -88,7 +88,8 @@ def test_runs_json_is_an_array_of_run_objects(db: str) -> None:
     assert {k: second[k] for k in ("status", "task", "steps", "tool_calls", "answer", "labels", "started_at")} == {
         "status": "done", "task": "Say HELLO", "steps": 1, "tool_calls": 0, "answer": "hello",
         "labels": {"env": "dev"}, "started_at": "2025-01-01T02:00:00+00:00"}
-    assert isinstance(second["tokens"], int) and second["tokens"] > 0
+    assert isinstance(second["tokens"], int)
+    assert second["tokens"] > 0
 
 
 def test_the_shared_options_also_come_from_the_environment(db: str) -> None:
