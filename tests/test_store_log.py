@@ -250,3 +250,14 @@ def test_a_closed_store_refuses_reads(store: RunStore) -> None:
     store.close()
     with pytest.raises(StoreError, match=r"is closed$"):
         store.list_runs()
+
+
+def test_a_failed_write_is_one_store_error_line(store: RunStore) -> None:
+    run_agent("Hi", ScriptedModel(["hello"]), weather_registry(), run_id=RUN_ID, store=store)
+    with pytest.raises(StoreError) as caught:
+        run_agent("Again", ScriptedModel(["hello"]), weather_registry(), run_id=RUN_ID, store=store)
+    message = str(caught.value)
+    assert message.startswith(f"cannot write run {RUN_ID} to the store: ")
+    assert "\n" not in message
+    assert store.get_run(RUN_ID).task == "Hi"
+    assert store.engine.pool.checkedout() == 0

@@ -4,7 +4,8 @@ Events are buffered and committed in one transaction at the three points where
 the loop is about to act or stop: ``model_call_started`` (before the model is
 called), ``tool_started`` (before the tool function runs) and ``run_finished``.
 The ``runs`` row is inserted with the first commit and its summary updated in
-every later one, so a step costs one commit plus one per tool that runs.
+every later one, so a step costs one commit plus one per tool that runs. The
+recorder keeps one pooled connection for the run and gives it back at the end.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import socket
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sqlalchemy import Engine, bindparam
+from sqlalchemy import Connection, Dialect, Engine, bindparam
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import StoreError
@@ -23,6 +24,7 @@ from ..messages import Message, ToolCall
 from ..recorder import ModelCallInfo, RunInfo, ToolCallInfo, describe_reply
 from .engine import one_line
 from .ids import derived_span_id, derived_trace_id
+from .prepared import Prepared
 from .tables import events, run_labels, run_tools, runs
 
 if TYPE_CHECKING:
@@ -31,8 +33,6 @@ if TYPE_CHECKING:
 RUNNING = "running"
 
 _encode = json.JSONEncoder(separators=(",", ":"), default=repr).encode
-
-_update_run = runs.update().where(runs.c.run_id == bindparam("_run_id"))
 
 
 class SpanSource(Protocol):
@@ -67,7 +67,11 @@ class StoreRecorder:
         self._labels: list[dict[str, Any]] = []
         self._tools: list[dict[str, Any]] = []
         self._tool_names: set[str] = set()
-        self._summary: dict[str, Any] = {"steps": 0, "tokens": 0, "tool_calls": 0}
+        self._span_ids: dict[str, str] = {}
+        self._summary: dict[str, Any] = {"status": RUNNING, "answer": None, "error": None, "steps": 0,
+                                         "tokens": 0, "tool_calls": 0, "finished_at": None}
+        self._conn: Connection | None = None
+        self._sql: dict[str, Prepared] = {}
 
     # -- the Recorder protocol -------------------------------------------------
 
@@ -155,7 +159,10 @@ class StoreRecorder:
         self._summary.update(status=result.status, answer=result.answer, error=result.error,
                              steps=result.steps, tokens=result.tokens, tool_calls=result.tool_calls,
                              finished_at=now)
-        self.flush()
+        try:
+            self.flush()
+        finally:
+            self.close()
 
     # -- buffering and commits ---------------------------------------------------
 
@@ -167,7 +174,12 @@ class StoreRecorder:
     def _event(self, kind: str, key: str, data: dict[str, Any], at: datetime | None = None) -> None:
         """Buffer one event. ``key`` names its span when there is no span source."""
         source = self.span_source
-        span_id = source.span_id() if source is not None else derived_span_id(self.run_id, key)
+        if source is not None:
+            span_id = source.span_id()
+        else:
+            span_id = self._span_ids.get(key)
+            if span_id is None:
+                span_id = self._span_ids[key] = derived_span_id(self.run_id, key)
         self._seq += 1
         self._pending.append({
             "run_id": self.run_id, "seq": self._seq, "at": at or datetime.now(UTC),
@@ -178,20 +190,49 @@ class StoreRecorder:
         """Commit the buffered events and the run's summary in one transaction."""
         now = datetime.now(UTC)
         try:
-            with self.engine.begin() as conn:
+            if self._conn is None:
+                self._conn = self.engine.connect()
+                self._sql = statements(self.engine.dialect)
+            conn, sql = self._conn, self._sql
+            with conn.begin():
                 if self._new_run is not None:
-                    conn.execute(runs.insert(), [dict(self._new_run, **self._summary, updated_at=now,
-                                                      heartbeat_at=now)])
-                    if self._labels:
-                        conn.execute(run_labels.insert(), self._labels)
+                    sql["runs"].run(conn, [dict(self._new_run, **self._summary, updated_at=now, heartbeat_at=now)])
+                    sql["run_labels"].run(conn, self._labels)
                 else:
-                    conn.execute(_update_run, [dict(self._summary, _run_id=self.run_id, updated_at=now,
-                                                    heartbeat_at=now)])
-                if self._pending:
-                    conn.execute(events.insert(), self._pending)
-                if self._tools:
-                    conn.execute(run_tools.insert(), self._tools)
-        except SQLAlchemyError as exc:
+                    sql["update_run"].run(conn, [dict(self._summary, _run_id=self.run_id, updated_at=now,
+                                                      heartbeat_at=now)])
+                sql["events"].run(conn, self._pending)
+                sql["run_tools"].run(conn, self._tools)
+        except (SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error) as exc:
+            self.close()
             raise StoreError(f"cannot write run {self.run_id} to the store: {one_line(exc)}") from None
         self._new_run = None
         self._labels, self._pending, self._tools = [], [], []
+
+    def close(self) -> None:
+        """Return the recorder's connection to the pool (``run_finished`` does this)."""
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            conn.close()
+
+    def __del__(self) -> None:
+        # A run abandoned mid-way (an exception out of another recorder) still hands back its connection.
+        self.close()
+
+
+_STATEMENTS: dict[str, dict[str, Prepared]] = {}
+SUMMARY_COLUMNS = ("status", "answer", "error", "steps", "tokens", "tool_calls", "updated_at", "heartbeat_at",
+                   "finished_at")
+
+
+def statements(dialect: Dialect) -> dict[str, Prepared]:
+    """The recorder's statements, compiled once per dialect."""
+    found = _STATEMENTS.get(dialect.name)
+    if found is None:
+        update = runs.update().where(runs.c.run_id == bindparam("_run_id")).values(
+            {name: bindparam(name, type_=runs.c[name].type) for name in SUMMARY_COLUMNS})
+        found = _STATEMENTS[dialect.name] = {
+            "runs": Prepared(runs.insert(), dialect), "run_labels": Prepared(run_labels.insert(), dialect),
+            "events": Prepared(events.insert(), dialect), "run_tools": Prepared(run_tools.insert(), dialect),
+            "update_run": Prepared(update, dialect)}
+    return found

@@ -1,0 +1,48 @@
+"""Core statements compiled once per dialect and run on the DBAPI cursor.
+
+The recorder writes a few rows at every step; sending each through the full
+Core execution pipeline costs more than SQLite's own commit. A ``Prepared``
+statement keeps the SQL that Core generated for the dialect, plus the column
+types' own bind processors, and hands plain parameter rows to the driver's
+cursor (one ``executemany`` per batch) inside the SQLAlchemy transaction of the
+caller, which still begins (``BEGIN IMMEDIATE`` on SQLite) and commits it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, Dialect
+from sqlalchemy.sql.dml import UpdateBase
+
+
+class Prepared:
+    """``statement`` compiled for ``dialect``; ``run`` executes it for rows given as dicts."""
+
+    def __init__(self, statement: UpdateBase, dialect: Dialect) -> None:
+        compiled = statement.compile(dialect=dialect)
+        self.sql = str(compiled)
+        self.positional = bool(compiled.positional)
+        names = list(compiled.positiontup or []) if self.positional else list(compiled.binds)
+        self.names = names
+        self.processors: list[tuple[str, Callable[[Any], Any] | None]] = [
+            (name, compiled.binds[name].type.bind_processor(dialect)) for name in names]
+
+    def params(self, row: Mapping[str, Any]) -> Any:
+        """The driver's parameters for one row: a tuple (positional) or a dict (named)."""
+        values = [row[name] if proc is None else proc(row[name]) for name, proc in self.processors]
+        return tuple(values) if self.positional else dict(zip(self.names, values, strict=True))
+
+    def run(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Execute for ``rows``; DBAPI errors come out raw (the caller wraps them)."""
+        if not rows:
+            return
+        cursor = conn.connection.cursor()
+        try:
+            if len(rows) == 1:
+                cursor.execute(self.sql, self.params(rows[0]))
+            else:
+                cursor.executemany(self.sql, [self.params(row) for row in rows])
+        finally:
+            cursor.close()
