@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import click
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -23,6 +27,29 @@ def exporter_for(endpoint: str | None) -> SpanExporter:
     except ImportError:
         return otlp_exporter()  # raises the install hint
     return OTLPSpanExporter(endpoint=endpoint)
+
+
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextmanager
+def exporter_logs() -> Iterator[list[str]]:
+    """Keep the exporter's own warnings off stderr; the caller reports them in its one line."""
+    logger = logging.getLogger("opentelemetry.exporter")
+    handler, propagate = _Collect(), logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield handler.messages
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
 
 
 def resource() -> Resource:
@@ -53,10 +80,12 @@ def spans(env: Env, run_refs: tuple[str, ...], endpoint: str | None, record_cont
     built = [(run.run_id, rebuild_spans(run, record_content=record_content, resource=where)) for run in stored]
     exporter = exporter_for(endpoint)
     try:
-        for run_id, run_spans in built:
-            if exporter.export(run_spans) is not SpanExportResult.SUCCESS:
-                target = endpoint or "the OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT)"
-                raise CliError(f"exporting the spans of run {run_id} to {target} failed")
+        with exporter_logs() as logged:
+            for run_id, run_spans in built:
+                if exporter.export(run_spans) is not SpanExportResult.SUCCESS:
+                    target = endpoint or "the OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT)"
+                    why = f": {logged[-1]}" if logged else ""
+                    raise CliError(f"exporting the spans of run {run_id} to {target} failed{why}")
     finally:
         exporter.shutdown()
     sent = [{"run_id": run_id, "trace_id": f"{s[0].context.trace_id:032x}" if s else None, "spans": len(s)}
