@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -50,7 +51,7 @@ class Env:
 
     def hint(self) -> str:
         """``--db URL`` when it is not the default, to paste after a suggested command."""
-        return "" if self.db == DEFAULT_DB else f" --db {self.db}"
+        return "" if self.db == DEFAULT_DB else f" --db {shlex.quote(self.db)}"
 
 
 def common(fn: Callable[..., R]) -> Callable[..., R]:
