@@ -4,8 +4,10 @@ Events are buffered and committed in one transaction at the three points where
 the loop is about to act or stop: ``model_call_started`` (before the model is
 called), ``tool_started`` (before the tool function runs) and ``run_finished``.
 The ``runs`` row is inserted with the first commit and its summary updated in
-every later one, so a step costs one commit plus one per tool that runs. The
-recorder keeps one pooled connection for the run and gives it back at the end.
+every later one, so a step costs one commit plus one per tool that runs. A
+connection is taken from the pool for each commit and handed straight back: a
+run never holds one while the model or a tool works, so any number of runs (50
+coroutines in one event loop, or many threads) can share one engine's pool.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import socket
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sqlalchemy import Connection, Dialect, Engine, bindparam
+from sqlalchemy import Dialect, Engine, bindparam
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import StoreError
@@ -70,8 +72,7 @@ class StoreRecorder:
         self._span_ids: dict[str, str] = {}
         self._summary: dict[str, Any] = {"status": RUNNING, "answer": None, "error": None, "steps": 0,
                                          "tokens": 0, "tool_calls": 0, "finished_at": None}
-        self._conn: Connection | None = None
-        self._sql: dict[str, Prepared] = {}
+        self._sql = statements(engine.dialect)
 
     # -- the Recorder protocol -------------------------------------------------
 
@@ -159,10 +160,7 @@ class StoreRecorder:
         self._summary.update(status=result.status, answer=result.answer, error=result.error,
                              steps=result.steps, tokens=result.tokens, tool_calls=result.tool_calls,
                              finished_at=now)
-        try:
-            self.flush()
-        finally:
-            self.close()
+        self.flush()
 
     # -- buffering and commits ---------------------------------------------------
 
@@ -190,11 +188,8 @@ class StoreRecorder:
         """Commit the buffered events and the run's summary in one transaction."""
         now = datetime.now(UTC)
         try:
-            if self._conn is None:
-                self._conn = self.engine.connect()
-                self._sql = statements(self.engine.dialect)
-            conn, sql = self._conn, self._sql
-            with conn.begin():
+            sql = self._sql
+            with self.engine.connect() as conn, conn.begin():
                 if self._new_run is not None:
                     sql["runs"].run(conn, [dict(self._new_run, **self._summary, updated_at=now, heartbeat_at=now)])
                     sql["run_labels"].run(conn, self._labels)
@@ -204,20 +199,9 @@ class StoreRecorder:
                 sql["events"].run(conn, self._pending)
                 sql["run_tools"].run(conn, self._tools)
         except (SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error) as exc:
-            self.close()
             raise StoreError(f"cannot write run {self.run_id} to the store: {one_line(exc)}") from None
         self._new_run = None
         self._labels, self._pending, self._tools = [], [], []
-
-    def close(self) -> None:
-        """Return the recorder's connection to the pool (``run_finished`` does this)."""
-        if self._conn is not None:
-            conn, self._conn = self._conn, None
-            conn.close()
-
-    def __del__(self) -> None:
-        # A run abandoned mid-way (an exception out of another recorder) still hands back its connection.
-        self.close()
 
 
 _STATEMENTS: dict[str, dict[str, Prepared]] = {}
