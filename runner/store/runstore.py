@@ -11,6 +11,7 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
+from pathlib import Path
 from types import TracebackType
 from typing import cast
 
@@ -144,6 +145,12 @@ class RunStore:
         if len(found) > 1:
             raise StoreError(f"run id prefix {prefix!r} is ambiguous: {found[0]}, {found[1]}, ...")
         return str(found[0])
+
+    def export_fixture(self, run_id: str, path: str | Path) -> Path:
+        """Write the run (``run_id`` may be a unique prefix) as a replay fixture file."""
+        from ..fixture import fixture_from_run
+
+        return fixture_from_run(self.find_run(run_id)).write(path)
 
     def find_run(self, prefix: str) -> StoredRun:
         """``get_run`` of the run whose id starts with ``prefix`` (for the CLI)."""
