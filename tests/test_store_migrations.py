@@ -14,7 +14,7 @@ from sqlalchemy.exc import DBAPIError
 
 from runner.store import open_store
 from runner.store.engine import make_engine, parse_url
-from runner.store.migrate import alembic_config, head_revision, script_location
+from runner.store.migrate import alembic_config, current_revision, head_revision, script_location
 from runner.store.tables import Base
 
 TABLES = ["alembic_version", "events", "run_labels", "run_tools", "runs"]
@@ -105,3 +105,15 @@ def test_open_store_migrates_an_empty_database(store_url: str) -> None:
     with open_store(store_url) as store:
         assert tables(store.engine) == TABLES
         assert version(store.engine) == [head_revision()]
+
+
+def test_current_revision_reads_without_migrating(store_url: str) -> None:
+    url = parse_url(store_url)
+    engine = make_engine(url)
+    try:
+        assert current_revision(engine, url) is None
+        assert tables(engine) == []
+        open_store(store_url).close()
+        assert current_revision(engine, url) == "0001"
+    finally:
+        engine.dispose()

@@ -30,6 +30,7 @@ from ..errors import StoreError
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 READ_OPTION = "runner_read"
+PG_CONNECT_TIMEOUT_S = 10
 
 
 def parse_url(url: str | os.PathLike[str] | URL) -> URL:
@@ -71,8 +72,11 @@ def make_engine(url: URL, *, synchronous: str | None = None,
                              f"{', '.join(SYNCHRONOUS)}, got {chosen!r}")
         if is_memory(url):
             kwargs.update(poolclass=StaticPool, connect_args={"check_same_thread": False})
-    elif synchronous is not None:
-        raise StoreError(f"cannot open store {shown(url)}: synchronous applies to SQLite only")
+    else:
+        if synchronous is not None:
+            raise StoreError(f"cannot open store {shown(url)}: synchronous applies to SQLite only")
+        if "connect_timeout" not in url.query:  # an unreachable host fails in seconds, not minutes
+            kwargs["connect_args"] = {"connect_timeout": PG_CONNECT_TIMEOUT_S}
     try:
         engine = create_engine(url, **kwargs)
     except (ArgumentError, NoSuchModuleError, ImportError) as exc:

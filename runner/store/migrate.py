@@ -62,19 +62,23 @@ def known_revisions() -> set[str]:
     return {rev.revision for rev in _script(str(script_location())).walk_revisions()}
 
 
-def ensure_schema(engine: Engine, url: URL) -> None:
-    """Bring the database to head, or raise ``StoreError`` without touching it."""
+def current_revision(engine: Engine, url: URL) -> str | None:
+    """The store's revision (None: empty), read without modifying anything; ``StoreError`` if not ours."""
     where = shown(url)
     if url.get_backend_name() == "sqlite" and not is_memory(url):
         assert url.database is not None
-        revision = _sqlite_revision(Path(url.database), where)
-    else:
-        try:
-            with engine.connect().execution_options(**{READ_OPTION: True}) as conn:
-                revision = _revision(conn, where)
-        except SQLAlchemyError as exc:
-            raise StoreError(f"cannot open store {where}: {one_line(exc)}") from None
-    if revision == head_revision():
+        return _sqlite_revision(Path(url.database), where)
+    try:
+        with engine.connect().execution_options(**{READ_OPTION: True}) as conn:
+            return _revision(conn, where)
+    except SQLAlchemyError as exc:
+        raise StoreError(f"cannot open store {where}: {one_line(exc)}") from None
+
+
+def ensure_schema(engine: Engine, url: URL) -> None:
+    """Bring the database to head, or raise ``StoreError`` without touching it."""
+    where = shown(url)
+    if current_revision(engine, url) == head_revision():
         return
     try:
         with engine.begin() as conn:
