@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import click
 from rich.text import Text
 
 from ..errors import StoreError
 from ..store import open_store
-from ..store.engine import READ_OPTION, is_memory, make_engine, one_line, parse_url, shown
-from ..store.migrate import _revision, _sqlite_revision, head_revision
+from ..store.engine import make_engine, one_line, parse_url, shown
+from ..store.migrate import current_revision as revision_of
+from ..store.migrate import head_revision
 from .options import Env, common
 from .render import console, print_json
 
@@ -18,18 +17,13 @@ from .render import console, print_json
 def current_revision(db: str) -> str | None:
     """The store's Alembic revision (None: empty or absent), read without modifying anything."""
     url = parse_url(db)
-    where = shown(url)
-    if url.get_backend_name() == "sqlite" and not is_memory(url):
-        assert url.database is not None
-        return _sqlite_revision(Path(url.database), where)
     engine = make_engine(url)
     try:
-        with engine.connect().execution_options(**{READ_OPTION: True}) as conn:
-            return _revision(conn, where)
+        return revision_of(engine, url)
     except Exception as exc:
         if isinstance(exc, StoreError):
             raise
-        raise StoreError(f"cannot open store {where}: {one_line(exc)}") from None
+        raise StoreError(f"cannot open store {shown(url)}: {one_line(exc)}") from None
     finally:
         engine.dispose()
 
