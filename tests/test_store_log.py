@@ -261,3 +261,12 @@ def test_a_failed_write_is_one_store_error_line(store: RunStore) -> None:
     assert "\n" not in message
     assert store.get_run(RUN_ID).task == "Hi"
     assert store.engine.pool.checkedout() == 0
+
+
+def test_an_exact_run_id_wins_over_longer_ids_it_prefixes(store: RunStore) -> None:
+    for run_id in ("1", "10", "11"):
+        run_agent("Hi", ScriptedModel(["hello"]), weather_registry(), run_id=run_id, store=store)
+    assert store.find_run("1").run_id == "1"
+    assert store.resolve_run_id("10") == "10"
+    with pytest.raises(StoreError, match=r"^no run '12' in "):
+        store.resolve_run_id("12")

@@ -34,14 +34,11 @@ def reading(store: RunStore) -> Iterator[Connection]:
 
 def resolve(store: RunStore, ref: str) -> str:
     """The run id ``ref`` names: the run with exactly that id, else the one run whose id starts with it."""
-    with reading(store) as conn:
-        if conn.execute(select(runs.c.run_id).where(runs.c.run_id == ref)).first() is not None:
-            return ref
     return store.resolve_run_id(ref)
 
 
 def find(store: RunStore, ref: str) -> StoredRun:
-    return store.get_run(resolve(store, ref))
+    return store.find_run(ref)
 
 
 def short_ids(store: RunStore, run_ids: list[str]) -> dict[str, str]:

@@ -133,12 +133,21 @@ class RunStore:
         return StoredRun(**summary_fields(row, labels, json.loads), events=stored, messages=messages)
 
     def resolve_run_id(self, prefix: str) -> str:
-        """The one run id starting with ``prefix``; ``StoreError`` when none or several do."""
+        """The run with exactly this id, else the one run whose id starts with ``prefix``.
+
+        ``StoreError`` when none or several do. The prefix match is an indexed range
+        scan (a ``LIKE`` alone cannot use the index on SQLite).
+        """
         if not prefix:
             raise StoreError("empty run id")
-        query = (select(runs.c.run_id).where(runs.c.run_id.startswith(prefix, autoescape=True))
-                 .order_by(runs.c.run_id).limit(2))
+        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
         with self._reading() as conn:
+            if conn.execute(select(runs.c.run_id).where(runs.c.run_id == prefix)).first() is not None:
+                return prefix
+            query = (select(runs.c.run_id)
+                     .where(runs.c.run_id >= prefix, runs.c.run_id < upper,
+                            runs.c.run_id.startswith(prefix, autoescape=True))
+                     .order_by(runs.c.run_id).limit(2))
             found = list(conn.execute(query).scalars())
         if not found:
             raise StoreError(f"no run {prefix!r} in {shown(self.url)}")
