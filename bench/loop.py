@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import time
 
-from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry
+from workload import registry, script
+
 from runner.core import AgentCore
 from runner.limits import Limits, NaiveTokenMeter, TokenMeter
 from runner.loop import drive
@@ -19,19 +20,6 @@ from runner.wiring import build_recorder
 
 SIZES = (10, 100, 1000)
 REPEATS = 5
-
-
-def registry() -> ToolRegistry:
-    reg = ToolRegistry()
-    reg.register("echo", "Echo a number.", {"type": "object", "properties": {"n": {"type": "integer"}},
-                                            "required": ["n"]}, lambda n: {"n": n})
-    return reg
-
-
-def script(steps: int) -> ScriptedModel:
-    replies: list[ModelReply | str] = [
-        ModelReply(f"step {i}", [ToolCall(f"c{i}", "echo", {"n": i})]) for i in range(steps - 1)]
-    return ScriptedModel([*replies, "finished"])
 
 
 def per_step_us(steps: int, meter: type[TokenMeter]) -> float:

@@ -22,25 +22,14 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
+from workload import registry, script
+
+from runner import run_agent
 from runner.store import RunStore, open_store
 
 SIZES = (10, 100, 1000)
 REPEATS = 5
 BIG = 100_000
-
-
-def registry() -> ToolRegistry:
-    reg = ToolRegistry()
-    reg.register("echo", "Echo a number.", {"type": "object", "properties": {"n": {"type": "integer"}},
-                                            "required": ["n"]}, lambda n: {"n": n})
-    return reg
-
-
-def script(steps: int) -> ScriptedModel:
-    replies: list[ModelReply | str] = [
-        ModelReply(f"step {i}", [ToolCall(f"c{i}", "echo", {"n": i})]) for i in range(steps - 1)]
-    return ScriptedModel([*replies, "finished"])
 
 
 def one_run(steps: int, store: RunStore | None) -> tuple[float, str]:

@@ -27,24 +27,12 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NoOpTracerProvider
+from workload import registry, script
 
-from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
+from runner import run_agent
 
 STEPS = 200
 REPEATS = 7
-
-
-def registry() -> ToolRegistry:
-    reg = ToolRegistry()
-    reg.register("echo", "Echo a number.", {"type": "object", "properties": {"n": {"type": "integer"}},
-                                            "required": ["n"]}, lambda n: {"n": n})
-    return reg
-
-
-def script(steps: int) -> ScriptedModel:
-    replies: list[ModelReply | str] = [
-        ModelReply(f"step {i}", [ToolCall(f"c{i}", "echo", {"n": i})]) for i in range(steps - 1)]
-    return ScriptedModel([*replies, "finished"])
 
 
 def per_step_us(after: Callable[[], Any] = lambda: None, **kwargs: Any) -> float:
