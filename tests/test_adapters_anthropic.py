@@ -240,6 +240,15 @@ def test_anthropic_model_builds_a_client(monkeypatch: pytest.MonkeyPatch) -> Non
         assert repr(model) == "AnthropicModel(model='claude-sonnet-5', max_tokens=512)"
 
 
+def test_anthropic_model_for_a_local_server_sends_a_placeholder_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with anthropic_model("local", base_url="http://127.0.0.1:8088") as model:
+        assert model.client.api_key == "unused"
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "from-env")
+    with anthropic_model("local", base_url="http://127.0.0.1:8088") as model:
+        assert model.client.api_key == "from-env"
+
+
 def test_anthropic_model_without_the_sdk_gives_the_install_hint(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "anthropic", None)
     with pytest.raises(MissingDependency, match=r"pip install 'durable-agent-runner\[anthropic\]'"):

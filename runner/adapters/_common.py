@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 from types import ModuleType
 from typing import Any
 
@@ -67,3 +68,19 @@ def parse_arguments(raw: str | None) -> Any:
         return json.loads(raw, parse_constant=_reject_constant)
     except (ValueError, RecursionError):
         return raw
+
+
+def client_options(base_url: str | None, api_key: str | None, timeout: float | None, max_retries: int | None,
+                   *, key_env: str, base_env: str) -> dict[str, Any]:
+    """Keyword arguments for an SDK client; a local server (a base URL, no key) gets a placeholder key.
+
+    The SDKs refuse to build a client without a key even for servers that ignore it.
+    """
+    if api_key is None and not os.environ.get(key_env) and (base_url or os.environ.get(base_env)):
+        api_key = "unused"
+    options: dict[str, Any] = {"base_url": base_url, "api_key": api_key}
+    if timeout is not None:
+        options["timeout"] = timeout
+    if max_retries is not None:
+        options["max_retries"] = max_retries
+    return options

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ..messages import Message, ModelReply, ToolCall, ToolSpec, Usage
-from ._common import STOP_LENGTH, UnusableResponse, require
+from ._common import STOP_LENGTH, UnusableResponse, client_options, require
 
 if TYPE_CHECKING:
     from anthropic import Anthropic, AsyncAnthropic
@@ -36,6 +36,9 @@ DEFAULT_MAX_TOKENS = 1024
 RESERVED_OPTIONS = frozenset({"messages", "tools", "system", "stream"})
 CUT_OFF = frozenset({"max_tokens", "model_context_window_exceeded"})
 
+
+# Where the SDK itself looks for a key and a server.
+_ENV = {"key_env": "ANTHROPIC_API_KEY", "base_env": "ANTHROPIC_BASE_URL"}
 
 def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[MessageParam]]:
     """The system prompt (system messages joined) and the conversation in API shape."""
@@ -180,16 +183,6 @@ class AsyncAnthropicModel(_Base):
         await self.close()
 
 
-def _client_options(api_key: str | None, base_url: str | None, timeout: float | None,
-                    max_retries: int | None) -> dict[str, Any]:
-    options: dict[str, Any] = {"api_key": api_key, "base_url": base_url}
-    if timeout is not None:
-        options["timeout"] = timeout
-    if max_retries is not None:
-        options["max_retries"] = max_retries
-    return options
-
-
 def anthropic_model(model: str, max_tokens: int = DEFAULT_MAX_TOKENS, *, api_key: str | None = None,
                     base_url: str | None = None, timeout: float | None = None,
                     max_retries: int | None = None, **request_options: Any) -> AnthropicModel:
@@ -199,7 +192,7 @@ def anthropic_model(model: str, max_tokens: int = DEFAULT_MAX_TOKENS, *, api_key
     Raises ``MissingDependency`` when the ``anthropic`` package is not installed.
     """
     sdk = require("anthropic", "anthropic")
-    client = cast("Anthropic", sdk.Anthropic(**_client_options(api_key, base_url, timeout, max_retries)))
+    client = cast("Anthropic", sdk.Anthropic(**client_options(base_url, api_key, timeout, max_retries, **_ENV)))
     return AnthropicModel(client, model, max_tokens, **request_options)
 
 
@@ -208,6 +201,7 @@ def async_anthropic_model(model: str, max_tokens: int = DEFAULT_MAX_TOKENS, *, a
                           max_retries: int | None = None, **request_options: Any) -> AsyncAnthropicModel:
     """``anthropic_model`` with an ``anthropic.AsyncAnthropic`` client."""
     sdk = require("anthropic", "anthropic")
-    client = cast("AsyncAnthropic", sdk.AsyncAnthropic(**_client_options(api_key, base_url, timeout, max_retries)))
+    options = client_options(base_url, api_key, timeout, max_retries, **_ENV)
+    client = cast("AsyncAnthropic", sdk.AsyncAnthropic(**options))
     return AsyncAnthropicModel(client, model, max_tokens, **request_options)
 

@@ -17,12 +17,11 @@ whole conversation whose history holds unparsable arguments.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ..messages import Message, ModelReply, ToolCall, ToolSpec, Usage
-from ._common import STOP_REFUSAL, UnusableResponse, parse_arguments, require
+from ._common import STOP_REFUSAL, UnusableResponse, client_options, parse_arguments, require
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
@@ -36,6 +35,9 @@ PROVIDER = "openai"
 # Set by the adapter itself; a request option with one of these names is a mistake.
 RESERVED_OPTIONS = frozenset({"messages", "tools", "stream", "n"})
 
+
+# Where the SDK itself looks for a key and a server.
+_ENV = {"key_env": "OPENAI_API_KEY", "base_env": "OPENAI_BASE_URL"}
 
 def to_openai_messages(messages: Sequence[Message]) -> list[ChatCompletionMessageParam]:
     """Our messages in Chat Completions shape, in the same order."""
@@ -174,18 +176,6 @@ class AsyncOpenAIModel(_Base):
         await self.close()
 
 
-def _client_options(base_url: str | None, api_key: str | None, timeout: float | None,
-                    max_retries: int | None) -> dict[str, Any]:
-    if api_key is None and not os.environ.get("OPENAI_API_KEY") and (base_url or os.environ.get("OPENAI_BASE_URL")):
-        api_key = "unused"  # local OpenAI-compatible servers need no key, the SDK insists on one
-    options: dict[str, Any] = {"base_url": base_url, "api_key": api_key}
-    if timeout is not None:
-        options["timeout"] = timeout
-    if max_retries is not None:
-        options["max_retries"] = max_retries
-    return options
-
-
 def openai_model(model: str, base_url: str | None = None, api_key: str | None = None, *,
                  provider_name: str = PROVIDER, timeout: float | None = None,
                  max_retries: int | None = None, **request_options: Any) -> OpenAIModel:
@@ -196,7 +186,7 @@ def openai_model(model: str, base_url: str | None = None, api_key: str | None = 
     Raises ``MissingDependency`` when the ``openai`` package is not installed.
     """
     sdk = require("openai", "openai")
-    client = cast("OpenAI", sdk.OpenAI(**_client_options(base_url, api_key, timeout, max_retries)))
+    client = cast("OpenAI", sdk.OpenAI(**client_options(base_url, api_key, timeout, max_retries, **_ENV)))
     return OpenAIModel(client, model, provider_name=provider_name, **request_options)
 
 
@@ -205,5 +195,5 @@ def async_openai_model(model: str, base_url: str | None = None, api_key: str | N
                        max_retries: int | None = None, **request_options: Any) -> AsyncOpenAIModel:
     """``openai_model`` with an ``openai.AsyncOpenAI`` client."""
     sdk = require("openai", "openai")
-    client = cast("AsyncOpenAI", sdk.AsyncOpenAI(**_client_options(base_url, api_key, timeout, max_retries)))
+    client = cast("AsyncOpenAI", sdk.AsyncOpenAI(**client_options(base_url, api_key, timeout, max_retries, **_ENV)))
     return AsyncOpenAIModel(client, model, provider_name=provider_name, **request_options)
