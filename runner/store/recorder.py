@@ -22,10 +22,10 @@ from sqlalchemy import Dialect, Engine, bindparam
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import StoreError
+from ..ids import derived_span_id, derived_trace_id
 from ..messages import Message, ToolCall
 from ..recorder import ModelCallInfo, RunInfo, ToolCallInfo, describe_reply
 from .engine import one_line
-from .ids import derived_span_id, derived_trace_id
 from .prepared import Prepared
 from .tables import events, run_labels, run_tools, runs
 

@@ -11,7 +11,7 @@ Span tree of one run (names from the OpenTelemetry GenAI conventions)::
 
 from __future__ import annotations
 
-from .attrs import derived_span_id, derived_trace_id
+from ..ids import derived_span_id, derived_trace_id
 from .live import TracingRecorder
 from .otlp import TracingSetupError, configure_tracing, otlp_exporter
 from .rebuild import export_run, rebuild_spans

@@ -11,7 +11,6 @@ only: a parent repeating its children's usage makes backends count it twice.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 from collections.abc import Mapping, Sequence
@@ -59,25 +58,6 @@ KIND_CHAT: Final = SpanKind.CLIENT
 KIND_TOOL: Final = SpanKind.INTERNAL
 
 UNSET: Final = Status(StatusCode.UNSET)
-
-
-_HEX32 = re.compile(r"[0-9a-f]{32}")
-
-
-def derived_trace_id(run_id: str) -> str:
-    """The run id itself when it is 32 lowercase hex (a uuid4 hex), else a hash of it."""
-    if _HEX32.fullmatch(run_id):
-        return run_id
-    return hashlib.sha256(run_id.encode()).hexdigest()[:32]
-
-
-def derived_span_id(run_id: str, key: str) -> str:
-    """A stable 16-hex span id for ``key`` ('run', 'step:N', 'chat:N', 'tool:CALLID') of a run.
-
-    Used when no tracer records the run, so its log still carries ids and its
-    rebuilt trace is the same every time.
-    """
-    return hashlib.sha256(f"{run_id}:{key}".encode()).hexdigest()[:16]
 
 
 def run_name(agent_name: str | None) -> str:

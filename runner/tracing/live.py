@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.trace import Span, SpanKind, Tracer, TracerProvider
 
+from ..ids import derived_span_id, derived_trace_id
 from ..recorder import ModelCallInfo, RunInfo, ToolCallInfo, describe_reply
 from . import attrs as a
 
@@ -63,7 +64,7 @@ class TracingRecorder:
     def _derived(self, key: str) -> str:
         found = self._ids.get(key)
         if found is None:
-            found = self._ids[key] = a.derived_span_id(self._run_id, key)
+            found = self._ids[key] = derived_span_id(self._run_id, key)
         return found
 
     def _remember(self, key: str, span: Span) -> str:
@@ -96,7 +97,7 @@ class TracingRecorder:
         else:
             root.end()
             self._root = None
-            self.trace_id = a.derived_trace_id(run.run_id)
+            self.trace_id = derived_trace_id(run.run_id)
             self._current = self._derived("run")
 
     def message_appended(self, index: int, message: Message, step: int) -> None:

@@ -23,6 +23,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, TraceFlags
 
+from ..ids import derived_span_id, derived_trace_id
 from . import attrs as a
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -92,7 +93,7 @@ class _Builder:
         self.last = 0
 
     def id_for(self, key: str, event: StoredEventLike) -> str:
-        return event.span_id or a.derived_span_id(self.run_id, key)
+        return event.span_id or derived_span_id(self.run_id, key)
 
     def open(self, key: str, name: str, kind: SpanKind, event: StoredEventLike, parent: str | None,
              attrs: a.Attrs, start: int | None = None) -> _Span:
@@ -193,7 +194,7 @@ def rebuild_spans(run: StoredRunLike, *, record_content: bool = False,
     builder = _Builder(run, record_content)
     for event in sorted(run.events, key=lambda e: e.seq):
         builder.feed(event)
-    trace_id = int(run.trace_id or a.derived_trace_id(run.run_id), 16)
+    trace_id = int(run.trace_id or derived_trace_id(run.run_id), 16)
     flags = TraceFlags(TraceFlags.SAMPLED)
     scope = InstrumentationScope(a.SCOPE)
     resource = resource if resource is not None else Resource.create()

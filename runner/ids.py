@@ -1,4 +1,7 @@
-"""Stable trace and span ids for runs recorded without a tracer.
+"""Stable trace and span ids for runs recorded without a live tracer.
+
+Shared by the store (runs recorded with no span source) and tracing (a no-op
+provider, and spans rebuilt from the log), so both always agree.
 
 The log stores a span id on every event so a trace can be rebuilt from it. When
 no tracer is attached the ids are derived from the run id and a span key, so
