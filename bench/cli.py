@@ -66,8 +66,9 @@ def build(path: Path, count: int, seed: int = 6) -> None:
                     "updated_at": started, "heartbeat_at": started,
                     "finished_at": started + timedelta(seconds=rng.uniform(0.5, 60)),
                 })
-                tool_rows += [{"run_id": run_id, "name": t} for t in used]
-                label_rows.append({"run_id": run_id, "key": "env", "value": rng.choice(["prod", "dev"])})
+                tool_rows += [{"run_id": run_id, "name": t, "started_at": started} for t in used]
+                label_rows.append({"run_id": run_id, "key": "env", "value": rng.choice(["prod", "dev"]),
+                                   "started_at": started})
                 if n % 10 == 0:
                     event_rows += [
                         {"run_id": run_id, "seq": 1, "at": started, "step": 0, "kind": "run_started",

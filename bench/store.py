@@ -113,12 +113,12 @@ def fill(path: Path, count: int) -> None:
                          run_id, "bench:1", at, at, at, at))
             events += [(run_id, seq, at, step, kind, data, None)
                        for seq, (kind, step, data) in enumerate(encoded, 1)]
-            tools.append((run_id, "echo"))
+            tools.append((run_id, "echo", at))
         db.executemany("INSERT INTO runs (run_id, task, system, model, status, answer, steps, tokens, tool_calls,"
                        " limits, tool_specs, trace_id, owner, started_at, updated_at, heartbeat_at, finished_at)"
                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", runs)
         db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)", events)
-        db.executemany("INSERT INTO run_tools VALUES (?, ?)", tools)
+        db.executemany("INSERT INTO run_tools (run_id, name, started_at) VALUES (?, ?, ?)", tools)
     db.execute("COMMIT")
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # a store in steady state, not one fresh from a bulk load
     db.close()
@@ -161,6 +161,7 @@ def main() -> None:
             get_ms = latency_ms(lambda: store.get_run(run_id))
             get_small_ms = latency_ms(lambda: store.get_run(f"{BIG // 2:032x}"))
             tool_ms = latency_ms(lambda: store.list_runs(tool="echo", limit=50), repeats=5)
+            rare_ms = latency_ms(lambda: store.list_runs(tool="absent", limit=50), repeats=5)
             status_ms = latency_ms(lambda: store.list_runs(status="done", limit=50))
         empty_100 = rows[100][1]
         print(f"logged loop, 100 steps: {logged_big:8.1f} us/step on {BIG:,} runs vs {empty_100:.1f} on a "
@@ -168,6 +169,7 @@ def main() -> None:
         print(f"list_runs(limit=50), newest:       {list_ms:8.2f} ms")
         print(f"list_runs(status='done'):          {status_ms:8.2f} ms")
         print(f"list_runs(tool='echo'), all match: {tool_ms:8.2f} ms")
+        print(f"list_runs(tool='absent'), none:    {rare_ms:8.2f} ms")
         print(f"get_run, 100-step run (704 events):{get_ms:8.2f} ms")
         print(f"get_run, 2-step run (11 events):   {get_small_ms:8.2f} ms")
 

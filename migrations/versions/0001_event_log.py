@@ -80,19 +80,21 @@ def upgrade() -> None:
         sa.Column("run_id", sa.String(64), nullable=False),
         sa.Column("key", sa.String(200), nullable=False),
         sa.Column("value", sa.Text(), nullable=False),
+        sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("run_id", "key", name=op.f("pk_run_labels")),
         sa.ForeignKeyConstraint(["run_id"], ["runs.run_id"], name=op.f("fk_run_labels_run_id_runs")),
     )
-    op.create_index("ix_run_labels_key_value", "run_labels", ["key", "value"])
+    op.create_index("ix_run_labels_key_value_started_at", "run_labels", ["key", "value", "started_at", "run_id"])
 
     op.create_table(
         "run_tools",
         sa.Column("run_id", sa.String(64), nullable=False),
         sa.Column("name", sa.String(200), nullable=False),
+        sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
         sa.PrimaryKeyConstraint("run_id", "name", name=op.f("pk_run_tools")),
         sa.ForeignKeyConstraint(["run_id"], ["runs.run_id"], name=op.f("fk_run_tools_run_id_runs")),
     )
-    op.create_index("ix_run_tools_name_run_id", "run_tools", ["name", "run_id"])
+    op.create_index("ix_run_tools_name_started_at", "run_tools", ["name", "started_at", "run_id"])
 
     dialect = op.get_bind().dialect.name
     if dialect == "sqlite":
@@ -116,9 +118,9 @@ def downgrade() -> None:
         op.execute("DROP TRIGGER events_no_truncate ON events")
         op.execute("DROP TRIGGER events_no_update_delete ON events")
         op.execute("DROP FUNCTION events_append_only()")
-    op.drop_index("ix_run_tools_name_run_id", table_name="run_tools")
+    op.drop_index("ix_run_tools_name_started_at", table_name="run_tools")
     op.drop_table("run_tools")
-    op.drop_index("ix_run_labels_key_value", table_name="run_labels")
+    op.drop_index("ix_run_labels_key_value_started_at", table_name="run_labels")
     op.drop_table("run_labels")
     op.drop_table("events")
     op.drop_index(op.f("ix_runs_parent_run_id"), table_name="runs")

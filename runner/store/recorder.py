@@ -70,6 +70,7 @@ class StoreRecorder:
         self._tools: list[dict[str, Any]] = []
         self._tool_names: set[str] = set()
         self._span_ids: dict[str, str] = {}
+        self._started_at = datetime.now(UTC)
         self._summary: dict[str, Any] = {"status": RUNNING, "answer": None, "error": None, "steps": 0,
                                          "tokens": 0, "tool_calls": 0, "finished_at": None}
         self._sql = statements(engine.dialect)
@@ -93,7 +94,8 @@ class StoreRecorder:
             "started_at": now, "updated_at": now, "heartbeat_at": now, "finished_at": None,
         }
         labels = dict(run.labels)
-        self._labels = [{"run_id": run.run_id, "key": k, "value": v} for k, v in labels.items()]
+        self._started_at = now
+        self._labels = [{"run_id": run.run_id, "key": k, "value": v, "started_at": now} for k, v in labels.items()]
         self._event("run_started", "run", {
             "task": run.task, "system": run.system, "limits": limits, "tool_specs": specs,
             "model": run.model_name, "provider": run.provider_name, "agent_name": run.agent_name,
@@ -167,7 +169,7 @@ class StoreRecorder:
     def _used(self, name: str) -> None:
         if isinstance(name, str) and name not in self._tool_names:
             self._tool_names.add(name)
-            self._tools.append({"run_id": self.run_id, "name": name[:200]})
+            self._tools.append({"run_id": self.run_id, "name": name[:200], "started_at": self._started_at})
 
     def _event(self, kind: str, key: str, data: dict[str, Any], at: datetime | None = None) -> None:
         """Buffer one event. ``key`` names its span when there is no span source."""

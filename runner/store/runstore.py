@@ -15,7 +15,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import cast
 
-from sqlalchemy import Connection, Engine, func, or_, select
+from sqlalchemy import ColumnElement, Connection, Engine, FromClause, exists, func, or_, select
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -94,24 +94,37 @@ class RunStore:
             raise ValueError(f"limit must be a non-negative integer, got {limit!r}")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
+        pairs = [label] if isinstance(label, tuple) else list((label or {}).items())
+        # The newest-first walk runs on the most selective index at hand: a tool's or a
+        # label's own (name/key, started_at) index when filtering on one, else the runs'.
+        driver: FromClause = runs
+        if tool is not None:
+            driver = run_tools.alias("driver")
+            conditions: list[ColumnElement[bool]] = [driver.c.name == tool]
+        elif pairs:
+            key, value = pairs.pop(0)
+            driver = run_labels.alias("driver")
+            conditions = [driver.c.key == key, driver.c.value == value]
+        else:
+            conditions = []
         query = select(runs)
+        if driver is not runs:
+            query = query.select_from(driver.join(runs, runs.c.run_id == driver.c.run_id))
+        query = query.where(*conditions)
         if status is not None:
             query = query.where(runs.c.status.in_([status] if isinstance(status, str) else list(status)))
         if since is not None:
-            query = query.where(runs.c.started_at >= since)
+            query = query.where(driver.c.started_at >= since)
         if until is not None:
-            query = query.where(runs.c.started_at < until)
-        if tool is not None:
-            query = query.where(runs.c.run_id.in_(select(run_tools.c.run_id).where(run_tools.c.name == tool)))
+            query = query.where(driver.c.started_at < until)
         if text is not None:
             needle = text.lower()
             query = query.where(or_(func.lower(runs.c.task).contains(needle, autoescape=True),
                                     func.lower(runs.c.answer).contains(needle, autoescape=True)))
-        pairs = [label] if isinstance(label, tuple) else list((label or {}).items())
         for key, value in pairs:
-            query = query.where(runs.c.run_id.in_(select(run_labels.c.run_id).where(
-                run_labels.c.key == key, run_labels.c.value == value)))
-        query = query.order_by(runs.c.started_at.desc(), runs.c.run_id.desc()).limit(limit).offset(offset)
+            query = query.where(exists().where(
+                run_labels.c.run_id == runs.c.run_id, run_labels.c.key == key, run_labels.c.value == value))
+        query = query.order_by(driver.c.started_at.desc(), driver.c.run_id.desc()).limit(limit).offset(offset)
         with self._reading() as conn:
             rows = conn.execute(query).mappings().all()
             labels = self._labels(conn, [row["run_id"] for row in rows])

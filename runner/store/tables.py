@@ -5,6 +5,10 @@
 ``run_labels``  caller labels of a run (key, value), for the label filter
 ``run_tools``   each tool name a run called, for the tool filter
 
+Both filter tables repeat the run's ``started_at``, so a filter on a tool or a
+label walks its own index newest first and stops after ``limit`` rows, whether
+the tool is in every run or in three of them.
+
 JSON columns (``events.data``, ``runs.limits``, ``runs.tool_specs``) hold JSON
 text on every backend. Timestamps are UTC with microseconds. The schema is
 created and changed only by the Alembic migrations in ``migrations/``; a test
@@ -102,8 +106,9 @@ class RunLabel(Base):
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id"), primary_key=True)
     key: Mapped[str] = mapped_column(String(200), primary_key=True)
     value: Mapped[str] = mapped_column(Text)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime())  # the run's, so a label filter reads newest first
 
-    __table_args__ = (Index("ix_run_labels_key_value", "key", "value"),)
+    __table_args__ = (Index("ix_run_labels_key_value_started_at", "key", "value", "started_at", "run_id"),)
 
 
 class RunTool(Base):
@@ -111,8 +116,9 @@ class RunTool(Base):
 
     run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id"), primary_key=True)
     name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    started_at: Mapped[datetime] = mapped_column(UTCDateTime())  # the run's, so a tool filter reads newest first
 
-    __table_args__ = (Index("ix_run_tools_name_run_id", "name", "run_id"),)
+    __table_args__ = (Index("ix_run_tools_name_started_at", "name", "started_at", "run_id"),)
 
 
 runs = Base.metadata.tables["runs"]
