@@ -9,7 +9,6 @@ a per-tool timeout and the cancel event all cancel the awaited call.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import math
 import time
@@ -17,7 +16,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Unpack
 
 from .core import DEFAULT_SYSTEM, Action, AgentCore, AgentResult, CallModel, Outcome
-from .limits import CANCELLED
 from .loop import CANCEL_POLL_S
 from .options import RunOptions, build_core
 from .tools import ToolRegistry
@@ -45,23 +43,20 @@ async def adrive(core: AgentCore) -> AgentResult:
     try:
         action = next(decisions)
         while True:
-            try:
-                outcome = await aperform(core, action)
-            except asyncio.CancelledError:
-                # The caller cancelled this coroutine: close the run as cancelled, then let it go.
-                with contextlib.suppress(StopIteration):
-                    decisions.send(Outcome(stop=CANCELLED))
-                raise
-            action = decisions.send(outcome)
+            action = decisions.send(await aperform(core, action))
     except StopIteration as finished:
         result: AgentResult = finished.value
         return result
+    except BaseException as exc:  # the caller cancelled us, Ctrl-C, a raising callback or recorder
+        decisions.close()
+        core.abort(exc)
+        raise
 
 
 async def aperform(core: AgentCore, action: Action) -> Outcome:
     if isinstance(action, CallModel):
         return await _await_call(action.model, (action.messages, action.specs), {}, None, core)
-    return await _await_call(action.tool.fn, (), action.call.args, action.tool.timeout_s, core)
+    return await _await_call(action.tool.fn, (), action.args, action.tool.timeout_s, core)
 
 
 async def _await_call(
@@ -72,6 +67,15 @@ async def _await_call(
     task = asyncio.ensure_future(_invoke(fn, args, kwargs))
     call_end = started + timeout_s if timeout_s is not None else math.inf
     run_end = core.deadline if core.deadline is not None else math.inf
+    try:
+        return await _wait(task, started, call_end, run_end, core)
+    except BaseException:
+        task.cancel()  # whoever cancelled us: the model or tool call must not run on unobserved
+        raise
+
+
+async def _wait(task: asyncio.Future[Any], started: float, call_end: float, run_end: float,
+                core: AgentCore) -> Outcome:
     while True:
         wait = min(call_end, run_end) - time.monotonic()
         if core.cancel is not None:

@@ -8,6 +8,8 @@ driver awaits coroutines, and neither holds a single budget or validation rule.
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import json
 import time
 import uuid
@@ -18,7 +20,7 @@ from typing import Any
 from . import limits as st
 from .errors import AgentStopped, StopRun
 from .limits import Limits, TokenMeter, cut_observation, reply_tokens
-from .messages import Message, Model, ModelReply, ToolCall, ToolSpec, assistant_message, tool_message
+from .messages import Message, Model, ModelReply, ToolCall, ToolSpec, Usage, assistant_message, tool_message
 from .recorder import ModelCallInfo, Recorder, RunInfo, ToolCallInfo
 from .tools import Tool, ToolRegistry, failure_observation, result_observation, timeout_observation
 
@@ -65,8 +67,12 @@ class CallModel:
 
 @dataclass(frozen=True, slots=True)
 class CallTool:
+    """Run ``tool`` on ``args``: a copy of the call's, so a tool that edits its arguments
+    cannot rewrite the assistant message already appended (and logged)."""
+
     tool: Tool
     call: ToolCall
+    args: dict[str, Any]
 
 
 Action = CallModel | CallTool
@@ -124,6 +130,7 @@ class AgentCore:
         self.last_call_key: str | None = None
         self.repeats = 0
         self.open_step = False
+        self.finished = False
         # Replay's hook to reproduce a recorded stop (deadline, cancel) at the same point.
         self.external_stop: Callable[[AgentCore, ToolCall | None], tuple[str, str] | None] | None = None
         model_name, provider = model_identity(model)
@@ -250,6 +257,11 @@ class AgentCore:
             return f"reply content must be a string, got {type(reply.content).__name__}"
         if not isinstance(reply.tool_calls, (list, tuple)):
             return f"reply tool_calls must be a list, got {type(reply.tool_calls).__name__}"
+        usage = reply.usage
+        if usage is not None and not (isinstance(usage, Usage) and all(
+                isinstance(n, int) and not isinstance(n, bool) and n >= 0
+                for n in (usage.input_tokens, usage.output_tokens))):
+            return f"reply usage must be Usage(input_tokens, output_tokens) of non-negative ints, got {usage!r}"
         ids: set[str] = set()
         for call in reply.tool_calls:
             if not isinstance(call, ToolCall):
@@ -272,6 +284,8 @@ class AgentCore:
         if stop:
             return stop
         observation = self.registry.check(call.name, call.args)
+        if observation is not None:  # a refused call breaks a run of identical calls
+            self.last_call_key, self.repeats = None, 0
         observation = observation or self._repeat_observation(call)
         tool = self.registry.get(call.name)
         if observation is None and tool is not None:
@@ -291,7 +305,7 @@ class AgentCore:
             assert tool is not None
             self.recorder.tool_started(step, call)
             self.tool_calls_run += 1
-            outcome = yield CallTool(tool, call)
+            outcome = yield CallTool(tool, call, copy.deepcopy(call.args))
             duration = outcome.elapsed_s
             if outcome.stop:
                 self.recorder.tool_finished(ToolCallInfo(step, call, f"ERROR: {outcome.stop}", False,
@@ -332,8 +346,21 @@ class AgentCore:
         self.recorder.model_call_finished(ModelCallInfo(
             step, prompt_tokens, reply, produced, outcome.elapsed_s, error, error_type or error))
 
+    def abort(self, exc: BaseException) -> None:
+        """Close a run that an exception is leaving (Ctrl-C, a raising callback or recorder).
+
+        The run is logged as ``cancelled`` with the exception as its reason, its spans are
+        ended, and the caller's exception goes on; a failure while closing is not allowed
+        to hide it.
+        """
+        if self.finished:
+            return
+        with contextlib.suppress(Exception):
+            self._finish(st.CANCELLED, f"aborted by {type(exc).__name__}: {exc}".rstrip(": "), exception=exc)
+
     def _finish(self, status: str, error: str | None, answer: str | None = None,
                 exception: BaseException | None = None) -> AgentResult:
+        self.finished = True
         result = AgentResult(status, answer, self.steps, self.spent, self.messages, self.run_id,
                              error, self.tool_calls_run, exception)
         if self.open_step:

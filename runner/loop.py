@@ -47,7 +47,11 @@ def run_agent(
 
 
 def drive(core: AgentCore) -> AgentResult:
-    """Perform the actions ``core`` decides on until it returns a result."""
+    """Perform the actions ``core`` decides on until it returns a result.
+
+    An exception leaving the loop (Ctrl-C, a raising ``approve`` callback or
+    recorder) first closes the run, so the log never shows it running forever.
+    """
     decisions = core.run()
     try:
         action = next(decisions)
@@ -56,6 +60,10 @@ def drive(core: AgentCore) -> AgentResult:
     except StopIteration as finished:
         result: AgentResult = finished.value
         return result
+    except BaseException as exc:
+        decisions.close()
+        core.abort(exc)
+        raise
 
 
 def perform(core: AgentCore, action: Action) -> Outcome:
@@ -66,7 +74,7 @@ def perform(core: AgentCore, action: Action) -> Outcome:
             return model(messages, specs)
 
         return call(work, None, core)
-    args, fn = action.call.args, action.tool.fn
+    args, fn = action.args, action.tool.fn
 
     def run_tool() -> Any:
         return fn(**args)
@@ -94,7 +102,7 @@ def _call_on_worker(
     def target() -> None:
         try:
             box["value"] = work()
-        except BaseException as exc:  # reported to the loop, never lost in a thread
+        except BaseException as exc:  # handed to the loop's thread, never lost in this one
             box["error"] = exc
         finally:
             done.set()
@@ -110,6 +118,8 @@ def _call_on_worker(
         if done.wait(max(wait, 0.0)):
             elapsed = time.monotonic() - started
             if "error" in box:
+                if not isinstance(box["error"], Exception):
+                    raise box["error"]  # SystemExit, KeyboardInterrupt: as if raised on this thread
                 return Outcome(error=box["error"], elapsed_s=elapsed)
             return Outcome(value=box.get("value"), elapsed_s=elapsed)
         now = time.monotonic()

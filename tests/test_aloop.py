@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from typing import Any
@@ -171,3 +172,32 @@ def test_fifty_concurrent_runs_into_one_store_log_like_sequential_runs(tmp_path:
             assert _log_shape(store, concurrent[i].run_id) == _log_shape(store, sequential[i].run_id)
         for result in concurrent:
             assert store.get_run(result.run_id).messages == result.messages
+
+
+def test_cancelling_the_caller_cancels_the_awaited_call_and_closes_the_run(tmp_path: Any) -> None:
+    from runner import open_store
+
+    state = {"model_finished": False, "cancelled_inside": False}
+
+    async def model(messages: Any, specs: Any) -> ModelReply:
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            state["cancelled_inside"] = True
+            raise
+        state["model_finished"] = True
+        return ModelReply("late")
+
+    with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        async def main() -> None:
+            run = asyncio.ensure_future(arun_agent("t", model, ToolRegistry(), store=store))
+            await asyncio.sleep(0.05)
+            run.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await run
+            await asyncio.sleep(0)
+
+        asyncio.run(main())
+        assert state == {"model_finished": False, "cancelled_inside": True}
+        [summary] = store.list_runs()
+        assert (summary.status, summary.error) == ("cancelled", "aborted by CancelledError")

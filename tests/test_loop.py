@@ -413,3 +413,75 @@ def test_non_json_tool_result_is_an_error_observation() -> None:
     assert result.messages[3]["content"] == (
         "ERROR: s returned a value that is not JSON-serialisable: TypeError: Object of type set is not JSON "
         "serializable")
+
+
+def test_a_tool_that_edits_its_arguments_cannot_rewrite_the_history() -> None:
+    registry = ToolRegistry()
+
+    def grow(items: list[str]) -> int:
+        items.append("x" * 100)
+        return len(items)
+
+    registry.register("grow", "d", {"type": "object", "properties": {"items": {"type": "array"}}}, grow)
+    model = ScriptedModel([reply("", call("c1", "grow", items=["a"])), "ok"])
+    result = run_agent("t", model, registry)
+    assert result.messages[2]["tool_calls"][0]["args"] == {"items": ["a"]}
+    assert result.messages[3]["content"] == "2"
+    assert model.replies[0].tool_calls[0].args == {"items": ["a"]}
+
+
+def test_a_refused_call_breaks_a_run_of_identical_calls() -> None:
+    calls = Calls()
+    model = ScriptedModel([
+        reply("", call("c1", "get_weather", city="Paris")), reply("", call("c2", "get_weather", city="Paris")),
+        reply("", call("c3", "nope")), reply("", call("c4", "get_weather", city="Paris")), "done"])
+    result = run_agent("t", model, weather_registry(calls), max_steps=10)
+    assert calls.names() == ["get_weather"] * 3
+    assert result.messages[-2]["content"] == '{"celsius": 21}'
+
+
+def test_a_reply_with_malformed_usage_is_an_invalid_reply() -> None:
+    model = ScriptedModel([ModelReply("hi", [], Usage(12, None))])  # type: ignore[arg-type]
+    result = run_agent("t", model, ToolRegistry())
+    assert result.status == "invalid_reply"
+    assert result.error == ("reply usage must be Usage(input_tokens, output_tokens) of non-negative ints, "
+                            "got Usage(input_tokens=12, output_tokens=None)")
+
+
+def test_an_approver_that_raises_closes_the_run_then_propagates() -> None:
+    from runner.recorder import NullRecorder
+
+    finished: list[Any] = []
+
+    class Spy(NullRecorder):
+        def run_finished(self, result: Any) -> None:
+            finished.append(result)
+
+    registry = ToolRegistry()
+    registry.register("pay", "pay", {"type": "object"}, lambda: 1, needs_approval=True)
+
+    def approve(c: ToolCall) -> bool:
+        raise RuntimeError("approval service down")
+
+    with pytest.raises(RuntimeError, match="approval service down"):
+        run_agent("t", ScriptedModel([reply("", call("c1", "pay"))]), registry, approve=approve, recorder=Spy())
+    assert [(r.status, r.error) for r in finished] == [
+        ("cancelled", "aborted by RuntimeError: approval service down")]
+
+
+def test_ctrl_c_in_the_model_closes_the_run_then_propagates() -> None:
+    from runner.recorder import NullRecorder
+
+    finished: list[Any] = []
+
+    class Spy(NullRecorder):
+        def run_finished(self, result: Any) -> None:
+            finished.append(result)
+
+    def model(messages: Any, specs: Any) -> ModelReply:
+        raise KeyboardInterrupt
+
+    for options in ({}, {"timeout_s": 5.0}):
+        with pytest.raises(KeyboardInterrupt):
+            run_agent("t", model, ToolRegistry(), recorder=Spy(), **options)
+    assert [(r.status, r.error) for r in finished] == [("cancelled", "aborted by KeyboardInterrupt")] * 2

@@ -270,3 +270,12 @@ def test_an_exact_run_id_wins_over_longer_ids_it_prefixes(store: RunStore) -> No
     assert store.resolve_run_id("10") == "10"
     with pytest.raises(StoreError, match=r"^no run '12' in "):
         store.resolve_run_id("12")
+
+
+def test_two_long_tool_names_sharing_the_column_width_do_not_break_the_run(store: RunStore) -> None:
+    long_a, long_b = "a" * 200 + "1", "a" * 200 + "2"
+    model = ScriptedModel([ModelReply("", [ToolCall("c1", long_a, {}), ToolCall("c2", long_b, {})]), "ok"])
+    result = run_agent("t", model, weather_registry(), store=store)
+    assert result.status == "done"
+    assert store.get_run(result.run_id).status == "done"
+    assert [r.run_id for r in store.list_runs(tool="a" * 200)] == [result.run_id]

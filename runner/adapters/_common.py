@@ -15,6 +15,7 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import RunnerError
+from ..messages import Usage
 
 STOP_LENGTH = "length"
 STOP_REFUSAL = "refusal"
@@ -84,3 +85,15 @@ def client_options(base_url: str | None, api_key: str | None, timeout: float | N
     if max_retries is not None:
         options["max_retries"] = max_retries
     return options
+
+
+def usage_of(input_tokens: object, output_tokens: object, cached_input_tokens: int = 0) -> Usage | None:
+    """The reply's usage when the server gave both counts as non-negative ints, else None.
+
+    Some OpenAI-compatible servers send nulls; the loop then falls back to its estimate.
+    """
+    if isinstance(input_tokens, bool) or isinstance(output_tokens, bool):
+        return None
+    if isinstance(input_tokens, int) and isinstance(output_tokens, int) and min(input_tokens, output_tokens) >= 0:
+        return Usage(input_tokens + cached_input_tokens, output_tokens)
+    return None

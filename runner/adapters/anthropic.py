@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from ..messages import Message, ModelReply, ToolCall, ToolSpec, Usage
-from ._common import STOP_LENGTH, UnusableResponse, client_options, require
+from ..messages import Message, ModelReply, ToolCall, ToolSpec
+from ._common import STOP_LENGTH, UnusableResponse, client_options, require, usage_of
 
 if TYPE_CHECKING:
     from anthropic import Anthropic, AsyncAnthropic
@@ -100,8 +100,8 @@ def reply_from_message(message: AnthropicMessage) -> ModelReply:
     if stop_reason in CUT_OFF:
         stop_reason = STOP_LENGTH
     u = message.usage
-    usage = Usage(u.input_tokens + (u.cache_creation_input_tokens or 0) + (u.cache_read_input_tokens or 0),
-                  u.output_tokens)
+    usage = usage_of(u.input_tokens, u.output_tokens,
+                     (u.cache_creation_input_tokens or 0) + (u.cache_read_input_tokens or 0))
     return ModelReply("".join(texts), calls, usage, stop_reason)
 
 

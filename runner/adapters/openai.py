@@ -20,8 +20,8 @@ import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from ..messages import Message, ModelReply, ToolCall, ToolSpec, Usage
-from ._common import STOP_REFUSAL, UnusableResponse, client_options, parse_arguments, require
+from ..messages import Message, ModelReply, ToolCall, ToolSpec
+from ._common import STOP_REFUSAL, UnusableResponse, client_options, parse_arguments, require, usage_of
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
@@ -99,7 +99,7 @@ def reply_from_completion(completion: ChatCompletion) -> ModelReply:
         content, stop_reason = message.refusal, STOP_REFUSAL
     usage = None
     if completion.usage is not None:
-        usage = Usage(completion.usage.prompt_tokens, completion.usage.completion_tokens)
+        usage = usage_of(completion.usage.prompt_tokens, completion.usage.completion_tokens)
     return ModelReply(content, calls, usage, stop_reason)
 
 

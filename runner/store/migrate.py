@@ -123,8 +123,11 @@ def _sqlite_revision(path: Path, where: str) -> str | None:
         return None
     if path.is_dir():
         raise StoreError(f"cannot open store {where}: {path} is a directory")
-    with path.open("rb") as fh:
-        header = fh.read(len(SQLITE_HEADER))
+    try:
+        with path.open("rb") as fh:
+            header = fh.read(len(SQLITE_HEADER))
+    except OSError as exc:
+        raise StoreError(f"cannot open store {where}: {exc.strerror or exc}") from None
     if not header:
         return None
     if header != SQLITE_HEADER:

@@ -143,7 +143,7 @@ class StoreRecorder:
 
     def tool_finished(self, info: ToolCallInfo) -> None:
         call = info.call
-        self._used(call.name)
+        self._used(call.name)  # refused calls count too: "which runs tried the tool we removed?"
         self._event("tool_finished", f"tool:{call.id}", {
             "call_id": call.id, "name": call.name, "observation": info.observation, "ok": info.ok,
             "duration_s": info.duration_s, "ran": info.ran,
@@ -167,9 +167,10 @@ class StoreRecorder:
     # -- buffering and commits ---------------------------------------------------
 
     def _used(self, name: str) -> None:
-        if isinstance(name, str) and name not in self._tool_names:
-            self._tool_names.add(name)
-            self._tools.append({"run_id": self.run_id, "name": name[:200], "started_at": self._started_at})
+        key = name[:200]  # the column's width: two long names that share it are one row
+        if key not in self._tool_names:
+            self._tool_names.add(key)
+            self._tools.append({"run_id": self.run_id, "name": key, "started_at": self._started_at})
 
     def _event(self, kind: str, key: str, data: dict[str, Any], at: datetime | None = None) -> None:
         """Buffer one event. ``key`` names its span when there is no span source."""

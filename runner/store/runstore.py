@@ -51,7 +51,11 @@ def open_store(url: str | os.PathLike[str] | URL = "sqlite:///runs.db", *, synch
 
 
 class RunStore:
-    """The runs and events of one database. Thread-safe; close it when done."""
+    """The runs and events of one database; close it when done.
+
+    Thread-safe on a file or a server. An in-memory store (``sqlite://``) is one
+    shared connection: use it from one thread (tests), and a file for anything more.
+    """
 
     def __init__(self, engine: Engine, url: URL) -> None:
         self.engine = engine
@@ -87,7 +91,7 @@ class RunStore:
         """Runs matching every filter given, newest first.
 
         ``since``/``until`` bound ``started_at`` (inclusive/exclusive; naive means UTC);
-        ``tool`` a tool name the run called; ``text`` a case-insensitive substring of
+        ``tool`` a tool name the model called (run or refused); ``text`` a case-insensitive substring of
         the task or the answer; ``label`` a ``(key, value)`` pair or a mapping of them.
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
