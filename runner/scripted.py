@@ -22,8 +22,9 @@ class ScriptedModel:
     """Returns ``replies`` in order; a plain string is a final answer.
 
     ``seen`` holds a deep copy of the message list shown at each call. The copy is
-    taken lazily (the loop only ever appends), so recording what the model saw
-    stays O(1) per call however long the run.
+    made when ``seen`` is read, from the list and its length at the call: the loop
+    only appends and never edits a message once appended (tools get copies of their
+    arguments), so recording stays O(1) per call however long the run.
     """
 
     model_name = "scripted"
