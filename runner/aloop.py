@@ -32,7 +32,10 @@ async def arun_agent(
 ) -> AgentResult:
     """Async ``run_agent``: ``model`` and tools may be coroutine functions or plain ones.
 
-    ``cancel`` may be an ``asyncio.Event`` or a ``threading.Event``.
+    ``cancel`` may be an ``asyncio.Event`` or a ``threading.Event``. Recording into a
+    store happens on the event loop's thread (a commit takes well under a millisecond
+    on a local SQLite file); a store that another process keeps locked delays every
+    run in the loop by up to the store's busy timeout.
     """
     return await adrive(build_core(task, model, registry, system, max_steps, token_budget, **options))
 
