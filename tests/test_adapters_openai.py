@@ -154,6 +154,26 @@ def test_a_custom_tool_call_passes_its_free_text_input_through(connect: Connect)
     assert connect(ScriptedServer((200, body)))(START, SPECS).tool_calls == [ToolCall("call_1", "get_weather", "Paris")]
 
 
+def test_a_tool_call_without_a_type_is_a_function_call(connect: Connect) -> None:
+    body = completion(None, [("call_1", "get_weather", '{"city": "Paris"}')], "tool_calls")
+    del body["choices"][0]["message"]["tool_calls"][0]["type"]
+    assert connect(ScriptedServer((200, body)))(START, SPECS).tool_calls == [
+        ToolCall("call_1", "get_weather", {"city": "Paris"})]
+
+
+def test_arguments_sent_as_an_object_pass_through(connect: Connect) -> None:
+    body = completion(None, [("call_1", "get_weather", "")], "tool_calls")
+    body["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = {"city": "Paris"}
+    assert connect(ScriptedServer((200, body)))(START, SPECS).tool_calls == [
+        ToolCall("call_1", "get_weather", {"city": "Paris"})]
+
+
+def test_null_token_counts_leave_usage_to_the_estimate(connect: Connect) -> None:
+    body = completion("hi")
+    body["usage"]["completion_tokens"] = None
+    assert connect(ScriptedServer((200, body)))(START, []).usage is None
+
+
 def test_malformed_arguments_become_an_observation_and_the_tool_does_not_run(connect: Connect) -> None:
     server = ScriptedServer(
         (200, completion(None, [("call_1", "get_weather", '{"city": "Par')], "tool_calls")),

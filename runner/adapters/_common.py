@@ -55,7 +55,7 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def parse_arguments(raw: str | None) -> Any:
+def parse_arguments(raw: object) -> Any:
     """The call's arguments as the model sent them, parsed when they are JSON.
 
     Whitespace or nothing means no arguments (``{}``). Text that is not strict
@@ -63,7 +63,11 @@ def parse_arguments(raw: str | None) -> Any:
     an object comes back parsed: either way the registry's check turns it into
     an ``ERROR:`` observation the model can act on, instead of a crash here.
     """
-    if raw is None or not raw.strip():
+    if raw is None:
+        return {}
+    if not isinstance(raw, str):  # a server that sends an object, not the documented JSON string
+        return raw
+    if not raw.strip():
         return {}
     try:
         return json.loads(raw, parse_constant=_reject_constant)

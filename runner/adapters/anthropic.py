@@ -125,12 +125,13 @@ class _Base:
         return f"{type(self).__name__}(model={self.model_name!r}, max_tokens={self.max_tokens})"
 
     def _request(self, messages: Sequence[Message], specs: Sequence[ToolSpec]) -> dict[str, Any]:
-        from anthropic import omit
-
         system, conversation = to_anthropic_messages(messages)
-        return {"model": self.model_name, "max_tokens": self.max_tokens, "messages": conversation,
-                "system": system or omit, "tools": to_anthropic_tools(specs) if specs else omit,
-                **self.request_options}
+        request: dict[str, Any] = {"model": self.model_name, "max_tokens": self.max_tokens, "messages": conversation}
+        if system:  # left out rather than sent as an SDK sentinel, which older SDKs lack
+            request["system"] = system
+        if specs:
+            request["tools"] = to_anthropic_tools(specs)
+        return {**request, **self.request_options}
 
 
 class AnthropicModel(_Base):

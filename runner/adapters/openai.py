@@ -89,10 +89,10 @@ def reply_from_completion(completion: ChatCompletion) -> ModelReply:
     message = choice.message
     calls: list[ToolCall] = []
     for item in message.tool_calls or ():
-        if item.type == "function":
-            calls.append(ToolCall(item.id, item.function.name, parse_arguments(item.function.arguments)))
-        else:  # a custom (free-text) tool call: its input is a plain string
+        if item.type == "custom":  # a custom (free-text) tool call: its input is a plain string
             calls.append(ToolCall(item.id, item.custom.name, item.custom.input))
+        else:  # "function", or no type at all from some OpenAI-compatible servers
+            calls.append(ToolCall(item.id, item.function.name, parse_arguments(item.function.arguments)))
     content = message.content or ""
     stop_reason: str | None = choice.finish_reason
     if message.refusal:
@@ -115,10 +115,13 @@ class _Base:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self.model_name!r}, provider={self.provider_name!r})"
 
-    def _tools(self, specs: Sequence[ToolSpec]) -> Any:
-        from openai import omit
-
-        return to_openai_tools(specs) if specs else omit
+    def _request(self, messages: Sequence[Message], specs: Sequence[ToolSpec]) -> dict[str, Any]:
+        """The request's keyword arguments; ``tools`` only when there are any (no SDK sentinel,
+        so every SDK version the extra allows takes it)."""
+        request: dict[str, Any] = {"model": self.model_name, "messages": to_openai_messages(messages)}
+        if specs:
+            request["tools"] = to_openai_tools(specs)
+        return {**request, **self.request_options}
 
 
 class OpenAIModel(_Base):
@@ -136,9 +139,7 @@ class OpenAIModel(_Base):
         self.client = client
 
     def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
-        completion: ChatCompletion = self.client.chat.completions.create(
-            model=self.model_name, messages=to_openai_messages(messages), tools=self._tools(tool_specs),
-            **self.request_options)
+        completion: ChatCompletion = self.client.chat.completions.create(**self._request(messages, tool_specs))
         return reply_from_completion(completion)
 
     def close(self) -> None:
@@ -162,8 +163,7 @@ class AsyncOpenAIModel(_Base):
 
     async def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
         completion: ChatCompletion = await self.client.chat.completions.create(
-            model=self.model_name, messages=to_openai_messages(messages), tools=self._tools(tool_specs),
-            **self.request_options)
+            **self._request(messages, tool_specs))
         return reply_from_completion(completion)
 
     async def close(self) -> None:
