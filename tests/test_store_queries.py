@@ -147,3 +147,11 @@ def test_tool_and_label_filters_use_their_indexes(sqlite_store: RunStore) -> Non
         "SEARCH driver USING COVERING INDEX ix_run_labels_key_value_started_at (key=? AND value=?)")
     assert "SCAN" not in tool_plan + label_plan
     assert "TEMP B-TREE" not in tool_plan + label_plan  # newest first straight off the index, no sort
+
+
+def test_text_search_folds_case_beyond_ascii(store: RunStore) -> None:
+    from runner import ScriptedModel, ToolRegistry, run_agent
+
+    result = run_agent("Café ÉTÉ", ScriptedModel(["ok"]), ToolRegistry(), store=store)
+    for needle in ("ÉTÉ", "été", "café", "CAFÉ"):
+        assert [r.run_id for r in store.list_runs(text=needle)] == [result.run_id], needle

@@ -95,6 +95,9 @@ def _sqlite_events(engine: Engine, synchronous: str, busy_timeout_s: float, *, w
     @event.listens_for(engine, "connect")
     def on_connect(dbapi_connection: Any, _record: Any) -> None:
         dbapi_connection.isolation_level = None  # we emit BEGIN ourselves
+        # SQLite's own lower() folds ASCII only; the text search must match 'ÉTÉ' to 'été'
+        # on SQLite as it does on PostgreSQL.
+        dbapi_connection.create_function("lower", 1, _unicode_lower, deterministic=True)
         cursor = dbapi_connection.cursor()
         try:
             for pragma in pragmas:
@@ -106,6 +109,10 @@ def _sqlite_events(engine: Engine, synchronous: str, busy_timeout_s: float, *, w
     def on_begin(conn: Any) -> None:
         # Readers (execution option ``runner_read``) must not take the write lock.
         conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get(READ_OPTION) else "BEGIN IMMEDIATE")
+
+
+def _unicode_lower(value: object) -> object:
+    return value.lower() if isinstance(value, str) else value
 
 
 def one_line(exc: BaseException) -> str:
