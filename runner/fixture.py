@@ -86,7 +86,7 @@ class Fixture:
 
 
 def _block_messages(block: Mapping[str, Any]) -> list[Message]:
-    if "stop" in block:
+    if "stop" in block or "rejected" in block:
         return []
     reply = ModelReply(block["content"], [ToolCall(c["id"], c["name"], c["args"]) for c in block["tool_calls"]])
     out: list[Message] = [assistant_message(reply)]
@@ -116,7 +116,10 @@ def load_fixture(path: str | Path) -> Fixture:
 
 
 def fixture_from_run(run: StoredRun) -> Fixture:
-    """Build the fixture of a stored run from its event log."""
+    """Build the fixture of a stored run from its event log (a finished run only)."""
+    if run.status == st.RUNNING:
+        raise FixtureError(f"run {run.run_id} has not finished (status running, {run.liveness}); "
+                           "only a finished run can become a fixture")
     replies: list[dict[str, Any]] = []
     by_step: dict[int, dict[str, Any]] = {}
     started: dict[str, str] = {}
@@ -159,8 +162,11 @@ def fixture_from_run(run: StoredRun) -> Fixture:
 def _reply_block(data: Mapping[str, Any], status: str, error: str | None) -> dict[str, Any] | None:
     reply = data.get("reply")
     if reply is not None:
-        return {"step": data["step"], "content": reply["content"], "tool_calls": reply["tool_calls"],
-                "usage": reply.get("usage"), "stop_reason": reply.get("stop_reason"), "observations": []}
+        block = {"step": data["step"], "content": reply["content"], "tool_calls": reply["tool_calls"],
+                 "usage": reply.get("usage"), "stop_reason": reply.get("stop_reason"), "observations": []}
+        if data.get("error"):  # logged, but refused by the loop (a duplicate call id): never appended
+            block["rejected"] = data["error"]
+        return block
     # No reply: the model raised, or the run stopped while waiting on it.
     kind = data.get("error_type") if data.get("error_type") in st.STATUSES else st.MODEL_ERROR
     if kind in INTERRUPTIBLE and status != kind:

@@ -238,3 +238,26 @@ def test_load_fixture_errors_are_one_line(tmp_path: Path) -> None:
     newer.write_text('{"format": "durable-agent-runner/fixture", "version": 99}')
     with pytest.raises(FixtureError, match=r"has version 99; this runner reads version 1$"):
         load_fixture(newer)
+
+
+def test_a_run_stopped_on_a_duplicate_call_id_replays_cleanly(store: RunStore, tmp_path: Path) -> None:
+    model = ScriptedModel([reply("", call("c1", "get_weather", city="Paris")),
+                           reply("", call("c1", "c_to_f", celsius=21))])
+    result = run_agent("t", model, weather_registry(), store=store)
+    assert (result.status, len(result.messages)) == ("invalid_reply", 4)
+    fixture = fixture_from_run(store.get_run(result.run_id))
+    assert fixture.replies[1]["rejected"] == "duplicate call id 'c1'"
+    assert fixture.messages() == result.messages
+    report = replay(fixture, weather_registry())
+    assert (report.ok, report.result.status, report.result.error) == (True, "invalid_reply", "duplicate call id 'c1'")
+
+
+def test_an_unfinished_run_cannot_become_a_fixture(store: RunStore) -> None:
+    from runner.limits import Limits
+    from runner.recorder import RunInfo
+
+    recorder = store.recorder()
+    recorder.run_started(RunInfo("f" * 32, "t", "s", Limits(), [], "scripted"))
+    recorder.flush()
+    with pytest.raises(FixtureError, match=r"^run f{32} has not finished \(status running, "):
+        fixture_from_run(store.get_run("f" * 32))
