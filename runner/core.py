@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import json
+import re
 import time
 import uuid
 from collections.abc import Callable, Generator, Mapping
@@ -20,9 +21,23 @@ from typing import Any
 from . import limits as st
 from .errors import AgentStopped, StopRun
 from .limits import Limits, TokenMeter, cut_observation, reply_tokens
-from .messages import Message, Model, ModelReply, ToolCall, ToolSpec, Usage, assistant_message, tool_message
+from .messages import (
+    CUT_OFF_STOP_REASONS,
+    REFUSAL_STOP_REASONS,
+    Message,
+    Model,
+    ModelReply,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    assistant_message,
+    tool_message,
+)
 from .recorder import ModelCallInfo, Recorder, RunInfo, ToolCallInfo
 from .tools import Tool, ToolRegistry, failure_observation, result_observation, timeout_observation
+
+# Caller-given run ids land in terminals, file names and trace ids: no spaces, no control characters.
+_RUN_ID = re.compile(r"[\x21-\x7e]{1,64}")
 
 DEFAULT_SYSTEM = "You are a helpful assistant. Use the tools when they help, then give a final answer."
 
@@ -120,6 +135,8 @@ class AgentCore:
     ) -> None:
         self.task, self.model, self.registry, self.system = task, model, registry, system
         self.limits, self.recorder, self.cancel, self.approve = limits, recorder, cancel, approve
+        if run_id is not None and not _RUN_ID.fullmatch(run_id):
+            raise ValueError(f"run_id must be 1-64 printable ASCII characters without spaces, got {run_id!r}")
         self.run_id = run_id or new_run_id()
         self.specs = registry.specs()
         self.deadline = (time.monotonic() + limits.timeout_s) if limits.timeout_s else None
@@ -382,18 +399,12 @@ def _loggable(reply: object) -> bool:
     return True
 
 
-# Provider stop reasons that mean the text is not a usable final answer.
-CUT_OFF = frozenset({"length", "max_tokens"})
-REFUSED = frozenset({"refusal", "content_filter"})
-
-
 def _unfinished_reply(reply: ModelReply) -> str | None:
-    """Why a reply without calls must not count as the final answer, if it must not."""
-    if reply.tool_calls or reply.stop_reason is None:
-        return None
-    if reply.stop_reason in CUT_OFF:
-        return f"reply was cut off at the output token limit (stop_reason {reply.stop_reason!r})"
-    if reply.stop_reason in REFUSED:
+    """Why a reply must not be acted on: cut off (its last call may be cut too), or a refusal."""
+    if reply.stop_reason in CUT_OFF_STOP_REASONS:
+        calls = "; its calls were not run" if reply.tool_calls else ""
+        return f"reply was cut off at the output token limit (stop_reason {reply.stop_reason!r}){calls}"
+    if reply.stop_reason in REFUSAL_STOP_REASONS and not reply.tool_calls:
         return f"model refused (stop_reason {reply.stop_reason!r}): {reply.content[:200]}"
     return None
 

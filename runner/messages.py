@@ -43,6 +43,12 @@ class ModelReply:
     stop_reason: str | None = None
 
 
+# ``ModelReply.stop_reason`` values after which a reply is not an answer: the text
+# (and any call) was cut off at the output limit, or the model declined.
+CUT_OFF_STOP_REASONS = frozenset({"length", "max_tokens"})
+REFUSAL_STOP_REASONS = frozenset({"refusal", "content_filter"})
+
+
 class ToolCallDict(TypedDict):
     id: str
     name: str

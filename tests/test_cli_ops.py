@@ -79,10 +79,22 @@ def test_db_current_check_and_upgrade(tmp_path: Path) -> None:
     ("sqlite:////no/such/dir/runs.db", "Error: cannot open store sqlite:////no/such/dir/runs.db: directory"),
 ])
 def test_bad_database_urls_are_one_line(url: str, message: str) -> None:
-    for args in (["runs"], ["db", "current"], ["show", "abc"]):
+    for args in (["db", "current"], ["demo"]):
         result = invoke(*args, "--db", url)
         assert result.exit_code == 1
         assert one_error_line(result).startswith(message)
+
+
+@pytest.mark.parametrize("command", [["runs"], ["show", "abc"], ["stats"], ["export", "abc", "-o", "x.json"],
+                                     ["spans", "abc"]])
+def test_read_commands_refuse_a_missing_store_file_instead_of_creating_it(
+        tmp_path: Path, command: list[str]) -> None:
+    typo = tmp_path / "typo.db"
+    result = invoke(*command, "--db", f"sqlite:///{typo}")
+    assert result.exit_code == 1
+    assert one_error_line(result) == (
+        f"Error: no store at {typo} (runner demo, runner run or runner db upgrade creates one)")
+    assert not typo.exists()
 
 
 def test_a_corrupt_database_file_is_one_line(tmp_path: Path) -> None:

@@ -485,3 +485,17 @@ def test_ctrl_c_in_the_model_closes_the_run_then_propagates() -> None:
         with pytest.raises(KeyboardInterrupt):
             run_agent("t", model, ToolRegistry(), recorder=Spy(), **options)
     assert [(r.status, r.error) for r in finished] == [("cancelled", "aborted by KeyboardInterrupt")] * 2
+
+
+def test_a_cut_off_reply_does_not_run_its_calls() -> None:
+    calls = Calls()
+    model = ScriptedModel([ModelReply("", [ToolCall("c1", "get_weather", {"city": "Paris"})], stop_reason="length")])
+    result = run_agent("t", model, weather_registry(calls))
+    assert (result.status, calls.log) == ("invalid_reply", [])
+    assert result.error == "reply was cut off at the output token limit (stop_reason 'length'); its calls were not run"
+
+
+@pytest.mark.parametrize("run_id", ["", "a b", "job-\x1b[2J", "x" * 65, "été"])
+def test_a_run_id_must_be_printable_ascii_without_spaces(run_id: str) -> None:
+    with pytest.raises(ValueError, match=r"^run_id must be 1-64 printable ASCII characters without spaces, got "):
+        run_agent("t", ScriptedModel(["ok"]), ToolRegistry(), run_id=run_id)

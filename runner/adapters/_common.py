@@ -15,13 +15,13 @@ from types import ModuleType
 from typing import Any
 
 from ..errors import RunnerError
-from ..messages import Usage
+from ..messages import CUT_OFF_STOP_REASONS, REFUSAL_STOP_REASONS, Usage
 
 STOP_LENGTH = "length"
 STOP_REFUSAL = "refusal"
 STOP_CONTENT_FILTER = "content_filter"
-# Replies that ended for one of these reasons are not answers, even without tool calls.
-NON_FINAL_STOP_REASONS = frozenset({STOP_LENGTH, STOP_REFUSAL, STOP_CONTENT_FILTER})
+# Replies that ended for one of these reasons are not answers (the loop's own rule).
+NON_FINAL_STOP_REASONS = CUT_OFF_STOP_REASONS | REFUSAL_STOP_REASONS
 
 
 class MissingDependency(RunnerError):

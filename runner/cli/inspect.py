@@ -12,7 +12,7 @@ from ..limits import RUNNING, STATUSES
 from .options import Env, common, label_option
 from .queries import find, short_ids, summary_json
 from .render import console, ellipsis, one_line, print_json, seconds, table, when
-from .timeline import event_json, timeline
+from .timeline import event_json, status_label, timeline
 
 RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
@@ -26,7 +26,10 @@ def parse_when(value: str, now: datetime | None = None) -> datetime:
     relative = RELATIVE.fullmatch(text)
     if relative:
         amount, unit = relative.groups()
-        return (now or datetime.now(UTC)) - timedelta(**{UNITS[unit]: float(amount)})
+        try:
+            return (now or datetime.now(UTC)) - timedelta(**{UNITS[unit]: float(amount)})
+        except OverflowError:
+            raise ValueError(f"{value!r} reaches before the year 1") from None
     try:
         parsed = datetime.fromisoformat(text)
     except ValueError:
@@ -82,7 +85,7 @@ def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: dat
                  right=("steps", "tool calls", "tokens", "duration"),
                  no_wrap=("id", "started (UTC)", "status", "steps", "tool calls", "tokens", "duration"))
     for run in found:
-        status = run.status if run.liveness not in ("dead", "stale") else f"{run.status} ({run.liveness})"
+        status = status_label(run)
         duration = (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None
         grid.add_row(shorts[run.run_id], when(run.started_at), Text(status, style=status_style(run.status)),
                      str(run.steps), str(run.tool_calls), str(run.tokens), seconds(duration),

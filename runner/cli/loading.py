@@ -12,7 +12,7 @@ import click
 
 from ..messages import Model
 from ..tools import ToolRegistry
-from .options import CliUsageError
+from .options import CliError, CliUsageError
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -70,10 +70,15 @@ def build_model(spec: str, base_url: str | None, api_key: str | None) -> Model:
     if not sep or provider not in PROVIDERS or not name:
         raise CliUsageError(f"--model expects {MODEL_HELP}, got {spec!r}")
     from .. import adapters
+    from ..errors import RunnerError
 
-    if provider == "openai":
-        return adapters.openai_model(name, base_url=base_url, api_key=api_key)
-    return adapters.anthropic_model(name, base_url=base_url, api_key=api_key)
+    build = adapters.openai_model if provider == "openai" else adapters.anthropic_model
+    try:
+        return build(name, base_url=base_url, api_key=api_key)
+    except RunnerError:
+        raise  # a missing SDK: its own message names the extra to install
+    except Exception as exc:  # the SDK refusing its settings (no key, bad URL) before any call
+        raise CliError(f"cannot set up {spec}: {exc}") from None
 
 
 def tracer_provider() -> tuple[TracerProvider, Callable[[], None]]:

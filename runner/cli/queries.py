@@ -6,30 +6,13 @@ cannot use the index on SQLite), so they stay fast on a store of any size.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Connection, func, select
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import func, select
 
-from ..errors import StoreError
 from ..store import RunStore, RunSummary, StoredRun
-from ..store.engine import READ_OPTION, one_line, shown
 from ..store.tables import runs
 from .render import iso, short_id
-
-
-@contextmanager
-def reading(store: RunStore) -> Iterator[Connection]:
-    """One read transaction that never takes the write lock; ``StoreError`` on failure."""
-    if store.closed:
-        raise StoreError(f"store {shown(store.url)} is closed")
-    try:
-        with store.engine.connect().execution_options(**{READ_OPTION: True}) as conn, conn.begin():
-            yield conn
-    except SQLAlchemyError as exc:
-        raise StoreError(f"cannot read store {shown(store.url)}: {one_line(exc)}") from None
 
 
 def resolve(store: RunStore, ref: str) -> str:
@@ -44,7 +27,7 @@ def find(store: RunStore, ref: str) -> StoredRun:
 def short_ids(store: RunStore, run_ids: list[str]) -> dict[str, str]:
     """For each id, its shortest prefix (8 characters at least) that names no other run in the store."""
     out: dict[str, str] = {}
-    with reading(store) as conn:
+    with store.reading() as conn:
         for run_id in run_ids:
             before = conn.execute(select(func.max(runs.c.run_id)).where(runs.c.run_id < run_id)).scalar()
             after = conn.execute(select(func.min(runs.c.run_id)).where(runs.c.run_id > run_id)).scalar()

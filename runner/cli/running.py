@@ -73,7 +73,7 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None) -
     OTEL_EXPORTER_OTLP_ENDPOINT is set).
     """
     model = demo_model() if model_spec == "scripted" else build_model(model_spec, base_url, api_key)
-    with env.store() as store:
+    with env.store(create=True) as store:
         result = record(store, DEMO_TASK, model, demo_registry(), {"example": "demo"})
         replay = "runner replay tests/fixtures/run.json --tools runner.demo:demo_registry"
         report(env, store, result, [replay])
@@ -106,7 +106,7 @@ def run(env: Env, task: str, tools_spec: str, model_spec: str | None, base_url: 
         raise CliUsageError("a scripted model cannot answer a new task: use --model with " + MODEL_HELP)
     registry = load_tools(tools_spec)
     model = build_model(model_spec, base_url, api_key)
-    with env.store() as store:
+    with env.store(create=True) as store:
         result = record(store, task, model, registry, labels, system=system, max_steps=max_steps,
                         token_budget=token_budget, max_tool_calls=max_tool_calls, timeout_s=timeout_s)
         report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"])

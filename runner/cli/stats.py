@@ -19,7 +19,6 @@ from ..store import RunStore
 from ..store.tables import events, runs
 from .inspect import status_style, when_option
 from .options import Env, common
-from .queries import reading
 from .render import clean, console, iso, median, percentile, print_json, seconds, table
 
 
@@ -38,7 +37,7 @@ def latency(values: list[float]) -> dict[str, float | None]:
 def gather(store: RunStore, since: datetime | None, until: datetime | None) -> dict[str, Any]:
     """The statistics of the runs started in [since, until), as plain JSON-able data."""
     in_window = window(select(runs.c.run_id), since, until)
-    with reading(store) as conn:
+    with store.reading() as conn:
         by_status: dict[str, int] = dict(conn.execute(window(select(runs.c.status, func.count()), since, until)
                                       .group_by(runs.c.status)).all())
         totals = conn.execute(window(select(func.coalesce(func.sum(runs.c.tokens), 0),

@@ -8,7 +8,7 @@ from typing import Any
 
 from rich.text import Text
 
-from ..store import StoredEvent, StoredRun
+from ..store import RunSummary, StoredEvent, StoredRun
 from .render import clean, cut, iso, seconds, when
 
 SHOWN_CHARS = 300
@@ -52,11 +52,16 @@ def step_facts(run: StoredRun) -> dict[int, dict[str, float]]:
     return facts
 
 
+def status_label(run: RunSummary) -> str:
+    """The status, saying so when an unfinished run's process is gone (``running (dead)``)."""
+    return f"{run.status} ({run.liveness})" if run.liveness in ("dead", "stale") else run.status
+
+
 def header(run: StoredRun) -> Iterator[Text]:
     title = Text("run ", style="bold")
-    title.append(run.run_id, style="bold")
+    title.append(clean(run.run_id), style="bold")
     title.append("  ")
-    title.append(run.status, style="green" if run.status == "done" else "yellow" if run.status == "running"
+    title.append(status_label(run), style="green" if run.status == "done" else "yellow" if run.status == "running"
                  else ERROR_STYLE)
     yield title
     duration = (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None
@@ -68,7 +73,7 @@ def header(run: StoredRun) -> Iterator[Text]:
     if run.labels:
         yield Text("labels " + ", ".join(f"{clean(k)}={clean(v)}" for k, v in run.labels.items()), style="dim")
     if run.parent_run_id:
-        yield Text(f"parent run {run.parent_run_id}", style="dim")
+        yield Text(f"parent run {clean(run.parent_run_id)}", style="dim")
     yield Text("task", style="bold")
     yield from _block(run.task, "  ")
 

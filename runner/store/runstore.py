@@ -129,14 +129,14 @@ class RunStore:
             query = query.where(exists().where(
                 run_labels.c.run_id == runs.c.run_id, run_labels.c.key == key, run_labels.c.value == value))
         query = query.order_by(driver.c.started_at.desc(), driver.c.run_id.desc()).limit(limit).offset(offset)
-        with self._reading() as conn:
+        with self.reading() as conn:
             rows = conn.execute(query).mappings().all()
             labels = self._labels(conn, [row["run_id"] for row in rows])
         return [RunSummary(**summary_fields(row, labels.get(row["run_id"], {}), json.loads)) for row in rows]
 
     def get_run(self, run_id: str) -> StoredRun:
         """The run with its events and rebuilt messages; ``StoreError`` if there is none."""
-        with self._reading() as conn:
+        with self.reading() as conn:
             row = conn.execute(select(runs).where(runs.c.run_id == run_id)).mappings().first()
             if row is None:
                 raise StoreError(f"no run {run_id!r} in {shown(self.url)}")
@@ -158,7 +158,7 @@ class RunStore:
         if not prefix:
             raise StoreError("empty run id")
         upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-        with self._reading() as conn:
+        with self.reading() as conn:
             if conn.execute(select(runs.c.run_id).where(runs.c.run_id == prefix)).first() is not None:
                 return prefix
             query = (select(runs.c.run_id)
@@ -189,7 +189,9 @@ class RunStore:
             raise StoreError(f"store {shown(self.url)} is closed")
 
     @contextmanager
-    def _reading(self) -> Iterator[Connection]:
+    def reading(self) -> Iterator[Connection]:
+        """One read transaction for your own queries on the tables: never takes the write
+        lock, sees one snapshot; failures are one ``StoreError`` line."""
         self._check_open()
         try:
             with self.engine.connect().execution_options(**{READ_OPTION: True}) as conn, conn.begin():
