@@ -20,6 +20,7 @@ from ..store.tables import events, runs
 from .inspect import status_style, when_option
 from .options import Env, common
 from .render import clean, console, iso, median, percentile, print_json, seconds, table
+from .timeline import tool_failed
 
 
 def window(query: Select[Any], since: datetime | None, until: datetime | None) -> Select[Any]:
@@ -58,8 +59,7 @@ def gather(store: RunStore, since: datetime | None, until: datetime | None) -> d
         elif kind == "tool_finished":
             tool = tools.setdefault(str(data.get("name")), {"calls": 0, "errors": 0, "durations": []})
             tool["calls"] += 1
-            observation = str(data.get("observation", ""))
-            if not data.get("ok", True) or observation.startswith("ERROR:"):
+            if tool_failed(data):
                 tool["errors"] += 1
             if data.get("duration_s") is not None:
                 tool["durations"].append(float(data["duration_s"]))

@@ -135,9 +135,14 @@ def model_call(data: dict[str, Any], limit: int | None) -> Iterator[Text]:
         yield Text(f"    stop reason: {clean(reply['stop_reason'])}", style="dim")
 
 
+def tool_failed(data: dict[str, Any]) -> bool:
+    """Whether a ``tool_finished`` event is a failure: not ok, or an ``ERROR:`` observation."""
+    return not data.get("ok", True) or str(data.get("observation", "")).startswith("ERROR:")
+
+
 def tool_finished(data: dict[str, Any], limit: int | None) -> Iterator[Text]:
     observation = str(data.get("observation", ""))
-    failed = not data.get("ok", True) or observation.startswith("ERROR:")
+    failed = tool_failed(data)
     line = Text(f"  tool {clean(data.get('name'))}", style="bold magenta")
     line.append(f" [{clean(data.get('call_id'))}]", style="dim")
     ran = "" if data.get("ran", True) else ", not run"
