@@ -12,6 +12,9 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
@@ -73,3 +76,13 @@ def store(store_url: str) -> Iterator[RunStore]:
     opened = open_store(store_url)
     yield opened
     opened.close()
+
+
+@pytest.fixture
+def live() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
+    """An injected tracer provider (never the global one) and the exporter holding its finished spans."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    yield provider, exporter
+    provider.shutdown()

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from runner import STATUSES, open_store, replay, run_agent
@@ -31,17 +29,8 @@ OPENAI_URL = os.environ.get("RUNNER_E2E_OPENAI_BASE_URL", "")
 ANTHROPIC_URL = os.environ.get("RUNNER_E2E_ANTHROPIC_BASE_URL", "")
 
 
-@pytest.fixture
-def traced() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider, exporter
-    provider.shutdown()
-
-
-def _check_run(model: Any, tmp_path: Path, traced: tuple[TracerProvider, InMemorySpanExporter]) -> None:
-    provider, exporter = traced
+def _check_run(model: Any, tmp_path: Path, live: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = live
     with open_store(f"sqlite:///{tmp_path / 'e2e.db'}") as store:
         result = run_agent(DEMO_TASK, model, demo_registry(), max_steps=6, token_budget=20000, timeout_s=500,
                            store=store, tracer_provider=provider)
@@ -70,19 +59,19 @@ def _check_run(model: Any, tmp_path: Path, traced: tuple[TracerProvider, InMemor
 @pytest.mark.skipif(not (OPENAI_URL and MODEL),
                     reason="set RUNNER_E2E_OPENAI_BASE_URL and RUNNER_E2E_MODEL to run against a real server")
 def test_demo_tools_against_a_real_openai_compatible_server(
-        tmp_path: Path, traced: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+        tmp_path: Path, live: tuple[TracerProvider, InMemorySpanExporter]) -> None:
     from runner.adapters import openai_model
 
     with openai_model(MODEL, base_url=OPENAI_URL, api_key="local", timeout=180, provider_name="llama.cpp",
                       temperature=0) as model:
-        _check_run(model, tmp_path, traced)
+        _check_run(model, tmp_path, live)
 
 
 @pytest.mark.skipif(not (ANTHROPIC_URL and MODEL),
                     reason="set RUNNER_E2E_ANTHROPIC_BASE_URL and RUNNER_E2E_MODEL to run against a real server")
 def test_demo_tools_against_a_real_anthropic_compatible_server(
-        tmp_path: Path, traced: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+        tmp_path: Path, live: tuple[TracerProvider, InMemorySpanExporter]) -> None:
     from runner.adapters import anthropic_model
 
     with anthropic_model(MODEL, max_tokens=512, base_url=ANTHROPIC_URL, api_key="local", timeout=180) as model:
-        _check_run(model, tmp_path, traced)
+        _check_run(model, tmp_path, live)

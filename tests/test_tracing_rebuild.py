@@ -7,7 +7,6 @@ data and span ids), so rebuilding is pinned here independently of the store.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import pytest
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
+from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NoOpTracerProvider
 
@@ -102,15 +101,6 @@ class FakeLog:
         self._log("run_finished", None, {"status": result.status, "answer": result.answer, "steps": result.steps,
                                          "tokens": result.tokens, "tool_calls": result.tool_calls,
                                          "error": result.error})
-
-
-@pytest.fixture
-def live() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider, exporter
-    provider.shutdown()
 
 
 def logged_run(provider: Any, model: Any, *, reg: ToolRegistry | None = None, record_content: bool = False,

@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NoOpTracerProvider
 
@@ -25,15 +24,6 @@ def store(tmp_path: Path) -> Iterator[Any]:
     s = store_mod.open_store(f"sqlite:///{tmp_path / 'runs.db'}")
     yield s
     s.close()
-
-
-@pytest.fixture
-def live() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider, exporter
-    provider.shutdown()
 
 
 @pytest.mark.parametrize("record_content", [False, True], ids=["plain", "content"])
