@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -175,3 +177,35 @@ def test_unknown_or_ambiguous_run_is_one_line(db: str, ref: str, message: str) -
     assert result.exit_code == 1
     assert one_error_line(result).startswith(message)
     assert result.stdout == ""
+
+
+def test_an_overflowing_since_is_a_usage_error(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    open_store(db).close()
+    result = invoke("runs", "--since", "99999999999w", "--db", db)
+    assert result.exit_code == 2
+    assert "'99999999999w' reaches before the year 1" in one_error_line(result)
+
+
+def test_show_and_runs_label_a_run_whose_process_died(tmp_path: Path) -> None:
+    from sqlalchemy import update
+
+    from runner import Limits
+    from runner.recorder import RunInfo
+    from runner.store.tables import runs as runs_table
+
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with open_store(db) as store:
+        recorder = store.recorder()
+        recorder.run_started(RunInfo("d" * 32, "killed task", "s", Limits(), [], "scripted"))
+        recorder.flush()
+        gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+        host = str(store.get_run("d" * 32).owner).rsplit(":", 1)[0]
+        with store.engine.begin() as conn:  # as if written by a process that has exited
+            conn.execute(update(runs_table).values(owner=f"{host}:{gone}"))
+    shown = invoke("show", "dddd", "--db", db)
+    assert shown.exit_code == 0
+    assert shown.stdout.splitlines()[0] == f"run {'d' * 32}  running (dead)"
+    listed = json.loads(invoke("runs", "--json", "--db", db).stdout)
+    assert [(r["status"], r["liveness"]) for r in listed] == [("running", "dead")]
