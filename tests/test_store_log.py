@@ -168,17 +168,17 @@ def test_a_span_source_supplies_trace_and_span_ids(store: RunStore) -> None:
 
 
 def test_commits_once_per_model_call_and_tool_plus_the_finish(store: RunStore) -> None:
-    commits: list[int] = []
+    checkouts: list[int] = []
 
-    def count(conn: Any) -> None:
-        commits.append(1)
+    def count(*args: Any) -> None:
+        checkouts.append(1)
 
-    event.listen(store.engine, "commit", count)
+    event.listen(store.engine.pool, "checkout", count)  # each commit takes the pool's connection once
     try:
         weather_run(store)
     finally:
-        event.remove(store.engine, "commit", count)
-    assert len(commits) == 4  # model call 1, tool c1, model call 2, run_finished
+        event.remove(store.engine.pool, "checkout", count)
+    assert len(checkouts) == 4  # model call 1, tool c1, model call 2, run_finished
 
 
 def test_model_call_is_committed_before_the_model_is_called(store: RunStore) -> None:

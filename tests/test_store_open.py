@@ -67,14 +67,15 @@ def test_writes_take_the_lock_up_front_and_reads_do_not(tmp_path: Path) -> None:
     with open_store(tmp_path / "runs.db") as store:
         sent: list[str] = []
 
-        def capture(conn: object, cursor: object, statement: str, *args: object) -> None:
-            if statement.startswith("BEGIN"):
-                sent.append(statement)
+        def trace(dbapi_connection: sqlite3.Connection, _record: object) -> None:
+            dbapi_connection.set_trace_callback(
+                lambda statement: sent.append(statement) if statement.startswith("BEGIN") else None)
 
-        event.listen(store.engine, "before_cursor_execute", capture)
+        store.engine.dispose()  # every connection from here on is a traced one
+        event.listen(store.engine, "connect", trace)
         run_agent("Hi", ScriptedModel(["hello"]), weather_registry(), store=store)
         store.list_runs()
-        event.remove(store.engine, "before_cursor_execute", capture)
+        event.remove(store.engine, "connect", trace)
     assert sent == ["BEGIN IMMEDIATE", "BEGIN IMMEDIATE", "BEGIN"]
 
 

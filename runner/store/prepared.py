@@ -4,8 +4,8 @@ The recorder writes a few rows at every step; sending each through the full
 Core execution pipeline costs more than SQLite's own commit. A ``Prepared``
 statement keeps the SQL that Core generated for the dialect, plus the column
 types' own bind processors, and hands plain parameter rows to the driver's
-cursor (one ``executemany`` per batch) inside the SQLAlchemy transaction of the
-caller, which still begins (``BEGIN IMMEDIATE`` on SQLite) and commits it.
+cursor (one ``executemany`` per batch) inside the caller's transaction, which
+the caller begins (``BEGIN IMMEDIATE`` on SQLite) and commits.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, Dialect
+from sqlalchemy import Dialect
 from sqlalchemy.sql.dml import UpdateBase
 
 
@@ -34,15 +34,11 @@ class Prepared:
         values = [row[name] if proc is None else proc(row[name]) for name, proc in self.processors]
         return tuple(values) if self.positional else dict(zip(self.names, values, strict=True))
 
-    def run(self, conn: Connection, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Execute for ``rows``; DBAPI errors come out raw (the caller wraps them)."""
+    def run(self, cursor: Any, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Execute for ``rows`` on a DBAPI cursor; driver errors come out raw (the caller wraps them)."""
         if not rows:
             return
-        cursor = conn.connection.cursor()
-        try:
-            if len(rows) == 1:
-                cursor.execute(self.sql, self.params(rows[0]))
-            else:
-                cursor.executemany(self.sql, [self.params(row) for row in rows])
-        finally:
-            cursor.close()
+        if len(rows) == 1:
+            cursor.execute(self.sql, self.params(rows[0]))
+        else:
+            cursor.executemany(self.sql, [self.params(row) for row in rows])

@@ -74,6 +74,7 @@ class StoreRecorder:
         self._summary: dict[str, Any] = {"status": RUNNING, "answer": None, "error": None, "steps": 0,
                                          "tokens": 0, "tool_calls": 0, "finished_at": None}
         self._sql = statements(engine.dialect)
+        self._begin = "BEGIN IMMEDIATE" if engine.dialect.name == "sqlite" else ""
 
     # -- the Recorder protocol -------------------------------------------------
 
@@ -188,19 +189,39 @@ class StoreRecorder:
         })
 
     def flush(self) -> None:
-        """Commit the buffered events and the run's summary in one transaction."""
+        """Commit the buffered events and the run's summary in one transaction.
+
+        This runs twice a step, so it talks to the pooled driver connection
+        directly (no Connection wrapper, no execution events): on SQLite it takes
+        the write lock up front with ``BEGIN IMMEDIATE``; PostgreSQL's driver opens
+        its transaction on the first statement.
+        """
         now = datetime.now(UTC)
+        sql = self._sql
         try:
-            sql = self._sql
-            with self.engine.connect() as conn, conn.begin():
-                if self._new_run is not None:
-                    sql["runs"].run(conn, [dict(self._new_run, **self._summary, updated_at=now, heartbeat_at=now)])
-                    sql["run_labels"].run(conn, self._labels)
-                else:
-                    sql["update_run"].run(conn, [dict(self._summary, _run_id=self.run_id, updated_at=now,
+            raw = self.engine.raw_connection()
+            try:
+                cursor = raw.cursor()
+                try:
+                    if self._begin:
+                        cursor.execute(self._begin)
+                    if self._new_run is not None:
+                        sql["runs"].run(cursor, [dict(self._new_run, **self._summary, updated_at=now,
                                                       heartbeat_at=now)])
-                sql["events"].run(conn, self._pending)
-                sql["run_tools"].run(conn, self._tools)
+                        sql["run_labels"].run(cursor, self._labels)
+                    else:
+                        sql["update_run"].run(cursor, [dict(self._summary, _run_id=self.run_id, updated_at=now,
+                                                            heartbeat_at=now)])
+                    sql["events"].run(cursor, self._pending)
+                    sql["run_tools"].run(cursor, self._tools)
+                    raw.commit()
+                except BaseException:
+                    raw.rollback()
+                    raise
+                finally:
+                    cursor.close()
+            finally:
+                raw.close()  # back to the pool: a run holds no connection between commits
         except (SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error) as exc:
             raise StoreError(f"cannot write run {self.run_id} to the store: {one_line(exc)}") from None
         self._new_run = None
