@@ -34,12 +34,10 @@ class ScriptedModel:
         self.replies = [r if isinstance(r, ModelReply) else ModelReply(content=r) for r in replies]
         self.calls = 0
         self._shown: list[tuple[Sequence[Message], int]] = []
-        self.tool_specs_seen: list[Sequence[ToolSpec]] = []
 
     def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
         self.calls += 1
         self._shown.append((messages, len(messages)))
-        self.tool_specs_seen.append(tool_specs)
         if self.calls > len(self.replies):
             raise ScriptExhausted(self.calls, len(self.replies))
         return self.replies[self.calls - 1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
@@ -140,13 +141,11 @@ def test_span_ids_are_derived_from_the_run_id_without_a_tracer(store: RunStore) 
     assert run.trace_id == derived_trace_id(RUN_ID) == RUN_ID
 
 
-def test_derived_ids_match_the_tracing_module() -> None:
-    from runner.tracing import derived_span_id as tracing_span_id
-    from runner.tracing import derived_trace_id as tracing_trace_id
-
-    assert derived_span_id(RUN_ID, "tool:c1") == tracing_span_id(RUN_ID, "tool:c1")
-    assert derived_trace_id("not-hex") == tracing_trace_id("not-hex")
-    assert len(derived_trace_id("not-hex")) == 32
+def test_derived_ids_are_stable_hashes_of_the_run_id_and_span_key() -> None:
+    assert derived_trace_id(RUN_ID) == RUN_ID  # a uuid4 hex is already a valid trace id
+    assert derived_trace_id("not-hex") == hashlib.sha256(b"not-hex").hexdigest()[:32]
+    assert derived_span_id(RUN_ID, "tool:c1") == hashlib.sha256(f"{RUN_ID}:tool:c1".encode()).hexdigest()[:16]
+    assert derived_span_id(RUN_ID, "tool:c1") != derived_span_id(RUN_ID, "tool:c2")
 
 
 def test_a_span_source_supplies_trace_and_span_ids(store: RunStore) -> None:

@@ -23,6 +23,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import StoreError
 from ..ids import derived_span_id, derived_trace_id
+from ..limits import RUNNING
 from ..messages import Message, ToolCall
 from ..recorder import ModelCallInfo, RunInfo, ToolCallInfo, describe_reply
 from .engine import one_line
@@ -32,7 +33,6 @@ from .tables import events, run_labels, run_tools, runs
 if TYPE_CHECKING:
     from ..core import AgentResult
 
-RUNNING = "running"
 
 _encode = json.JSONEncoder(separators=(",", ":"), default=repr).encode
 
