@@ -1,0 +1,272 @@
+"""The facts a run is made of, as types, and the one codec between them and ``events.data``.
+
+The loop emits these values; the store writes them with ``encode``; everything that
+reads a stored run (fixtures, rebuilt spans, ``show``/``stats``, resume) gets them
+back with ``decode``. Recording and resuming therefore speak one vocabulary, and a
+stored run folds back into the exact state the loop had (``runner.state``).
+
+Each kind's JSON keeps the shape the log has always had (the ``events`` table is a
+supported interface): the step of ``message``, ``tool_started`` and ``tool_finished``
+lives in the row's ``step`` column, not in ``data``. Fields added later are written
+only when set, so old rows decode and old readers see nothing new.
+
+``ModelCallStarted`` is the one transient fact: the tracer opens the chat span on it,
+the log has no row for it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any, Final
+
+from .errors import StoreError
+from .messages import Message, ModelReply, ToolCall, Usage
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted:
+    """A new run: what it was asked, of whom, under which limits. ``origin`` says how a
+    linked run came about (``fork`` at ``forked_at_step``, or ``follow_up``)."""
+
+    step: int = 0
+    task: str
+    system: str
+    limits: dict[str, Any]
+    tool_specs: list[dict[str, Any]]
+    model: str
+    provider: str | None = None
+    agent_name: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    parent_run_id: str | None = None
+    origin: str | None = None
+    forked_at_step: int | None = None
+    service_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageAppended:
+    step: int = 0
+    index: int
+    message: Message
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepStarted:
+    step: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCallStarted:
+    """Transient: the model is about to be called (never stored)."""
+
+    step: int
+    prompt_tokens: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCalled:
+    """A finished model call. ``reply`` is None when the call raised or was abandoned;
+    an ``error`` beside a reply means the loop refused that reply."""
+
+    step: int
+    prompt_tokens: int
+    reply_tokens: int = 0
+    latency_s: float = 0.0
+    reply: ModelReply | None = None
+    error: str | None = None
+    error_type: str | None = None
+
+    @property
+    def usage(self) -> Usage | None:
+        return None if self.reply is None else self.reply.usage
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolStarted:
+    """Committed before the function runs: a started call with no finish is *in doubt*.
+    ``attempt`` counts runs of the same call (2 when a resume ran it again)."""
+
+    step: int = 0
+    call_id: str
+    name: str
+    args: Any
+    attempt: int = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolFinished:
+    """A call that got its observation. ``refused`` names why a call did not run:
+    ``unknown_tool``, ``invalid_args``, ``repeat``, ``denied`` or ``in_doubt``."""
+
+    step: int = 0
+    call_id: str
+    name: str
+    observation: str
+    ok: bool
+    duration_s: float = 0.0
+    ran: bool = True
+    refused: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequested:
+    """A call that waits for a decision; the run stops ``awaiting_approval`` after these."""
+
+    step: int = 0
+    call_id: str
+    name: str
+    args: Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepFinished:
+    step: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished:
+    step: int = 0
+    status: str
+    answer: str | None = None
+    steps: int = 0
+    tokens: int = 0
+    tool_calls: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResumed:
+    """A stopped or orphaned run taken up again: by whom (``owner``), from which status
+    (``reason``), with which limits and approval ``decisions``."""
+
+    step: int = 0
+    owner: str
+    reason: str
+    limits: dict[str, Any]
+    decisions: dict[str, bool | str] = field(default_factory=dict)
+
+
+Event = (RunStarted | MessageAppended | StepStarted | ModelCallStarted | ModelCalled | ToolStarted
+         | ToolFinished | ApprovalRequested | StepFinished | RunFinished | RunResumed)
+
+KINDS: Final[dict[str, type[Any]]] = {
+    "run_started": RunStarted,
+    "message": MessageAppended,
+    "step_started": StepStarted,
+    "model_call": ModelCalled,
+    "tool_started": ToolStarted,
+    "tool_finished": ToolFinished,
+    "approval_requested": ApprovalRequested,
+    "step_finished": StepFinished,
+    "run_finished": RunFinished,
+    "run_resumed": RunResumed,
+}
+KIND_OF: Final[dict[type[Any], str]] = {cls: kind for kind, cls in KINDS.items()}
+
+# Kinds whose step is the row's ``step`` column only (the log's original shape).
+_STEP_IN_COLUMN: Final = frozenset({MessageAppended, ToolStarted, ToolFinished, ApprovalRequested,
+                                    RunStarted, RunFinished, RunResumed})
+# Fields written only when they differ from their default (added after the first release).
+_OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "service_name", "attempt",
+                              "refused", "decisions"})
+_NAMES: Final[dict[type[Any], tuple[str, ...]]] = {cls: tuple(f.name for f in fields(cls)) for cls in KINDS.values()}
+_DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}}
+
+
+class EventDecodeError(StoreError):
+    """A stored event that is not one of this runner's facts (a foreign or damaged row)."""
+
+
+def kind_of(event: Event) -> str:
+    """The ``events.kind`` of a stored fact; ``ValueError`` for the transient one."""
+    kind = KIND_OF.get(type(event))
+    if kind is None:
+        raise ValueError(f"{type(event).__name__} is not stored")
+    return kind
+
+
+def encode(event: Event) -> tuple[str, dict[str, Any]]:
+    """``(kind, data)`` for the ``events`` row; ``data`` is JSON-able."""
+    kind = kind_of(event)
+    cls = type(event)
+    data: dict[str, Any] = {}
+    for name in _NAMES[cls]:
+        if name == "step" and cls in _STEP_IN_COLUMN:
+            continue
+        value = getattr(event, name)
+        if name in _OPTIONAL and (value is None or value == _DEFAULTS.get(name)):
+            continue
+        data[name] = value
+    if isinstance(event, ModelCalled):
+        reply = event.reply
+        data["reply"] = None if reply is None else reply_data(reply)
+        data["usage"] = data["reply"]["usage"] if data["reply"] else None
+    return kind, data
+
+
+def decode(kind: str, data: Mapping[str, Any], step: int = 0) -> Event:
+    """The fact a stored row holds. ``EventDecodeError`` (one line) for a row that is not one."""
+    cls = KINDS.get(kind)
+    if cls is None:
+        raise EventDecodeError(f"unknown event kind {kind!r}")
+    if not isinstance(data, Mapping):
+        raise EventDecodeError(f"{kind} event data is {type(data).__name__}, not an object")
+    values = {name: data[name] for name in _NAMES[cls] if name in data}
+    if cls in _STEP_IN_COLUMN or "step" not in values:
+        values["step"] = step
+    try:
+        if cls is ModelCalled:
+            values["reply"] = None if data.get("reply") is None else parse_reply(data["reply"])
+        event: Event = cls(**values)
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise EventDecodeError(f"{kind} event is malformed: {exc}") from None
+    return event
+
+
+def reply_data(reply: ModelReply) -> dict[str, Any]:
+    """A reply as JSON-able data, for the log, fixtures and spans."""
+    return {
+        "content": reply.content,
+        "tool_calls": [{"id": c.id, "name": c.name, "args": c.args} for c in reply.tool_calls],
+        "usage": None if reply.usage is None else {
+            "input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens},
+        "stop_reason": reply.stop_reason,
+    }
+
+
+def parse_reply(data: Mapping[str, Any]) -> ModelReply:
+    usage = data.get("usage")
+    return ModelReply(
+        content=data["content"],
+        tool_calls=[ToolCall(c["id"], c["name"], c["args"]) for c in data["tool_calls"]],
+        usage=Usage(int(usage["input_tokens"]), int(usage["output_tokens"])) if usage else None,
+        stop_reason=data.get("stop_reason"),
+    )
+
+
+def span_key(event: Event, segment: int = 0) -> str:
+    """The span a fact belongs to: ``run``, ``step:N``, ``chat:N`` or ``tool:CALL_ID``.
+
+    A resumed run's ``segment`` (1 after the first resume...) suffixes ``@N``, so the
+    spans of the part that ran after a resume never share a derived id with the
+    ones before it (the same step or call can be worked on in both).
+    """
+    key = _base_key(event)
+    return f"{key}@{segment}" if segment else key
+
+
+def _base_key(event: Event) -> str:
+    if isinstance(event, (StepStarted, StepFinished, ApprovalRequested)):
+        return f"step:{event.step}"
+    if isinstance(event, (ModelCallStarted, ModelCalled)):
+        return f"chat:{event.step}"
+    if isinstance(event, (ToolStarted, ToolFinished)):
+        return f"tool:{event.call_id}"
+    if isinstance(event, MessageAppended):
+        message = event.message
+        if message["role"] == "assistant":
+            return f"chat:{event.step}"
+        if message["role"] == "tool":
+            return f"tool:{message['tool_call_id']}"
+    return "run"
