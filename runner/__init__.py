@@ -11,7 +11,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .aloop import arun_agent
-from .core import DEFAULT_SYSTEM, AgentResult
+from .core import DEFAULT_SYSTEM
 from .errors import (
     AgentStopped,
     FixtureError,
@@ -22,16 +22,19 @@ from .errors import (
     StopRun,
     StoreError,
 )
+from .events import Event
 from .fixture import Fixture, load_fixture
 from .limits import STATUSES, Limits
 from .loop import run_agent
 from .messages import Message, Model, ModelReply, ToolCall, ToolSpec, Usage
 from .options import RunOptions
 from .plan import run_plan
-from .recorder import FanoutRecorder, ModelCallInfo, NullRecorder, Recorder, RunInfo, ToolCallInfo
+from .recorder import FanoutRecorder, NullRecorder, Recorder
 from .replay import ReplayModel, ReplayReport, replay
+from .results import AgentResult
 from .schema import validate_args
 from .scripted import ScriptedModel
+from .state import RunState, fold
 from .tools import Tool, ToolRegistry
 
 if TYPE_CHECKING:
@@ -59,21 +62,21 @@ __all__ = [
     "AgentResult",
     "AgentStopped",
     "DEFAULT_SYSTEM",
+    "Event",
     "FanoutRecorder",
     "Fixture",
     "FixtureError",
     "Limits",
     "Message",
     "Model",
-    "ModelCallInfo",
     "ModelReply",
     "NullRecorder",
     "Recorder",
     "ReplayDivergence",
     "ReplayModel",
     "ReplayReport",
-    "RunInfo",
     "RunOptions",
+    "RunState",
     "RunStore",
     "RunSummary",
     "RunnerError",
@@ -87,7 +90,6 @@ __all__ = [
     "StoredRun",
     "Tool",
     "ToolCall",
-    "ToolCallInfo",
     "ToolRegistry",
     "ToolSpec",
     "TracingRecorder",
@@ -96,6 +98,7 @@ __all__ = [
     "arun_agent",
     "configure_tracing",
     "export_run",
+    "fold",
     "load_fixture",
     "open_store",
     "rebuild_spans",

@@ -15,9 +15,10 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Unpack
 
-from .core import DEFAULT_SYSTEM, Action, AgentCore, AgentResult, CallModel, Outcome
+from .core import DEFAULT_SYSTEM, AgentCore
 from .loop import CANCEL_POLL_S
 from .options import RunOptions, build_core
+from .results import Action, AgentResult, CallModel, Outcome
 from .tools import ToolRegistry
 
 

@@ -1,158 +1,93 @@
-"""The loop's decisions, written once for every driver.
+"""The loop's decisions, written once for every driver and every way a run starts.
 
 ``AgentCore.run`` is a generator: it decides what happens next and *yields* an
 action (call the model, call a tool); a driver performs it and sends back an
 ``Outcome``. The sync driver (``run_agent``) waits on worker threads, an async
 driver awaits coroutines, and neither holds a single budget or validation rule.
+
+The core starts from a ``RunState`` and changes it only by recording facts
+(``_emit`` applies each one to the state, then hands it to the recorder). A new
+run starts from an empty state; resume, fork and follow-up start from a state
+folded from the log, so they are this same loop and nothing else.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
-import json
-import re
 import time
-import uuid
-from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from . import limits as st
-from .errors import AgentStopped, StopRun
-from .limits import Limits, TokenMeter, cut_observation, reply_tokens
-from .messages import (
-    CUT_OFF_STOP_REASONS,
-    REFUSAL_STOP_REASONS,
-    Message,
-    Model,
-    ModelReply,
-    ToolCall,
-    ToolSpec,
-    Usage,
-    assistant_message,
-    tool_message,
+from . import statuses as st
+from .errors import StopRun
+from .events import (
+    ApprovalRequested,
+    Event,
+    MessageAppended,
+    ModelCalled,
+    ModelCallStarted,
+    RunFinished,
+    StepFinished,
+    StepStarted,
+    ToolFinished,
+    ToolStarted,
 )
-from .recorder import ModelCallInfo, Recorder, RunInfo, ToolCallInfo
+from .limits import Limits, TokenMeter, cut_observation, reply_tokens
+from .messages import Message, Model, ModelReply, ToolCall, assistant_message, tool_message
+from .recorder import Recorder
+from .replies import loggable, output_chars, reply_problem, unfinished_reply
+from .results import Action, AgentResult, CallModel, CallTool, Outcome
+from .state import RunState, call_key
 from .tools import Tool, ToolRegistry, failure_observation, result_observation, timeout_observation
-
-# Caller-given run ids land in terminals, file names and trace ids: no spaces, no control characters.
-_RUN_ID = re.compile(r"[\x21-\x7e]{1,64}")
 
 DEFAULT_SYSTEM = "You are a helpful assistant. Use the tools when they help, then give a final answer."
 
-Approver = Callable[[ToolCall], "bool | None"]
+Approver = Callable[[ToolCall], "bool | str | None"]
+Stop = tuple[str, str]
 
-
-@dataclass(frozen=True, slots=True)
-class AgentResult:
-    """How a run ended. ``answer`` is the final text for ``done``, else None.
-
-    ``exception`` keeps the object a model raised (``model_error``), so callers
-    such as replay can tell their own errors apart from a broken model.
-    """
-
-    status: str
-    answer: str | None
-    steps: int
-    tokens: int
-    messages: list[Message]
-    run_id: str
-    error: str | None = None
-    tool_calls: int = 0
-    exception: BaseException | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def ok(self) -> bool:
-        return self.status == st.DONE
-
-    def raise_for_status(self) -> AgentResult:
-        """Return self for a finished run, else raise ``AgentStopped``."""
-        if self.status != st.DONE:
-            raise AgentStopped(self.status, self.error or self.status, self.run_id)
-        return self
-
-
-@dataclass(frozen=True, slots=True)
-class CallModel:
-    model: Model
-    messages: list[Message]
-    specs: list[ToolSpec]
-
-
-@dataclass(frozen=True, slots=True)
-class CallTool:
-    """Run ``tool`` on ``args``: a copy of the call's, so a tool that edits its arguments
-    cannot rewrite the assistant message already appended (and logged)."""
-
-    tool: Tool
-    call: ToolCall
-    args: dict[str, Any]
-
-
-Action = CallModel | CallTool
-
-
-@dataclass(frozen=True, slots=True)
-class Outcome:
-    """What a driver reports back. ``stop`` is set when it gave up waiting."""
-
-    value: Any = None
-    error: BaseException | None = None
-    elapsed_s: float = 0.0
-    timed_out: bool = False
-    stop: str | None = None
-
-
-def new_run_id() -> str:
-    return uuid.uuid4().hex
-
-
-def model_identity(model: object) -> tuple[str, str | None]:
-    name = getattr(model, "model_name", None) or getattr(model, "__name__", None) or type(model).__name__
-    provider = getattr(model, "provider_name", None)
-    return str(name), (str(provider) if provider else None)
+IN_DOUBT = ("ERROR: the outcome of this call is unknown: the process running it stopped before it "
+            "finished, so it may or may not have taken effect. Do not assume either way; check "
+            "before you call it again.")
 
 
 class AgentCore:
-    """One run's state and every rule about what comes next."""
+    """One run's rules. ``opening`` are the facts that start (or restart) it."""
 
     def __init__(
         self,
-        task: str,
         model: Model,
         registry: ToolRegistry,
         *,
-        system: str,
+        run_id: str,
         limits: Limits,
         recorder: Recorder,
+        opening: Sequence[Event],
+        state: RunState | None = None,
         cancel: Any = None,
         approve: Approver | None = None,
-        run_id: str | None = None,
-        agent_name: str | None = None,
-        labels: Mapping[str, str] | None = None,
         meter: type[TokenMeter] = TokenMeter,
     ) -> None:
-        self.task, self.model, self.registry, self.system = task, model, registry, system
-        self.limits, self.recorder, self.cancel, self.approve = limits, recorder, cancel, approve
-        if run_id is not None and not _RUN_ID.fullmatch(run_id):
-            raise ValueError(f"run_id must be 1-64 printable ASCII characters without spaces, got {run_id!r}")
-        self.run_id = run_id or new_run_id()
+        self.model, self.registry, self.limits, self.recorder = model, registry, limits, recorder
+        self.cancel, self.approve, self.opening = cancel, approve, list(opening)
+        self.run_id = run_id
+        self.state = state if state is not None else RunState(run_id=run_id)
         self.specs = registry.specs()
         self.deadline = (time.monotonic() + limits.timeout_s) if limits.timeout_s else None
-        self.messages: list[Message] = []
         self.meter = meter(self.specs)
-        self.steps = self.spent = self.tool_calls_run = 0
-        self.seen_ids: set[str] = set()
-        self.last_call_key: str | None = None
-        self.repeats = 0
-        self.open_step = False
-        self.finished = False
+        for message in self.state.messages:
+            self.meter.add(message)
+        self.closed = False
         # Replay's hook to reproduce a recorded stop (deadline, cancel) at the same point.
-        self.external_stop: Callable[[AgentCore, ToolCall | None], tuple[str, str] | None] | None = None
-        model_name, provider = model_identity(model)
-        self.info = RunInfo(self.run_id, task, system, limits, self.specs, model_name, provider,
-                            agent_name, dict(labels or {}))
+        self.external_stop: Callable[[AgentCore, ToolCall | None], Stop | None] | None = None
+
+    @property
+    def steps(self) -> int:
+        return self.state.steps
+
+    @property
+    def messages(self) -> list[Message]:
+        return self.state.messages
 
     @property
     def needs_waiting(self) -> bool:
@@ -166,202 +101,213 @@ class AgentCore:
             return st.DEADLINE
         return None
 
-    def _stop_before(self, call: ToolCall | None) -> tuple[str, str] | None:
-        """A stop due before the next model call (``call`` None) or before ``call``."""
-        if self.external_stop is not None:
-            stop = self.external_stop(self, call)
-            if stop:
-                return stop
-        status = self.stop_requested()
-        return (status, _stop_reason(status, self.limits)) if status else None
-
     def run(self) -> Generator[Action, Outcome, AgentResult]:
-        self.recorder.run_started(self.info)
-        self._append({"role": "system", "content": self.system})
-        self._append({"role": "user", "content": self.task})
+        s = self.state
+        for event in self.opening:
+            self._emit(event)
+        stop = yield from self._finish_interrupted_reply()
+        if stop:
+            return self._finish(*stop)
+        redo = s.open_step  # the model call of this step never came back: ask again, same step
         while True:
             stop = self._check_before_model_call()
             if stop:
                 return self._finish(*stop)
-            self.steps += 1
-            step = self.steps
-            self.open_step = True
-            self.recorder.step_started(step)
+            step = s.steps if redo else s.steps + 1
+            redo = False
+            self._emit(StepStarted(step=step))
             prompt_tokens = self.meter.prompt_tokens()
-            self.recorder.model_call_started(step, prompt_tokens)
-            outcome = yield CallModel(self.model, self.messages, self.specs)
+            self._emit(ModelCallStarted(step=step, prompt_tokens=prompt_tokens))
+            self.recorder.sync()
+            outcome = yield CallModel(self.model, s.messages, self.specs)
             reply, stop = self._take_reply(step, prompt_tokens, outcome)
             if stop:
                 return self._finish(*stop, exception=outcome.error)
             assert reply is not None
             if not reply.tool_calls:
                 return self._finish(st.DONE, None, answer=reply.content)
-            for call in reply.tool_calls:
-                stop = yield from self._handle_call(step, call)
-                if stop:
-                    return self._finish(*stop)
-            self._end_step()
+            stop = yield from self._work_through(step)
+            if stop:
+                return self._finish(*stop)
 
-    def _end_step(self) -> None:
-        self.recorder.step_finished(self.steps)
-        self.open_step = False
+    def _finish_interrupted_reply(self) -> Generator[Action, Outcome, Stop | None]:
+        """A resumed run first answers the calls its last reply still owes."""
+        s = self.state
+        if not s.remaining_calls:
+            return None
+        self._emit(StepStarted(step=s.reply_step))
+        if s.resumed_from in (st.OUTPUT_BUDGET, st.INVALID_REPLY):
+            for call in s.remaining_calls:  # a cut-off or oversized reply: its calls are never run
+                self._observe(s.reply_step, call, f"ERROR: not run: {s.resumed_error}", "not_run")
+            self._emit(StepFinished(step=s.reply_step))
+            return None
+        return (yield from self._work_through(s.reply_step))
 
-    def _check_before_model_call(self) -> tuple[str, str] | None:
+    def _work_through(self, step: int) -> Generator[Action, Outcome, Stop | None]:
+        for call in self.state.remaining_calls:
+            stop = yield from self._handle_call(step, call)
+            if stop:
+                return stop
+        self._emit(StepFinished(step=step))
+        return None
+
+    def _stop_before(self, call: ToolCall | None) -> Stop | None:
+        """A stop due before the next model call (``call`` None) or before ``call``."""
+        if self.external_stop is not None:
+            stop = self.external_stop(self, call)
+            if stop:
+                return stop
+        status = self.stop_requested()
+        return (status, stop_reason(status, self.limits)) if status else None
+
+    def _check_before_model_call(self) -> Stop | None:
         stop = self._stop_before(None)
         if stop:
             return stop
-        lim = self.limits
-        if self.steps >= lim.max_steps:
-            return st.STEP_LIMIT, f"made {self.steps} model calls (max_steps={lim.max_steps})"
+        lim, s = self.limits, self.state
+        if s.steps >= lim.max_steps and not s.open_step:
+            return st.STEP_LIMIT, f"made {s.steps} model calls (max_steps={lim.max_steps})"
         if lim.max_context_chars is not None and self.meter.context_chars > lim.max_context_chars:
             return st.CONTEXT_BUDGET, (f"context holds {self.meter.context_chars} characters "
                                        f"(max_context_chars={lim.max_context_chars})")
         prompt = self.meter.prompt_tokens()
-        if self.spent + prompt > lim.token_budget:
+        if s.spent + prompt > lim.token_budget:
             return st.TOKEN_BUDGET, (f"next prompt of ~{prompt} tokens would bring the run to "
-                                     f"{self.spent + prompt} (token_budget={lim.token_budget})")
+                                     f"{s.spent + prompt} (token_budget={lim.token_budget})")
         return None
 
-    def _take_reply(
-        self, step: int, prompt_tokens: int, outcome: Outcome
-    ) -> tuple[ModelReply | None, tuple[str, str] | None]:
+    def _take_reply(self, step: int, prompt_tokens: int, outcome: Outcome) -> tuple[ModelReply | None, Stop | None]:
         """Validate and append a reply; return the stop it causes, if any."""
         reply = outcome.value
+
+        def failed(error: str, error_type: str, shown: ModelReply | None = None) -> None:
+            self._emit(ModelCalled(step=step, prompt_tokens=prompt_tokens, latency_s=outcome.elapsed_s,
+                                   reply=shown, error=error, error_type=error_type))
+
         if outcome.stop:
-            self._model_call_finished(step, prompt_tokens, None, 0, outcome, error=outcome.stop)
-            return None, (outcome.stop, _stop_reason(outcome.stop, self.limits, "the model"))
-        if isinstance(outcome.error, StopRun) and outcome.error.status in st.STATUSES \
-                and outcome.error.status != st.DONE:
-            stop = outcome.error
-            self._model_call_finished(step, prompt_tokens, None, 0, outcome, error=stop.reason,
-                                      error_type=stop.status)
-            return None, (stop.status, stop.reason)
-        if outcome.error is not None:
-            error = f"{type(outcome.error).__name__}: {outcome.error}"
-            self._model_call_finished(step, prompt_tokens, None, 0, outcome, error=error,
-                                      error_type=type(outcome.error).__name__)
-            return None, (st.MODEL_ERROR, error)
-        problem = self._reply_problem(reply)
+            failed(outcome.stop, outcome.stop)
+            return None, (outcome.stop, stop_reason(outcome.stop, self.limits, "the model"))
+        error = outcome.error
+        if isinstance(error, StopRun) and error.status in st.STATUSES and error.status != st.DONE:
+            failed(error.reason, error.status)
+            return None, (error.status, error.reason)
+        if error is not None:
+            text = f"{type(error).__name__}: {error}"
+            failed(text, type(error).__name__)
+            return None, (st.MODEL_ERROR, text)
+        problem = reply_problem(reply, self.state.seen_ids)
         if problem:
-            shown = reply if _loggable(reply) else None
-            self._model_call_finished(step, prompt_tokens, shown, 0, outcome, error=problem,
-                                      error_type=st.INVALID_REPLY)
+            failed(problem, st.INVALID_REPLY, reply if loggable(reply) else None)
             return None, (st.INVALID_REPLY, problem)
-        self.seen_ids.update(call.id for call in reply.tool_calls)
         message = assistant_message(reply)
-        produced = reply_tokens(message)
-        if reply.usage is not None:
-            self.spent += reply.usage.input_tokens + reply.usage.output_tokens
-        else:
-            self.spent += prompt_tokens + produced
-        self._append(message, step)
-        self._model_call_finished(step, prompt_tokens, reply, produced, outcome)
-        cut = _unfinished_reply(reply)
+        self._emit(MessageAppended(step=step, index=len(self.state.messages), message=message))
+        self._emit(ModelCalled(step=step, prompt_tokens=prompt_tokens, reply_tokens=reply_tokens(message),
+                               latency_s=outcome.elapsed_s, reply=reply))
+        cut = unfinished_reply(reply)
         if cut:
             return reply, (st.INVALID_REPLY, cut)
         limit = self.limits.max_output_chars
-        if limit is not None:
-            size = len(reply.content) + sum(len(json.dumps(c.args)) for c in reply.tool_calls)
-            if size > limit:
-                return reply, (st.OUTPUT_BUDGET,
-                               f"reply of {size} characters (max_output_chars={limit}); its calls were not run")
+        if limit is not None and output_chars(reply) > limit:
+            return reply, (st.OUTPUT_BUDGET, f"reply of {output_chars(reply)} characters "
+                                             f"(max_output_chars={limit}); its calls were not run")
         return reply, None
 
-    def _reply_problem(self, reply: object) -> str | None:
-        if not isinstance(reply, ModelReply):
-            return f"model returned {type(reply).__name__}, expected ModelReply"
-        if not isinstance(reply.content, str):
-            return f"reply content must be a string, got {type(reply.content).__name__}"
-        if not isinstance(reply.tool_calls, (list, tuple)):
-            return f"reply tool_calls must be a list, got {type(reply.tool_calls).__name__}"
-        usage = reply.usage
-        if usage is not None and not (isinstance(usage, Usage) and all(
-                isinstance(n, int) and not isinstance(n, bool) and n >= 0
-                for n in (usage.input_tokens, usage.output_tokens))):
-            return f"reply usage must be Usage(input_tokens, output_tokens) of non-negative ints, got {usage!r}"
-        ids: set[str] = set()
-        for call in reply.tool_calls:
-            if not isinstance(call, ToolCall):
-                return f"tool call must be a ToolCall, got {type(call).__name__}"
-            if not isinstance(call.id, str) or not call.id:
-                return f"tool call {call.name!r} has no id"
-            if not isinstance(call.name, str):
-                return f"tool call {call.id!r} has a name that is not a string"
-            if call.id in ids or call.id in self.seen_ids:
-                return f"duplicate call id {call.id!r}"
-            ids.add(call.id)
-            try:
-                json.dumps(call.args, allow_nan=False)
-            except (TypeError, ValueError, RecursionError):
-                return f"tool call {call.id!r} has arguments that are not JSON"
-        return None
-
-    def _handle_call(self, step: int, call: ToolCall) -> Generator[Action, Outcome, tuple[str, str] | None]:
+    def _handle_call(self, step: int, call: ToolCall) -> Generator[Action, Outcome, Stop | None]:
+        s = self.state
+        finished = s.finished_calls.get(call.id)
+        if finished is not None:  # answered before the process stopped: never run again
+            self._emit(MessageAppended(step=step, index=len(s.messages),
+                                       message=tool_message(call, finished.observation)))
+            return None
         stop = self._stop_before(call)
         if stop:
             return stop
-        observation = self.registry.check(call.name, call.args)
-        if observation is not None:  # a refused call breaks a run of identical calls
-            self.last_call_key, self.repeats = None, 0
-        observation = observation or self._repeat_observation(call)
         tool = self.registry.get(call.name)
-        if observation is None and tool is not None:
-            lim = self.limits.max_tool_calls
-            if lim is not None and self.tool_calls_run >= lim:
-                return st.TOOL_BUDGET, (f"call {call.id} ({call.name}) would be tool call "
-                                        f"{self.tool_calls_run + 1} (max_tool_calls={lim}); not run")
-            if tool.needs_approval:
-                verdict = self.approve(call) if self.approve is not None else None
-                if verdict is None:
-                    return st.AWAITING_APPROVAL, f"call {call.id} ({call.name}) needs approval"
-                if not verdict:
-                    observation = f"ERROR: the call to {call.name} was denied by the approver; do not retry it"
-        ran = observation is None and tool is not None
-        duration = 0.0
-        if ran:
-            assert tool is not None
-            self.recorder.tool_started(step, call)
-            self.tool_calls_run += 1
-            outcome = yield CallTool(tool, call, copy.deepcopy(call.args))
-            duration = outcome.elapsed_s
-            if outcome.stop:
-                self.recorder.tool_finished(ToolCallInfo(step, call, f"ERROR: {outcome.stop}", False,
-                                                         duration, True))
-                return outcome.stop, _stop_reason(outcome.stop, self.limits, f"tool {call.name}")
-            if outcome.timed_out:
-                observation = timeout_observation(call.name, tool.timeout_s or 0.0)
-            elif outcome.error is not None:
-                observation = failure_observation(call.name, outcome.error)
-            else:
-                observation = result_observation(call.name, outcome.value)
-        assert observation is not None
-        observation = cut_observation(observation, self.limits.max_result_chars)
-        ok = not observation.startswith("ERROR:")
-        self.recorder.tool_finished(ToolCallInfo(step, call, observation, ok, duration, ran))
-        self._append(tool_message(call, observation), step)
+        refused = self.registry.check(call.name, call.args)
+        if refused is not None:
+            self._observe(step, call, refused, "unknown_tool" if tool is None else "invalid_args")
+            return None
+        assert tool is not None
+        in_doubt = s.in_doubt(call.id)
+        if in_doubt and tool.side_effects and tool.idempotency_key is None:
+            self._observe(step, call, IN_DOUBT, "in_doubt")
+            return None
+        allowed = self.limits.max_identical_calls
+        if not in_doubt and s.repeats_if(call_key(call)) > allowed:
+            self._observe(step, call, (
+                f"ERROR: {call.name} was already called {allowed} times in a row with these same "
+                "arguments and was not run again. Change course: use different arguments or "
+                "another tool, or give your final answer."), "repeat")
+            return None
+        lim = self.limits.max_tool_calls
+        if lim is not None and s.tool_calls_run >= lim:
+            return st.TOOL_BUDGET, (f"call {call.id} ({call.name}) would be tool call "
+                                    f"{s.tool_calls_run + 1} (max_tool_calls={lim}); not run")
+        if tool.needs_approval and not in_doubt:
+            verdict = s.decisions.get(call.id)
+            if verdict is None and self.approve is not None:
+                verdict = self.approve(call)
+            if verdict is None:
+                return self._await_approval(step)
+            if verdict is not True:
+                reason = f": {verdict}" if isinstance(verdict, str) and verdict else ""
+                self._observe(step, call, f"ERROR: the call to {call.name} was denied by the approver{reason}; "
+                                          "do not retry it", "denied")
+                return None
+        return (yield from self._run_tool(step, call, tool))
+
+    def _run_tool(self, step: int, call: ToolCall, tool: Tool) -> Generator[Action, Outcome, Stop | None]:
+        started = self.state.started_calls.get(call.id)
+        self._emit(ToolStarted(step=step, call_id=call.id, name=call.name, args=call.args,
+                               attempt=1 if started is None else started.attempt + 1))
+        self.recorder.sync()
+        args = copy.deepcopy(call.args)
+        if tool.idempotency_key is not None:
+            args[tool.idempotency_key] = idempotency_key(self.run_id, call.id)
+        outcome = yield CallTool(tool, call, args)
+        if outcome.stop:
+            abandoned = (f"ERROR: {call.name} was abandoned while it ran ({outcome.stop}); "
+                         "its outcome is unknown")
+            self._emit(ToolFinished(step=step, call_id=call.id, name=call.name, observation=abandoned,
+                                    ok=False, duration_s=outcome.elapsed_s))
+            return outcome.stop, stop_reason(outcome.stop, self.limits, f"tool {call.name}")
+        if outcome.timed_out:
+            observation = timeout_observation(call.name, tool.timeout_s or 0.0)
+        elif outcome.error is not None:
+            observation = failure_observation(call.name, outcome.error)
+        else:
+            observation = result_observation(call.name, outcome.value)
+        self._observe(step, call, observation, None, outcome.elapsed_s)
+        if tool.side_effects:  # its outcome is known now: never leave it in doubt
+            self.recorder.sync()
         return None
 
-    def _repeat_observation(self, call: ToolCall) -> str | None:
-        key = call.name + "\x00" + json.dumps(call.args, sort_keys=True)
-        self.repeats = self.repeats + 1 if key == self.last_call_key else 1
-        self.last_call_key = key
-        allowed = self.limits.max_identical_calls
-        if self.repeats <= allowed:
-            return None
-        return (f"ERROR: {call.name} was already called {allowed} times in a row with these same "
-                "arguments and was not run again. Change course: use different arguments or "
-                "another tool, or give your final answer.")
+    def _observe(self, step: int, call: ToolCall, observation: str, refused: str | None,
+                 duration_s: float = 0.0) -> None:
+        """Log a call's observation and append it as the call's tool message."""
+        observation = cut_observation(observation, self.limits.max_result_chars)
+        self._emit(ToolFinished(step=step, call_id=call.id, name=call.name, observation=observation,
+                                ok=not observation.startswith("ERROR:"), duration_s=duration_s,
+                                ran=refused is None, refused=refused))
+        self._emit(MessageAppended(step=step, index=len(self.state.messages), message=tool_message(call, observation)))
 
-    def _append(self, message: Message, step: int = 0) -> None:
-        self.messages.append(message)
-        self.meter.add(message)
-        self.recorder.message_appended(len(self.messages) - 1, message, step)
+    def _await_approval(self, step: int) -> Stop:
+        """Log every remaining call that waits for a decision, so all can be decided at once."""
+        s = self.state
+        waiting = [c for c in s.remaining_calls if (t := self.registry.get(c.name)) is not None
+                   and t.needs_approval and c.id not in s.decisions and not s.in_doubt(c.id)]
+        for call in waiting:
+            if call.id not in s.pending_approvals:
+                self._emit(ApprovalRequested(step=step, call_id=call.id, name=call.name, args=call.args))
+        first = waiting[0]
+        more = f" (and {len(waiting) - 1} more)" if len(waiting) > 1 else ""
+        return st.AWAITING_APPROVAL, f"call {first.id} ({first.name}) needs approval{more}"
 
-    def _model_call_finished(self, step: int, prompt_tokens: int, reply: ModelReply | None,
-                             produced: int, outcome: Outcome, error: str | None = None,
-                             error_type: str | None = None) -> None:
-        self.recorder.model_call_finished(ModelCallInfo(
-            step, prompt_tokens, reply, produced, outcome.elapsed_s, error, error_type or error))
+    def _emit(self, event: Event) -> None:
+        self.state.apply(event)
+        if isinstance(event, MessageAppended):
+            self.meter.add(event.message)
+        self.recorder.record(event)
 
     def abort(self, exc: BaseException) -> None:
         """Close a run that an exception is leaving (Ctrl-C, a raising callback or recorder).
@@ -370,47 +316,32 @@ class AgentCore:
         ended, and the caller's exception goes on; a failure while closing is not allowed
         to hide it.
         """
-        if self.finished:
+        if self.closed:
             return
-        with contextlib.suppress(Exception):
+        with contextlib.suppress(Exception):  # the caller's exception is the one to see
             self._finish(st.CANCELLED, f"aborted by {type(exc).__name__}: {exc}".rstrip(": "), exception=exc)
 
     def _finish(self, status: str, error: str | None, answer: str | None = None,
                 exception: BaseException | None = None) -> AgentResult:
-        self.finished = True
-        result = AgentResult(status, answer, self.steps, self.spent, self.messages, self.run_id,
-                             error, self.tool_calls_run, exception)
-        if self.open_step:
-            self._end_step()
-        self.recorder.run_finished(result)
-        return result
+        s = self.state
+        if s.open_step:
+            self._emit(StepFinished(step=s.steps))
+        self._emit(RunFinished(step=s.steps, status=status, answer=answer, steps=s.steps, tokens=s.spent,
+                               tool_calls=s.tool_calls_run, error=error))
+        self.recorder.sync()
+        self.closed = True
+        return AgentResult(status, answer, s.steps, s.spent, s.messages, self.run_id, error, s.tool_calls_run,
+                           exception)
 
 
-def _loggable(reply: object) -> bool:
-    """Whether an invalid reply can still be logged as data (so replay can replay it)."""
-    if not isinstance(reply, ModelReply) or not isinstance(reply.content, str):
-        return False
-    if not isinstance(reply.tool_calls, list) or not all(isinstance(c, ToolCall) for c in reply.tool_calls):
-        return False
-    try:
-        json.dumps([[c.id, c.name, c.args] for c in reply.tool_calls], allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
-        return False
-    return True
+def idempotency_key(run_id: str, call_id: str) -> str:
+    """The same on every attempt of one call, different for every other call."""
+    return f"{run_id}:{call_id}"
 
 
-def _unfinished_reply(reply: ModelReply) -> str | None:
-    """Why a reply must not be acted on: cut off (its last call may be cut too), or a refusal."""
-    if reply.stop_reason in CUT_OFF_STOP_REASONS:
-        calls = "; its calls were not run" if reply.tool_calls else ""
-        return f"reply was cut off at the output token limit (stop_reason {reply.stop_reason!r}){calls}"
-    if reply.stop_reason in REFUSAL_STOP_REASONS and not reply.tool_calls:
-        return f"model refused (stop_reason {reply.stop_reason!r}): {reply.content[:200]}"
-    return None
-
-
-def _stop_reason(status: str, limits: Limits, waiting_on: str | None = None) -> str:
+def stop_reason(status: str, limits: Limits, waiting_on: str | None = None) -> str:
     suffix = f" while waiting on {waiting_on}" if waiting_on else ""
     if status == st.DEADLINE:
         return f"run deadline of {limits.timeout_s:g} s passed{suffix}"
     return f"cancelled by the caller{suffix}"
+

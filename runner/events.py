@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Final
 
 from .errors import StoreError
-from .messages import Message, ModelReply, ToolCall, Usage
+from .messages import Message, ModelReply, ToolCall, ToolSpec, Usage
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -29,11 +29,12 @@ class RunStarted:
     """A new run: what it was asked, of whom, under which limits. ``origin`` says how a
     linked run came about (``fork`` at ``forked_at_step``, or ``follow_up``)."""
 
+    run_id: str = ""
     step: int = 0
     task: str
     system: str
     limits: dict[str, Any]
-    tool_specs: list[dict[str, Any]]
+    tool_specs: list[ToolSpec]
     model: str
     provider: str | None = None
     agent_name: str | None = None
@@ -140,11 +141,14 @@ class RunResumed:
     """A stopped or orphaned run taken up again: by whom (``owner``), from which status
     (``reason``), with which limits and approval ``decisions``."""
 
+    run_id: str = ""
     step: int = 0
     owner: str
     reason: str
     limits: dict[str, Any]
     decisions: dict[str, bool | str] = field(default_factory=dict)
+    model: str | None = None
+    provider: str | None = None
 
 
 Event = (RunStarted | MessageAppended | StepStarted | ModelCallStarted | ModelCalled | ToolStarted
@@ -169,7 +173,7 @@ _STEP_IN_COLUMN: Final = frozenset({MessageAppended, ToolStarted, ToolFinished, 
                                     RunStarted, RunFinished, RunResumed})
 # Fields written only when they differ from their default (added after the first release).
 _OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "service_name", "attempt",
-                              "refused", "decisions"})
+                              "refused", "decisions", "model", "provider"})
 _NAMES: Final[dict[type[Any], tuple[str, ...]]] = {cls: tuple(f.name for f in fields(cls)) for cls in KINDS.values()}
 _DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}}
 
@@ -192,10 +196,12 @@ def encode(event: Event) -> tuple[str, dict[str, Any]]:
     cls = type(event)
     data: dict[str, Any] = {}
     for name in _NAMES[cls]:
-        if name == "step" and cls in _STEP_IN_COLUMN:
+        if (name == "step" and cls in _STEP_IN_COLUMN) or name == "run_id":
             continue
         value = getattr(event, name)
-        if name in _OPTIONAL and (value is None or value == _DEFAULTS.get(name)):
+        if name in _OPTIONAL and cls is not RunStarted and (value is None or value == _DEFAULTS.get(name)):
+            continue
+        if cls is RunStarted and name in _OPTIONAL - {"provider"} and value is None:
             continue
         data[name] = value
     if isinstance(event, ModelCalled):
@@ -205,8 +211,10 @@ def encode(event: Event) -> tuple[str, dict[str, Any]]:
     return kind, data
 
 
-def decode(kind: str, data: Mapping[str, Any], step: int = 0) -> Event:
-    """The fact a stored row holds. ``EventDecodeError`` (one line) for a row that is not one."""
+def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") -> Event:
+    """The fact a stored row holds. ``EventDecodeError`` (one line) for a row that is not one.
+
+    ``step`` and ``run_id`` are the row's columns (the facts that name them keep them there)."""
     cls = KINDS.get(kind)
     if cls is None:
         raise EventDecodeError(f"unknown event kind {kind!r}")
@@ -215,6 +223,8 @@ def decode(kind: str, data: Mapping[str, Any], step: int = 0) -> Event:
     values = {name: data[name] for name in _NAMES[cls] if name in data}
     if cls in _STEP_IN_COLUMN or "step" not in values:
         values["step"] = step
+    if cls in (RunStarted, RunResumed):
+        values["run_id"] = run_id
     try:
         if cls is ModelCalled:
             values["reply"] = None if data.get("reply") is None else parse_reply(data["reply"])

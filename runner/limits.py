@@ -16,25 +16,31 @@ from typing import Any, Final
 
 from .messages import Message, ToolSpec
 
+# The statuses live in ``statuses``; these names stay importable from here.
+from .statuses import (
+    AWAITING_APPROVAL,
+    CANCELLED,
+    CONTEXT_BUDGET,
+    DEADLINE,
+    DONE,
+    INVALID_REPLY,
+    MODEL_ERROR,
+    OUTPUT_BUDGET,
+    RUNNING,
+    STATUSES,
+    STEP_LIMIT,
+    TOKEN_BUDGET,
+    TOOL_BUDGET,
+)
+
 CHARS_PER_TOKEN: Final = 4
 
-DONE: Final = "done"
-STEP_LIMIT: Final = "step_limit"
-TOKEN_BUDGET: Final = "token_budget"
-TOOL_BUDGET: Final = "tool_budget"
-DEADLINE: Final = "deadline"
-CONTEXT_BUDGET: Final = "context_budget"
-OUTPUT_BUDGET: Final = "output_budget"
-CANCELLED: Final = "cancelled"
-INVALID_REPLY: Final = "invalid_reply"
-MODEL_ERROR: Final = "model_error"
-AWAITING_APPROVAL: Final = "awaiting_approval"
-RUNNING: Final = "running"
-
-STATUSES: Final = (
-    DONE, STEP_LIMIT, TOKEN_BUDGET, TOOL_BUDGET, DEADLINE, CONTEXT_BUDGET,
-    OUTPUT_BUDGET, CANCELLED, INVALID_REPLY, MODEL_ERROR, AWAITING_APPROVAL,
-)
+__all__ = [
+    "AWAITING_APPROVAL", "CANCELLED", "CONTEXT_BUDGET", "DEADLINE", "DONE", "INVALID_REPLY", "MODEL_ERROR",
+    "OUTPUT_BUDGET", "RUNNING", "STATUSES", "STEP_LIMIT", "TOKEN_BUDGET", "TOOL_BUDGET", "Limits", "TokenMeter",
+    "NaiveTokenMeter", "cut_observation", "reply_tokens", "tokens_for_chars", "json_len", "naive_prompt_tokens",
+    "context_chars_of",
+]
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,9 +14,10 @@ import time
 from collections.abc import Callable
 from typing import Any, Unpack
 
-from .core import DEFAULT_SYSTEM, Action, AgentCore, AgentResult, CallModel, Outcome
+from .core import DEFAULT_SYSTEM, AgentCore
 from .messages import Model
 from .options import RunOptions, build_core
+from .results import Action, AgentResult, CallModel, Outcome
 from .tools import ToolRegistry
 
 # How often a wait wakes up to look at the cancel event.

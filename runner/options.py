@@ -6,15 +6,18 @@ async runs alike, and neither driver can forget one.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 from .core import AgentCore, Approver
+from .events import Event, MessageAppended, RunStarted
 from .limits import Limits
-from .messages import Model
+from .messages import Message, Model
 from .recorder import Recorder
+from .results import checked_run_id, model_identity
+from .state import RunState
 from .tools import ToolRegistry
-from .wiring import build_recorder
+from .wiring import TraceLink, build_recorder
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -50,16 +53,49 @@ def build_core(
     task: str, model: Model, registry: ToolRegistry, system: str, max_steps: int, token_budget: int,
     **options: Unpack[RunOptions],
 ) -> AgentCore:
+    """The core of a new run: it opens with ``run_started`` and the system and user messages."""
+    limits = limits_from(max_steps, token_budget, options)
+    run_id = checked_run_id(options.get("run_id"))
+    first = new_run_opening(run_id, task, system, limits, registry, model, options.get("agent_name"),
+                            options.get("labels"))
+    return core_for(model, registry, run_id, limits, first, None, options)
+
+
+def new_run_opening(run_id: str, task: str, system: str, limits: Limits, registry: ToolRegistry, model: Model,
+                    agent_name: str | None = None, labels: Mapping[str, str] | None = None) -> list[Event]:
+    """The facts a new run opens with: ``run_started``, the system prompt and the task."""
+    model_name, provider = model_identity(model)
+    started = RunStarted(run_id=run_id, task=task, system=system, limits=limits.to_dict(), tool_specs=registry.specs(),
+                         model=model_name, provider=provider, agent_name=agent_name, labels=dict(labels or {}))
+    return opening(started, [{"role": "system", "content": system}, {"role": "user", "content": task}])
+
+
+def check_options(options: Mapping[str, Any]) -> None:
     unknown = set(options) - set(RunOptions.__annotations__)
     if unknown:
         raise TypeError(f"unknown run option(s): {', '.join(sorted(unknown))}")
-    limits = Limits(
+
+
+def limits_from(max_steps: int, token_budget: int, options: Mapping[str, Any]) -> Limits:
+    check_options(options)
+    return Limits(
         max_steps, token_budget, options.get("max_tool_calls"), options.get("timeout_s"),
         options.get("max_context_chars"), options.get("max_output_chars"), options.get("max_result_chars"),
         options.get("max_identical_calls", 2),
     )
+
+
+def opening(started: RunStarted, messages: Sequence[Message]) -> list[Event]:
+    """The first facts of a new run: ``run_started``, then each message it begins with."""
+    return [started, *(MessageAppended(index=i, message=m) for i, m in enumerate(messages))]
+
+
+def core_for(model: Model, registry: ToolRegistry, run_id: str, limits: Limits, first: Sequence[Event],
+             state: RunState | None, options: Mapping[str, Any], link: TraceLink | None = None) -> AgentCore:
+    """A core on the recorders ``options`` ask for, starting from ``state`` with the facts ``first``."""
+    state = state if state is not None else RunState(run_id=run_id)
     recorder = build_recorder(store=options.get("store"), tracer_provider=options.get("tracer_provider"),
-                              record_content=options.get("record_content", False), extra=options.get("recorder"))
-    return AgentCore(task, model, registry, system=system, limits=limits, recorder=recorder,
-                     cancel=options.get("cancel"), approve=options.get("approve"), run_id=options.get("run_id"),
-                     agent_name=options.get("agent_name"), labels=options.get("labels"))
+                              record_content=options.get("record_content", False), extra=options.get("recorder"),
+                              state=state, link=link)
+    return AgentCore(model, registry, run_id=run_id, limits=limits, recorder=recorder, opening=first, state=state,
+                     cancel=options.get("cancel"), approve=options.get("approve"))

@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
-from .core import AgentCore, AgentResult
+from .core import AgentCore
 from .errors import ReplayDivergence, StopRun
 from .fixture import INTERRUPTIBLE, Fixture, fixture_from_run, load_fixture
 from .loop import drive
 from .messages import Message, ModelReply, ToolCall, ToolSpec
 from .options import RunOptions, build_core
+from .results import AgentResult
 from .scripted import ScriptedModel
 from .tools import ToolRegistry
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from . import limits as st
+from . import statuses as st
 from .events import (
     ApprovalRequested,
     Event,
@@ -69,7 +69,15 @@ class RunState:
     answer: str | None = None
     error: str | None = None
     segment: int = 0
+    resumed_from: str | None = None
+    resumed_error: str | None = None
     events: int = 0
+
+    def copy(self) -> RunState:
+        """An independent copy (containers copied; messages and facts are never mutated)."""
+        return replace(self, messages=list(self.messages), seen_ids=set(self.seen_ids),
+                       started_calls=dict(self.started_calls), finished_calls=dict(self.finished_calls),
+                       pending_approvals=dict(self.pending_approvals), decisions=dict(self.decisions))
 
     @property
     def remaining_calls(self) -> list[ToolCall]:
@@ -89,7 +97,9 @@ class RunState:
         elif isinstance(event, ModelCalled):
             self._model_called(event)
         elif isinstance(event, StepStarted):
-            self.steps, self.open_step = event.step, True
+            if event.step != self.reply_step:
+                self.reply = None
+            self.steps, self.open_step = max(self.steps, event.step), True
         elif isinstance(event, ToolStarted):
             self.tool_calls_run += 1
             self.started_calls[event.call_id] = event
@@ -99,15 +109,21 @@ class RunState:
             self.pending_approvals[event.call_id] = event
         elif isinstance(event, StepFinished):
             self.open_step = False
-            self.reply = None
+            if not self.remaining_calls:
+                self.reply = None
         elif isinstance(event, RunFinished):
             self.status, self.answer, self.error = event.status, event.answer, event.error
         elif isinstance(event, RunResumed):
+            self.run_id = event.run_id or self.run_id
             self.segment += 1
+            self.resumed_from, self.resumed_error = self.status, self.error
             self.status, self.answer, self.error = st.RUNNING, None, None
             self.decisions.update(event.decisions)
         elif isinstance(event, RunStarted):
             self.started = event
+            self.run_id = event.run_id or self.run_id
+            if event.forked_at_step:
+                self.steps = event.forked_at_step - 1
 
     def _message(self, message: Message) -> None:
         self.messages.append(message)

@@ -7,6 +7,7 @@ repair its own mistake if told precisely what it was.
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -23,7 +24,10 @@ class Tool:
     ``timeout_s`` bounds one call (its observation then says it timed out and the
     run goes on); ``side_effects`` marks a tool that writes somewhere, so a resumed
     run never re-runs it blindly; ``needs_approval`` makes the loop ask the
-    caller's ``approve`` callback before each call.
+    caller's ``approve`` callback (or a later ``resume(decisions=...)``) before each
+    call; ``idempotency_key`` names a keyword argument that receives a key stable
+    across every attempt of one call, so a resumed run may re-run a call in doubt
+    and the far side deduplicates it. The model never sees that argument.
     """
 
     name: str
@@ -33,6 +37,7 @@ class Tool:
     timeout_s: float | None = None
     side_effects: bool = False
     needs_approval: bool = False
+    idempotency_key: str | None = None
 
     def spec(self) -> ToolSpec:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
@@ -54,6 +59,7 @@ class ToolRegistry:
         timeout_s: float | None = None,
         side_effects: bool = False,
         needs_approval: bool = False,
+        idempotency_key: str | None = None,
     ) -> Tool:
         """Add a tool after checking its schema; raises ``ValueError`` on any mistake."""
         if not isinstance(name, str) or not name:
@@ -71,7 +77,9 @@ class ToolRegistry:
             raise ValueError(f"tool {name!r}: {exc}") from None
         if params.get("type", "object") != "object":
             raise ValueError(f"tool {name!r}: parameters must have type 'object'")
-        tool = Tool(name, description, params, fn, timeout_s, side_effects, needs_approval)
+        if idempotency_key is not None:
+            _check_key_parameter(name, idempotency_key, params, fn)
+        tool = Tool(name, description, params, fn, timeout_s, side_effects, needs_approval, idempotency_key)
         self._tools[name] = tool
         return tool
 
@@ -113,6 +121,23 @@ class ToolRegistry:
         except Exception as exc:
             return failure_observation(name, exc)
         return result_observation(name, value)
+
+
+def _check_key_parameter(name: str, key: str, params: Mapping[str, Any], fn: Callable[..., Any]) -> None:
+    """The key argument must be one the function takes and one the model cannot send."""
+    if not isinstance(key, str) or not key.isidentifier():
+        raise ValueError(f"tool {name!r}: idempotency_key must be a parameter name, got {key!r}")
+    if key in (params.get("properties") or {}):
+        raise ValueError(f"tool {name!r}: idempotency_key {key!r} is also in the schema; "
+                         "the model must not be able to send it")
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return  # a builtin or C callable: nothing to check
+    takes = any(p.kind is p.VAR_KEYWORD for p in signature.parameters.values()) or (
+        key in signature.parameters and signature.parameters[key].kind is not inspect.Parameter.POSITIONAL_ONLY)
+    if not takes:
+        raise ValueError(f"tool {name!r}: fn takes no keyword argument {key!r} (its idempotency_key)")
 
 
 def result_observation(name: str, value: Any) -> str:

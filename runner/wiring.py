@@ -6,14 +6,27 @@ spans the tracer has just opened or closed ("each event knows its span").
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .recorder import FanoutRecorder, Recorder
+from .state import RunState
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
     from .store import RunStore
+
+
+@dataclass(frozen=True, slots=True)
+class TraceLink:
+    """Where a continued run's spans attach: ``joins`` puts a resumed run's new root under
+    its first root (``span_id``) in the same trace; otherwise (fork, follow-up) the new
+    trace links to the parent run's root."""
+
+    trace_id: str
+    span_id: str
+    joins: bool
 
 
 def build_recorder(
@@ -22,15 +35,24 @@ def build_recorder(
     tracer_provider: TracerProvider | None,
     record_content: bool,
     extra: Recorder | None,
+    state: RunState,
+    link: TraceLink | None = None,
 ) -> Recorder:
+    """``state`` is where the loop starts (a resumed run's holds its stored facts); it is read here, never kept."""
     from .tracing import TracingRecorder
 
     # Always traced: with no provider given, the global one (a no-op unless the app
     # configured OpenTelemetry, and then cheap), so every stored event gets a span id.
-    tracing = TracingRecorder(tracer_provider, record_content=record_content)
+    started = state.started
+    tracing = TracingRecorder(
+        tracer_provider, record_content=record_content, run_id=state.run_id, link=link, segment=state.segment,
+        model=started.model if started else "", provider=started.provider if started else None,
+        agent_name=started.agent_name if started else None,
+        shown=[dict(m) for m in state.messages] if record_content else None)
     recorders: list[Recorder] = [tracing]
     if store is not None:
-        recorders.append(store.recorder(span_source=tracing))
+        recorders.append(store.recorder(span_source=tracing, resume=state if state.events else None,
+                                        trace_id=link.trace_id if link is not None and link.joins else None))
     if extra is not None:
         recorders.append(extra)
     return recorders[0] if len(recorders) == 1 else FanoutRecorder(recorders)

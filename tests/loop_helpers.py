@@ -56,3 +56,14 @@ def hanging_model(release: threading.Event) -> Any:
         return ModelReply("too late")
 
     return model
+
+
+def record_unfinished_run(store: Any, run_id: str, task: str = "t") -> None:
+    """A run's first commit and nothing more, as a process killed right after it leaves it."""
+    from runner.events import RunStarted
+    from runner.limits import Limits
+
+    recorder = store.recorder()
+    recorder.record(RunStarted(run_id=run_id, task=task, system="s", limits=Limits().to_dict(), tool_specs=[],
+                               model="scripted"))
+    recorder.sync()

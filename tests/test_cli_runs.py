@@ -190,15 +190,12 @@ def test_an_overflowing_since_is_a_usage_error(tmp_path: Path) -> None:
 def test_show_and_runs_label_a_run_whose_process_died(tmp_path: Path) -> None:
     from sqlalchemy import update
 
-    from runner import Limits
-    from runner.recorder import RunInfo
     from runner.store.tables import runs as runs_table
+    from tests.loop_helpers import record_unfinished_run
 
     db = f"sqlite:///{tmp_path / 'runs.db'}"
     with open_store(db) as store:
-        recorder = store.recorder()
-        recorder.run_started(RunInfo("d" * 32, "killed task", "s", Limits(), [], "scripted"))
-        recorder.flush()
+        record_unfinished_run(store, "d" * 32, "killed task")
         gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
                               text=True, check=True).stdout.strip()
         host = str(store.get_run("d" * 32).owner).rsplit(":", 1)[0]

@@ -449,13 +449,15 @@ def test_a_reply_with_malformed_usage_is_an_invalid_reply() -> None:
 
 
 def test_an_approver_that_raises_closes_the_run_then_propagates() -> None:
+    from runner.events import RunFinished
     from runner.recorder import NullRecorder
 
     finished: list[Any] = []
 
     class Spy(NullRecorder):
-        def run_finished(self, result: Any) -> None:
-            finished.append(result)
+        def record(self, event: Any) -> None:
+            if isinstance(event, RunFinished):
+                finished.append(event)
 
     registry = ToolRegistry()
     registry.register("pay", "pay", {"type": "object"}, lambda: 1, needs_approval=True)
@@ -470,13 +472,15 @@ def test_an_approver_that_raises_closes_the_run_then_propagates() -> None:
 
 
 def test_ctrl_c_in_the_model_closes_the_run_then_propagates() -> None:
+    from runner.events import RunFinished
     from runner.recorder import NullRecorder
 
     finished: list[Any] = []
 
     class Spy(NullRecorder):
-        def run_finished(self, result: Any) -> None:
-            finished.append(result)
+        def record(self, event: Any) -> None:
+            if isinstance(event, RunFinished):
+                finished.append(event)
 
     def model(messages: Any, specs: Any) -> ModelReply:
         raise KeyboardInterrupt

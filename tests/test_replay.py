@@ -253,11 +253,8 @@ def test_a_run_stopped_on_a_duplicate_call_id_replays_cleanly(store: RunStore, t
 
 
 def test_an_unfinished_run_cannot_become_a_fixture(store: RunStore) -> None:
-    from runner.limits import Limits
-    from runner.recorder import RunInfo
+    from tests.loop_helpers import record_unfinished_run
 
-    recorder = store.recorder()
-    recorder.run_started(RunInfo("f" * 32, "t", "s", Limits(), [], "scripted"))
-    recorder.flush()
+    record_unfinished_run(store, "f" * 32)
     with pytest.raises(FixtureError, match=r"^run f{32} has not finished \(status running, "):
         fixture_from_run(store.get_run("f" * 32))

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import event, select
 
 from runner import Limits, ModelReply, ScriptedModel, StoreError, ToolCall, Usage, run_agent
-from runner.recorder import describe_reply
+from runner.events import reply_data as describe_reply
 from runner.store import RunStore, derived_span_id, derived_trace_id
 from runner.store.tables import events
 from tests.loop_helpers import call, reply, weather_registry
@@ -155,15 +155,16 @@ def test_a_span_source_supplies_trace_and_span_ids(store: RunStore) -> None:
         def __init__(self) -> None:
             self.n = 0
 
-        def span_id(self) -> str:
-            self.n += 1
-            return f"{self.n:016x}"
+        def span_id_for(self, key: str) -> str:
+            return {"run": "1" * 16, "step:1": "2" * 16, "chat:1": "3" * 16}[key]
 
     recorder = store.recorder(span_source=Source())
     result = run_agent("Hi", ScriptedModel(["hello"]), weather_registry(), recorder=recorder)
     run = store.get_run(result.run_id)
     assert run.trace_id == "f" * 32
-    assert [e.span_id for e in run.events] == [f"{n:016x}" for n in range(1, len(run.events) + 1)]
+    assert [(e.kind, e.span_id) for e in run.events] == [
+        ("run_started", "1" * 16), ("message", "1" * 16), ("message", "1" * 16), ("step_started", "2" * 16),
+        ("message", "3" * 16), ("model_call", "3" * 16), ("step_finished", "2" * 16), ("run_finished", "1" * 16)]
 
 
 def test_commits_once_per_model_call_and_tool_plus_the_finish(store: RunStore) -> None:

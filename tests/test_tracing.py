@@ -21,8 +21,19 @@ from opentelemetry.trace import NoOpTracerProvider
 
 from runner import Limits, ModelReply, ScriptedModel, ToolCall, ToolRegistry, Usage, run_agent
 from runner.core import AgentCore
+from runner.events import (
+    Event,
+    MessageAppended,
+    ModelCalled,
+    ModelCallStarted,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    span_key,
+)
 from runner.loop import drive
-from runner.recorder import FanoutRecorder, ModelCallInfo, RunInfo
+from runner.options import new_run_opening
+from runner.recorder import FanoutRecorder
 from runner.tracing import TracingRecorder, derived_span_id
 
 RUN_ID = "0123456789abcdef0123456789abcdef"
@@ -211,7 +222,8 @@ def test_deadline_while_a_tool_runs_ends_every_span(spans: tuple[TracerProvider,
     result = run_agent("Wait", model, reg, timeout_s=0.05, tracer_provider=provider)
     assert result.status == "deadline"
     (root,) = tree(exporter.get_finished_spans())
-    assert root[3][0][3][1][:2] == ["execute_tool slow", "ERROR: ERROR: deadline"]
+    assert root[3][0][3][1][:2] == ["execute_tool slow",
+                                    "ERROR: ERROR: slow was abandoned while it ran (deadline); its outcome is unknown"]
     assert root[3][0][3][1][2]["error.type"] == "deadline"
     assert len(exporter.get_finished_spans()) == 4
 
@@ -243,27 +255,34 @@ def test_content_only_when_opted_in(spans: tuple[TracerProvider, InMemorySpanExp
 
 
 class FactLog:
-    """A stand-in for the store: after each fact, note the span id the tracer reports."""
+    """A stand-in for the store: each fact with its span key, resolved to span ids afterwards."""
 
     def __init__(self, tracing: TracingRecorder) -> None:
         self.tracing = tracing
-        self.seen: list[tuple[str, str | None]] = []
+        self.facts: list[tuple[str, str]] = []
 
-    def __getattr__(self, fact: str) -> Any:
-        def note(*args: Any) -> None:
-            label = fact
-            if fact == "message_appended":
-                label = f"message {args[1]['role']}"
-            self.seen.append((label, self.tracing.span_id()))
-        return note
+    def record(self, event: Event) -> None:
+        label = type(event).__name__
+        if isinstance(event, MessageAppended):
+            label = f"message {event.message['role']}"
+        self.facts.append((label, span_key(event)))
+
+    def sync(self) -> None:
+        pass
+
+    @property
+    def seen(self) -> list[tuple[str, str | None]]:
+        return [(label, self.tracing.span_id_for(key)) for label, key in self.facts]
 
 
 def _span_ids_per_fact(provider: Any) -> tuple[TracingRecorder, list[tuple[str, str | None]]]:
-    tracing = TracingRecorder(provider)
+    tracing = TracingRecorder(provider, run_id=RUN_ID)
     log = FactLog(tracing)
     model = ScriptedModel([weather("c1", "Paris"), "21C"])
-    fan = FanoutRecorder([tracing, log])  # tracing first, as runner.wiring builds it
-    drive(AgentCore("Weather?", model, registry(), system="s", limits=Limits(), recorder=fan, run_id=RUN_ID))
+    fan = FanoutRecorder([log, tracing])  # any order: span ids are asked for by key
+    reg = registry()
+    drive(AgentCore(model, reg, run_id=RUN_ID, limits=Limits(), recorder=fan,
+                    opening=new_run_opening(RUN_ID, "Weather?", "s", Limits(), reg, model)))
     return tracing, log.seen
 
 
@@ -275,12 +294,12 @@ def test_each_fact_reports_the_span_it_belongs_to(spans: tuple[TracerProvider, I
     run, step1, chat1 = hexes[("invoke_agent", 0)], hexes[("step 1", 1)], hexes[("chat scripted", 1)]
     tool1, step2, chat2 = hexes[("execute_tool get_weather", 1)], hexes[("step 2", 2)], hexes[("chat scripted", 2)]
     assert seen == [
-        ("run_started", run), ("message system", run), ("message user", run),
-        ("step_started", step1), ("model_call_started", chat1), ("message assistant", chat1),
-        ("model_call_finished", chat1), ("tool_started", tool1), ("tool_finished", tool1), ("message tool", tool1),
-        ("step_finished", step1),
-        ("step_started", step2), ("model_call_started", chat2), ("message assistant", chat2),
-        ("model_call_finished", chat2), ("step_finished", step2), ("run_finished", run),
+        ("RunStarted", run), ("message system", run), ("message user", run),
+        ("StepStarted", step1), ("ModelCallStarted", chat1), ("message assistant", chat1),
+        ("ModelCalled", chat1), ("ToolStarted", tool1), ("ToolFinished", tool1), ("message tool", tool1),
+        ("StepFinished", step1),
+        ("StepStarted", step2), ("ModelCallStarted", chat2), ("message assistant", chat2),
+        ("ModelCalled", chat2), ("StepFinished", step2), ("RunFinished", run),
     ]
     (root,) = [s for s in exporter.get_finished_spans() if s.parent is None]
     assert root.context is not None
@@ -296,27 +315,26 @@ def test_without_an_sdk_ids_are_derived_from_the_run_id(provider: Any) -> None:
         return derived_span_id(RUN_ID, key)
 
     assert seen == [
-        ("run_started", d("run")), ("message system", d("run")), ("message user", d("run")),
-        ("step_started", d("step:1")), ("model_call_started", d("chat:1")), ("message assistant", d("chat:1")),
-        ("model_call_finished", d("chat:1")), ("tool_started", d("tool:c1")), ("tool_finished", d("tool:c1")),
-        ("message tool", d("tool:c1")), ("step_finished", d("step:1")),
-        ("step_started", d("step:2")), ("model_call_started", d("chat:2")), ("message assistant", d("chat:2")),
-        ("model_call_finished", d("chat:2")), ("step_finished", d("step:2")), ("run_finished", d("run")),
+        ("RunStarted", d("run")), ("message system", d("run")), ("message user", d("run")),
+        ("StepStarted", d("step:1")), ("ModelCallStarted", d("chat:1")), ("message assistant", d("chat:1")),
+        ("ModelCalled", d("chat:1")), ("ToolStarted", d("tool:c1")), ("ToolFinished", d("tool:c1")),
+        ("message tool", d("tool:c1")), ("StepFinished", d("step:1")),
+        ("StepStarted", d("step:2")), ("ModelCallStarted", d("chat:2")), ("message assistant", d("chat:2")),
+        ("ModelCalled", d("chat:2")), ("StepFinished", d("step:2")), ("RunFinished", d("run")),
     ]
     assert d("run") == hashlib.sha256(f"{RUN_ID}:run".encode()).hexdigest()[:16]
 
 
 def test_the_no_op_path_costs_microseconds() -> None:
-    tracing = TracingRecorder(NoOpTracerProvider())
-    info = RunInfo(RUN_ID, "t", "s", Limits(), [], "m")
-    tracing.run_started(info)
+    tracing = TracingRecorder(NoOpTracerProvider(), run_id=RUN_ID)
+    tracing.record(RunStarted(run_id=RUN_ID, task="t", system="s", limits={}, tool_specs=[], model="m"))
     n = 2000
     started = time.perf_counter()
     for i in range(1, n + 1):
-        tracing.step_started(i)
-        tracing.model_call_started(i, 10)
-        tracing.model_call_finished(ModelCallInfo(i, 10, ModelReply("x"), 1, 0.0))
-        tracing.step_finished(i)
+        tracing.record(StepStarted(step=i))
+        tracing.record(ModelCallStarted(step=i, prompt_tokens=10))
+        tracing.record(ModelCalled(step=i, prompt_tokens=10, reply_tokens=1, reply=ModelReply("x")))
+        tracing.record(StepFinished(step=i))
     per_fact = (time.perf_counter() - started) / (4 * n)
     assert per_fact < 20e-6, per_fact
 

@@ -1,7 +1,7 @@
 """Spans rebuilt from a stored log match the live ones: ids, names, attributes, parents.
 
-``FakeLog`` logs one event per recorder fact the way the store does (same kinds,
-data and span ids), so rebuilding is pinned here independently of the store.
+``FakeLog`` logs each fact the way the store does (through the same codec, with the
+span ids of the same keys), so rebuilding is pinned here independently of the store.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NoOpTracerProvider
 
-from runner import AgentResult, Limits, Message, ModelReply, ScriptedModel, ToolCall, ToolRegistry, Usage
+from runner import Limits, ModelReply, ScriptedModel, ToolCall, ToolRegistry, Usage, events
 from runner.core import AgentCore
 from runner.loop import drive
-from runner.recorder import FanoutRecorder, ModelCallInfo, RunInfo, ToolCallInfo, describe_reply
+from runner.options import new_run_opening
+from runner.recorder import FanoutRecorder
 from runner.tracing import TracingRecorder, derived_span_id, export_run, rebuild_spans
 from tests.test_tracing import RUN_ID, ids_of, registry, tree, weather
 
@@ -52,63 +53,41 @@ class Run:
 
 
 class FakeLog:
-    """Logs facts as the store does: after the tracer, with its span id."""
+    """Logs facts through the event codec as the store does, span ids asked for by key at sync."""
 
     def __init__(self, tracing: TracingRecorder) -> None:
         self.tracing = tracing
         self.run = Run("")
+        self.pending: list[tuple[str, dict[str, Any], int, str]] = []
 
-    def _log(self, kind: str, step: int | None, data: dict[str, Any]) -> None:
-        self.run.events.append(Event(len(self.run.events) + 1, datetime.now(UTC), step, kind, data,
-                                     self.tracing.span_id()))
+    def record(self, event: events.Event) -> None:
+        if isinstance(event, events.ModelCallStarted):
+            return
+        if isinstance(event, events.RunStarted):
+            self.run = Run(event.run_id, task=event.task, model=event.model, provider=event.provider,
+                           agent_name=event.agent_name)
+        elif isinstance(event, events.RunFinished):
+            self.run.status, self.run.error = event.status, event.error
+        kind, data = events.encode(event)
+        self.pending.append((kind, data, event.step, events.span_key(event)))
 
-    def run_started(self, run: RunInfo) -> None:
-        self.run = Run(run.run_id, task=run.task, model=run.model_name, provider=run.provider_name,
-                       agent_name=run.agent_name, trace_id=self.tracing.trace_id)
-        self._log("run_started", 0, {"task": run.task, "system": run.system, "limits": run.limits.to_dict(),
-                                     "tool_specs": list(run.tool_specs), "model": run.model_name,
-                                     "provider": run.provider_name, "agent_name": run.agent_name, "labels": {}})
-
-    def message_appended(self, index: int, message: Message, step: int) -> None:
-        self._log("message", step, {"index": index, "message": dict(message)})
-
-    def step_started(self, step: int) -> None:
-        self._log("step_started", step, {"step": step})
-
-    def model_call_started(self, step: int, prompt_tokens: int) -> None:
-        pass
-
-    def model_call_finished(self, info: ModelCallInfo) -> None:
-        reply = describe_reply(info.reply) if info.reply is not None else None
-        self._log("model_call", info.step, {
-            "step": info.step, "prompt_tokens": info.prompt_tokens, "reply_tokens": info.reply_tokens,
-            "usage": reply["usage"] if reply else None, "latency_s": info.latency_s, "reply": reply,
-            "error": info.error, "error_type": info.error_type})
-
-    def tool_started(self, step: int, call: ToolCall) -> None:
-        self._log("tool_started", step, {"call_id": call.id, "name": call.name, "args": call.args})
-
-    def tool_finished(self, info: ToolCallInfo) -> None:
-        self._log("tool_finished", info.step, {
-            "call_id": info.call.id, "name": info.call.name, "observation": info.observation, "ok": info.ok,
-            "duration_s": info.duration_s, "ran": info.ran})
-
-    def step_finished(self, step: int) -> None:
-        self._log("step_finished", step, {"step": step})
-
-    def run_finished(self, result: AgentResult) -> None:
-        self.run.status, self.run.error = result.status, result.error
-        self._log("run_finished", None, {"status": result.status, "answer": result.answer, "steps": result.steps,
-                                         "tokens": result.tokens, "tool_calls": result.tool_calls,
-                                         "error": result.error})
+    def sync(self) -> None:
+        self.run.trace_id = self.tracing.trace_id
+        for kind, data, step, key in self.pending:
+            self.run.events.append(Event(len(self.run.events) + 1, datetime.now(UTC), step, kind, data,
+                                         self.tracing.span_id_for(key)))
+        self.pending = []
 
 
 def logged_run(provider: Any, model: Any, *, reg: ToolRegistry | None = None, record_content: bool = False,
                **limits: Any) -> Run:
-    tracing = TracingRecorder(provider, record_content=record_content)
+    tracing = TracingRecorder(provider, record_content=record_content, run_id=RUN_ID)
     log = FakeLog(tracing)
-    core = AgentCore("Weather in Paris?", model, reg or registry(), system="Be brief.", limits=Limits(**limits),
-                     recorder=FanoutRecorder([tracing, log]), run_id=RUN_ID, agent_name="forecaster")
+    reg = reg or registry()
+    lim = Limits(**limits)
+    core = AgentCore(model, reg, run_id=RUN_ID, limits=lim, recorder=FanoutRecorder([tracing, log]),
+                     opening=new_run_opening(RUN_ID, "Weather in Paris?", "Be brief.", lim, reg, model,
+                                             agent_name="forecaster"))
     drive(core)
     return log.run
 
@@ -175,7 +154,7 @@ def test_rebuilt_times_come_from_the_log(live: tuple[TracerProvider, InMemorySpa
     by_kind = {e.kind + str(e.step): e.seq for e in run.events}
     root, chat1, tool1 = spans["invoke_agent forecaster0"], spans["chat scripted1"], spans["execute_tool get_weather1"]
     assert root.start_time == base + by_kind["run_started0"] * 10**9
-    assert root.end_time == base + by_kind["run_finishedNone"] * 10**9
+    assert root.end_time == base + by_kind["run_finished2"] * 10**9
     assert chat1.end_time == base + by_kind["model_call1"] * 10**9
     assert chat1.start_time == chat1.end_time - 250_000_000
     assert tool1.start_time == base + by_kind["tool_started1"] * 10**9

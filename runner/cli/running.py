@@ -6,10 +6,11 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from ..core import DEFAULT_SYSTEM, AgentResult
+from ..core import DEFAULT_SYSTEM
 from ..demo import DEMO_TASK, demo_model, demo_registry
 from ..loop import run_agent
 from ..messages import Model
+from ..results import AgentResult
 from ..store import RunStore
 from ..tools import ToolRegistry
 from .inspect import status_style

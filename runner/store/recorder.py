@@ -16,33 +16,40 @@ import json
 import os
 import socket
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from sqlalchemy import Dialect, Engine, bindparam
+from sqlalchemy import Dialect, Engine, Insert, Table, bindparam
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import StoreError
+from ..events import (
+    Event,
+    ModelCallStarted,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+    ToolFinished,
+    ToolStarted,
+    encode,
+    span_key,
+)
 from ..ids import derived_span_id, derived_trace_id
 from ..limits import RUNNING
-from ..messages import Message, ToolCall
-from ..recorder import ModelCallInfo, RunInfo, ToolCallInfo, describe_reply
+from ..state import RunState
 from .engine import one_line
 from .prepared import Prepared
 from .tables import events, run_labels, run_tools, runs
-
-if TYPE_CHECKING:
-    from ..core import AgentResult
-
 
 _encode = json.JSONEncoder(separators=(",", ":"), default=repr).encode
 
 
 class SpanSource(Protocol):
-    """What the tracing recorder offers: the run's trace id and the latest fact's span id."""
+    """What the tracing recorder offers: the run's trace id and each span key's span id."""
 
     trace_id: str
 
-    def span_id(self) -> str | None: ...
+    def span_id_for(self, key: str) -> str | None: ...
 
 
 def owner_id() -> str:
@@ -55,115 +62,82 @@ def dumps(value: Any) -> str:
 
 
 class StoreRecorder:
-    """Records one run into the store's tables. Use a fresh recorder per run."""
+    """Records one run into the store's tables. Use a fresh recorder per run (or per resume).
 
-    def __init__(self, engine: Engine, span_source: SpanSource | None = None) -> None:
+    It folds the facts it records into its own ``RunState``, so the summary columns
+    are the loop's own figures. ``resume`` is the state a stored run's facts fold
+    into: the run's row exists and the log continues after them.
+    """
+
+    def __init__(self, engine: Engine, span_source: SpanSource | None = None, resume: RunState | None = None,
+                 trace_id: str | None = None) -> None:
         self.engine = engine
         self.span_source = span_source
-        self.run_id = ""
-        self.trace_id = ""
-        self._seq = 0
-        self._step = 0
-        self._pending: list[dict[str, Any]] = []
+        self.state = resume.copy() if resume is not None else RunState()
+        self.run_id = self.state.run_id
+        self.trace_id = trace_id or ""
+        self._seq = self.state.events
+        self._pending: list[tuple[dict[str, Any], str]] = []
         self._new_run: dict[str, Any] | None = None
         self._labels: list[dict[str, Any]] = []
         self._tools: list[dict[str, Any]] = []
         self._tool_names: set[str] = set()
         self._span_ids: dict[str, str] = {}
         self._started_at = datetime.now(UTC)
-        self._summary: dict[str, Any] = {"status": RUNNING, "answer": None, "error": None, "steps": 0,
-                                         "tokens": 0, "tool_calls": 0, "finished_at": None}
+        self._summary: dict[str, Any] = {"status": RUNNING, "answer": None, "error": None, "finished_at": None}
         self._sql = statements(engine.dialect)
         self._begin = "BEGIN IMMEDIATE" if engine.dialect.name == "sqlite" else ""
 
     # -- the Recorder protocol -------------------------------------------------
 
-    def run_started(self, run: RunInfo) -> None:
-        self.run_id = run.run_id
+    def record(self, event: Event) -> None:
+        if isinstance(event, ModelCallStarted):
+            return
+        self.state.apply(event)
+        now = datetime.now(UTC)
+        if isinstance(event, RunStarted):
+            self._run_started(event, now)
+        elif isinstance(event, (ToolStarted, ToolFinished)):
+            self._used(event.name)  # refused calls count too: "which runs tried the tool we removed?"
+        elif isinstance(event, RunFinished):
+            self._summary.update(status=event.status, answer=event.answer, error=event.error, finished_at=now)
+        elif isinstance(event, RunResumed):
+            self.run_id = event.run_id
+            self._summary.update(status=RUNNING, answer=None, error=None, finished_at=None)
+        kind, data = encode(event)
+        self._seq += 1
+        self._pending.append(({"run_id": self.run_id, "seq": self._seq, "at": now, "step": event.step,
+                               "kind": kind, "data": dumps(data), "span_id": None},
+                              span_key(event, self.state.segment)))
+
+    def sync(self) -> None:
+        self.flush()
+
+    def _run_started(self, run: RunStarted, now: datetime) -> None:
+        self.run_id = self.state.run_id
         if self.span_source is not None:
             self.trace_id = self.span_source.trace_id
-        else:
-            self.trace_id = derived_trace_id(run.run_id)
-        now = datetime.now(UTC)
-        limits, specs = run.limits.to_dict(), list(run.tool_specs)
+        elif not self.trace_id:
+            self.trace_id = derived_trace_id(self.run_id)
         self._new_run = {
-            "run_id": run.run_id, "parent_run_id": run.parent_run_id, "task": run.task,
-            "system": run.system, "model": run.model_name, "provider": run.provider_name,
-            "agent_name": run.agent_name, "status": RUNNING, "answer": None, "error": None,
-            "steps": 0, "tokens": 0, "tool_calls": 0, "limits": dumps(limits),
-            "tool_specs": dumps(specs), "trace_id": self.trace_id, "owner": owner_id(),
-            "started_at": now, "updated_at": now, "heartbeat_at": now, "finished_at": None,
+            "run_id": self.run_id, "parent_run_id": run.parent_run_id, "task": run.task,
+            "system": run.system, "model": run.model, "provider": run.provider,
+            "agent_name": run.agent_name, "limits": dumps(run.limits),
+            "tool_specs": dumps(run.tool_specs), "trace_id": self.trace_id, "owner": owner_id(),
+            "started_at": now,
         }
-        labels = dict(run.labels)
         self._started_at = now
-        self._labels = [{"run_id": run.run_id, "key": k, "value": v, "started_at": now} for k, v in labels.items()]
-        self._event("run_started", "run", {
-            "task": run.task, "system": run.system, "limits": limits, "tool_specs": specs,
-            "model": run.model_name, "provider": run.provider_name, "agent_name": run.agent_name,
-            "labels": labels,
-        }, at=now)
+        self._labels = [{"run_id": self.run_id, "key": k, "value": v, "started_at": now} for k, v in run.labels.items()]
 
-    def message_appended(self, index: int, message: Message, step: int) -> None:
-        self._step = step
-        if message["role"] == "assistant":
-            key = f"chat:{step}"
-        elif message["role"] == "tool":
-            key = f"tool:{message['tool_call_id']}"
-        else:
-            key = "run"
-        self._event("message", key, {"index": index, "message": message})
-
-    def step_started(self, step: int) -> None:
-        self._step = step
-        self._summary["steps"] = step
-        self._event("step_started", f"step:{step}", {"step": step})
-
-    def model_call_started(self, step: int, prompt_tokens: int) -> None:
-        self.flush()
-
-    def model_call_finished(self, info: ModelCallInfo) -> None:
-        reply = info.reply
-        usage = None if reply is None or reply.usage is None else {
-            "input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens}
-        if reply is not None:
-            spent = info.prompt_tokens + info.reply_tokens if usage is None else \
-                usage["input_tokens"] + usage["output_tokens"]
-            self._summary["tokens"] += spent
-        self._event("model_call", f"chat:{info.step}", {
-            "step": info.step, "prompt_tokens": info.prompt_tokens, "reply_tokens": info.reply_tokens,
-            "usage": usage, "latency_s": info.latency_s,
-            "reply": None if reply is None else describe_reply(reply),
-            "error": info.error, "error_type": info.error_type,
-        })
-
-    def tool_started(self, step: int, call: ToolCall) -> None:
-        self._summary["tool_calls"] += 1
-        self._used(call.name)
-        self._event("tool_started", f"tool:{call.id}", {"call_id": call.id, "name": call.name, "args": call.args})
-        self.flush()
-
-    def tool_finished(self, info: ToolCallInfo) -> None:
-        call = info.call
-        self._used(call.name)  # refused calls count too: "which runs tried the tool we removed?"
-        self._event("tool_finished", f"tool:{call.id}", {
-            "call_id": call.id, "name": call.name, "observation": info.observation, "ok": info.ok,
-            "duration_s": info.duration_s, "ran": info.ran,
-        })
-
-    def step_finished(self, step: int) -> None:
-        self._event("step_finished", f"step:{step}", {"step": step})
-
-    def run_finished(self, result: AgentResult) -> None:
-        self._step = result.steps
-        self._event("run_finished", "run", {
-            "status": result.status, "answer": result.answer, "steps": result.steps,
-            "tokens": result.tokens, "tool_calls": result.tool_calls, "error": result.error,
-        })
-        now = datetime.now(UTC)
-        self._summary.update(status=result.status, answer=result.answer, error=result.error,
-                             steps=result.steps, tokens=result.tokens, tool_calls=result.tool_calls,
-                             finished_at=now)
-        self.flush()
+    def _span_id(self, key: str) -> str:
+        if self.span_source is not None:
+            found = self.span_source.span_id_for(key)
+            if found is not None:
+                return found
+        span_id = self._span_ids.get(key)
+        if span_id is None:
+            span_id = self._span_ids[key] = derived_span_id(self.run_id, key)
+        return span_id
 
     # -- buffering and commits ---------------------------------------------------
 
@@ -172,21 +146,6 @@ class StoreRecorder:
         if key not in self._tool_names:
             self._tool_names.add(key)
             self._tools.append({"run_id": self.run_id, "name": key, "started_at": self._started_at})
-
-    def _event(self, kind: str, key: str, data: dict[str, Any], at: datetime | None = None) -> None:
-        """Buffer one event. ``key`` names its span when there is no span source."""
-        source = self.span_source
-        if source is not None:
-            span_id = source.span_id()
-        else:
-            span_id = self._span_ids.get(key)
-            if span_id is None:
-                span_id = self._span_ids[key] = derived_span_id(self.run_id, key)
-        self._seq += 1
-        self._pending.append({
-            "run_id": self.run_id, "seq": self._seq, "at": at or datetime.now(UTC),
-            "step": self._step, "kind": kind, "data": dumps(data), "span_id": span_id,
-        })
 
     def flush(self) -> None:
         """Commit the buffered events and the run's summary in one transaction.
@@ -198,6 +157,10 @@ class StoreRecorder:
         """
         now = datetime.now(UTC)
         sql = self._sql
+        state = self.state
+        summary = dict(self._summary, steps=state.steps, tokens=state.spent, tool_calls=state.tool_calls_run,
+                       updated_at=now, heartbeat_at=now)
+        rows = [dict(row, span_id=self._span_id(key)) for row, key in self._pending]
         try:
             raw = self.engine.raw_connection()
             try:
@@ -206,13 +169,11 @@ class StoreRecorder:
                     if self._begin:
                         cursor.execute(self._begin)
                     if self._new_run is not None:
-                        sql["runs"].run(cursor, [dict(self._new_run, **self._summary, updated_at=now,
-                                                      heartbeat_at=now)])
+                        sql["runs"].run(cursor, [dict(self._new_run, **summary)])
                         sql["run_labels"].run(cursor, self._labels)
                     else:
-                        sql["update_run"].run(cursor, [dict(self._summary, _run_id=self.run_id, updated_at=now,
-                                                            heartbeat_at=now)])
-                    sql["events"].run(cursor, self._pending)
+                        sql["update_run"].run(cursor, [dict(summary, _run_id=self.run_id)])
+                    sql["events"].run(cursor, rows)
                     sql["run_tools"].run(cursor, self._tools)
                     raw.commit()
                 except BaseException:
@@ -241,6 +202,16 @@ def statements(dialect: Dialect) -> dict[str, Prepared]:
             {name: bindparam(name, type_=runs.c[name].type) for name in SUMMARY_COLUMNS})
         found = _STATEMENTS[dialect.name] = {
             "runs": Prepared(runs.insert(), dialect), "run_labels": Prepared(run_labels.insert(), dialect),
-            "events": Prepared(events.insert(), dialect), "run_tools": Prepared(run_tools.insert(), dialect),
+            "events": Prepared(events.insert(), dialect),
+            "run_tools": Prepared(_insert_new(run_tools, dialect), dialect),
             "update_run": Prepared(update, dialect)}
     return found
+
+
+def _insert_new(table: Table, dialect: Dialect) -> Insert:
+    """An insert that skips rows whose key exists (a resumed run names tools it named before)."""
+    if dialect.name == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    if dialect.name == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing()
+    return table.insert()

@@ -21,6 +21,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import StoreError
 from ..messages import Message
+from ..state import RunState
 from .engine import DEFAULT_BUSY_TIMEOUT_S, READ_OPTION, make_engine, one_line, parse_url, shown
 from .migrate import ensure_schema
 from .recorder import SpanSource, StoreRecorder
@@ -78,10 +79,12 @@ class RunStore:
             self.closed = True
             self.engine.dispose()
 
-    def recorder(self, span_source: SpanSource | None = None) -> StoreRecorder:
-        """A recorder for one run (``run_agent(..., store=store)`` calls this)."""
+    def recorder(self, span_source: SpanSource | None = None, resume: RunState | None = None,
+                 trace_id: str | None = None) -> StoreRecorder:
+        """A recorder for one run (``run_agent(..., store=store)`` calls this); ``resume``: the
+        stored run's folded state, to continue its log."""
         self._check_open()
-        return StoreRecorder(self.engine, span_source)
+        return StoreRecorder(self.engine, span_source, resume, trace_id)
 
     # -- queries -------------------------------------------------------------
 

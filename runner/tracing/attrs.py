@@ -48,6 +48,7 @@ STATUS: Final = "runner.status"
 STOP_REASON: Final = "runner.stop_reason"
 USAGE_ESTIMATED: Final = "runner.usage.estimated"
 TOOL_RAN: Final = "runner.tool.ran"
+RESUMED_FROM: Final = "runner.resumed_from"
 
 # A stop that is not a failure: the run waits for a person, nothing went wrong.
 NOT_FAILURES: Final = frozenset({st.DONE, st.AWAITING_APPROVAL})
@@ -176,8 +177,11 @@ def tool_error_type(name: str, observation: str, ran: bool) -> str:
         if " was denied by the approver" in observation:
             return "denied"
         return "invalid_arguments"
-    if observation in (f"ERROR: {st.DEADLINE}", f"ERROR: {st.CANCELLED}"):
+    if observation in (f"ERROR: {st.DEADLINE}", f"ERROR: {st.CANCELLED}"):  # logged before abandoned calls said why
         return observation[len("ERROR: "):]
+    for stop in (st.DEADLINE, st.CANCELLED):
+        if observation.startswith(f"ERROR: {name} was abandoned while it ran ({stop})"):
+            return stop
     if observation.startswith(f"ERROR: {name} timed out after "):
         return "timeout"
     if observation.startswith(f"ERROR: {name} returned a value that is not JSON-serialisable"):

@@ -6,9 +6,12 @@ driver runs many runs on one thread, so "the current span" would be wrong there.
 The root span alone takes the caller's current span as its parent, so a run
 started inside a request handler joins the request's trace.
 
-The recorder is also the store's span source: ``trace_id`` and ``span_id()``
-name the span of the most recent fact, and the store (called right after the
-tracer for each fact) logs them. When nothing records the run (no SDK
+The recorder is also the store's span source: ``trace_id`` and
+``span_id_for(key)`` name the span of each span key (``runner.events.span_key``),
+and the store asks for them when it commits, after every recorder has seen the
+facts it commits. A resumed run opens a new root span in the run's own trace,
+under the first root (``TraceLink.joins``); a fork or follow-up starts its own
+trace with a link to its parent's root. When nothing records the run (no SDK
 configured, or the sampler dropped it) no further spans are made and the ids
 are derived from the run id, so the log still carries stable ids.
 """
@@ -18,15 +21,28 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Span, SpanKind, Tracer, TracerProvider
+from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags, Tracer, TracerProvider
 
+from ..events import (
+    Event,
+    MessageAppended,
+    ModelCalled,
+    ModelCallStarted,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    ToolFinished,
+    ToolStarted,
+    reply_data,
+    span_key,
+)
 from ..ids import derived_span_id, derived_trace_id
-from ..recorder import ModelCallInfo, RunInfo, ToolCallInfo, describe_reply
 from . import attrs as a
 
 if TYPE_CHECKING:
-    from ..core import AgentResult
-    from ..messages import Message, ToolCall
+    from ..wiring import TraceLink
 
 
 def _hex(span: Span) -> str:
@@ -38,28 +54,33 @@ class TracingRecorder:
 
     ``record_content`` adds messages, tool arguments and results to the spans
     under the convention's names; off by default because they are sensitive.
+    ``run_id`` names the run (the events do not repeat it); ``link`` ties a resumed,
+    forked or followed-up run's spans to the trace it comes from.
     """
 
-    def __init__(self, tracer_provider: TracerProvider | None, *, record_content: bool = False) -> None:
+    def __init__(self, tracer_provider: TracerProvider | None, *, record_content: bool = False, run_id: str = "",
+                 link: TraceLink | None = None, segment: int = 0, model: str = "", provider: str | None = None,
+                 agent_name: str | None = None, shown: list[dict[str, Any]] | None = None) -> None:
         self.tracer_provider = tracer_provider
         self.record_content = record_content
         self.trace_id = ""
-        self._current: str | None = None
+        self._link = link
+        self._segment = segment
         self._live = False
-        self._run_id = ""
-        self._info: RunInfo | None = None
+        self._run_id = run_id
+        self._model, self._provider, self._agent = model, provider, agent_name
         self._ids: dict[str, str] = {}
         self._root: Span | None = None
         self._step: Span | None = None
         self._chat: Span | None = None
         self._tools: dict[str, Span] = {}
         self._tracer: Tracer | None = None
-        self._shown: list[dict[str, Any]] = []
+        self._shown: list[dict[str, Any]] = list(shown or [])
         self._shown_count = 0
 
-    def span_id(self) -> str | None:
-        """The span the most recent fact belongs to, as 16 hex digits."""
-        return self._current
+    def span_id_for(self, key: str) -> str | None:
+        """The span of ``key`` in this run, as 16 hex digits."""
+        return self._ids.get(key) or self._derived(key)
 
     def _derived(self, key: str) -> str:
         found = self._ids.get(key)
@@ -67,9 +88,11 @@ class TracingRecorder:
             found = self._ids[key] = derived_span_id(self._run_id, key)
         return found
 
-    def _remember(self, key: str, span: Span) -> str:
-        found = self._ids[key] = _hex(span)
-        return found
+    def _key(self, event: Event) -> str:
+        return span_key(event, self._segment)
+
+    def _remember(self, key: str, span: Span) -> None:
+        self._ids[key] = _hex(span)
 
     def _child(self, parent: Span | None, name: str, attributes: a.Attrs, kind: SpanKind) -> Span:
         """A span under ``parent`` (the root when none is open), never under the current context."""
@@ -80,124 +103,119 @@ class TracingRecorder:
 
     # -- facts ---------------------------------------------------------------
 
-    def run_started(self, run: RunInfo) -> None:
-        self._info, self._run_id = run, run.run_id
-        self._ids, self._tools, self._shown, self._shown_count = {}, {}, [], 0
-        self._step = self._chat = None
+    def record(self, event: Event) -> None:
+        if isinstance(event, (RunStarted, RunResumed)):
+            self._open_root(event)
+            return
+        if isinstance(event, MessageAppended):
+            if self.record_content:
+                self._shown.append(dict(event.message))
+            return
+        if not self._live:
+            return
+        if isinstance(event, StepStarted):
+            self._step = self._child(self._root, a.step_name(event.step), a.step_start(self._run_id, event.step),
+                                     a.KIND_STEP)
+            self._remember(self._key(event), self._step)
+        elif isinstance(event, ModelCallStarted):
+            self._shown_count = len(self._shown)
+            self._chat = self._child(self._step, a.chat_name(self._model),
+                                     a.chat_start(self._run_id, event.step, self._model, self._provider), a.KIND_CHAT)
+            self._remember(self._key(event), self._chat)
+        elif isinstance(event, ModelCalled):
+            self._model_called(event)
+        elif isinstance(event, ToolStarted):
+            span = self._child(self._step, a.tool_name(event.name),
+                               a.tool_start(self._run_id, event.step, event.name, event.call_id), a.KIND_TOOL)
+            self._tools[event.call_id] = span
+            self._remember(self._key(event), span)
+        elif isinstance(event, ToolFinished):
+            self._tool_finished(event)
+        elif isinstance(event, StepFinished):
+            if self._step is not None:
+                self._step.end()
+                self._step = None
+        elif isinstance(event, RunFinished):
+            self._run_finished(event)
+
+    def sync(self) -> None:
+        pass
+
+    def _open_root(self, event: RunStarted | RunResumed) -> None:
+        self._ids, self._tools, self._step, self._chat = {}, {}, None, None
+        self._run_id = event.run_id or self._run_id
+        if isinstance(event, RunStarted):
+            self._model, self._provider, self._agent = event.model, event.provider, event.agent_name
+        else:
+            self._segment += 1
+            if event.model is not None:
+                self._model, self._provider = event.model, event.provider
         provider = self.tracer_provider if self.tracer_provider is not None else trace.get_tracer_provider()
         self._tracer = provider.get_tracer(a.SCOPE)
-        root = self._tracer.start_span(
-            a.run_name(run.agent_name), None, a.KIND_RUN,
-            a.run_start(run.run_id, run.model_name, run.provider_name, run.agent_name))
+        parent, links = None, None
+        link = self._link
+        if link is not None:
+            context = SpanContext(int(link.trace_id, 16), int(link.span_id, 16), True, TraceFlags(TraceFlags.SAMPLED))
+            if link.joins:
+                parent = trace.set_span_in_context(NonRecordingSpan(context))
+            else:
+                links = [Link(context)]
+        attributes = a.run_start(self._run_id, self._model, self._provider, self._agent)
+        if isinstance(event, RunResumed):
+            attributes[a.RESUMED_FROM] = event.reason
+        root = self._tracer.start_span(a.run_name(self._agent), parent, a.KIND_RUN, attributes, links)
         self._live = root.is_recording()
+        key = self._key(event)
         if self._live:
             self._root = root
             self.trace_id = format(root.get_span_context().trace_id, "032x")
-            self._current = self._remember("run", root)
+            self._remember(key, root)
         else:
             root.end()
             self._root = None
-            self.trace_id = derived_trace_id(run.run_id)
-            self._current = self._derived("run")
+            self.trace_id = link.trace_id if link is not None and link.joins else derived_trace_id(self._run_id)
 
-    def message_appended(self, index: int, message: Message, step: int) -> None:
-        if message["role"] == "assistant":
-            self._current = self._ids.get(f"chat:{step}") or self._derived(f"chat:{step}")
-        elif message["role"] == "tool":
-            key = f"tool:{message['tool_call_id']}"
-            self._current = self._ids.get(key) or self._derived(key)
-        else:
-            self._current = self._ids.get("run") or self._derived("run")
-        if self.record_content:
-            self._shown.append(dict(message))
-
-    def step_started(self, step: int) -> None:
-        key = f"step:{step}"
-        if not self._live:
-            self._current = self._derived(key)
-            return
-        self._step = self._child(self._root, a.step_name(step), a.step_start(self._run_id, step), a.KIND_STEP)
-        self._current = self._remember(key, self._step)
-
-    def model_call_started(self, step: int, prompt_tokens: int) -> None:
-        key = f"chat:{step}"
-        if not self._live:
-            self._current = self._derived(key)
-            return
-        info = self._info
-        assert info is not None
-        self._shown_count = len(self._shown)
-        self._chat = self._child(self._step, a.chat_name(info.model_name),
-                                 a.chat_start(self._run_id, step, info.model_name, info.provider_name), a.KIND_CHAT)
-        self._current = self._remember(key, self._chat)
-
-    def model_call_finished(self, info: ModelCallInfo) -> None:
-        key = f"chat:{info.step}"
-        if not self._live or self._chat is None:
-            self._current = self._ids.get(key) or self._derived(key)
+    def _model_called(self, event: ModelCalled) -> None:
+        if self._chat is None:
             return
         span, self._chat = self._chat, None
-        self._current = self._ids[key]
-        reply = info.reply
+        reply = event.reply
         described: dict[str, Any] | None = None
         usage = None
         if reply is not None:
-            described = (describe_reply(reply) if self.record_content
+            described = (reply_data(reply) if self.record_content
                          else {"stop_reason": reply.stop_reason, "tool_calls": reply.tool_calls})
             if reply.usage is not None:
                 usage = (reply.usage.input_tokens, reply.usage.output_tokens)
-        attributes, status = a.chat_end(info.prompt_tokens, info.reply_tokens, usage, described,
-                                        info.error, info.error_type)
+        attributes, status = a.chat_end(event.prompt_tokens, event.reply_tokens, usage, described,
+                                        event.error, event.error_type)
         if self.record_content:
             attributes.update(a.chat_content(self._shown[:self._shown_count], described))
         span.set_attributes(attributes)
         span.set_status(status)
         span.end()
 
-    def tool_started(self, step: int, call: ToolCall) -> None:
-        key = f"tool:{call.id}"
-        if not self._live:
-            self._current = self._derived(key)
-            return
-        span = self._child(self._step, a.tool_name(call.name), a.tool_start(self._run_id, step, call.name, call.id),
-                           a.KIND_TOOL)
-        self._tools[call.id] = span
-        self._current = self._remember(key, span)
-
-    def tool_finished(self, info: ToolCallInfo) -> None:
-        call = info.call
-        key = f"tool:{call.id}"
-        if not self._live:
-            self._current = self._derived(key)
-            return
-        span = self._tools.pop(call.id, None)
+    def _tool_finished(self, event: ToolFinished) -> None:
+        span = self._tools.pop(event.call_id, None)
         if span is None:  # refused before running: a span of zero length marks the attempt
-            span = self._child(self._step, a.tool_name(call.name),
-                               a.tool_start(self._run_id, info.step, call.name, call.id), a.KIND_TOOL)
-            self._remember(key, span)
-        self._current = self._ids[key]
-        attributes, status = a.tool_end(call.name, info.observation, info.ok, info.ran)
+            span = self._child(self._step, a.tool_name(event.name),
+                               a.tool_start(self._run_id, event.step, event.name, event.call_id), a.KIND_TOOL)
+            self._remember(self._key(event), span)
+        attributes, status = a.tool_end(event.name, event.observation, event.ok, event.ran)
         if self.record_content:
-            attributes.update(a.tool_content(call.args, info.observation))
+            attributes.update(a.tool_content(self._args(event.call_id), event.observation))
         span.set_attributes(attributes)
         span.set_status(status)
         span.end()
 
-    def step_finished(self, step: int) -> None:
-        key = f"step:{step}"
-        if not self._live:
-            self._current = self._derived(key)
-            return
-        self._current = self._ids.get(key) or self._derived(key)
-        if self._step is not None:
-            self._step.end()
-            self._step = None
+    def _args(self, call_id: str) -> Any:
+        for message in reversed(self._shown):
+            for call in message.get("tool_calls") or ():
+                if call.get("id") == call_id:
+                    return call.get("args")
+        return None
 
-    def run_finished(self, result: AgentResult) -> None:
-        if not self._live:
-            self._current = self._derived("run")
-            return
-        self._current = self._ids["run"]
+    def _run_finished(self, event: RunFinished) -> None:
         for span in self._tools.values():
             span.end()
         self._tools.clear()
@@ -207,7 +225,7 @@ class TracingRecorder:
         self._chat = self._step = None
         root, self._root = self._root, None
         if root is not None:
-            attributes, status = a.run_end(result.status, result.error)
+            attributes, status = a.run_end(event.status, event.error)
             root.set_attributes(attributes)
             root.set_status(status)
             root.end()

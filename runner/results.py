@@ -1,0 +1,100 @@
+"""What a run returns, and the actions the loop asks its driver to perform.
+
+``AgentCore.run`` yields an ``Action`` (call the model, call a tool); a driver
+performs it and sends back an ``Outcome``. Kept apart from the loop so that the
+loop's module holds decisions only.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import statuses as st
+from .errors import AgentStopped
+from .messages import Message, Model, ToolCall, ToolSpec
+from .tools import Tool
+
+# Caller-given run ids land in terminals, file names and trace ids: no spaces, no control characters.
+_RUN_ID = re.compile(r"[\x21-\x7e]{1,64}")
+
+
+@dataclass(frozen=True, slots=True)
+class AgentResult:
+    """How a run ended. ``answer`` is the final text for ``done``, else None.
+
+    ``exception`` keeps the object a model raised (``model_error``), so callers
+    such as replay can tell their own errors apart from a broken model.
+    """
+
+    status: str
+    answer: str | None
+    steps: int
+    tokens: int
+    messages: list[Message]
+    run_id: str
+    error: str | None = None
+    tool_calls: int = 0
+    exception: BaseException | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == st.DONE
+
+    def raise_for_status(self) -> AgentResult:
+        """Return self for a finished run, else raise ``AgentStopped``."""
+        if self.status != st.DONE:
+            raise AgentStopped(self.status, self.error or self.status, self.run_id)
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class CallModel:
+    model: Model
+    messages: list[Message]
+    specs: list[ToolSpec]
+
+
+@dataclass(frozen=True, slots=True)
+class CallTool:
+    """Run ``tool`` on ``args``: a copy of the call's, so a tool that edits its arguments
+    cannot rewrite the assistant message already appended (and logged)."""
+
+    tool: Tool
+    call: ToolCall
+    args: dict[str, Any]
+
+
+Action = CallModel | CallTool
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What a driver reports back. ``stop`` is set when it gave up waiting."""
+
+    value: Any = None
+    error: BaseException | None = None
+    elapsed_s: float = 0.0
+    timed_out: bool = False
+    stop: str | None = None
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
+def checked_run_id(run_id: str | None) -> str:
+    """``run_id`` if it is a valid caller-given id, a new one if None; else ``ValueError``."""
+    if run_id is None:
+        return new_run_id()
+    if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
+        raise ValueError(f"run_id must be 1-64 printable ASCII characters without spaces, got {run_id!r}")
+    return run_id
+
+
+def model_identity(model: object) -> tuple[str, str | None]:
+    name = getattr(model, "model_name", None) or getattr(model, "__name__", None) or type(model).__name__
+    provider = getattr(model, "provider_name", None)
+    return str(name), (str(provider) if provider else None)
