@@ -7,7 +7,9 @@
     ├── StoreError          the event log cannot be opened, read or written
     ├── StopRun             a model ends the run with a given status (replay's seam)
     ├── FixtureError        a replay fixture cannot be read
-    └── ReplayDivergence    a replay differs from its recording
+    ├── ReplayDivergence    a replay differs from its recording
+    └── CannotResume        a run cannot be resumed (it is done, say)
+        └── RunInUse        another live process drives the run
 
 Model mistakes are never raised: they become ``ERROR:`` observations the model
 can act on. Developer mistakes (a bad schema at ``register``) raise ``ValueError``
@@ -83,3 +85,12 @@ class ReplayDivergence(RunnerError):
         self.got = got
         self.diff = diff
         super().__init__(sentence + (f"\n{diff}" if diff else ""))
+
+
+class CannotResume(RunnerError):
+    """``resume`` refused a run: the message says why in one line (a ``done`` run, an
+    unknown decision, a run that is not finished for a follow-up)."""
+
+
+class RunInUse(CannotResume):
+    """The run is driven by a live process (or another process took it over first)."""

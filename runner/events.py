@@ -16,9 +16,9 @@ the log has no row for it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from .errors import StoreError
 from .messages import Message, ModelReply, ToolCall, ToolSpec, Usage
@@ -280,3 +280,19 @@ def _base_key(event: Event) -> str:
         if message["role"] == "tool":
             return f"tool:{message['tool_call_id']}"
     return "run"
+
+
+class StoredFact(Protocol):
+    """A row of ``events`` as the store returns it."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def data(self) -> Mapping[str, Any]: ...
+    @property
+    def step(self) -> int: ...
+
+
+def decode_all(rows: Iterable[StoredFact], run_id: str = "") -> list[Event]:
+    """Every fact of a stored run, in order."""
+    return [decode(row.kind, row.data, row.step, run_id) for row in rows]

@@ -25,8 +25,9 @@ if TYPE_CHECKING:
     from .store import RunStore
 
 
-class RunOptions(TypedDict, total=False):
-    """Everything beyond task, model, registry, system, max_steps and token_budget.
+class ContinueOptions(TypedDict, total=False):
+    """The options of a run that continues a stored one (``resume``, ``fork``, ``follow_up``):
+    its store and run id come from the stored run.
 
     ``cancel`` is any object with ``is_set()`` (a ``threading.Event``, or an
     ``asyncio.Event`` for async runs).
@@ -41,12 +42,17 @@ class RunOptions(TypedDict, total=False):
     cancel: Any
     approve: Approver | None
     recorder: Recorder | None
-    run_id: str | None
     agent_name: str | None
     labels: Mapping[str, str] | None
-    store: RunStore | None
     tracer_provider: TracerProvider | None
     record_content: bool
+
+
+class RunOptions(ContinueOptions, total=False):
+    """Everything beyond task, model, registry, system, max_steps and token_budget."""
+
+    run_id: str | None
+    store: RunStore | None
 
 
 def build_core(
@@ -91,10 +97,12 @@ def opening(started: RunStarted, messages: Sequence[Message]) -> list[Event]:
 
 
 def core_for(model: Model, registry: ToolRegistry, run_id: str, limits: Limits, first: Sequence[Event],
-             state: RunState | None, options: Mapping[str, Any], link: TraceLink | None = None) -> AgentCore:
+             state: RunState | None, options: Mapping[str, Any], link: TraceLink | None = None,
+             store: RunStore | None = None) -> AgentCore:
     """A core on the recorders ``options`` ask for, starting from ``state`` with the facts ``first``."""
     state = state if state is not None else RunState(run_id=run_id)
-    recorder = build_recorder(store=options.get("store"), tracer_provider=options.get("tracer_provider"),
+    store = store if store is not None else options.get("store")
+    recorder = build_recorder(store=store, tracer_provider=options.get("tracer_provider"),
                               record_content=options.get("record_content", False), extra=options.get("recorder"),
                               state=state, link=link)
     return AgentCore(model, registry, run_id=run_id, limits=limits, recorder=recorder, opening=first, state=state,

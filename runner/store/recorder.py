@@ -38,6 +38,7 @@ from ..ids import derived_span_id, derived_trace_id
 from ..limits import RUNNING
 from ..state import RunState
 from .engine import one_line
+from .lease import Heartbeat
 from .prepared import Prepared
 from .tables import events, run_labels, run_tools, runs
 
@@ -70,8 +71,9 @@ class StoreRecorder:
     """
 
     def __init__(self, engine: Engine, span_source: SpanSource | None = None, resume: RunState | None = None,
-                 trace_id: str | None = None) -> None:
+                 trace_id: str | None = None, heartbeat: Heartbeat | None = None) -> None:
         self.engine = engine
+        self.heartbeat = heartbeat
         self.span_source = span_source
         self.state = resume.copy() if resume is not None else RunState()
         self.run_id = self.state.run_id
@@ -101,9 +103,13 @@ class StoreRecorder:
             self._used(event.name)  # refused calls count too: "which runs tried the tool we removed?"
         elif isinstance(event, RunFinished):
             self._summary.update(status=event.status, answer=event.answer, error=event.error, finished_at=now)
+            if self.heartbeat is not None:
+                self.heartbeat.discard(self.run_id)
         elif isinstance(event, RunResumed):
             self.run_id = event.run_id
             self._summary.update(status=RUNNING, answer=None, error=None, finished_at=None)
+            if self.heartbeat is not None:
+                self.heartbeat.add(self.run_id)
         kind, data = encode(event)
         self._seq += 1
         self._pending.append(({"run_id": self.run_id, "seq": self._seq, "at": now, "step": event.step,
@@ -127,6 +133,8 @@ class StoreRecorder:
             "started_at": now,
         }
         self._started_at = now
+        if self.heartbeat is not None:
+            self.heartbeat.add(self.run_id)
         self._labels = [{"run_id": self.run_id, "key": k, "value": v, "started_at": now} for k, v in run.labels.items()]
 
     def _span_id(self, key: str) -> str:

@@ -3,7 +3,8 @@
 ``liveness`` tells an unfinished run whose process died from one still going:
 ``finished`` (status is not ``running``), ``live``, ``dead`` (the owner process on
 this host is gone) or ``stale`` (owned by another host and silent for longer than
-``STALE_AFTER_S``; every commit of a run refreshes ``heartbeat_at``).
+``STALE_AFTER_S``: a live run refreshes ``heartbeat_at`` at every commit and every
+``store.lease.HEARTBEAT_S`` in between).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, Final
 
 from ..messages import Message
 
-STALE_AFTER_S: Final = 3600.0
+STALE_AFTER_S: Final = 30.0  # three missed heartbeats (store.lease.HEARTBEAT_S)
 FINISHED: Final = "finished"
 LIVE: Final = "live"
 DEAD: Final = "dead"

@@ -19,13 +19,15 @@ from sqlalchemy import ColumnElement, Connection, Engine, FromClause, exists, fu
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..errors import StoreError
+from ..errors import RunInUse, StoreError
 from ..messages import Message
 from ..state import RunState
+from ..statuses import RUNNING
 from .engine import DEFAULT_BUSY_TIMEOUT_S, READ_OPTION, make_engine, one_line, parse_url, shown
+from .lease import Heartbeat, claim
 from .migrate import ensure_schema
-from .recorder import SpanSource, StoreRecorder
-from .records import RunSummary, StoredEvent, StoredRun, summary_fields
+from .recorder import SpanSource, StoreRecorder, owner_id
+from .records import LIVE, RunSummary, StoredEvent, StoredRun, summary_fields
 from .tables import events, run_labels, run_tools, runs
 
 Label = tuple[str, str] | Mapping[str, str]
@@ -62,6 +64,7 @@ class RunStore:
         self.engine = engine
         self.url = url
         self.closed = False
+        self.heartbeat = Heartbeat(engine, owner_id)
 
     def __repr__(self) -> str:
         return f"RunStore({shown(self.url)!r})"
@@ -77,6 +80,7 @@ class RunStore:
         """Release every connection. Idempotent."""
         if not self.closed:
             self.closed = True
+            self.heartbeat.stop()
             self.engine.dispose()
 
     def recorder(self, span_source: SpanSource | None = None, resume: RunState | None = None,
@@ -84,7 +88,19 @@ class RunStore:
         """A recorder for one run (``run_agent(..., store=store)`` calls this); ``resume``: the
         stored run's folded state, to continue its log."""
         self._check_open()
-        return StoreRecorder(self.engine, span_source, resume, trace_id)
+        return StoreRecorder(self.engine, span_source, resume, trace_id, self.heartbeat)
+
+    def claim_run(self, seen: RunSummary) -> None:
+        """Take over a stopped or orphaned run as this process, if nobody did since ``seen`` was read.
+
+        ``RunInUse`` when its owner is alive, or another process took it first.
+        """
+        self._check_open()
+        if seen.status == RUNNING and seen.liveness == LIVE:
+            raise RunInUse(f"run {seen.run_id} is being driven by a live process ({seen.owner}); "
+                           "it cannot be taken over")
+        if not claim(self.engine, seen, owner_id()):
+            raise RunInUse(f"run {seen.run_id} was taken over by another process just now")
 
     # -- queries -------------------------------------------------------------
 

@@ -1,0 +1,190 @@
+"""Continue a stored run (``resume``), branch it (``fork``), or carry its conversation on
+(``follow_up``): each is the ordinary loop started from a state folded from the log.
+
+- ``resume`` takes the same run over (same id; the log continues after a
+  ``run_resumed`` fact that says who, why and with which limits and decisions).
+  What happens to the calls of the interrupted reply is decided from the log alone:
+  a call with ``tool_finished`` is never run again; a call never started runs; a call
+  in doubt (started, never finished) runs again unless its tool has side effects,
+  in which case the model is told its outcome is unknown, or has an idempotency key,
+  in which case it runs again with the same key.
+- ``fork`` makes a new run, linked to its parent, from the parent's messages before
+  its ``at_step``-th model call, with chosen tool observations swapped: a what-if.
+- ``follow_up`` makes a new run, linked to a finished parent, whose history is the
+  parent's messages plus a new user message: a conversation is a chain of runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Unpack
+
+from . import statuses as st
+from .errors import CannotResume
+from .events import Event, MessageAppended, RunStarted, StepStarted, decode_all
+from .limits import Limits
+from .loop import drive
+from .messages import Message, Model
+from .options import ContinueOptions, check_options, core_for, opening
+from .results import AgentResult, model_identity, new_run_id
+from .state import RunState, fold
+from .tools import ToolRegistry
+from .wiring import TraceLink
+
+if TYPE_CHECKING:
+    from .store import RunStore, StoredRun
+
+Decision = bool | str
+_LIMIT_NAMES = ("max_tool_calls", "timeout_s", "max_context_chars", "max_output_chars", "max_result_chars",
+                "max_identical_calls")
+
+
+def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *,
+           decisions: Mapping[str, Decision] | None = None, max_steps: int | None = None,
+           token_budget: int | None = None, **options: Unpack[ContinueOptions]) -> AgentResult:
+    """Continue run ``run_id`` where its log stops, as this process.
+
+    Works for a run that stopped on any limit, on ``model_error`` or ``invalid_reply``,
+    on ``awaiting_approval`` (``decisions`` maps a pending call id to True, False or a
+    denial reason), and for a run whose process died. Limits not given keep their
+    recorded values; ``max_steps`` counts the whole run. ``CannotResume`` (one line)
+    for a ``done`` run; ``RunInUse`` when a live process drives it.
+    """
+    run = store.get_run(run_id)
+    if run.status == st.DONE:
+        raise CannotResume(f"run {run.run_id} is done; nothing to resume (fork it or follow it up instead)")
+    state = fold(decode_all(run.events, run.run_id), run.run_id)
+    given = dict(decisions or {})
+    _check_decisions(run.run_id, state, given)
+    limits = _limits(run.limits, max_steps, token_budget, options)
+    store.claim_run(run)
+    reason = run.status if run.status != st.RUNNING else f"its process is gone ({run.liveness})"
+    model_name, provider = model_identity(model)
+    from .store.recorder import owner_id
+
+    resumed = _resumed_event(run.run_id, state, owner_id(), reason, limits, given, model_name, provider)
+    link = TraceLink(run.trace_id, _root_span_id(run), joins=True)
+    return drive(core_for(model, registry, run.run_id, limits, [resumed], state, options, link, store))
+
+
+def fork(store: RunStore, run_id: str, *, at_step: int, model: Model, registry: ToolRegistry,
+         observations: Mapping[str, str] | None = None, max_steps: int | None = None,
+         token_budget: int | None = None, **options: Unpack[ContinueOptions]) -> AgentResult:
+    """A new run from ``run_id``'s messages before its ``at_step``-th model call.
+
+    ``observations`` replaces the content of those tool messages by call id, exactly.
+    Steps before ``at_step`` are not run again; the new run's steps are numbered on from
+    there. The parent is untouched; the new run records ``parent_run_id``.
+    """
+    parent = store.get_run(run_id)
+    facts = decode_all(parent.events, parent.run_id)
+    messages = _messages_before_step(parent.run_id, facts, at_step)
+    messages = _swap_observations(parent.run_id, messages, dict(observations or {}))
+    limits = _limits(parent.limits, max_steps, token_budget, options)
+    started = _linked_start(parent, messages, model, registry, limits, "fork", options, forked_at_step=at_step)
+    return _drive_linked(store, parent, started, messages, model, registry, limits, options)
+
+
+def follow_up(store: RunStore, run_id: str, message: str, model: Model, registry: ToolRegistry, *,
+              max_steps: int | None = None, token_budget: int | None = None,
+              **options: Unpack[ContinueOptions]) -> AgentResult:
+    """A new run that continues finished run ``run_id``'s conversation with ``message``."""
+    parent = store.get_run(run_id)
+    if parent.status == st.RUNNING:
+        raise CannotResume(f"run {parent.run_id} has not finished ({parent.liveness}); "
+                           "a follow-up continues a finished run")
+    state = fold(decode_all(parent.events, parent.run_id), parent.run_id)
+    if state.remaining_calls:
+        raise CannotResume(f"run {parent.run_id} stopped with {len(state.remaining_calls)} call(s) unanswered "
+                           f"({parent.status}); resume it instead")
+    if not isinstance(message, str) or not message:
+        raise ValueError("a follow-up message must be a non-empty string")
+    messages: list[Message] = [*state.messages, {"role": "user", "content": message}]
+    limits = _limits(parent.limits, max_steps, token_budget, options)
+    started = _linked_start(parent, messages, model, registry, limits, "follow_up", options, task=message)
+    return _drive_linked(store, parent, started, messages, model, registry, limits, options)
+
+
+def _drive_linked(store: RunStore, parent: StoredRun, started: RunStarted, messages: list[Message], model: Model,
+                  registry: ToolRegistry, limits: Limits, options: ContinueOptions) -> AgentResult:
+    link = TraceLink(parent.trace_id, _root_span_id(parent), joins=False)
+    return drive(core_for(model, registry, started.run_id, limits, opening(started, messages), None, options, link,
+                          store))
+
+
+def _linked_start(parent: StoredRun, messages: list[Message], model: Model, registry: ToolRegistry,
+                  limits: Limits, origin: str, options: ContinueOptions, *, task: str | None = None,
+                  forked_at_step: int | None = None) -> RunStarted:
+    model_name, provider = model_identity(model)
+    labels = options.get("labels")
+    return RunStarted(run_id=new_run_id(), task=task if task is not None else parent.task,
+                      system=parent.system, limits=limits.to_dict(), tool_specs=registry.specs(), model=model_name,
+                      provider=provider, agent_name=options.get("agent_name") or parent.agent_name,
+                      labels=dict(labels if labels is not None else parent.labels), parent_run_id=parent.run_id,
+                      origin=origin, forked_at_step=forked_at_step)
+
+
+def _resumed_event(run_id: str, state: RunState, owner: str, reason: str, limits: Limits,
+                   decisions: dict[str, Decision], model: str, provider: str | None) -> Event:
+    from .events import RunResumed
+
+    return RunResumed(run_id=run_id, step=state.steps, owner=owner, reason=reason, limits=limits.to_dict(),
+                      decisions=decisions, model=model, provider=provider)
+
+
+def _check_decisions(run_id: str, state: RunState, decisions: dict[str, Decision]) -> None:
+    for call_id, decision in decisions.items():
+        if call_id not in state.pending_approvals:
+            pending = sorted(state.pending_approvals) or "none"
+            raise CannotResume(f"run {run_id} has no call {call_id!r} awaiting approval (pending: {pending})")
+        if not isinstance(decision, (bool, str)):
+            raise ValueError(f"decision for {call_id!r} must be True, False or a reason string, got {decision!r}")
+
+
+def _limits(recorded: Mapping[str, Any], max_steps: int | None, token_budget: int | None,
+            options: ContinueOptions) -> Limits:
+    check_options(options)
+    values = {name: recorded[name] for name in Limits.__dataclass_fields__ if name in recorded}
+    if max_steps is not None:
+        values["max_steps"] = max_steps
+    if token_budget is not None:
+        values["token_budget"] = token_budget
+    for name in _LIMIT_NAMES:
+        if name in options:
+            values[name] = options.pop(name)  # type: ignore[misc]  # a limit, not a run option
+    return Limits(**values)
+
+
+def _root_span_id(run: StoredRun) -> str:
+    """The span id of the run's first root span (its ``run_started`` event's)."""
+    from .ids import derived_span_id
+
+    first = run.events[0] if run.events else None
+    return (first.span_id if first is not None and first.span_id else None) or derived_span_id(run.run_id, "run")
+
+
+def _messages_before_step(run_id: str, facts: list[Event], at_step: int) -> list[Message]:
+    messages: list[Message] = []
+    for fact in facts:
+        if isinstance(fact, StepStarted) and fact.step == at_step:
+            return messages
+        if isinstance(fact, MessageAppended):
+            messages.append(fact.message)
+    steps = max((f.step for f in facts if isinstance(f, StepStarted)), default=0)
+    raise ValueError(f"run {run_id} made {steps} model call(s); at_step must be between 1 and {steps}, "
+                     f"got {at_step!r}")
+
+
+def _swap_observations(run_id: str, messages: list[Message], observations: dict[str, str]) -> list[Message]:
+    out: list[Message] = []
+    left = dict(observations)
+    for message in messages:
+        if message["role"] == "tool" and message["tool_call_id"] in left:
+            content = left.pop(message["tool_call_id"])
+            if not isinstance(content, str):
+                raise ValueError(f"observation for {message['tool_call_id']!r} must be a string")
+            message = {**message, "content": content}
+        out.append(message)
+    if left:
+        raise ValueError(f"run {run_id} has no tool result for call(s) {sorted(left)} before that step")
+    return out

@@ -1,0 +1,105 @@
+"""Who drives a run: the owner lease, taken by compare-and-set, kept alive by a heartbeat.
+
+A run's row names its ``owner`` (the process driving it) and when that owner last
+showed signs of life (``heartbeat_at``). While a run is live its process refreshes
+the heartbeat every ``HEARTBEAT_S`` from a background thread, even while the model
+or a tool is busy for minutes, so a run whose process died is seen as gone after
+``LEASE_S`` on any host (and at once on the owner's own host, where the process
+itself can be checked).
+
+Taking a run over is one ``UPDATE ... WHERE`` the row is still exactly as the taker
+read it (status, owner, heartbeat): of two processes that race for a run, one
+update matches and the other matches nothing. A worker pool relies on this too.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Final
+
+from sqlalchemy import Engine, update
+from sqlalchemy.exc import SQLAlchemyError
+
+from ..errors import StoreError
+from .engine import one_line
+from .records import STALE_AFTER_S, RunSummary
+from .tables import runs
+
+HEARTBEAT_S: Final = 10.0
+LEASE_S: Final = STALE_AFTER_S
+
+
+def claim(engine: Engine, seen: RunSummary, owner: str) -> bool:
+    """Make ``owner`` the run's owner if the row is still as ``seen``; whether it was."""
+    now = datetime.now(UTC)
+    statement = (update(runs)
+                 .where(runs.c.run_id == seen.run_id, runs.c.status == seen.status,
+                        runs.c.owner.is_not_distinct_from(seen.owner),
+                        runs.c.heartbeat_at.is_not_distinct_from(seen.heartbeat_at))
+                 .values(owner=owner, status="running", heartbeat_at=now, updated_at=now, finished_at=None))
+    try:
+        with engine.begin() as conn:
+            return conn.execute(statement).rowcount == 1
+    except SQLAlchemyError as exc:
+        raise StoreError(f"cannot take over run {seen.run_id}: {one_line(exc)}") from None
+
+
+class Heartbeat:
+    """Refreshes ``heartbeat_at`` of the runs this process drives, every ``interval_s``.
+
+    One daemon thread per store, started with the first run and idle (gone) when
+    none is left. A failed refresh is retried at the next beat: the commits of the
+    runs themselves refresh the heartbeat too, so one missed beat loses nothing.
+    """
+
+    def __init__(self, engine: Engine, owner: Callable[[], str], interval_s: float = HEARTBEAT_S) -> None:
+        self._engine = weakref.ref(engine)
+        self._owner = owner
+        self.interval_s = interval_s
+        self._runs: set[str] = set()
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def add(self, run_id: str) -> None:
+        with self._lock:
+            self._runs.add(run_id)
+            if self._thread is None or not self._thread.is_alive():
+                self._wake.clear()
+                self._thread = threading.Thread(target=self._beat, name="runner-heartbeat", daemon=True)
+                self._thread.start()
+
+    def discard(self, run_id: str) -> None:
+        with self._lock:
+            self._runs.discard(run_id)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._runs.clear()
+        self._wake.set()
+
+    def beat(self) -> None:
+        """Refresh every run this process drives now (the thread calls this each interval)."""
+        with self._lock:
+            run_ids = sorted(self._runs)
+        engine = self._engine()
+        if not run_ids or engine is None:
+            return
+        now = datetime.now(UTC)
+        try:
+            with engine.begin() as conn:
+                conn.execute(update(runs).where(runs.c.run_id.in_(run_ids), runs.c.owner == self._owner(),
+                                                runs.c.status == "running").values(heartbeat_at=now))
+        except SQLAlchemyError:
+            pass  # the next beat, or the run's next commit, refreshes it
+
+    def _beat(self) -> None:
+        while not self._wake.wait(self.interval_s):
+            with self._lock:
+                if not self._runs:
+                    self._thread = None
+                    return
+            self.beat()
