@@ -13,8 +13,6 @@ coroutines in one event loop, or many threads) can share one engine's pool.
 from __future__ import annotations
 
 import json
-import os
-import socket
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -27,6 +25,7 @@ from ..limits import RUNNING
 from ..messages import Message, ToolCall
 from ..recorder import ModelCallInfo, RunInfo, ToolCallInfo, describe_reply
 from .engine import one_line
+from .owner import owner_id
 from .prepared import Prepared
 from .tables import events, run_labels, run_tools, runs
 
@@ -43,11 +42,6 @@ class SpanSource(Protocol):
     trace_id: str
 
     def span_id(self) -> str | None: ...
-
-
-def owner_id() -> str:
-    """``host:pid`` of this process, recorded on each run it writes."""
-    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 def dumps(value: Any) -> str:

@@ -2,13 +2,13 @@
 
 ``liveness`` tells an unfinished run whose process died from one still going:
 ``finished`` (status is not ``running``), ``live``, ``dead`` (the owner process on
-this host is gone) or ``stale`` (owned by another host and silent for longer than
-``STALE_AFTER_S``; every commit of a run refreshes ``heartbeat_at``).
+this host is gone, or its pid now belongs to another process: see ``owner``) or
+``stale`` (owned by another host and silent for longer than ``STALE_AFTER_S``; every
+commit of a run refreshes ``heartbeat_at``).
 """
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from ..messages import Message
+from .owner import owner_alive, parse_owner
 
 STALE_AFTER_S: Final = 3600.0
 FINISHED: Final = "finished"
@@ -84,27 +85,13 @@ def liveness(status: str, owner: str | None, heartbeat_at: datetime | None,
              now: datetime | None = None, stale_after_s: float = STALE_AFTER_S) -> str:
     if status != "running":
         return FINISHED
-    host, _, pid = (owner or "").rpartition(":")
-    if host == socket.gethostname() and pid.isdigit():
-        return LIVE if pid_alive(int(pid)) else DEAD
+    found = parse_owner(owner)
+    if found is not None and found.host == socket.gethostname():
+        return LIVE if owner_alive(found) else DEAD
     now = now or datetime.now(UTC)
     if heartbeat_at is None or now - heartbeat_at > timedelta(seconds=stale_after_s):
         return STALE
     return LIVE
-
-
-def pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
 
 
 def summary_fields(row: Mapping[Any, Any], labels: dict[str, str], loads: Any) -> dict[str, Any]:
