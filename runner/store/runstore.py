@@ -21,8 +21,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import StoreError
 from ..messages import Message
-from .engine import DEFAULT_BUSY_TIMEOUT_S, READ_OPTION, make_engine, one_line, parse_url, shown
-from .migrate import ensure_schema
+from .engine import DEFAULT_BUSY_TIMEOUT_S, make_engine, one_line, parse_url, read_connection, shown
+from .migrate import NoStoreError, ensure_schema, location, probe
 from .recorder import SpanSource, StoreRecorder
 from .records import RunSummary, StoredEvent, StoredRun, summary_fields
 from .tables import events, run_labels, run_tools, runs
@@ -31,16 +31,23 @@ Label = tuple[str, str] | Mapping[str, str]
 
 
 def open_store(url: str | os.PathLike[str] | URL = "sqlite:///runs.db", *, synchronous: str | None = None,
-               busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> RunStore:
+               busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, read_only: bool = False) -> RunStore:
     """Open the event log at ``url``, applying any pending migration.
 
     ``url`` is a SQLAlchemy URL (``sqlite:///runs.db``, ``postgresql+psycopg://...``)
     or a SQLite file path (a ``Path``, or a string without ``://``). ``synchronous`` (SQLite only, default ``NORMAL``;
     also ``?synchronous=FULL`` in the URL) trades commit speed for durability
     across power loss. Raises ``StoreError`` with one line on any failure, without
-    modifying a file that is not a runner store.
+    modifying a database that is not a runner store.
+
+    ``read_only=True`` is for inspection: it never creates, migrates or writes
+    anything (an older revision is read as it is), works on a file in a directory
+    it cannot write, and raises ``NoStoreError`` (a ``StoreError``) when there is
+    no store yet: a missing or empty file, or a database without our tables.
     """
     parsed = parse_url(url)
+    if read_only:
+        return _open_read_only(parsed, synchronous, busy_timeout_s)
     engine = make_engine(parsed, synchronous=synchronous, busy_timeout_s=busy_timeout_s)
     try:
         ensure_schema(engine, parsed)
@@ -50,6 +57,22 @@ def open_store(url: str | os.PathLike[str] | URL = "sqlite:///runs.db", *, synch
     return RunStore(engine, parsed)
 
 
+def _open_read_only(url: URL, synchronous: str | None, busy_timeout_s: float) -> RunStore:
+    engine = make_engine(url, synchronous=synchronous, busy_timeout_s=busy_timeout_s, read_only=True)
+    try:
+        found = probe(engine, url)
+        if found.revision is None:
+            raise NoStoreError(location(url))
+        if found.immutable:  # the probe needed immutable=1: so will every query
+            engine.dispose()
+            engine = make_engine(url, synchronous=synchronous, busy_timeout_s=busy_timeout_s, read_only=True,
+                                 immutable=True)
+    except BaseException:
+        engine.dispose()
+        raise
+    return RunStore(engine, url, read_only=True)
+
+
 class RunStore:
     """The runs and events of one database; close it when done.
 
@@ -57,9 +80,10 @@ class RunStore:
     shared connection: use it from one thread (tests), and a file for anything more.
     """
 
-    def __init__(self, engine: Engine, url: URL) -> None:
+    def __init__(self, engine: Engine, url: URL, *, read_only: bool = False) -> None:
         self.engine = engine
         self.url = url
+        self.read_only = read_only
         self.closed = False
 
     def __repr__(self) -> str:
@@ -81,6 +105,8 @@ class RunStore:
     def recorder(self, span_source: SpanSource | None = None) -> StoreRecorder:
         """A recorder for one run (``run_agent(..., store=store)`` calls this)."""
         self._check_open()
+        if self.read_only:
+            raise StoreError(f"store {shown(self.url)} is open read-only: it cannot record runs")
         return StoreRecorder(self.engine, span_source)
 
     # -- queries -------------------------------------------------------------
@@ -190,11 +216,12 @@ class RunStore:
 
     @contextmanager
     def reading(self) -> Iterator[Connection]:
-        """One read transaction for your own queries on the tables: never takes the write
-        lock, sees one snapshot; failures are one ``StoreError`` line."""
+        """One read-only transaction for your own queries on the tables: never takes the
+        write lock, sees one snapshot, refuses writes (``query_only`` on SQLite, a
+        ``READ ONLY`` transaction on PostgreSQL); failures are one ``StoreError`` line."""
         self._check_open()
         try:
-            with self.engine.connect().execution_options(**{READ_OPTION: True}) as conn, conn.begin():
+            with read_connection(self.engine) as conn, conn.begin():
                 yield conn
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot read store {shown(self.url)}: {one_line(exc)}") from None
