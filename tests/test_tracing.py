@@ -6,6 +6,8 @@ Helpers here are shared by the other ``test_tracing_*`` modules.
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 import json
 import threading
 import time
@@ -377,3 +379,13 @@ def test_the_tracing_surface_is_exactly_these_names() -> None:
     assert runner.tracing.__all__ == [
         "TracingRecorder", "TracingSetupError", "configure_tracing", "derived_span_id", "derived_trace_id",
         "export_run", "otlp_exporter", "rebuild_spans"]
+
+
+def test_a_plain_run_does_not_load_the_otel_sdk() -> None:
+    """Without a store or a tracer, a run consults only the OpenTelemetry API's global provider."""
+    code = ("import sys, runner\n"
+            "print('opentelemetry' in sys.modules)\n"
+            "result = runner.run_agent('Hi', runner.ScriptedModel(['hello']), runner.ToolRegistry())\n"
+            "print(result.status, 'opentelemetry.sdk' in sys.modules, 'sqlalchemy' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "done", "False", "False"]
