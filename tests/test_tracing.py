@@ -6,9 +6,9 @@ Helpers here are shared by the other ``test_tracing_*`` modules.
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import sys
-import json
 import threading
 import time
 from collections.abc import Iterator, Sequence
