@@ -37,7 +37,8 @@ class TracingRecorder:
     """Records a run as spans on ``tracer_provider`` (None: the global provider).
 
     ``record_content`` adds messages, tool arguments and results to the spans
-    under the convention's names; off by default because they are sensitive.
+    under the convention's names, and error texts (which quote them) to failed
+    spans; off by default because they are sensitive.
     """
 
     def __init__(self, tracer_provider: TracerProvider | None, *, record_content: bool = False) -> None:
@@ -147,7 +148,7 @@ class TracingRecorder:
             if reply.usage is not None:
                 usage = (reply.usage.input_tokens, reply.usage.output_tokens)
         attributes, status = a.chat_end(info.prompt_tokens, info.reply_tokens, usage, described,
-                                        info.error, info.error_type)
+                                        info.error, info.error_type, content=self.record_content)
         if self.record_content:
             attributes.update(a.chat_content(self._shown[:self._shown_count], described))
         span.set_attributes(attributes)
@@ -176,7 +177,8 @@ class TracingRecorder:
                                a.tool_start(self._run_id, info.step, call.name, call.id), a.KIND_TOOL)
             self._remember(key, span)
         self._current = self._ids[key]
-        attributes, status = a.tool_end(call.name, info.observation, info.ok, info.ran)
+        attributes, status = a.tool_end(call.name, info.observation, info.ok, info.ran,
+                                       content=self.record_content)
         if self.record_content:
             attributes.update(a.tool_content(call.args, info.observation))
         span.set_attributes(attributes)
@@ -207,7 +209,7 @@ class TracingRecorder:
         self._chat = self._step = None
         root, self._root = self._root, None
         if root is not None:
-            attributes, status = a.run_end(result.status, result.error)
+            attributes, status = a.run_end(result.status, result.error, content=self.record_content)
             root.set_attributes(attributes)
             root.set_status(status)
             root.end()

@@ -147,7 +147,7 @@ class _Builder:
             for span in self.order:
                 if span.key != "run":
                     self.close(span.key, event)
-            attrs, status = a.run_end(str(data["status"]), data.get("error"))
+            attrs, status = a.run_end(str(data["status"]), data.get("error"), content=self.record_content)
             self.close("run", event, attrs, status)
 
     def step_of(self, event: StoredEventLike) -> int:
@@ -163,7 +163,7 @@ class _Builder:
         usage_data = data.get("usage") or (reply or {}).get("usage")
         usage = (int(usage_data["input_tokens"]), int(usage_data["output_tokens"])) if usage_data else None
         attrs, status = a.chat_end(int(data.get("prompt_tokens") or 0), int(data.get("reply_tokens") or 0), usage,
-                                   reply, data.get("error"), data.get("error_type"))
+                                   reply, data.get("error"), data.get("error_type"), content=self.record_content)
         if self.record_content:
             attrs.update(a.chat_content(self.shown[:self.shown_at_step.get(step, len(self.shown))], reply))
         span.attrs.update(attrs)
@@ -177,7 +177,8 @@ class _Builder:
             self.open(key, a.tool_name(name), a.KIND_TOOL, event, f"step:{step}",
                       a.tool_start(self.run_id, step, name, str(data["call_id"])))
         observation = str(data["observation"])
-        attrs, status = a.tool_end(name, observation, bool(data["ok"]), bool(data.get("ran", True)))
+        attrs, status = a.tool_end(name, observation, bool(data["ok"]), bool(data.get("ran", True)),
+                                  content=self.record_content)
         if self.record_content:
             attrs.update(a.tool_content(self.args.get(key), observation))
         self.close(key, event, attrs, status)
