@@ -181,7 +181,8 @@ def test_step_limit_marks_the_root(spans: tuple[TracerProvider, InMemorySpanExpo
     assert result.status == "step_limit"
     (root,) = tree(exporter.get_finished_spans())
     assert root[:3] == ["invoke_agent looper", "ERROR: step_limit",
-                        {**RUN, "gen_ai.agent.name": "looper", "runner.status": "step_limit", "error.type": "step_limit"}]
+                        {**RUN, "gen_ai.agent.name": "looper", "runner.status": "step_limit",
+                         "error.type": "step_limit"}]
     assert [step[0] for step in root[3]] == ["step 1", "step 2"]
     assert all(c[1] == "UNSET" for step in root[3] for c in step[3])
 

@@ -45,6 +45,7 @@ OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 TOOL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
 TOOL_RESULT: Final = "gen_ai.tool.call.result"
 ERROR_TYPE: Final = "error.type"
+SERVICE_NAME: Final = "service.name"  # a resource attribute, not a span's
 
 RUN_ID: Final = "runner.run_id"
 STEP: Final = "runner.step"

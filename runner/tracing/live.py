@@ -10,7 +10,9 @@ The recorder is also the store's span source: ``trace_id`` and ``span_id()``
 name the span of the most recent fact, and the store (called right after the
 tracer for each fact) logs them. When nothing records the run (no SDK
 configured, or the sampler dropped it) no further spans are made and the ids
-are derived from the run id, so the log still carries stable ids.
+are derived from the run id, so the log still carries stable ids. It also
+offers ``service_name``, the ``service.name`` of the provider that records the
+run, which the store logs so that spans rebuilt later go out under it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,13 @@ def _hex(span: Span) -> str:
     return format(span.get_span_context().span_id, "016x")
 
 
+def _service_name(provider: TracerProvider) -> str | None:
+    """The ``service.name`` of an SDK provider's resource (the API has no resources: None)."""
+    resource = getattr(provider, "resource", None)
+    name = getattr(resource, "attributes", {}).get(a.SERVICE_NAME)
+    return name if isinstance(name, str) and name else None
+
+
 class TracingRecorder:
     """Records a run as spans on ``tracer_provider`` (None: the global provider).
 
@@ -45,6 +54,7 @@ class TracingRecorder:
         self.tracer_provider = tracer_provider
         self.record_content = record_content
         self.trace_id = ""
+        self.service_name: str | None = None
         self._current: str | None = None
         self._live = False
         self._run_id = ""
@@ -94,11 +104,13 @@ class TracingRecorder:
         if self._live:
             self._root = root
             self.trace_id = format(root.get_span_context().trace_id, "032x")
+            self.service_name = _service_name(provider)
             self._current = self._remember("run", root)
         else:
             root.end()
             self._root = None
             self.trace_id = derived_trace_id(run.run_id)
+            self.service_name = None
             self._current = self._derived("run")
 
     def message_appended(self, index: int, message: Message, step: int) -> None:
