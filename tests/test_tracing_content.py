@@ -36,7 +36,7 @@ def login_registry() -> ToolRegistry:
 def tool_errors_then_refusal() -> ScriptedModel:
     return ScriptedModel([
         ModelReply("", [
-            ToolCall("c1", "login", '{"password": "hunter2"'),  # type: ignore[arg-type]  # a model's unparsed args
+            ToolCall("c1", "login", '{"password": "hunter2"'),  # a model's unparsed arguments: a string
             ToolCall("c2", "login", {"user": "bob", "totp_hunter2": "1"}),
             ToolCall("c3", "login", {"user": "hunter2"}),
         ]),
@@ -54,12 +54,12 @@ def texts(spans: Sequence[ReadableSpan]) -> list[str]:
     for s in spans:
         out.append(s.name)
         out.append(s.status.description or "")
-        for key, value in (s.attributes or {}).items():
-            out.append(key)
-            out.extend(str(v) for v in value) if isinstance(value, tuple) else out.append(str(value))
         for event in s.events:
             out.append(event.name)
-            out.extend(f"{k}={v}" for k, v in (event.attributes or {}).items())
+        for attributes in [s.attributes, *(event.attributes for event in s.events)]:
+            for key, value in (attributes or {}).items():
+                out.append(key)
+                out.extend(map(repr, value) if isinstance(value, tuple) else [repr(value)])
     return out
 
 
