@@ -67,7 +67,9 @@ class FakeLog:
                        agent_name=run.agent_name, trace_id=self.tracing.trace_id)
         self._log("run_started", 0, {"task": run.task, "system": run.system, "limits": run.limits.to_dict(),
                                      "tool_specs": list(run.tool_specs), "model": run.model_name,
-                                     "provider": run.provider_name, "agent_name": run.agent_name, "labels": {}})
+                                     "provider": run.provider_name, "agent_name": run.agent_name, "labels": {},
+                                     **({"service_name": self.tracing.service_name} if self.tracing.service_name
+                                        else {})})
 
     def message_appended(self, index: int, message: Message, step: int) -> None:
         self._log("message", step, {"index": index, "message": dict(message)})

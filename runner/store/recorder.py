@@ -37,7 +37,12 @@ _encode = json.JSONEncoder(separators=(",", ":"), default=repr).encode
 
 
 class SpanSource(Protocol):
-    """What the tracing recorder offers: the run's trace id and the latest fact's span id."""
+    """What the tracing recorder offers: the run's trace id and the latest fact's span id.
+
+    A source may also have a ``service_name`` (the ``service.name`` the live spans
+    went out under, None when nothing recorded them); it is logged with
+    ``run_started`` so spans rebuilt later go out under the same name.
+    """
 
     trace_id: str
 
@@ -91,11 +96,15 @@ class StoreRecorder:
         labels = dict(run.labels)
         self._started_at = now
         self._labels = [{"run_id": run.run_id, "key": k, "value": v, "started_at": now} for k, v in labels.items()]
-        self._event("run_started", "run", {
+        started: dict[str, Any] = {
             "task": run.task, "system": run.system, "limits": limits, "tool_specs": specs,
             "model": run.model_name, "provider": run.provider_name, "agent_name": run.agent_name,
             "labels": labels,
-        }, at=now)
+        }
+        service = getattr(self.span_source, "service_name", None)
+        if service:
+            started["service_name"] = service
+        self._event("run_started", "run", started, at=now)
 
     def message_appended(self, index: int, message: Message, step: int) -> None:
         self._step = step

@@ -10,7 +10,9 @@ The recorder is also the store's span source: ``trace_id`` and ``span_id()``
 name the span of the most recent fact, and the store (called right after the
 tracer for each fact) logs them. When nothing records the run (no SDK
 configured, or the sampler dropped it) no further spans are made and the ids
-are derived from the run id, so the log still carries stable ids.
+are derived from the run id, so the log still carries stable ids. It also
+offers ``service_name``, the ``service.name`` of the provider that records the
+run, which the store logs so that spans rebuilt later go out under it.
 """
 
 from __future__ import annotations
@@ -33,17 +35,26 @@ def _hex(span: Span) -> str:
     return format(span.get_span_context().span_id, "016x")
 
 
+def _service_name(provider: TracerProvider) -> str | None:
+    """The ``service.name`` of an SDK provider's resource (the API has no resources: None)."""
+    resource = getattr(provider, "resource", None)
+    name = getattr(resource, "attributes", {}).get(a.SERVICE_NAME)
+    return name if isinstance(name, str) and name else None
+
+
 class TracingRecorder:
     """Records a run as spans on ``tracer_provider`` (None: the global provider).
 
     ``record_content`` adds messages, tool arguments and results to the spans
-    under the convention's names; off by default because they are sensitive.
+    under the convention's names, and error texts (which quote them) to failed
+    spans; off by default because they are sensitive.
     """
 
     def __init__(self, tracer_provider: TracerProvider | None, *, record_content: bool = False) -> None:
         self.tracer_provider = tracer_provider
         self.record_content = record_content
         self.trace_id = ""
+        self.service_name: str | None = None
         self._current: str | None = None
         self._live = False
         self._run_id = ""
@@ -93,11 +104,13 @@ class TracingRecorder:
         if self._live:
             self._root = root
             self.trace_id = format(root.get_span_context().trace_id, "032x")
+            self.service_name = _service_name(provider)
             self._current = self._remember("run", root)
         else:
             root.end()
             self._root = None
             self.trace_id = derived_trace_id(run.run_id)
+            self.service_name = None
             self._current = self._derived("run")
 
     def message_appended(self, index: int, message: Message, step: int) -> None:
@@ -147,7 +160,7 @@ class TracingRecorder:
             if reply.usage is not None:
                 usage = (reply.usage.input_tokens, reply.usage.output_tokens)
         attributes, status = a.chat_end(info.prompt_tokens, info.reply_tokens, usage, described,
-                                        info.error, info.error_type)
+                                        info.error, info.error_type, content=self.record_content)
         if self.record_content:
             attributes.update(a.chat_content(self._shown[:self._shown_count], described))
         span.set_attributes(attributes)
@@ -176,7 +189,8 @@ class TracingRecorder:
                                a.tool_start(self._run_id, info.step, call.name, call.id), a.KIND_TOOL)
             self._remember(key, span)
         self._current = self._ids[key]
-        attributes, status = a.tool_end(call.name, info.observation, info.ok, info.ran)
+        attributes, status = a.tool_end(call.name, info.observation, info.ok, info.ran,
+                                       content=self.record_content)
         if self.record_content:
             attributes.update(a.tool_content(call.args, info.observation))
         span.set_attributes(attributes)
@@ -207,7 +221,7 @@ class TracingRecorder:
         self._chat = self._step = None
         root, self._root = self._root, None
         if root is not None:
-            attributes, status = a.run_end(result.status, result.error)
+            attributes, status = a.run_end(result.status, result.error, content=self.record_content)
             root.set_attributes(attributes)
             root.set_status(status)
             root.end()
