@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +13,9 @@ from runner import ModelReply, ScriptedModel, ToolRegistry, Usage, run_agent
 from runner.errors import FixtureError, ReplayDivergence
 from runner.fixture import fixture_from_run, load_fixture
 from runner.replay import ReplayModel, replay
-from runner.store import RunStore, open_store
+from runner.store import RunStore
 
 from .loop_helpers import call, reply, weather_registry
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[RunStore]:
-    with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as s:
-        yield s
 
 
 def _weather_script() -> list[ModelReply | str]:
