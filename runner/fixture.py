@@ -9,7 +9,12 @@ Loading one needs no database.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import re
+import secrets
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +30,7 @@ if TYPE_CHECKING:
 FORMAT: Final = "durable-agent-runner/fixture"
 VERSION: Final = 1
 INTERRUPTIBLE: Final = (st.DEADLINE, st.CANCELLED)
+SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,13 +82,42 @@ class Fixture:
         return self.messages_before(len(self.data["replies"]) + 1)
 
     def dumps(self) -> str:
-        return json.dumps(self.data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+        """Sorted, indented JSON that is always valid UTF-8.
+
+        Text stays readable (no ``\\u`` escapes for accents), except a lone surrogate
+        (a model or tool can produce one): it cannot be encoded, so it is written as
+        its JSON escape, which loads back as the same string.
+        """
+        text = json.dumps(self.data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+        return SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
     def write(self, path: str | Path) -> Path:
+        """Write the fixture atomically: a failed write leaves any earlier file as it was."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(self.dumps(), encoding="utf-8")
+        write_atomically(target, self.dumps())
         return target
+
+
+def write_atomically(target: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``target``, then rename it over ``target``.
+
+    The rename is atomic on POSIX and Windows, so a reader (or a crash) sees the old
+    file or the new one, never a truncated one; the temporary file is removed on failure.
+    """
+    temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(temporary, "x", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        with contextlib.suppress(OSError):
+            os.chmod(temporary, stat.S_IMODE(target.stat().st_mode))  # keep an existing file's mode
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
 
 
 def _block_messages(block: Mapping[str, Any]) -> list[Message]:

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from runner import ToolRegistry
+from runner import ScriptedModel, ToolRegistry, run_agent
 from runner.fixture import load_fixture
-from tests.test_cli_helpers import R1, R3, fill, invoke, one_error_line
+from runner.limits import Limits
+from runner.recorder import RunInfo
+from runner.store import open_store
+from tests.loop_helpers import call, reply
+from tests.test_cli_helpers import R1, R3, fill, invoke, one_error_line, registry
 
 TOOLS = "tests.test_cli_helpers:registry"
 
@@ -124,3 +130,63 @@ def test_missing_and_corrupt_fixtures_are_one_line(db: str, tmp_path: Path) -> N
     result = invoke("replay", str(other), "--tools", TOOLS, "--db", db)
     assert result.exit_code == 1
     assert "is not a runner fixture" in one_error_line(result)
+
+
+def _surrogate_run(url: str) -> str:
+    """A finished run whose tool call arguments hold a lone surrogate (a model can send one)."""
+    with open_store(url) as store:
+        model = ScriptedModel([reply("", call("c1", "echo_long", note="x\ud800y")), "done"])
+        tools = registry()
+        return run_agent("t", model, tools, store=store, run_id="5555" + "e" * 28).run_id
+
+
+def _unfinished_run(url: str) -> str:
+    with open_store(url) as store:
+        recorder = store.recorder()
+        recorder.run_started(RunInfo("6666" + "f" * 28, "half done", "s", Limits(), [], "scripted"))
+        recorder.flush()
+    return "6666" + "f" * 28
+
+
+def test_export_of_a_run_with_a_lone_surrogate_writes_valid_utf8_and_show_prints_the_run(
+        db: str, tmp_path: Path) -> None:
+    run_id = _surrogate_run(db)
+    keep = tmp_path / "keep.json"
+    keep.write_text("good\n")
+    result = invoke("export", run_id, "-o", str(keep), "--db", db)
+    assert result.exit_code == 0, result.output
+    assert load_fixture(keep).replies[0]["tool_calls"][0]["args"] == {"note": "x\ud800y"}
+    assert '"x\\ud800y"' in keep.read_bytes().decode("utf-8")
+    assert json.loads(invoke("export", run_id, "-o", "-", "--db", db).stdout)["run_id"] == run_id
+    shown = invoke("show", run_id, "--db", db)
+    assert shown.exit_code == 0, shown.output
+    assert "echo_long" in shown.stdout
+    assert '"note": "x\\ud800y"' in shown.stdout
+
+
+def test_a_failed_export_leaves_an_existing_fixture_intact_and_show_still_works(
+        db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    keep = tmp_path / "keep.json"
+    keep.write_text("good\n")
+    unfinished = _unfinished_run(db)
+    result = invoke("export", "nope", "-o", str(keep), "--db", db)
+    assert result.exit_code == 1
+    assert one_error_line(result).startswith("Error: no run 'nope' in ")
+    assert keep.read_text() == "good\n"
+    result = invoke("export", unfinished, "-o", str(keep), "--db", db)
+    assert result.exit_code == 1
+    assert one_error_line(result).startswith(f"Error: run {unfinished} has not finished (status running, ")
+    assert keep.read_text() == "good\n"
+    shown = invoke("show", unfinished, "--db", db)
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.splitlines()[0].startswith(f"run {unfinished}  running")
+
+    def full_disk(src: object, dst: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    result = invoke("export", R1, "-o", str(keep), "--db", db)
+    assert result.exit_code == 1
+    assert one_error_line(result) == f"Error: cannot write fixture {str(keep)!r}: No space left on device"
+    assert keep.read_text() == "good\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.json", "runs.db"]

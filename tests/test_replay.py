@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import threading
 from pathlib import Path
 from typing import Any
@@ -254,3 +256,44 @@ def test_an_unfinished_run_cannot_become_a_fixture(store: RunStore) -> None:
     recorder.flush()
     with pytest.raises(FixtureError, match=r"^run f{32} has not finished \(status running, "):
         fixture_from_run(store.get_run("f" * 32))
+
+
+def _any_city_registry(ran: list[str] | None = None) -> ToolRegistry:
+    registry = ToolRegistry()
+    registry.register("get_weather", "Current temperature in a city.",
+                      {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+                      lambda city: (ran.append(city) if ran is not None else None, {"celsius": 20})[1])
+    return registry
+
+
+def test_a_run_with_a_lone_surrogate_exports_a_utf8_fixture_that_replays(store: RunStore, tmp_path: Path) -> None:
+    model = ScriptedModel([reply("", call("c1", "get_weather", city="Par\ud800is")), "20 C"])
+    result = run_agent("t", model, _any_city_registry(), store=store)
+    assert result.status == "done"
+    keep = tmp_path / "keep.json"
+    keep.write_text("good\n")
+    assert store.export_fixture(result.run_id, keep) == keep
+    text = keep.read_bytes().decode("utf-8")
+    assert '"Par\\ud800is"' in text
+    fixture = load_fixture(keep)
+    assert fixture.replies[0]["tool_calls"][0]["args"] == {"city": "Par\ud800is"}
+    assert replay(keep, _any_city_registry()).ok is True
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_a_failed_fixture_write_keeps_the_old_file_and_leaves_no_temp_file(
+        store: RunStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_id, _ = _recorded(store, tmp_path)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    keep = folder / "keep.json"
+    keep.write_text("good\n")
+
+    def full_disk(src: Any, dst: Any) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(OSError, match="No space left on device"):
+        store.export_fixture(run_id, keep)
+    assert keep.read_text() == "good\n"
+    assert [p.name for p in folder.iterdir()] == ["keep.json"]
