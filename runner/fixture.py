@@ -22,22 +22,28 @@ from typing import TYPE_CHECKING, Any, Final
 
 from . import limits as st
 from .errors import FixtureError
+from .fixture_shape import FORMAT, VERSION, ShapeError, check_fixture
 from .messages import Message, ModelReply, ToolCall, Usage, assistant_message
 
 if TYPE_CHECKING:
     from .store.records import StoredRun
 
-FORMAT: Final = "durable-agent-runner/fixture"
-VERSION: Final = 1
 INTERRUPTIBLE: Final = (st.DEADLINE, st.CANCELLED)
 SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
 class Fixture:
-    """A fixture's content, as loaded. ``data`` is exactly the file's JSON."""
+    """A fixture's content, as loaded. ``data`` is exactly the file's JSON.
+
+    Its shape is checked on construction (``FixtureError`` names the first bad
+    field), so nothing later meets a missing key or a wrong type.
+    """
 
     data: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        check_fixture(self.data)
 
     @property
     def task(self) -> str:
@@ -137,17 +143,19 @@ def load_fixture(path: str | Path) -> Fixture:
         data = json.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise FixtureError(f"no fixture file {str(file)!r}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: bad JSON, or a too long integer
         raise FixtureError(f"fixture {str(file)!r} is not readable JSON: {exc}") from None
+    except RecursionError:
+        raise FixtureError(f"fixture {str(file)!r} is not readable JSON: nested too deeply") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise FixtureError(f"{str(file)!r} is not a runner fixture (no \"format\": {FORMAT!r})")
     if data.get("version") != VERSION:
         raise FixtureError(f"fixture {str(file)!r} has version {data.get('version')!r}; "
                            f"this runner reads version {VERSION}")
-    for key in ("task", "system", "limits", "tool_specs", "replies", "outcome"):
-        if key not in data:
-            raise FixtureError(f"fixture {str(file)!r} lacks {key!r}")
-    return Fixture(data)
+    try:
+        return Fixture(data)
+    except ShapeError as exc:
+        raise exc.at(str(file)) from None
 
 
 def fixture_from_run(run: StoredRun) -> Fixture:
