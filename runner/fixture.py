@@ -58,6 +58,11 @@ class Fixture:
         return dict(self.data["limits"])
 
     @property
+    def tool_specs(self) -> list[dict[str, Any]]:
+        """The tools the recorded model was shown (name, description, parameters)."""
+        return list(self.data["tool_specs"])
+
+    @property
     def replies(self) -> list[dict[str, Any]]:
         return list(self.data["replies"])
 

@@ -21,11 +21,27 @@ TOOLS = "tests.test_cli_helpers:registry"
 
 
 def colder_registry() -> ToolRegistry:
-    """The weather tools, but Paris is colder than when the run was recorded."""
+    """The recorded tools, but Paris is colder than when the run was recorded."""
     tools = ToolRegistry()
-    tools.register("get_weather", "Current temperature in a city.",
-                   {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-                   lambda city: {"celsius": 5})
+    for spec in registry().specs():
+        recorded = registry().get(spec["name"])
+        assert recorded is not None
+        fn = (lambda city: {"celsius": 5}) if spec["name"] == "get_weather" else recorded.fn
+        tools.register(spec["name"], spec["description"], spec["parameters"], fn)
+    return tools
+
+
+def renamed_registry() -> ToolRegistry:
+    """The recorded tools, but get_weather is described differently and takes a unit too."""
+    tools = ToolRegistry()
+    for spec in registry().specs():
+        recorded = registry().get(spec["name"])
+        assert recorded is not None
+        if spec["name"] == "get_weather":
+            tools.register("get_weather", "Weather now.", {"type": "object", "properties": {
+                "city": {"type": "string"}, "unit": {"type": "string"}}, "required": ["city"]}, recorded.fn)
+        else:
+            tools.register(spec["name"], spec["description"], spec["parameters"], recorded.fn)
     return tools
 
 
@@ -78,7 +94,7 @@ def test_replay_of_a_fixture_that_still_matches_exits_0(db: str, tmp_path: Path)
 
 
 def test_replay_of_a_stored_run_resolves_the_id_against_db(db: str) -> None:
-    result = invoke("replay", "1111aa", "--tools", "tests.loop_helpers:weather_registry", "--db", db, "--json")
+    result = invoke("replay", "1111aa", "--tools", TOOLS, "--db", db, "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["ok"] is True
@@ -190,3 +206,21 @@ def test_a_failed_export_leaves_an_existing_fixture_intact_and_show_still_works(
     assert one_error_line(result) == f"Error: cannot write fixture {str(keep)!r}: No space left on device"
     assert keep.read_text() == "good\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.json", "runs.db"]
+
+
+def test_replay_reports_changed_tool_specs_in_one_sentence_and_exits_1(db: str, tmp_path: Path) -> None:
+    target = tmp_path / "paris.json"
+    invoke("export", R1, "-o", str(target), "--db", db)
+    result = invoke("replay", str(target), "--tools", "tests.test_cli_replay:renamed_registry")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[0] == (
+        "DIFFERS  at step 1 the tools shown to the model differ from the recording: the description of tool "
+        "'get_weather' changed: recorded 'Current temperature in a city.', got 'Weather now.'; the parameters of "
+        "tool 'get_weather' changed at properties.unit: recorded nothing, got '{\"type\": \"string\"}'")
+    result = invoke("replay", str(target), "--tools", "tests.test_cli_replay:renamed_registry", "--json")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert (report["ok"], report["status"], report["recorded_status"]) == (False, "model_error", "done")
+    assert report["divergence"] == {"step": 1, "index": None, "field": "tool_specs",
+                                    "sentence": report["divergence"]["sentence"]}
+    assert report["divergence"]["sentence"].startswith("at step 1 the tools shown to the model differ")
