@@ -6,6 +6,7 @@ import errno
 import json
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -262,11 +263,20 @@ def test_an_unfinished_run_cannot_become_a_fixture(store: RunStore) -> None:
         fixture_from_run(store.get_run("f" * 32))
 
 
-def _any_city_registry(ran: list[str] | None = None) -> ToolRegistry:
+def _logged(ran: list[str], name: str, result: Callable[..., Any]) -> Callable[..., Any]:
+    """A tool function that notes in ``ran`` that it ran, then returns ``result(**args)``."""
+    def fn(**args: Any) -> Any:
+        ran.append(name)
+        return result(**args)
+
+    return fn
+
+
+def _any_city_registry() -> ToolRegistry:
     registry = ToolRegistry()
     registry.register("get_weather", "Current temperature in a city.",
                       {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-                      lambda city: (ran.append(city) if ran is not None else None, {"celsius": 20})[1])
+                      lambda city: {"celsius": 20})
     return registry
 
 
@@ -312,18 +322,18 @@ def _weather_tools(ran: list[str], *, description: str = "Current temperature in
     def add_c_to_f() -> None:
         registry.register("c_to_f", "Celsius to Fahrenheit.",
                           {"type": "object", "properties": {"celsius": {"type": "number"}}, "required": ["celsius"]},
-                          lambda celsius: ran.append("c_to_f") or celsius * 9 / 5 + 32)
+                          _logged(ran, "c_to_f", lambda celsius: celsius * 9 / 5 + 32))
 
     if c_to_f_first:
         add_c_to_f()
     registry.register("get_weather", description,
                       {"type": "object", "properties": {"city": city or {"type": "string"}}, "required": ["city"]},
-                      lambda city: ran.append("get_weather") or {"celsius": 21})
+                      _logged(ran, "get_weather", lambda city: {"celsius": 21}))
     if not drop_c_to_f and not c_to_f_first:
         add_c_to_f()
     if extra:
         registry.register("send_email", "Send an email.", {"type": "object", "properties": {"to": {"type": "string"}}},
-                          lambda to: ran.append("send_email") or "sent", side_effects=True)
+                          _logged(ran, "send_email", lambda to: "sent"), side_effects=True)
     return registry
 
 
@@ -428,7 +438,8 @@ def test_an_approval_given_at_replay_never_runs_the_call_the_recording_left_wait
     def tools(ran: list[str]) -> ToolRegistry:
         registry = _weather_tools(ran)
         registry.register("send_email", "Send an email.", {"type": "object", "properties": {"to": {"type": "string"}}},
-                          lambda to: ran.append("send_email") or "sent", side_effects=True, needs_approval=True)
+                          _logged(ran, "send_email", lambda to: "sent"), side_effects=True,
+                          needs_approval=True)
         return registry
 
     path = _record_with(store, tmp_path, tools([]), [reply("", call("c1", "send_email", to="boss"))])
