@@ -32,6 +32,8 @@ ESCAPES = re.compile(
 # C0 except tab and newline, DEL, C1, and the bidi embeddings, overrides and isolates.
 CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 SPACES = re.compile(r"\s+")
+# A lone surrogate cannot be encoded for the terminal: shown as its escape, like JSON does.
+SURROGATES = re.compile("[\ud800-\udfff]")
 
 SHORT_ID = 8
 PIPE_WIDTH = 160
@@ -40,7 +42,8 @@ TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 def clean(text: object) -> str:
     """``text`` as a string without terminal control sequences (newline and tab kept)."""
-    return CONTROLS.sub("", ESCAPES.sub("", text if isinstance(text, str) else str(text)))
+    plain = CONTROLS.sub("", ESCAPES.sub("", text if isinstance(text, str) else str(text)))
+    return SURROGATES.sub(lambda m: f"\\u{ord(m.group()):04x}", plain)
 
 
 def one_line(text: object) -> str:

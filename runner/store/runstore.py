@@ -199,7 +199,10 @@ class RunStore:
         return str(found[0])
 
     def export_fixture(self, run_id: str, path: str | Path) -> Path:
-        """Write the run (``run_id`` may be a unique prefix) as a replay fixture file."""
+        """Write the run (``run_id`` may be a unique prefix) as a replay fixture file.
+
+        The write is atomic: if it fails, an existing file at ``path`` is left as it was.
+        """
         from ..fixture import fixture_from_run
 
         return fixture_from_run(self.find_run(run_id)).write(path)
