@@ -205,7 +205,8 @@ def test_a_failed_export_leaves_an_existing_fixture_intact_and_show_still_works(
     assert result.exit_code == 1
     assert one_error_line(result) == f"Error: cannot write fixture {str(keep)!r}: No space left on device"
     assert keep.read_text() == "good\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.json", "runs.db"]
+    # no temporary fixture is left behind (the store's own -wal/-shm files may be)
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("runs.db")) == ["keep.json"]
 
 
 def test_replay_reports_changed_tool_specs_in_one_sentence_and_exits_1(db: str, tmp_path: Path) -> None:
