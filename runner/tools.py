@@ -14,6 +14,7 @@ from typing import Any
 
 from .messages import ToolSpec
 from .schema import check_schema, validate_args
+from .text import describe_exception
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,11 +121,11 @@ def result_observation(name: str, value: Any) -> str:
     try:
         return json.dumps(value, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
-        return f"ERROR: {name} returned a value that is not JSON-serialisable: {type(exc).__name__}: {exc}"
+        return f"ERROR: {name} returned a value that is not JSON-serialisable: {describe_exception(exc)}"
 
 
 def failure_observation(name: str, exc: BaseException) -> str:
-    return f"ERROR: {name} failed: {type(exc).__name__}: {exc}"
+    return f"ERROR: {name} failed: {describe_exception(exc)}"
 
 
 def timeout_observation(name: str, timeout_s: float) -> str:
