@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 from . import limits as st
 from .errors import FixtureError
 from .messages import Message, ModelReply, ToolCall, Usage, assistant_message
+from .text import escape_surrogates
 
 if TYPE_CHECKING:
     from .store.records import StoredRun
@@ -76,7 +77,7 @@ class Fixture:
         return self.messages_before(len(self.data["replies"]) + 1)
 
     def dumps(self) -> str:
-        return json.dumps(self.data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+        return escape_surrogates(json.dumps(self.data, sort_keys=True, indent=2, ensure_ascii=False)) + "\n"
 
     def write(self, path: str | Path) -> Path:
         target = Path(path)

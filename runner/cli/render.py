@@ -22,6 +22,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..text import storable
+
 ESCAPES = re.compile(
     r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"             # CSI: ESC [ params intermediates final (or 8-bit CSI)
     r"|(?:\x1b[]PX^_]|[\x90\x98\x9d\x9e\x9f])"       # OSC, DCS, SOS, PM, APC: a string up to its terminator
@@ -39,8 +41,11 @@ TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
 def clean(text: object) -> str:
-    """``text`` as a string without terminal control sequences (newline and tab kept)."""
-    return CONTROLS.sub("", ESCAPES.sub("", text if isinstance(text, str) else str(text)))
+    """``text`` as a string without terminal control sequences (newline and tab kept).
+
+    A lone surrogate, which no terminal encoding can write, shows as U+FFFD.
+    """
+    return storable(CONTROLS.sub("", ESCAPES.sub("", text if isinstance(text, str) else str(text))))
 
 
 def one_line(text: object) -> str:
