@@ -120,7 +120,7 @@ def result_observation(name: str, value: Any) -> str:
     """``json.dumps`` of a tool's result, or an ``ERROR:`` if it is not valid JSON."""
     try:
         return json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
+    except Exception as exc:  # a dict subclass's own items() may raise anything
         return f"ERROR: {name} returned a value that is not JSON-serialisable: {describe_exception(exc)}"
 
 

@@ -351,3 +351,18 @@ def test_an_unprintable_exception_that_aborts_a_run_still_closes_it(store: RunSt
 ])
 def test_describe_exception(exc: BaseException, expected: str) -> None:
     assert describe_exception(exc) == expected
+
+
+def test_a_tool_result_whose_encoding_raises_is_an_error_observation(store: RunStore) -> None:
+    class Hostile(dict[str, int]):
+        def items(self) -> Any:
+            raise KeyError("boom")
+
+    registry = ToolRegistry()
+    registry.register("hostile", "d", {"type": "object", "properties": {}}, lambda: Hostile(a=1))
+    result = run_agent("t", ScriptedModel([reply("", call("c1", "hostile")), "ok"]), registry, store=store,
+                       run_id=RUN_ID)
+    assert result.status == "done"
+    assert result.messages[3]["content"] == (
+        "ERROR: hostile returned a value that is not JSON-serialisable: KeyError: 'boom'")
+    assert store.get_run(RUN_ID).status == "done"
