@@ -9,7 +9,6 @@ driver awaits coroutines, and neither holds a single budget or validation rule.
 from __future__ import annotations
 
 import contextlib
-import copy
 import json
 import re
 import time
@@ -21,19 +20,10 @@ from typing import Any
 from . import limits as st
 from .errors import AgentStopped, StopRun
 from .limits import Limits, TokenMeter, cut_observation, reply_tokens
-from .messages import (
-    CUT_OFF_STOP_REASONS,
-    REFUSAL_STOP_REASONS,
-    Message,
-    Model,
-    ModelReply,
-    ToolCall,
-    ToolSpec,
-    Usage,
-    assistant_message,
-    tool_message,
-)
+from .messages import Message, Model, ModelReply, ToolCall, ToolSpec, assistant_message, tool_message
 from .recorder import ModelCallInfo, Recorder, RunInfo, ToolCallInfo
+from .replies import loggable, reply_problem, unfinished_reply
+from .text import describe_exception
 from .tools import Tool, ToolRegistry, failure_observation, result_observation, timeout_observation
 
 # Caller-given run ids land in terminals, file names and trace ids: no spaces, no control characters.
@@ -147,7 +137,8 @@ class AgentCore:
         self.last_call_key: str | None = None
         self.repeats = 0
         self.open_step = False
-        self.finished = False
+        self.result: AgentResult | None = None  # set once the run's outcome is decided
+        self.closed = False  # set once every recorder has been told that outcome
         # Replay's hook to reproduce a recorded stop (deadline, cancel) at the same point.
         self.external_stop: Callable[[AgentCore, ToolCall | None], tuple[str, str] | None] | None = None
         model_name, provider = model_identity(model)
@@ -237,13 +228,13 @@ class AgentCore:
                                       error_type=stop.status)
             return None, (stop.status, stop.reason)
         if outcome.error is not None:
-            error = f"{type(outcome.error).__name__}: {outcome.error}"
+            error = describe_exception(outcome.error)
             self._model_call_finished(step, prompt_tokens, None, 0, outcome, error=error,
                                       error_type=type(outcome.error).__name__)
             return None, (st.MODEL_ERROR, error)
-        problem = self._reply_problem(reply)
+        problem = reply_problem(reply, self.seen_ids)
         if problem:
-            shown = reply if _loggable(reply) else None
+            shown = reply if loggable(reply) else None
             self._model_call_finished(step, prompt_tokens, shown, 0, outcome, error=problem,
                                       error_type=st.INVALID_REPLY)
             return None, (st.INVALID_REPLY, problem)
@@ -256,7 +247,7 @@ class AgentCore:
             self.spent += prompt_tokens + produced
         self._append(message, step)
         self._model_call_finished(step, prompt_tokens, reply, produced, outcome)
-        cut = _unfinished_reply(reply)
+        cut = unfinished_reply(reply)
         if cut:
             return reply, (st.INVALID_REPLY, cut)
         limit = self.limits.max_output_chars
@@ -266,35 +257,6 @@ class AgentCore:
                 return reply, (st.OUTPUT_BUDGET,
                                f"reply of {size} characters (max_output_chars={limit}); its calls were not run")
         return reply, None
-
-    def _reply_problem(self, reply: object) -> str | None:
-        if not isinstance(reply, ModelReply):
-            return f"model returned {type(reply).__name__}, expected ModelReply"
-        if not isinstance(reply.content, str):
-            return f"reply content must be a string, got {type(reply.content).__name__}"
-        if not isinstance(reply.tool_calls, (list, tuple)):
-            return f"reply tool_calls must be a list, got {type(reply.tool_calls).__name__}"
-        usage = reply.usage
-        if usage is not None and not (isinstance(usage, Usage) and all(
-                isinstance(n, int) and not isinstance(n, bool) and n >= 0
-                for n in (usage.input_tokens, usage.output_tokens))):
-            return f"reply usage must be Usage(input_tokens, output_tokens) of non-negative ints, got {usage!r}"
-        ids: set[str] = set()
-        for call in reply.tool_calls:
-            if not isinstance(call, ToolCall):
-                return f"tool call must be a ToolCall, got {type(call).__name__}"
-            if not isinstance(call.id, str) or not call.id:
-                return f"tool call {call.name!r} has no id"
-            if not isinstance(call.name, str):
-                return f"tool call {call.id!r} has a name that is not a string"
-            if call.id in ids or call.id in self.seen_ids:
-                return f"duplicate call id {call.id!r}"
-            ids.add(call.id)
-            try:
-                json.dumps(call.args, allow_nan=False)
-            except (TypeError, ValueError, RecursionError):
-                return f"tool call {call.id!r} has arguments that are not JSON"
-        return None
 
     def _handle_call(self, step: int, call: ToolCall) -> Generator[Action, Outcome, tuple[str, str] | None]:
         stop = self._stop_before(call)
@@ -322,7 +284,8 @@ class AgentCore:
             assert tool is not None
             self.recorder.tool_started(step, call)
             self.tool_calls_run += 1
-            outcome = yield CallTool(tool, call, copy.deepcopy(call.args))
+            # A copy through JSON: the tool gets exactly what the log holds (checked as JSON data).
+            outcome = yield CallTool(tool, call, json.loads(json.dumps(call.args)))
             duration = outcome.elapsed_s
             if outcome.stop:
                 self.recorder.tool_finished(ToolCallInfo(step, call, f"ERROR: {outcome.stop}", False,
@@ -366,47 +329,44 @@ class AgentCore:
     def abort(self, exc: BaseException) -> None:
         """Close a run that an exception is leaving (Ctrl-C, a raising callback or recorder).
 
-        The run is logged as ``cancelled`` with the exception as its reason, its spans are
-        ended, and the caller's exception goes on; a failure while closing is not allowed
-        to hide it.
+        A run still going is logged as ``cancelled`` with the exception as its reason; a
+        run whose own close raised (a recorder failed) gets that close tried once more, so
+        the store still shows how it ended. Spans are ended, and the caller's exception
+        goes on: a failure while closing is not allowed to hide it.
         """
-        if self.finished:
+        if self.closed:
             return
+        result = self.result
+        if result is None:
+            result = self._result(st.CANCELLED, f"aborted by {describe_exception(exc)}", exception=exc)
         with contextlib.suppress(Exception):
-            self._finish(st.CANCELLED, f"aborted by {type(exc).__name__}: {exc}".rstrip(": "), exception=exc)
+            self._close(result)
 
     def _finish(self, status: str, error: str | None, answer: str | None = None,
                 exception: BaseException | None = None) -> AgentResult:
-        self.finished = True
-        result = AgentResult(status, answer, self.steps, self.spent, self.messages, self.run_id,
-                             error, self.tool_calls_run, exception)
-        if self.open_step:
-            self._end_step()
-        self.recorder.run_finished(result)
+        result = self._result(status, error, answer, exception)
+        self._close(result)
         return result
 
+    def _result(self, status: str, error: str | None, answer: str | None = None,
+                exception: BaseException | None = None) -> AgentResult:
+        self.result = AgentResult(status, answer, self.steps, self.spent, self.messages, self.run_id,
+                                  error, self.tool_calls_run, exception)
+        return self.result
 
-def _loggable(reply: object) -> bool:
-    """Whether an invalid reply can still be logged as data (so replay can replay it)."""
-    if not isinstance(reply, ModelReply) or not isinstance(reply.content, str):
-        return False
-    if not isinstance(reply.tool_calls, list) or not all(isinstance(c, ToolCall) for c in reply.tool_calls):
-        return False
-    try:
-        json.dumps([[c.id, c.name, c.args] for c in reply.tool_calls], allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
-        return False
-    return True
-
-
-def _unfinished_reply(reply: ModelReply) -> str | None:
-    """Why a reply must not be acted on: cut off (its last call may be cut too), or a refusal."""
-    if reply.stop_reason in CUT_OFF_STOP_REASONS:
-        calls = "; its calls were not run" if reply.tool_calls else ""
-        return f"reply was cut off at the output token limit (stop_reason {reply.stop_reason!r}){calls}"
-    if reply.stop_reason in REFUSAL_STOP_REASONS and not reply.tool_calls:
-        return f"model refused (stop_reason {reply.stop_reason!r}): {reply.content[:200]}"
-    return None
+    def _close(self, result: AgentResult) -> None:
+        """End the open step and the run. ``run_finished`` is told even when ``step_finished`` raised."""
+        failure: Exception | None = None
+        if self.open_step:
+            self.open_step = False
+            try:
+                self.recorder.step_finished(self.steps)
+            except Exception as exc:
+                failure = exc
+        self.recorder.run_finished(result)
+        self.closed = True
+        if failure is not None:
+            raise failure
 
 
 def _stop_reason(status: str, limits: Limits, waiting_on: str | None = None) -> str:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
 import secrets
 import stat
 from collections.abc import Mapping
@@ -24,12 +23,12 @@ from . import limits as st
 from .errors import FixtureError
 from .fixture_shape import FORMAT, VERSION, ShapeError, check_fixture
 from .messages import Message, ModelReply, ToolCall, Usage, assistant_message
+from .text import escape_surrogates
 
 if TYPE_CHECKING:
     from .store.records import StoredRun
 
 INTERRUPTIBLE: Final = (st.DEADLINE, st.CANCELLED)
-SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,14 +92,7 @@ class Fixture:
         return self.messages_before(len(self.data["replies"]) + 1)
 
     def dumps(self) -> str:
-        """Sorted, indented JSON that is always valid UTF-8.
-
-        Text stays readable (no ``\\u`` escapes for accents), except a lone surrogate
-        (a model or tool can produce one): it cannot be encoded, so it is written as
-        its JSON escape, which loads back as the same string.
-        """
-        text = json.dumps(self.data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
-        return SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+        return escape_surrogates(json.dumps(self.data, sort_keys=True, indent=2, ensure_ascii=False)) + "\n"
 
     def write(self, path: str | Path) -> Path:
         """Write the fixture atomically: a failed write leaves any earlier file as it was."""

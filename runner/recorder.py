@@ -9,7 +9,7 @@ leave a log that says exactly how far the run got.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -62,6 +62,10 @@ class ToolCallInfo:
 
 
 class Recorder(Protocol):
+    """Told each fact of a run, in order. ``run_finished`` may come a second time with the
+    same result when the first call raised (the loop retries closing the run): a recorder
+    that has already closed it ignores the repeat."""
+
     def run_started(self, run: RunInfo) -> None: ...
     def message_appended(self, index: int, message: Message, step: int) -> None: ...
     def step_started(self, step: int) -> None: ...
@@ -108,7 +112,10 @@ class FanoutRecorder:
     """Passes every fact to several recorders, in the order given.
 
     Order matters: tracing goes before the store so the store can log the ids
-    of the spans the tracer has just opened.
+    of the spans the tracer has just opened. A recorder that raises stops a fact
+    there (a ``tool_started`` must not be logged for a tool that will not run),
+    except the two that close a run: every recorder hears those, so a broken span
+    processor cannot leave the stored run open, and the first error is raised after.
     """
 
     def __init__(self, recorders: Sequence[Recorder]) -> None:
@@ -143,12 +150,20 @@ class FanoutRecorder:
             r.tool_finished(info)
 
     def step_finished(self, step: int) -> None:
-        for r in self.recorders:
-            r.step_finished(step)
+        self._tell_all(lambda r: r.step_finished(step))
 
     def run_finished(self, result: AgentResult) -> None:
+        self._tell_all(lambda r: r.run_finished(result))
+
+    def _tell_all(self, tell: Callable[[Recorder], object]) -> None:
+        failure: BaseException | None = None
         for r in self.recorders:
-            r.run_finished(result)
+            try:
+                tell(r)
+            except BaseException as exc:  # Ctrl-C too: the others still close the run, then it goes on
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
 
 def describe_reply(reply: ModelReply) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from sqlalchemy import Dialect, Engine, bindparam
 from sqlalchemy.exc import SQLAlchemyError
@@ -24,6 +24,7 @@ from ..ids import derived_span_id, derived_trace_id
 from ..limits import RUNNING
 from ..messages import Message, ToolCall
 from ..recorder import ModelCallInfo, RunInfo, ToolCallInfo, describe_reply
+from ..text import storable
 from .engine import one_line
 from .owner import owner_id
 from .prepared import Prepared
@@ -53,6 +54,17 @@ def dumps(value: Any) -> str:
     return _encode(value)
 
 
+@overload
+def column(text: str, width: int | None = None) -> str: ...
+@overload
+def column(text: None, width: int | None = None) -> None: ...
+def column(text: str | None, width: int | None = None) -> str | None:
+    """A summary column's rendering of ``text``: ``storable`` (U+FFFD for a lone surrogate
+    or NUL), cut to the column's ``width``. The event log keeps the exact text."""
+    shown = storable(text)
+    return shown if shown is None or width is None else shown[:width]
+
+
 class StoreRecorder:
     """Records one run into the store's tables. Use a fresh recorder per run."""
 
@@ -72,6 +84,7 @@ class StoreRecorder:
         self._started_at = datetime.now(UTC)
         self._summary: dict[str, Any] = {"status": RUNNING, "answer": None, "error": None, "steps": 0,
                                          "tokens": 0, "tool_calls": 0, "finished_at": None}
+        self._closing = False
         self._sql = statements(engine.dialect)
         self._begin = "BEGIN IMMEDIATE" if engine.dialect.name == "sqlite" else ""
 
@@ -86,16 +99,19 @@ class StoreRecorder:
         now = datetime.now(UTC)
         limits, specs = run.limits.to_dict(), list(run.tool_specs)
         self._new_run = {
-            "run_id": run.run_id, "parent_run_id": run.parent_run_id, "task": run.task,
-            "system": run.system, "model": run.model_name, "provider": run.provider_name,
-            "agent_name": run.agent_name, "status": RUNNING, "answer": None, "error": None,
+            "run_id": run.run_id, "parent_run_id": run.parent_run_id, "task": column(run.task),
+            "system": column(run.system), "model": column(run.model_name, NAME_WIDTH),
+            "provider": column(run.provider_name, NAME_WIDTH), "agent_name": column(run.agent_name, NAME_WIDTH),
+            "status": RUNNING, "answer": None, "error": None,
             "steps": 0, "tokens": 0, "tool_calls": 0, "limits": dumps(limits),
             "tool_specs": dumps(specs), "trace_id": self.trace_id, "owner": owner_id(),
             "started_at": now, "updated_at": now, "heartbeat_at": now, "finished_at": None,
         }
         labels = dict(run.labels)
         self._started_at = now
-        self._labels = [{"run_id": run.run_id, "key": k, "value": v, "started_at": now} for k, v in labels.items()]
+        rendered = {column(k, NAME_WIDTH): column(v) for k, v in reversed(labels.items())}  # first of a clash wins
+        self._labels = [{"run_id": run.run_id, "key": k, "value": v, "started_at": now}
+                        for k, v in reversed(rendered.items())]
         started: dict[str, Any] = {
             "task": run.task, "system": run.system, "limits": limits, "tool_specs": specs,
             "model": run.model_name, "provider": run.provider_name, "agent_name": run.agent_name,
@@ -157,13 +173,17 @@ class StoreRecorder:
         self._event("step_finished", f"step:{step}", {"step": step})
 
     def run_finished(self, result: AgentResult) -> None:
+        if self._closing:  # a retry after a failed commit: the close is buffered, commit it
+            self.flush()
+            return
+        self._closing = True
         self._step = result.steps
         self._event("run_finished", "run", {
             "status": result.status, "answer": result.answer, "steps": result.steps,
             "tokens": result.tokens, "tool_calls": result.tool_calls, "error": result.error,
         })
         now = datetime.now(UTC)
-        self._summary.update(status=result.status, answer=result.answer, error=result.error,
+        self._summary.update(status=result.status, answer=column(result.answer), error=column(result.error),
                              steps=result.steps, tokens=result.tokens, tool_calls=result.tool_calls,
                              finished_at=now)
         self.flush()
@@ -171,7 +191,7 @@ class StoreRecorder:
     # -- buffering and commits ---------------------------------------------------
 
     def _used(self, name: str) -> None:
-        key = name[:200]  # the column's width: two long names that share it are one row
+        key = column(name, NAME_WIDTH)  # two long names that share the column's width are one row
         if key not in self._tool_names:
             self._tool_names.add(key)
             self._tools.append({"run_id": self.run_id, "name": key, "started_at": self._started_at})
@@ -232,6 +252,8 @@ class StoreRecorder:
 
 
 _STATEMENTS: dict[str, dict[str, Prepared]] = {}
+# The width of the name columns (runs.model, provider, agent_name; run_labels.key; run_tools.name).
+NAME_WIDTH = 200
 SUMMARY_COLUMNS = ("status", "answer", "error", "steps", "tokens", "tool_calls", "updated_at", "heartbeat_at",
                    "finished_at")
 

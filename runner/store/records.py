@@ -101,3 +101,18 @@ def summary_fields(row: Mapping[Any, Any], labels: dict[str, str], loads: Any) -
     values["tool_specs"] = loads(row["tool_specs"])
     values["labels"] = labels
     return values
+
+
+def logged_text(events: list[StoredEvent]) -> dict[str, Any]:
+    """The run's text fields as its log holds them, exactly (the ``runs`` columns hold a
+    rendering: U+FFFD for what a backend cannot store, names cut to the column width)."""
+    found: dict[str, Any] = {}
+    for event in events:
+        if event.kind == "run_started":
+            found.update({name: event.data[name] for name in _STARTED if name in event.data})
+        elif event.kind == "run_finished":
+            found.update({name: event.data[name] for name in ("answer", "error") if name in event.data})
+    return found
+
+
+_STARTED = ("task", "system", "model", "provider", "agent_name", "labels")

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import cast
+from typing import TypeVar, cast
 
 from sqlalchemy import ColumnElement, Connection, Engine, FromClause, exists, func, or_, select
 from sqlalchemy.engine import URL
@@ -23,11 +23,19 @@ from ..errors import StoreError
 from ..messages import Message
 from .engine import DEFAULT_BUSY_TIMEOUT_S, make_engine, one_line, parse_url, read_connection, shown
 from .migrate import NoStoreError, ensure_schema, location, probe
-from .recorder import SpanSource, StoreRecorder
-from .records import RunSummary, StoredEvent, StoredRun, summary_fields
+from .recorder import NAME_WIDTH, SpanSource, StoreRecorder, column
+from .records import RunSummary, StoredEvent, StoredRun, logged_text, summary_fields
 from .tables import events, run_labels, run_tools, runs
 
 Label = tuple[str, str] | Mapping[str, str]
+
+
+_T = TypeVar("_T")
+
+
+def _stored(value: _T, width: int | None = None) -> _T:
+    """A filter value as the summary columns store it; anything not a string is left to the database."""
+    return cast(_T, column(value, width)) if isinstance(value, str) else value
 
 
 def open_store(url: str | os.PathLike[str] | URL = "sqlite:///runs.db", *, synchronous: str | None = None,
@@ -125,6 +133,9 @@ class RunStore:
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
         pairs = [label] if isinstance(label, tuple) else list((label or {}).items())
+        # Filters match the columns' rendering of what was recorded (``recorder.column``).
+        pairs = [(_stored(key, NAME_WIDTH), _stored(value)) for key, value in pairs]
+        tool, text = _stored(tool, NAME_WIDTH), _stored(text)
         # The newest-first walk runs on the most selective index at hand: a tool's or a
         # label's own (name/key, started_at) index when filtering on one, else the runs'.
         driver: FromClause = runs
@@ -173,7 +184,8 @@ class RunStore:
         stored = [StoredEvent(seq, at, step, kind, json.loads(data), span_id)
                   for seq, at, step, kind, data, span_id in rows]
         messages = [cast(Message, e.data["message"]) for e in stored if e.kind == "message"]
-        return StoredRun(**summary_fields(row, labels, json.loads), events=stored, messages=messages)
+        fields = summary_fields(row, labels, json.loads) | logged_text(stored)
+        return StoredRun(**fields, events=stored, messages=messages)
 
     def resolve_run_id(self, prefix: str) -> str:
         """The run with exactly this id, else the one run whose id starts with ``prefix``.
