@@ -63,6 +63,12 @@ async def aperform(core: AgentCore, action: Action) -> Outcome:
     return await _await_call(action.tool.fn, (), action.args, action.tool.timeout_s, core)
 
 
+# A call's value, or what it raised. Exceptions travel as values, never through a Future:
+# asyncio cannot set StopIteration on one (the call would never complete), and a Ctrl-C
+# raised inside a task would leave the loop before this run could log why it stopped.
+Returned = tuple[Any, BaseException | None]
+
+
 async def _await_call(
     fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float | None,
     core: AgentCore,
@@ -78,7 +84,7 @@ async def _await_call(
         raise
 
 
-async def _wait(task: asyncio.Future[Any], started: float, call_end: float, run_end: float,
+async def _wait(task: asyncio.Future[Returned], started: float, call_end: float, run_end: float,
                 core: AgentCore) -> Outcome:
     while True:
         wait = min(call_end, run_end) - time.monotonic()
@@ -87,10 +93,12 @@ async def _wait(task: asyncio.Future[Any], started: float, call_end: float, run_
         done, _ = await asyncio.wait({task}, timeout=None if wait == math.inf else max(wait, 0.0))
         now = time.monotonic()
         if done:
-            error = task.exception()
+            value, error = task.result()
+            if error is not None and not isinstance(error, Exception):
+                raise error  # Ctrl-C, SystemExit: raised in this run's task, so adrive closes the run first
             if error is not None:
                 return Outcome(error=error, elapsed_s=now - started)
-            return Outcome(value=task.result(), elapsed_s=now - started)
+            return Outcome(value=value, elapsed_s=now - started)
         stop = core.stop_requested()
         if stop or now >= call_end:
             task.cancel()
@@ -99,11 +107,24 @@ async def _wait(task: asyncio.Future[Any], started: float, call_end: float, run_
             return Outcome(timed_out=True, elapsed_s=now - started)
 
 
-async def _invoke(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
-        return await fn(*args, **kwargs)
-    value = await asyncio.to_thread(fn, *args, **kwargs)
-    if inspect.isawaitable(value):
-        awaitable: Awaitable[Any] = value
-        return await awaitable
-    return value
+async def _invoke(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Returned:
+    try:
+        if inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(type(fn).__call__):
+            return await fn(*args, **kwargs), None
+        value, error = await asyncio.to_thread(_call, fn, args, kwargs)
+        if error is None and inspect.isawaitable(value):
+            awaitable: Awaitable[Any] = value
+            return await awaitable, None
+        return value, error
+    except asyncio.CancelledError:
+        raise  # this call's own cancellation (a deadline, a timeout, the caller)
+    except BaseException as exc:
+        return None, exc
+
+
+def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Returned:
+    """Run a plain function on the worker thread, catching what it raises there."""
+    try:
+        return fn(*args, **kwargs), None
+    except BaseException as exc:
+        return None, exc

@@ -14,7 +14,7 @@ folded from the log, so they are this same loop and nothing else.
 from __future__ import annotations
 
 import contextlib
-import copy
+import json
 import time
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
@@ -39,6 +39,7 @@ from .recorder import Recorder
 from .replies import loggable, output_chars, reply_problem, unfinished_reply
 from .results import Action, AgentResult, CallModel, CallTool, Outcome
 from .state import RunState, call_key
+from .text import describe_exception
 from .tools import Tool, ToolRegistry, failure_observation, result_observation, timeout_observation
 
 DEFAULT_SYSTEM = "You are a helpful assistant. Use the tools when they help, then give a final answer."
@@ -77,7 +78,8 @@ class AgentCore:
         self.meter = meter(self.specs)
         for message in self.state.messages:
             self.meter.add(message)
-        self.closed = False
+        self.result: AgentResult | None = None  # set once the run's outcome is decided
+        self.closed = False  # set once every recorder has been told that outcome
         # Replay's hook to reproduce a recorded stop (deadline, cancel) at the same point.
         self.external_stop: Callable[[AgentCore, ToolCall | None], Stop | None] | None = None
 
@@ -192,7 +194,7 @@ class AgentCore:
             failed(error.reason, error.status)
             return None, (error.status, error.reason)
         if error is not None:
-            text = f"{type(error).__name__}: {error}"
+            text = describe_exception(error)
             failed(text, type(error).__name__)
             return None, (st.MODEL_ERROR, text)
         problem = reply_problem(reply, self.state.seen_ids)
@@ -261,7 +263,7 @@ class AgentCore:
         self._emit(ToolStarted(step=step, call_id=call.id, name=call.name, args=call.args,
                                attempt=1 if started is None else started.attempt + 1))
         self.recorder.sync()
-        args = copy.deepcopy(call.args)
+        args = json.loads(json.dumps(call.args))  # the tool gets exactly what the log holds (checked JSON data)
         if tool.idempotency_key is not None:
             args[tool.idempotency_key] = idempotency_key(self.run_id, call.id)
         outcome = yield CallTool(tool, call, args)
@@ -312,26 +314,47 @@ class AgentCore:
     def abort(self, exc: BaseException) -> None:
         """Close a run that an exception is leaving (Ctrl-C, a raising callback or recorder).
 
-        The run is logged as ``cancelled`` with the exception as its reason, its spans are
-        ended, and the caller's exception goes on; a failure while closing is not allowed
-        to hide it.
+        A run still going is logged as ``cancelled`` with the exception as its reason; a
+        run whose own close raised (a recorder failed) gets that close tried once more, so
+        the store still shows how it ended. Spans are ended, and the caller's exception
+        goes on: a failure while closing is not allowed to hide it.
         """
         if self.closed:
             return
-        with contextlib.suppress(Exception):  # the caller's exception is the one to see
-            self._finish(st.CANCELLED, f"aborted by {type(exc).__name__}: {exc}".rstrip(": "), exception=exc)
+        if self.result is None:
+            self._decide(st.CANCELLED, f"aborted by {describe_exception(exc)}", exception=exc)
+        with contextlib.suppress(Exception):
+            self._close()
 
     def _finish(self, status: str, error: str | None, answer: str | None = None,
                 exception: BaseException | None = None) -> AgentResult:
+        result = self._decide(status, error, answer, exception)
+        self._close()
+        return result
+
+    def _decide(self, status: str, error: str | None, answer: str | None = None,
+                exception: BaseException | None = None) -> AgentResult:
         s = self.state
+        self.result = AgentResult(status, answer, s.steps, s.spent, s.messages, self.run_id, error, s.tool_calls_run,
+                                  exception)
+        return self.result
+
+    def _close(self) -> None:
+        """End the open step and the run; ``run_finished`` is told even when ``step_finished`` raised."""
+        s, result = self.state, self.result
+        assert result is not None
+        failure: Exception | None = None
         if s.open_step:
-            self._emit(StepFinished(step=s.steps))
-        self._emit(RunFinished(step=s.steps, status=status, answer=answer, steps=s.steps, tokens=s.spent,
-                               tool_calls=s.tool_calls_run, error=error))
+            try:
+                self._emit(StepFinished(step=s.steps))
+            except Exception as exc:
+                failure = exc
+        self._emit(RunFinished(step=s.steps, status=result.status, answer=result.answer, steps=result.steps,
+                               tokens=result.tokens, tool_calls=result.tool_calls, error=result.error))
         self.recorder.sync()
         self.closed = True
-        return AgentResult(status, answer, s.steps, s.spent, s.messages, self.run_id, error, s.tool_calls_run,
-                           exception)
+        if failure is not None:
+            raise failure
 
 
 def idempotency_key(run_id: str, call_id: str) -> str:

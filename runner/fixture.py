@@ -9,7 +9,11 @@ Loading one needs no database.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import secrets
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,21 +21,28 @@ from typing import TYPE_CHECKING, Any, Final
 
 from . import limits as st
 from .errors import FixtureError
+from .fixture_shape import FORMAT, VERSION, ShapeError, check_fixture
 from .messages import Message, ModelReply, ToolCall, Usage, assistant_message
+from .text import escape_surrogates
 
 if TYPE_CHECKING:
     from .store.records import StoredRun
 
-FORMAT: Final = "durable-agent-runner/fixture"
-VERSION: Final = 1
 INTERRUPTIBLE: Final = (st.DEADLINE, st.CANCELLED)
 
 
 @dataclass(frozen=True, slots=True)
 class Fixture:
-    """A fixture's content, as loaded. ``data`` is exactly the file's JSON."""
+    """A fixture's content, as loaded. ``data`` is exactly the file's JSON.
+
+    Its shape is checked on construction (``FixtureError`` names the first bad
+    field), so nothing later meets a missing key or a wrong type.
+    """
 
     data: dict[str, Any]
+
+    def __post_init__(self) -> None:
+        check_fixture(self.data)
 
     @property
     def task(self) -> str:
@@ -44,6 +55,11 @@ class Fixture:
     @property
     def limits(self) -> dict[str, Any]:
         return dict(self.data["limits"])
+
+    @property
+    def tool_specs(self) -> list[dict[str, Any]]:
+        """The tools the recorded model was shown (name, description, parameters)."""
+        return list(self.data["tool_specs"])
 
     @property
     def replies(self) -> list[dict[str, Any]]:
@@ -76,13 +92,35 @@ class Fixture:
         return self.messages_before(len(self.data["replies"]) + 1)
 
     def dumps(self) -> str:
-        return json.dumps(self.data, sort_keys=True, indent=2, ensure_ascii=False) + "\n"
+        return escape_surrogates(json.dumps(self.data, sort_keys=True, indent=2, ensure_ascii=False)) + "\n"
 
     def write(self, path: str | Path) -> Path:
+        """Write the fixture atomically: a failed write leaves any earlier file as it was."""
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(self.dumps(), encoding="utf-8")
+        write_atomically(target, self.dumps())
         return target
+
+
+def write_atomically(target: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``target``, then rename it over ``target``.
+
+    The rename is atomic on POSIX and Windows, so a reader (or a crash) sees the old
+    file or the new one, never a truncated one; the temporary file is removed on failure.
+    """
+    temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.tmp")
+    try:
+        with open(temporary, "x", encoding="utf-8") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        with contextlib.suppress(OSError):
+            os.chmod(temporary, stat.S_IMODE(target.stat().st_mode))  # keep an existing file's mode
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            temporary.unlink()
+        raise
 
 
 def _block_messages(block: Mapping[str, Any]) -> list[Message]:
@@ -102,17 +140,19 @@ def load_fixture(path: str | Path) -> Fixture:
         data = json.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise FixtureError(f"no fixture file {str(file)!r}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # ValueError: bad JSON, or a too long integer
         raise FixtureError(f"fixture {str(file)!r} is not readable JSON: {exc}") from None
+    except RecursionError:
+        raise FixtureError(f"fixture {str(file)!r} is not readable JSON: nested too deeply") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise FixtureError(f"{str(file)!r} is not a runner fixture (no \"format\": {FORMAT!r})")
     if data.get("version") != VERSION:
         raise FixtureError(f"fixture {str(file)!r} has version {data.get('version')!r}; "
                            f"this runner reads version {VERSION}")
-    for key in ("task", "system", "limits", "tool_specs", "replies", "outcome"):
-        if key not in data:
-            raise FixtureError(f"fixture {str(file)!r} lacks {key!r}")
-    return Fixture(data)
+    try:
+        return Fixture(data)
+    except ShapeError as exc:
+        raise exc.at(str(file)) from None
 
 
 def fixture_from_run(run: StoredRun) -> Fixture:

@@ -26,5 +26,9 @@ def derived_trace_id(run_id: str) -> str:
 
 
 def derived_span_id(run_id: str, key: str) -> str:
-    """16 lowercase hex: the first 16 of sha256(``run_id:key``)."""
-    return hashlib.sha256(f"{run_id}:{key}".encode()).hexdigest()[:16]
+    """16 lowercase hex: the first 16 of sha256(``run_id:key``).
+
+    ``key`` may carry a model's call id, lone surrogates included: they are hashed as
+    their code points (``surrogatepass``), which leaves every valid string's id unchanged.
+    """
+    return hashlib.sha256(f"{run_id}:{key}".encode("utf-8", "surrogatepass")).hexdigest()[:16]

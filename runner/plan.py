@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from .text import describe_exception
+
 
 def run_plan(
     plan: Iterable[Sequence[Any]],
@@ -36,6 +38,6 @@ def run_plan(
             try:
                 observation = fn(args)
             except Exception as exc:
-                observation = f"ERROR: {name} failed: {type(exc).__name__}: {exc}"
+                observation = f"ERROR: {name} failed: {describe_exception(exc)}"
         trace.append((name, args, observation))
     return trace

@@ -7,14 +7,18 @@ commits what it holds in ``sync``, which is what makes a killed process leave a
 log that says exactly how far the run got. Recorders may be given the facts in
 any order relative to each other: nothing is committed before every recorder has
 seen the fact that ``sync`` follows.
+
+``run_finished`` may come a second time when closing the run raised the first time
+(the loop retries once): a recorder that has already closed the run ignores the
+repeat, or just commits what it still holds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from .events import Event
+from .events import Event, RunFinished, StepFinished
 
 
 class Recorder(Protocol):
@@ -33,15 +37,33 @@ class NullRecorder:
 
 
 class FanoutRecorder:
-    """Passes every fact, then every ``sync``, to several recorders in the order given."""
+    """Passes every fact, then every ``sync``, to several recorders in the order given.
+
+    A recorder that raises stops a fact there (a ``tool_started`` must not be logged
+    for a tool that will not run), except the facts that close a run and ``sync``:
+    every recorder hears those, so a broken span processor cannot leave the stored
+    run open, and the first error is raised after.
+    """
 
     def __init__(self, recorders: Sequence[Recorder]) -> None:
         self.recorders = list(recorders)
 
     def record(self, event: Event) -> None:
+        if isinstance(event, (StepFinished, RunFinished)):
+            self._tell_all(lambda r: r.record(event))
+            return
         for r in self.recorders:
             r.record(event)
 
     def sync(self) -> None:
+        self._tell_all(lambda r: r.sync())
+
+    def _tell_all(self, tell: Callable[[Recorder], object]) -> None:
+        failure: BaseException | None = None
         for r in self.recorders:
-            r.sync()
+            try:
+                tell(r)
+            except BaseException as exc:  # Ctrl-C too: the others still close the run, then it goes on
+                failure = failure or exc
+        if failure is not None:
+            raise failure

@@ -1,22 +1,25 @@
 """Replay: run the current loop and tools against a recording, and say where they differ.
 
 The replaying model plays back the recorded replies in order. In strict mode it
-also compares, at every call, the message list the loop shows it with the list
-the recorded model was shown at that point, and raises ``ReplayDivergence`` at
-the first difference: that is how a regression test pins a trace. Only the model
-is replayed; tools really run, so a changed tool shows up as a changed result.
+also compares, at every call, what the loop shows it (the tool specs, and the
+message list) with what the recorded model was shown at that point, and each
+reply's calls with the calls the recording handled, and raises
+``ReplayDivergence`` at the first difference: that is how a regression test pins
+a trace. Only the model is replayed; tools really run, so a changed tool shows up
+as a changed result. Strict replay never runs a call the recording did not make:
+the reply is checked before any of its calls runs, and each tool is guarded in
+case the loop goes further than the recording did (a larger budget, an approval).
 """
 
 from __future__ import annotations
 
-import difflib
-import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 from .core import AgentCore
+from .divergence import compare_calls, compare_messages, compare_specs, shown, unrecorded_run
 from .errors import ReplayDivergence, StopRun
 from .fixture import INTERRUPTIBLE, Fixture, fixture_from_run, load_fixture
 from .loop import drive
@@ -30,14 +33,11 @@ if TYPE_CHECKING:
     from .store import RunStore
     from .store.records import StoredRun
 
-SHOWN_CHARS = 120
-
-
 class ReplayModel(ScriptedModel):
     """A scripted model built from a recording; strict by default.
 
     Lenient mode (``strict=False``) plays back without stopping at differences but
-    still collects them in ``differences``.
+    still collects them in ``differences`` (and runs whatever calls the replies make).
     """
 
     def __init__(self, fixture: Fixture, strict: bool = True) -> None:
@@ -49,87 +49,48 @@ class ReplayModel(ScriptedModel):
         self.model_name = str(fixture.data.get("model") or "replay")
         self.provider_name = str(fixture.data.get("provider") or "replay")
         self.differences: list[ReplayDivergence] = []
+        # A call the loop was about to run although the recording never did (strict replay's tool guard).
+        self.blocked: ReplayDivergence | None = None
+        self.handling: ToolCall | None = None
 
     def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
         self.calls += 1
         self._shown.append((messages, len(messages)))
-        blocks = self.fixture.replies
-        if self.calls > len(blocks):
+        if self.blocked is not None:
+            raise self.blocked
+        step, blocks = self.calls, self.fixture.replies
+        if step > len(blocks):
             raise ReplayDivergence(
-                self.calls, None, "replies",
-                f"at step {self.calls} the loop asked the model again, but the recording ended after "
+                step, None, "replies",
+                f"at step {step} the loop asked the model again, but the recording ended after "
                 f"{len(blocks)} model calls")
-        difference = compare_messages(self.calls, self.fixture.messages_before(self.calls), messages)
+        if step == 1:  # the specs are fixed for a run: compared once, before the messages
+            self._differs(compare_specs(step, self.fixture.tool_specs, tool_specs))
+        self._differs(compare_messages(step, self.fixture.messages_before(step), messages))
+        block = blocks[step - 1]
+        if "stop" in block:
+            raise StopRun(block["stop"]["status"], block["stop"]["reason"])
+        self._differs(compare_calls(step, block, last=step == len(blocks)))
+        return self.replies[step - 1]
+
+    def _differs(self, difference: ReplayDivergence | None) -> None:
         if difference is not None:
             self.differences.append(difference)
             if self.strict:
                 raise difference
-        block = blocks[self.calls - 1]
-        if "stop" in block:
-            raise StopRun(block["stop"]["status"], block["stop"]["reason"])
-        return self.replies[self.calls - 1]
 
-
-def compare_messages(step: int, recorded: Sequence[Message], got: Sequence[Message]) -> ReplayDivergence | None:
-    """The first difference between two message lists, as a readable divergence."""
-    for index, (want, have) in enumerate(zip(recorded, got, strict=False)):
-        if want != have:
-            return _message_divergence(step, index, want, have)
-    if len(recorded) != len(got):
-        index = min(len(recorded), len(got))
-        if len(got) > len(recorded):
-            extra = got[index]
-            return ReplayDivergence(step, index, "messages",
-                                    f"at step {step} the loop showed an extra message {index} "
-                                    f"({_describe(extra)}) that the recording does not have",
-                                    None, extra)
-        missing = recorded[index]
-        return ReplayDivergence(step, index, "messages",
-                                f"at step {step} message {index} ({_describe(missing)}) is missing from "
-                                "the replay", missing, None)
-    return None
-
-
-def _message_divergence(step: int, index: int, want: Message, have: Message) -> ReplayDivergence:
-    field_name = next((k for k in ("role", "tool_call_id", "name", "content", "tool_calls")
-                       if want.get(k) != have.get(k)), "message")
-    recorded, got = want.get(field_name), have.get(field_name)
-    if want["role"] == "tool" and field_name == "content":
-        what = f"the result of call {want['tool_call_id']} ({want['name']})"
-    elif index == 0 and field_name == "content":
-        what = "the system prompt"
-    elif index == 1 and field_name == "content":
-        what = "the task"
-    else:
-        what = f"message {index} ({_describe(want)}) field {field_name!r}"
-    sentence = f"at step {step} {what} differs: recorded {_shown(recorded)}, got {_shown(got)}"
-    return ReplayDivergence(step, index, field_name, sentence, recorded, got, _diff(recorded, got))
-
-
-def _describe(message: Message) -> str:
-    if message["role"] == "tool":
-        return f"result of call {message['tool_call_id']} ({message['name']})"
-    if message["role"] == "assistant" and message["tool_calls"]:
-        return "assistant calling " + ", ".join(c["name"] for c in message["tool_calls"])
-    return f"{message['role']} message"
-
-
-def _shown(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
-    return repr(text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "...")
-
-
-def _diff(recorded: Any, got: Any) -> str:
-    def lines(value: Any) -> list[str]:
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                return value.splitlines() or [""]
-        return json.dumps(value, indent=1, sort_keys=True).splitlines()
-
-    out = list(difflib.unified_diff(lines(recorded), lines(got), "recorded", "replayed", n=1, lineterm=""))
-    return "\n".join(out[:20] + (["..."] if len(out) > 20 else []))
+    def check_recorded(self) -> None:
+        """Raise unless the call being handled is one the recording handled in this reply."""
+        call = self.handling
+        if call is None or self.calls == 0 or self.calls > len(self.fixture.replies):
+            return
+        block = self.fixture.replies[self.calls - 1]
+        if any((o["call_id"], o["name"]) == (call.id, call.name) for o in block.get("observations", [])):
+            return
+        difference = unrecorded_run(self.calls, str(call.name), call.id)
+        self.blocked = self.blocked or difference
+        self.differences.append(difference)
+        raise difference
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,7 +122,7 @@ class ReplayReport:
             return (f"replay ended with {self.result.status} ({self.result.error}), "
                     f"the recording with {self.recorded_status}")
         if not self.same_answer:
-            return f"replay answered {_shown(self.result.answer)}, the recording {_shown(self.recorded_answer)}"
+            return f"replay answered {shown(self.result.answer)}, the recording {shown(self.recorded_answer)}"
         return f"replay matched the recording ({self.result.status}, {self.result.steps} steps)"
 
     def assert_ok(self) -> ReplayReport:
@@ -206,20 +167,26 @@ def replay(
         if name in limits and name not in options:
             options[name] = limits[name]
     model = ReplayModel(fixture, strict=strict)
-    core = build_core(task if task is not None else fixture.task, model, registry,
+    core = build_core(task if task is not None else fixture.task, model,
+                      guarded(registry, model) if strict else registry,
                       system if system is not None else fixture.system,
                       max_steps if max_steps is not None else int(limits["max_steps"]),
                       token_budget if token_budget is not None else int(limits["token_budget"]), **options)
-    core.external_stop = _recorded_stop(fixture)
+    core.external_stop = _watch(model, _recorded_stop(fixture))
     result = drive(core)
     divergence = result.exception if isinstance(result.exception, ReplayDivergence) else None
     if divergence is None and strict:
-        divergence = _final_divergence(fixture, model, result)
+        divergence = model.blocked or _final_divergence(fixture, model, core, result)
     outcome = fixture.outcome
     return ReplayReport(result, divergence, outcome["status"], outcome["answer"], model.differences)
 
 
-def _final_divergence(fixture: Fixture, model: ReplayModel, result: AgentResult) -> ReplayDivergence | None:
+def _final_divergence(fixture: Fixture, model: ReplayModel, core: AgentCore, result: AgentResult
+                      ) -> ReplayDivergence | None:
+    if model.calls == 0:  # the loop stopped before showing the model anything: still compare the tools
+        specs = compare_specs(1, fixture.tool_specs, core.specs)
+        if specs is not None:
+            return specs
     left = len(fixture.replies) - model.calls
     if left > 0:
         return ReplayDivergence(result.steps, None, "replies",
@@ -228,7 +195,38 @@ def _final_divergence(fixture: Fixture, model: ReplayModel, result: AgentResult)
     return compare_messages(result.steps, fixture.messages(), result.messages)
 
 
-def _recorded_stop(fixture: Fixture) -> Any:
+Stop = Callable[[AgentCore, ToolCall | None], tuple[str, str] | None]
+
+
+def guarded(registry: ToolRegistry, model: ReplayModel) -> ToolRegistry:
+    """The same tools (same specs, same options), each refusing to run a call the recording did not make."""
+    out = ToolRegistry()
+    for spec in registry.specs():
+        tool = registry.get(spec["name"])
+        assert tool is not None
+        out.register(tool.name, tool.description, tool.parameters, _guard(model, tool.fn), timeout_s=tool.timeout_s,
+                     side_effects=tool.side_effects, needs_approval=tool.needs_approval)
+    return out
+
+
+def _guard(model: ReplayModel, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def run(**args: Any) -> Any:
+        model.check_recorded()
+        return fn(**args)
+
+    return run
+
+
+def _watch(model: ReplayModel, recorded_stop: Stop | None) -> Stop:
+    """Tell the model which call the loop handles next (for the guard), then apply the recorded stop."""
+    def hook(core: AgentCore, call: ToolCall | None) -> tuple[str, str] | None:
+        model.handling = call
+        return recorded_stop(core, call) if recorded_stop is not None else None
+
+    return hook
+
+
+def _recorded_stop(fixture: Fixture) -> Stop | None:
     """Stop the replay where a deadline or cancel stopped the recording, with its reason."""
     outcome = fixture.outcome
     if outcome["status"] not in INTERRUPTIBLE or (fixture.replies and "stop" in fixture.replies[-1]):

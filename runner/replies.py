@@ -1,19 +1,31 @@
-"""Whether a model's reply can be acted on: the loop's checks on what a model returns.
+"""What makes a model's reply acceptable, checked before the loop acts on any of it.
 
-A model's mistake never raises: each problem is one sentence that ends the run as
-``invalid_reply`` (the harness cannot repair a reply it cannot read).
+A reply comes from code the harness does not control (a provider's JSON, a user's
+Python model), so every check here works on hostile values without raising: no
+``repr`` of an object that is not a string, no recursion over arguments of any depth.
+Arguments must be JSON data as a server would send it (objects with string keys,
+arrays, strings, finite numbers, booleans, null), at most ``MAX_ARGS_DEPTH``
+levels deep, so that what the log stores is exactly what the tool receives.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Set
+import math
+from collections.abc import Collection
+from typing import Any, Final
 
 from .messages import CUT_OFF_STOP_REASONS, REFUSAL_STOP_REASONS, ModelReply, ToolCall, Usage
 
+# Deep enough for any real tool's arguments, shallow enough that copying, encoding
+# and logging them stay far from Python's recursion limit.
+MAX_ARGS_DEPTH: Final = 100
 
-def reply_problem(reply: object, seen_ids: Set[str]) -> str | None:
-    """Why ``reply`` is not a usable ``ModelReply``, or None. ``seen_ids``: call ids used earlier."""
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def reply_problem(reply: object, seen_ids: Collection[str]) -> str | None:
+    """Why ``reply`` cannot be acted on (one sentence), or None. Never raises."""
     if not isinstance(reply, ModelReply):
         return f"model returned {type(reply).__name__}, expected ModelReply"
     if not isinstance(reply.content, str):
@@ -22,38 +34,68 @@ def reply_problem(reply: object, seen_ids: Set[str]) -> str | None:
         return f"reply tool_calls must be a list, got {type(reply.tool_calls).__name__}"
     usage = reply.usage
     if usage is not None and not (isinstance(usage, Usage) and all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0
-            for n in (usage.input_tokens, usage.output_tokens))):
-        return f"reply usage must be Usage(input_tokens, output_tokens) of non-negative ints, got {usage!r}"
+            type(n) is int and n >= 0 for n in (usage.input_tokens, usage.output_tokens))):
+        shown = (f"Usage(input_tokens={_scalar(usage.input_tokens)}, output_tokens={_scalar(usage.output_tokens)})"
+                 if isinstance(usage, Usage) else type(usage).__name__)
+        return f"reply usage must be Usage(input_tokens, output_tokens) of non-negative ints, got {shown}"
+    if reply.stop_reason is not None and type(reply.stop_reason) is not str:
+        return f"reply stop_reason must be a string or None, got {type(reply.stop_reason).__name__}"
     ids: set[str] = set()
     for call in reply.tool_calls:
         if not isinstance(call, ToolCall):
             return f"tool call must be a ToolCall, got {type(call).__name__}"
-        if not isinstance(call.id, str) or not call.id:
-            return f"tool call {call.name!r} has no id"
-        if not isinstance(call.name, str):
+        if type(call.id) is not str or not call.id:
+            return f"tool call {call.name!r} has no id" if type(call.name) is str else "tool call has no id"
+        if type(call.name) is not str:
             return f"tool call {call.id!r} has a name that is not a string"
         if call.id in ids or call.id in seen_ids:
             return f"duplicate call id {call.id!r}"
         ids.add(call.id)
-        try:
-            json.dumps(call.args, allow_nan=False)
-        except (TypeError, ValueError, RecursionError):
-            return f"tool call {call.id!r} has arguments that are not JSON"
+        problem = json_problem(call.args)
+        if problem:
+            return f"tool call {call.id!r} has {problem}"
+    return None
+
+
+def json_problem(value: Any, max_depth: int = MAX_ARGS_DEPTH) -> str | None:
+    """Why ``value`` is not JSON data of at most ``max_depth`` levels, or None.
+
+    Plain types only (a ``dict`` subclass can override the very methods that
+    encoding and copying call), walked with an explicit stack so depth costs
+    memory, never recursion.
+    """
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is dict or kind is list:
+            if depth > max_depth:
+                return f"arguments nested deeper than {max_depth} levels"
+            if kind is dict:
+                for key in item:
+                    if type(key) is not str:
+                        return f"arguments that are not JSON: a key that is not a string: {_scalar(key)}"
+                stack.extend((child, depth + 1) for child in item.values())
+            else:
+                stack.extend((child, depth + 1) for child in item)
+        elif kind is float and not math.isfinite(item):
+            return f"arguments that are not JSON: a number that is not finite: {item!r}"
+        elif kind not in _SCALARS:
+            return f"arguments that are not JSON: a value of type {kind.__name__}"
     return None
 
 
 def loggable(reply: object) -> bool:
     """Whether an invalid reply can still be logged as data (so replay can replay it)."""
-    if not isinstance(reply, ModelReply) or not isinstance(reply.content, str):
+    if not isinstance(reply, ModelReply) or type(reply.content) is not str or type(reply.tool_calls) is not list:
         return False
-    if not isinstance(reply.tool_calls, list) or not all(isinstance(c, ToolCall) for c in reply.tool_calls):
-        return False
-    try:
-        json.dumps([[c.id, c.name, c.args] for c in reply.tool_calls], allow_nan=False)
-    except (TypeError, ValueError, RecursionError):
-        return False
-    return True
+    return all(isinstance(c, ToolCall) and type(c.id) is str and type(c.name) is str and json_problem(c.args) is None
+               and (reply.stop_reason is None or type(reply.stop_reason) is str) for c in reply.tool_calls)
+
+
+def _scalar(value: object) -> str:
+    """``repr`` for the plain types whose repr cannot raise, else the type's name."""
+    return repr(value) if type(value) in _SCALARS else type(value).__name__
 
 
 def unfinished_reply(reply: ModelReply) -> str | None:

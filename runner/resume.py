@@ -60,7 +60,7 @@ def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *
     store.claim_run(run)
     reason = run.status if run.status != st.RUNNING else f"its process is gone ({run.liveness})"
     model_name, provider = model_identity(model)
-    from .store.recorder import owner_id
+    from .store.owner import owner_id
 
     resumed = _resumed_event(run.run_id, state, owner_id(), reason, limits, given, model_name, provider)
     link = TraceLink(run.trace_id, _root_span_id(run), joins=True)

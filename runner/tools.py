@@ -15,6 +15,7 @@ from typing import Any
 
 from .messages import ToolSpec
 from .schema import check_schema, validate_args
+from .text import describe_exception
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,12 +145,12 @@ def result_observation(name: str, value: Any) -> str:
     """``json.dumps`` of a tool's result, or an ``ERROR:`` if it is not valid JSON."""
     try:
         return json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        return f"ERROR: {name} returned a value that is not JSON-serialisable: {type(exc).__name__}: {exc}"
+    except Exception as exc:  # a dict subclass's own items() may raise anything
+        return f"ERROR: {name} returned a value that is not JSON-serialisable: {describe_exception(exc)}"
 
 
 def failure_observation(name: str, exc: BaseException) -> str:
-    return f"ERROR: {name} failed: {type(exc).__name__}: {exc}"
+    return f"ERROR: {name} failed: {describe_exception(exc)}"
 
 
 def timeout_observation(name: str, timeout_s: float) -> str:

@@ -8,6 +8,8 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from runner import ModelReply, ScriptedModel, ToolRegistry, run_agent
 from runner.aloop import arun_agent
 
@@ -201,3 +203,50 @@ def test_cancelling_the_caller_cancels_the_awaited_call_and_closes_the_run(tmp_p
         assert state == {"model_finished": False, "cancelled_inside": True}
         [summary] = store.list_runs()
         assert (summary.status, summary.error) == ("cancelled", "aborted by CancelledError")
+
+
+def _no_such_item() -> Any:
+    return next(x for x in [] if x)  # raises StopIteration, which asyncio cannot carry through a Future
+
+
+@pytest.mark.timeout(10)
+def test_a_sync_tool_raising_stopiteration_is_an_error_observation_as_in_the_sync_driver() -> None:
+    registry = ToolRegistry()
+    registry.register("first", "d", {"type": "object", "properties": {}}, _no_such_item)
+    script = [reply("", call("c1", "first")), "none"]
+    sync = run_agent("t", ScriptedModel(script), registry)
+    result = asyncio.run(arun_agent("t", ScriptedModel(script), registry))
+    assert (result.status, result.answer) == ("done", "none")
+    assert result.messages[3]["content"] == "ERROR: first failed: StopIteration"
+    assert result.messages == sync.messages
+
+
+@pytest.mark.timeout(10)
+def test_a_sync_model_raising_stopiteration_is_a_model_error_as_in_the_sync_driver() -> None:
+    def model(messages: Any, specs: Any) -> ModelReply:
+        return _no_such_item()  # type: ignore[no-any-return]
+
+    sync = run_agent("t", model, ToolRegistry())
+    result = asyncio.run(arun_agent("t", model, ToolRegistry()))
+    assert (result.status, result.error) == (sync.status, sync.error) == ("model_error", "StopIteration")
+    assert isinstance(result.exception, StopIteration)
+
+
+@pytest.mark.timeout(10)
+def test_ctrl_c_from_a_sync_or_async_tool_is_not_swallowed_by_the_async_driver(tmp_path: Any) -> None:
+    from runner import open_store
+
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    async def ainterrupt() -> None:
+        raise KeyboardInterrupt
+
+    with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as store:
+        for fn in (interrupt, ainterrupt):
+            registry = ToolRegistry()
+            registry.register("interrupt", "d", {"type": "object", "properties": {}}, fn)
+            with pytest.raises(KeyboardInterrupt):
+                asyncio.run(arun_agent("t", ScriptedModel([reply("", call("c1", "interrupt")), "no"]), registry,
+                                       store=store))
+        assert [(r.status, r.error) for r in store.list_runs()] == [("cancelled", "aborted by KeyboardInterrupt")] * 2

@@ -7,9 +7,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from alembic import command
+from sqlalchemy import create_engine, inspect
 
 from runner.store import open_store
-from runner.store.migrate import head_revision
+from runner.store.engine import parse_url, shown
+from runner.store.migrate import alembic_config, head_revision
 from tests.test_cli_helpers import R1, R2, R3, R4, R5, fill, invoke, one_error_line, rows
 from tests.test_tracing_otlp import Receiver
 
@@ -150,3 +153,42 @@ def test_spans_to_an_unreachable_endpoint_fail_in_one_line(db: str, receiver: Re
     result = invoke("spans", R4, "--db", db, "--endpoint", url, env={"OTEL_EXPORTER_OTLP_TIMEOUT": "1"})
     assert result.exit_code == 1
     assert one_error_line(result).startswith(f"Error: exporting the spans of run {R4} to {url} failed")
+
+
+@pytest.mark.parametrize("command", [["runs"], ["show", "abc"], ["stats"], ["export", "abc", "-o", "x.json"],
+                                     ["spans", "abc"]])
+def test_read_commands_leave_an_empty_file_empty(tmp_path: Path, command: list[str]) -> None:
+    empty = tmp_path / "z.db"
+    empty.touch()
+    result = invoke(*command, "--db", f"sqlite:///{empty}")
+    assert result.exit_code == 1
+    assert one_error_line(result) == (
+        f"Error: no store at {empty} (runner demo, runner run or runner db upgrade creates one)")
+    assert empty.stat().st_size == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["z.db"]
+
+
+def test_read_commands_create_no_tables_in_an_empty_database(store_url: str) -> None:
+    shown_url = shown(parse_url(store_url))
+    where = parse_url(store_url).database if store_url.startswith("sqlite") else shown_url
+    for args in (["runs"], ["stats"], ["show", "abc"]):
+        result = invoke(*args, "--db", store_url)
+        assert result.exit_code == 1
+        assert one_error_line(result) == (
+            f"Error: no store at {where} (runner demo, runner run or runner db upgrade creates one)")
+    engine = create_engine(store_url)
+    try:
+        assert inspect(engine).get_table_names() == []
+    finally:
+        engine.dispose()
+
+
+def test_read_commands_do_not_migrate_an_older_store(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    fill(url)
+    with open_store(url) as store, store.engine.begin() as conn:  # as if written before revision 0002
+        command.downgrade(alembic_config(conn), "0001")
+    result = invoke("runs", "--db", url, "--json")
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)) == 5
+    assert invoke("db", "current", "--db", url).stdout == f"{url}: revision 0001, head is {head_revision()}\n"

@@ -2,24 +2,44 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
 
-from runner import ToolRegistry
+from runner import ScriptedModel, ToolRegistry, run_agent
 from runner.fixture import load_fixture
-from tests.test_cli_helpers import R1, R3, fill, invoke, one_error_line
+from runner.store import open_store
+from tests.loop_helpers import call, record_unfinished_run, reply
+from tests.test_cli_helpers import R1, R3, fill, invoke, one_error_line, registry
 
 TOOLS = "tests.test_cli_helpers:registry"
 
 
 def colder_registry() -> ToolRegistry:
-    """The weather tools, but Paris is colder than when the run was recorded."""
+    """The recorded tools, but Paris is colder than when the run was recorded."""
     tools = ToolRegistry()
-    tools.register("get_weather", "Current temperature in a city.",
-                   {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
-                   lambda city: {"celsius": 5})
+    for spec in registry().specs():
+        recorded = registry().get(spec["name"])
+        assert recorded is not None
+        fn = (lambda city: {"celsius": 5}) if spec["name"] == "get_weather" else recorded.fn
+        tools.register(spec["name"], spec["description"], spec["parameters"], fn)
+    return tools
+
+
+def renamed_registry() -> ToolRegistry:
+    """The recorded tools, but get_weather is described differently and takes a unit too."""
+    tools = ToolRegistry()
+    for spec in registry().specs():
+        recorded = registry().get(spec["name"])
+        assert recorded is not None
+        if spec["name"] == "get_weather":
+            tools.register("get_weather", "Weather now.", {"type": "object", "properties": {
+                "city": {"type": "string"}, "unit": {"type": "string"}}, "required": ["city"]}, recorded.fn)
+        else:
+            tools.register(spec["name"], spec["description"], spec["parameters"], recorded.fn)
     return tools
 
 
@@ -72,7 +92,7 @@ def test_replay_of_a_fixture_that_still_matches_exits_0(db: str, tmp_path: Path)
 
 
 def test_replay_of_a_stored_run_resolves_the_id_against_db(db: str) -> None:
-    result = invoke("replay", "1111aa", "--tools", "tests.loop_helpers:weather_registry", "--db", db, "--json")
+    result = invoke("replay", "1111aa", "--tools", TOOLS, "--db", db, "--json")
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["ok"] is True
@@ -124,3 +144,80 @@ def test_missing_and_corrupt_fixtures_are_one_line(db: str, tmp_path: Path) -> N
     result = invoke("replay", str(other), "--tools", TOOLS, "--db", db)
     assert result.exit_code == 1
     assert "is not a runner fixture" in one_error_line(result)
+
+
+def _surrogate_run(url: str) -> str:
+    """A finished run whose tool call arguments hold a lone surrogate (a model can send one)."""
+    with open_store(url) as store:
+        model = ScriptedModel([reply("", call("c1", "echo_long", note="x\ud800y")), "done"])
+        tools = registry()
+        return run_agent("t", model, tools, store=store, run_id="5555" + "e" * 28).run_id
+
+
+def _unfinished_run(url: str) -> str:
+    with open_store(url) as store:
+        record_unfinished_run(store, "6666" + "f" * 28, "half done")
+    return "6666" + "f" * 28
+
+
+def test_export_of_a_run_with_a_lone_surrogate_writes_valid_utf8_and_show_prints_the_run(
+        db: str, tmp_path: Path) -> None:
+    run_id = _surrogate_run(db)
+    keep = tmp_path / "keep.json"
+    keep.write_text("good\n")
+    result = invoke("export", run_id, "-o", str(keep), "--db", db)
+    assert result.exit_code == 0, result.output
+    assert load_fixture(keep).replies[0]["tool_calls"][0]["args"] == {"note": "x\ud800y"}
+    assert '"x\\ud800y"' in keep.read_bytes().decode("utf-8")
+    assert json.loads(invoke("export", run_id, "-o", "-", "--db", db).stdout)["run_id"] == run_id
+    shown = invoke("show", run_id, "--db", db)
+    assert shown.exit_code == 0, shown.output
+    assert "echo_long" in shown.stdout
+    assert '"note": "x\\ud800y"' in shown.stdout
+
+
+def test_a_failed_export_leaves_an_existing_fixture_intact_and_show_still_works(
+        db: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    keep = tmp_path / "keep.json"
+    keep.write_text("good\n")
+    unfinished = _unfinished_run(db)
+    result = invoke("export", "nope", "-o", str(keep), "--db", db)
+    assert result.exit_code == 1
+    assert one_error_line(result).startswith("Error: no run 'nope' in ")
+    assert keep.read_text() == "good\n"
+    result = invoke("export", unfinished, "-o", str(keep), "--db", db)
+    assert result.exit_code == 1
+    assert one_error_line(result).startswith(f"Error: run {unfinished} has not finished (status running, ")
+    assert keep.read_text() == "good\n"
+    shown = invoke("show", unfinished, "--db", db)
+    assert shown.exit_code == 0, shown.output
+    assert shown.stdout.splitlines()[0].startswith(f"run {unfinished}  running")
+
+    def full_disk(src: object, dst: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    result = invoke("export", R1, "-o", str(keep), "--db", db)
+    assert result.exit_code == 1
+    assert one_error_line(result) == f"Error: cannot write fixture {str(keep)!r}: No space left on device"
+    assert keep.read_text() == "good\n"
+    # no temporary fixture is left behind (the store's own -wal/-shm files may be)
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("runs.db")) == ["keep.json"]
+
+
+def test_replay_reports_changed_tool_specs_in_one_sentence_and_exits_1(db: str, tmp_path: Path) -> None:
+    target = tmp_path / "paris.json"
+    invoke("export", R1, "-o", str(target), "--db", db)
+    result = invoke("replay", str(target), "--tools", "tests.test_cli_replay:renamed_registry")
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[0] == (
+        "DIFFERS  at step 1 the tools shown to the model differ from the recording: the description of tool "
+        "'get_weather' changed: recorded 'Current temperature in a city.', got 'Weather now.'; the parameters of "
+        "tool 'get_weather' changed at properties.unit: recorded nothing, got '{\"type\": \"string\"}'")
+    result = invoke("replay", str(target), "--tools", "tests.test_cli_replay:renamed_registry", "--json")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert (report["ok"], report["status"], report["recorded_status"]) == (False, "model_error", "done")
+    assert report["divergence"] == {"step": 1, "index": None, "field": "tool_specs",
+                                    "sentence": report["divergence"]["sentence"]}
+    assert report["divergence"]["sentence"].startswith("at step 1 the tools shown to the model differ")

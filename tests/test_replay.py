@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,15 +16,9 @@ from runner import ModelReply, ScriptedModel, ToolRegistry, Usage, run_agent
 from runner.errors import FixtureError, ReplayDivergence
 from runner.fixture import fixture_from_run, load_fixture
 from runner.replay import ReplayModel, replay
-from runner.store import RunStore, open_store
+from runner.store import RunStore
 
 from .loop_helpers import call, reply, weather_registry
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[RunStore]:
-    with open_store(f"sqlite:///{tmp_path / 'runs.db'}") as s:
-        yield s
 
 
 def _weather_script() -> list[ModelReply | str]:
@@ -80,14 +76,18 @@ def test_changed_tool_output_diverges_naming_step_call_and_both_values(store: Ru
         report.assert_ok()
 
 
-def test_removed_tool_diverges_naming_the_unknown_tool_observation(store: RunStore, tmp_path: Path) -> None:
+def test_removed_tool_diverges_at_step_1_naming_the_removed_tool(store: RunStore, tmp_path: Path) -> None:
     _, path = _recorded(store, tmp_path)
     registry = ToolRegistry()
     registry.register("c_to_f", "Celsius to Fahrenheit.",
-                      {"type": "object", "properties": {"celsius": {"type": "number"}}}, lambda celsius: 0)
+                      {"type": "object", "properties": {"celsius": {"type": "number"}}, "required": ["celsius"]},
+                      lambda celsius: 0)
     report = replay(path, registry)
     assert report.divergence is not None
     assert report.divergence.sentence == (
+        "at step 1 the tools shown to the model differ from the recording: tool 'get_weather' was removed")
+    lenient = replay(path, registry, strict=False)
+    assert lenient.differences[1].sentence == (
         "at step 2 the result of call c1 (get_weather) differs: recorded '{\"celsius\": 21}', "
         "got \"ERROR: unknown tool 'get_weather'. Available tools: ['c_to_f']\"")
 
@@ -258,3 +258,192 @@ def test_an_unfinished_run_cannot_become_a_fixture(store: RunStore) -> None:
     record_unfinished_run(store, "f" * 32)
     with pytest.raises(FixtureError, match=r"^run f{32} has not finished \(status running, "):
         fixture_from_run(store.get_run("f" * 32))
+
+
+def _logged(ran: list[str], name: str, result: Callable[..., Any]) -> Callable[..., Any]:
+    """A tool function that notes in ``ran`` that it ran, then returns ``result(**args)``."""
+    def fn(**args: Any) -> Any:
+        ran.append(name)
+        return result(**args)
+
+    return fn
+
+
+def _any_city_registry() -> ToolRegistry:
+    registry = ToolRegistry()
+    registry.register("get_weather", "Current temperature in a city.",
+                      {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+                      lambda city: {"celsius": 20})
+    return registry
+
+
+def test_a_run_with_a_lone_surrogate_exports_a_utf8_fixture_that_replays(store: RunStore, tmp_path: Path) -> None:
+    model = ScriptedModel([reply("", call("c1", "get_weather", city="Par\ud800is")), "20 C"])
+    result = run_agent("t", model, _any_city_registry(), store=store)
+    assert result.status == "done"
+    keep = tmp_path / "keep.json"
+    keep.write_text("good\n")
+    assert store.export_fixture(result.run_id, keep) == keep
+    text = keep.read_bytes().decode("utf-8")
+    assert '"Par\\ud800is"' in text
+    fixture = load_fixture(keep)
+    assert fixture.replies[0]["tool_calls"][0]["args"] == {"city": "Par\ud800is"}
+    assert replay(keep, _any_city_registry()).ok is True
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+def test_a_failed_fixture_write_keeps_the_old_file_and_leaves_no_temp_file(
+        store: RunStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    run_id, _ = _recorded(store, tmp_path)
+    folder = tmp_path / "out"
+    folder.mkdir()
+    keep = folder / "keep.json"
+    keep.write_text("good\n")
+
+    def full_disk(src: Any, dst: Any) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(os, "replace", full_disk)
+    with pytest.raises(OSError, match="No space left on device"):
+        store.export_fixture(run_id, keep)
+    assert keep.read_text() == "good\n"
+    assert [p.name for p in folder.iterdir()] == ["keep.json"]
+
+
+def _weather_tools(ran: list[str], *, description: str = "Current temperature in a city.",
+                   city: dict[str, Any] | None = None, extra: bool = False, drop_c_to_f: bool = False,
+                   c_to_f_first: bool = False) -> ToolRegistry:
+    """The recorded weather tools with one thing changed, recording in ``ran`` which functions ran."""
+    registry = ToolRegistry()
+
+    def add_c_to_f() -> None:
+        registry.register("c_to_f", "Celsius to Fahrenheit.",
+                          {"type": "object", "properties": {"celsius": {"type": "number"}}, "required": ["celsius"]},
+                          _logged(ran, "c_to_f", lambda celsius: celsius * 9 / 5 + 32))
+
+    if c_to_f_first:
+        add_c_to_f()
+    registry.register("get_weather", description,
+                      {"type": "object", "properties": {"city": city or {"type": "string"}}, "required": ["city"]},
+                      _logged(ran, "get_weather", lambda city: {"celsius": 21}))
+    if not drop_c_to_f and not c_to_f_first:
+        add_c_to_f()
+    if extra:
+        registry.register("send_email", "Send an email.", {"type": "object", "properties": {"to": {"type": "string"}}},
+                          _logged(ran, "send_email", lambda to: "sent"), side_effects=True)
+    return registry
+
+
+@pytest.mark.parametrize(("change", "what"), [
+    ({"description": "Temperature now."},
+     "the description of tool 'get_weather' changed: recorded 'Current temperature in a city.', "
+     "got 'Temperature now.'"),
+    ({"city": {"type": "string", "enum": ["Paris", "Oslo"]}},
+     "the parameters of tool 'get_weather' changed at properties.city.enum: recorded nothing, "
+     "got '[\"Paris\", \"Oslo\"]'"),
+    ({"extra": True}, "tool 'send_email' was added"),
+    ({"drop_c_to_f": True}, "tool 'c_to_f' was removed"),
+    ({"c_to_f_first": True},
+     "the tools are in a different order: recorded ['get_weather', 'c_to_f'], got ['c_to_f', 'get_weather']"),
+])
+def test_changed_tool_specs_diverge_at_step_1_naming_the_tool_and_the_change(
+        store: RunStore, tmp_path: Path, change: dict[str, Any], what: str) -> None:
+    _, path = _recorded(store, tmp_path)
+    ran: list[str] = []
+    report = replay(path, _weather_tools(ran, **change))
+    assert report.ok is False
+    assert report.divergence is not None
+    assert report.divergence.sentence == f"at step 1 the tools shown to the model differ from the recording: {what}"
+    assert (report.divergence.step, report.divergence.index, report.divergence.field) == (1, None, "tool_specs")
+    assert (report.result.status, report.result.steps) == ("model_error", 1)
+    assert ran == []
+    lenient = replay(path, _weather_tools(ran, **change), strict=False)
+    assert lenient.differences[0].sentence == report.divergence.sentence
+
+
+def test_several_tool_spec_changes_are_one_sentence(store: RunStore, tmp_path: Path) -> None:
+    _, path = _recorded(store, tmp_path)
+    report = replay(path, _weather_tools([], description="Now.", drop_c_to_f=True, extra=True))
+    assert report.divergence is not None
+    assert report.divergence.sentence == (
+        "at step 1 the tools shown to the model differ from the recording: the description of tool 'get_weather' "
+        "changed: recorded 'Current temperature in a city.', got 'Now.'; tool 'c_to_f' was removed; "
+        "tool 'send_email' was added")
+
+
+def test_unchanged_tool_specs_replay_ok(store: RunStore, tmp_path: Path) -> None:
+    _, path = _recorded(store, tmp_path)
+    ran: list[str] = []
+    assert replay(path, _weather_tools(ran)).ok is True
+    assert ran == ["get_weather", "c_to_f"]
+
+
+def _record_with(store: RunStore, tmp_path: Path, registry: ToolRegistry, script: list[ModelReply | str],
+                 **kwargs: Any) -> Path:
+    result = run_agent("Weather in Paris in F?", ScriptedModel(script), registry, store=store, **kwargs)
+    path = tmp_path / "recorded.json"
+    store.export_fixture(result.run_id, path)
+    return path
+
+
+def _edit(path: Path, edit: Any) -> None:
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize(("edit", "sentence"), [
+    (lambda d: d["replies"][0]["tool_calls"].__setitem__(0, {"id": "c1", "name": "send_email", "args": {"to": "x"}}),
+     "at step 1 the reply calls send_email (c1), but the recording handled get_weather (c1) there; nothing was run"),
+    (lambda d: d["replies"][0]["tool_calls"].append({"id": "c9", "name": "send_email", "args": {"to": "x"}}),
+     "at step 1 the reply calls send_email (c9), but the recording has no result for that call; nothing was run"),
+    (lambda d: d["replies"][1]["tool_calls"].insert(0, {"id": "c9", "name": "send_email", "args": {"to": "x"}}),
+     "at step 2 the reply calls send_email (c9), but the recording handled c_to_f (c2) there; nothing was run"),
+])
+def test_an_edited_reply_calling_a_tool_the_recording_never_called_runs_nothing(
+        store: RunStore, tmp_path: Path, edit: Any, sentence: str) -> None:
+    path = _record_with(store, tmp_path, _weather_tools([], extra=True), _weather_script())
+    _edit(path, edit)
+    ran: list[str] = []
+    report = replay(path, _weather_tools(ran, extra=True))
+    assert report.divergence is not None
+    assert report.divergence.sentence == sentence
+    assert report.divergence.field == "tool_calls"
+    assert report.result.status == "model_error"
+    assert "send_email" not in ran
+    assert ran == (["get_weather"] if sentence.startswith("at step 2") else [])
+
+
+def test_a_larger_tool_budget_never_runs_the_call_the_recording_stopped_before(
+        store: RunStore, tmp_path: Path) -> None:
+    path = _record_with(store, tmp_path, _weather_tools([]), _weather_script(), max_tool_calls=1)
+    assert load_fixture(path).outcome["status"] == "tool_budget"
+    ran: list[str] = []
+    report = replay(path, _weather_tools(ran), max_tool_calls=5)
+    assert ran == ["get_weather"]
+    assert report.divergence is not None
+    assert report.divergence.sentence == (
+        "at step 2 the loop was about to run c_to_f (c2), a call the recording did not make; it was not run")
+    assert report.ok is False
+    ran.clear()
+    assert replay(path, _weather_tools(ran)).ok is True
+    assert ran == ["get_weather"]
+
+
+def test_an_approval_given_at_replay_never_runs_the_call_the_recording_left_waiting(
+        store: RunStore, tmp_path: Path) -> None:
+    def tools(ran: list[str]) -> ToolRegistry:
+        registry = _weather_tools(ran)
+        registry.register("send_email", "Send an email.", {"type": "object", "properties": {"to": {"type": "string"}}},
+                          _logged(ran, "send_email", lambda to: "sent"), side_effects=True,
+                          needs_approval=True)
+        return registry
+
+    path = _record_with(store, tmp_path, tools([]), [reply("", call("c1", "send_email", to="boss"))])
+    assert load_fixture(path).outcome["status"] == "awaiting_approval"
+    ran: list[str] = []
+    report = replay(path, tools(ran), approve=lambda c: True)
+    assert ran == []
+    assert report.divergence is not None
+    assert report.divergence.sentence == (
+        "at step 1 the loop was about to run send_email (c1), a call the recording did not make; it was not run")

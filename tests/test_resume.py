@@ -22,7 +22,7 @@ import pytest
 from runner import ScriptedModel, open_store, replay, run_agent
 from runner.core import IN_DOUBT
 from runner.errors import CannotResume, RunInUse
-from runner.resume import fork, follow_up, resume
+from runner.resume import follow_up, fork, resume
 from runner.store.records import StoredRun
 from tests.durable_child import PlanModel, ran, tools
 
@@ -268,7 +268,7 @@ def test_a_run_killed_at_twenty_random_moments_ends_done_with_each_side_effect_a
             break
         args = ("run", RUN_ID) if status is None else ("resume", RUN_ID)
         proc = child(store_url, tmp_path, plan, *args)
-    out, err = proc.communicate(timeout=120)
+    _, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     with open_store(store_url) as store:
         run = store.get_run(RUN_ID)

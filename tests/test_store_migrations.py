@@ -50,7 +50,7 @@ def version(engine: Engine) -> list[str]:
 
 def test_history_is_linear_with_a_single_head() -> None:
     script = ScriptDirectory.from_config(alembic_config())
-    assert script.get_heads() == [head_revision()] == ["0001"]
+    assert script.get_heads() == [head_revision()] == ["0002"]
     revisions = list(script.walk_revisions())
     assert [rev.down_revision for rev in revisions][-1] is None
     assert all(not rev.is_branch_point and not rev.is_merge_point for rev in revisions)
@@ -99,6 +99,10 @@ def test_append_only_triggers_survive_a_round_trip(engine: Engine, store_url: st
                           "VALUES ('r', 1, CURRENT_TIMESTAMP, 0, 'message', '{}')"))
         with pytest.raises(DBAPIError, match="events are append-only: DELETE is not allowed"):
             conn.execute(text("DELETE FROM events"))
+        if conn.dialect.name == "sqlite":
+            with pytest.raises(DBAPIError, match=r"events are append-only: event \(run_id, seq\) already exists"):
+                conn.execute(text("REPLACE INTO events (run_id, seq, at, step, kind, data) "
+                                  "VALUES ('r', 1, CURRENT_TIMESTAMP, 0, 'forged', '{}')"))
 
 
 def test_open_store_migrates_an_empty_database(store_url: str) -> None:
@@ -114,6 +118,6 @@ def test_current_revision_reads_without_migrating(store_url: str) -> None:
         assert current_revision(engine, url) is None
         assert tables(engine) == []
         open_store(store_url).close()
-        assert current_revision(engine, url) == "0001"
+        assert current_revision(engine, url) == "0002"
     finally:
         engine.dispose()

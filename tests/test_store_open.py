@@ -5,11 +5,12 @@ from __future__ import annotations
 import hashlib
 import os
 import sqlite3
+import sys
 import time
 from pathlib import Path
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import create_engine, event, inspect, text
 from sqlalchemy.exc import DBAPIError
 
 import runner
@@ -102,8 +103,8 @@ def test_a_foreign_sqlite_file_is_refused_untouched(tmp_path: Path) -> None:
     db.commit()
     db.close()
     before, files = digest(path), siblings(path)
-    with pytest.raises(StoreError, match=r"it holds other tables \(invoices\) and no alembic_version; "
-                                         r"it is not a runner event log$"):
+    with pytest.raises(StoreError, match=r"it is not a runner store \(it holds other tables: invoices, "
+                                         r"and no alembic_version\)$"):
         open_store(path)
     assert (digest(path), siblings(path)) == (before, files)
 
@@ -135,7 +136,7 @@ def test_a_database_from_a_newer_schema_is_refused_untouched(tmp_path: Path) -> 
     db.close()
     before = digest(path)
     with pytest.raises(StoreError, match=r"its schema is at revision 9999_future, unknown to this runner "
-                                         r"\(head 0001\); upgrade durable-agent-runner$"):
+                                         r"\(head 0002\); upgrade durable-agent-runner$"):
         open_store(path)
     assert digest(path) == before
 
@@ -188,3 +189,96 @@ def test_events_must_belong_to_a_run(store: RunStore) -> None:
     with pytest.raises(DBAPIError), store.engine.begin() as conn:
         conn.execute(text("INSERT INTO events (run_id, seq, at, step, kind, data) "
                           "VALUES ('nope', 1, CURRENT_TIMESTAMP, 0, 'message', '{}')"))
+
+
+def tables_of(url: str) -> list[str]:
+    engine = create_engine(url)
+    try:
+        return sorted(inspect(engine).get_table_names())
+    finally:
+        engine.dispose()
+
+
+def foreign_database(url: str, *statements: str) -> None:
+    """Another application's database, built with a plain engine (no runner pragmas)."""
+    engine = create_engine(url)
+    try:
+        with engine.begin() as conn:
+            for statement in statements:
+                conn.execute(text(statement))
+    finally:
+        engine.dispose()
+
+
+ALEMBIC_VERSION = "CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL PRIMARY KEY)"
+
+
+def test_a_foreign_database_with_an_empty_alembic_version_is_refused_untouched(store_url: str) -> None:
+    foreign_database(store_url, ALEMBIC_VERSION, "CREATE TABLE invoices (id INTEGER PRIMARY KEY)")
+    with pytest.raises(StoreError, match=r"^cannot open store .*: it is not a runner store \(its alembic_version "
+                                         r"is empty and it holds other tables: invoices\)$"):
+        open_store(store_url)
+    assert tables_of(store_url) == ["alembic_version", "invoices"]
+
+
+def test_a_foreign_alembic_database_is_not_a_runner_store(store_url: str) -> None:
+    foreign_database(store_url, ALEMBIC_VERSION, "INSERT INTO alembic_version VALUES ('ae1027a6acf')",
+                     "CREATE TABLE invoices (id INTEGER PRIMARY KEY)")
+    with pytest.raises(StoreError, match=r"^cannot open store .*: it is not a runner store \(its alembic_version "
+                                         r"holds revision 'ae1027a6acf', which is not ours\)$"):
+        open_store(store_url)
+    assert tables_of(store_url) == ["alembic_version", "invoices"]
+
+
+def test_other_tables_without_alembic_version_are_refused_on_every_backend(store_url: str) -> None:
+    foreign_database(store_url, "CREATE TABLE invoices (id INTEGER PRIMARY KEY)")
+    with pytest.raises(StoreError, match=r"^cannot open store .*: it is not a runner store \(it holds other "
+                                         r"tables: invoices, and no alembic_version\)$"):
+        open_store(store_url)
+    assert tables_of(store_url) == ["invoices"]
+
+
+def test_an_empty_alembic_version_alone_is_initialised(store_url: str) -> None:
+    foreign_database(store_url, ALEMBIC_VERSION)  # e.g. our own store after `alembic downgrade base`
+    open_store(store_url).close()
+    assert tables_of(store_url) == ["alembic_version", "events", "run_labels", "run_tools", "runs"]
+
+
+def test_a_missing_postgres_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "psycopg", None)
+    with pytest.raises(StoreError) as caught:
+        open_store("postgresql+psycopg://user@127.0.0.1:9/db")
+    assert str(caught.value) == ("cannot open store postgresql+psycopg://user@127.0.0.1:9/db: the PostgreSQL "
+                                 "driver is not installed: pip install 'durable-agent-runner[postgres]'")
+
+
+@pytest.mark.parametrize("verb", ["INSERT OR REPLACE", "REPLACE"])
+def test_events_cannot_be_replaced_on_sqlite(tmp_path: Path, verb: str) -> None:
+    with open_store(tmp_path / "runs.db") as store:
+        result = run_agent("Hi", ScriptedModel(["hello"]), weather_registry(), store=store)
+        before = store.get_run(result.run_id).events
+        with pytest.raises(DBAPIError, match=r"events are append-only: event \(run_id, seq\) already exists"), \
+                store.engine.begin() as conn:
+            conn.execute(text(f"{verb} INTO events (run_id, seq, at, step, kind, data) "
+                              "VALUES (:run_id, 1, CURRENT_TIMESTAMP, 0, 'forged', '{}')"), {"run_id": result.run_id})
+        assert store.get_run(result.run_id).events == before
+
+
+def test_an_upsert_over_an_event_is_refused(store: RunStore) -> None:
+    result = run_agent("Hi", ScriptedModel(["hello"]), weather_registry(), store=store)
+    before = store.get_run(result.run_id).events
+    refused = r"events are append-only: (UPDATE is not allowed|event \(run_id, seq\) already exists)"
+    with pytest.raises(DBAPIError, match=refused), store.engine.begin() as conn:
+        conn.execute(text("INSERT INTO events (run_id, seq, at, step, kind, data) "
+                          "VALUES (:run_id, 1, CURRENT_TIMESTAMP, 0, 'forged', '{}') "
+                          "ON CONFLICT (run_id, seq) DO UPDATE SET kind = excluded.kind"), {"run_id": result.run_id})
+    assert store.get_run(result.run_id).events == before
+
+
+def test_a_duplicate_event_is_refused(store: RunStore) -> None:
+    result = run_agent("Hi", ScriptedModel(["hello"]), weather_registry(), store=store)
+    with pytest.raises(DBAPIError, match=r"events are append-only: event \(run_id, seq\) already exists|"
+                                         r"duplicate key value violates unique constraint \"pk_events\""), \
+            store.engine.begin() as conn:
+        conn.execute(text("INSERT INTO events (run_id, seq, at, step, kind, data) "
+                          "VALUES (:run_id, 1, CURRENT_TIMESTAMP, 0, 'forged', '{}')"), {"run_id": result.run_id})

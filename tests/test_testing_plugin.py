@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from runner import ScriptedModel, run_agent
+from runner import ScriptedModel, ToolRegistry, run_agent
 from runner.fixture import fixture_from_run
 from runner.store import open_store
 
@@ -17,9 +17,9 @@ pytest_plugins = ["pytester"]
 TOOLS = '''
 from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry
 
-def registry(celsius=21):
+def registry(celsius=21, description="Current temperature in a city."):
     reg = ToolRegistry()
-    reg.register("get_weather", "Current temperature in a city.",
+    reg.register("get_weather", description,
                  {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
                  lambda city: {"celsius": celsius})
     return reg
@@ -30,9 +30,14 @@ def real_model():
 
 
 def _record(tmp_path: Path, target: Path) -> None:
+    """Record the run ``TOOLS``'s ``registry()`` replays: the same one tool, Paris at 21 C."""
+    tools = ToolRegistry()
+    weather = weather_registry().get("get_weather")
+    assert weather is not None
+    tools.register(weather.name, weather.description, weather.parameters, weather.fn)
     with open_store(f"sqlite:///{tmp_path / 'rec.db'}") as store:
         model = ScriptedModel([reply("", call("c1", "get_weather", city="Paris")), "21 C"])
-        result = run_agent("Weather in Paris?", model, weather_registry(), store=store)
+        result = run_agent("Weather in Paris?", model, tools, store=store)
         fixture_from_run(store.get_run(result.run_id)).write(target)
 
 
@@ -62,6 +67,22 @@ def test_weather(runner_replay):
     result.stdout.fnmatch_lines([
         "*at step 2 the result of call c1 (get_weather) differs: recorded '{\"celsius\": 21}', "
         "got '{\"celsius\": 30}'*"])
+
+
+def test_a_changed_tool_description_fails_with_the_tool_specs_sentence(
+        pytester: pytest.Pytester, tmp_path: Path) -> None:
+    _record(tmp_path, pytester.path / "fixtures" / "weather.json")
+    pytester.makepyfile(tools=TOOLS, test_weather='''
+from tools import registry
+
+def test_weather(runner_replay):
+    runner_replay("fixtures/weather.json", registry(description="Weather now."))
+''')
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*at step 1 the tools shown to the model differ from the recording: the description of tool "
+        "'get_weather' changed: recorded 'Current temperature in a city.', got 'Weather now.'*"])
 
 
 def test_a_missing_fixture_fails_in_the_default_mode(pytester: pytest.Pytester) -> None:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -151,7 +153,7 @@ def test_tool_error_marks_the_tool_span(spans: tuple[TracerProvider, InMemorySpa
     (root,) = tree(exporter.get_finished_spans())
     step1 = root[3][0]
     assert step1[3][1] == ["execute_tool get_weather",
-                           "ERROR: ERROR: get_weather failed: KeyError: 'Atlantis'",
+                           "ERROR: KeyError",
                            tool(1, "get_weather", "c1", error="KeyError"), []]
     assert root[1] == "UNSET"
 
@@ -166,7 +168,7 @@ def test_unknown_and_invalid_calls_get_spans_that_did_not_run(
     (root,) = tree(exporter.get_finished_spans())
     unknown, invalid = root[3][0][3][1:]
     assert unknown[:3] == ["execute_tool get_forecast",
-                           "ERROR: ERROR: unknown tool 'get_forecast'. Available tools: ['get_weather', 'slow']",
+                           "ERROR: unknown_tool",
                            tool(1, "get_forecast", "u1", ran=False, error="unknown_tool")]
     assert invalid[0] == "execute_tool get_weather"
     assert invalid[2] == tool(1, "get_weather", "b1", ran=False, error="invalid_arguments")
@@ -189,9 +191,9 @@ def test_step_limit_marks_the_root(spans: tuple[TracerProvider, InMemorySpanExpo
     result = run_agent("Loop", model, registry(), max_steps=2, tracer_provider=provider, agent_name="looper")
     assert result.status == "step_limit"
     (root,) = tree(exporter.get_finished_spans())
-    assert root[:3] == ["invoke_agent looper", f"ERROR: {result.error}",
+    assert root[:3] == ["invoke_agent looper", "ERROR: step_limit",
                         {**RUN, "gen_ai.agent.name": "looper", "runner.status": "step_limit",
-                         "runner.stop_reason": "made 2 model calls (max_steps=2)", "error.type": "step_limit"}]
+                         "error.type": "step_limit"}]
     assert [step[0] for step in root[3]] == ["step 1", "step 2"]
     assert all(c[1] == "UNSET" for step in root[3] for c in step[3])
 
@@ -205,10 +207,10 @@ def test_model_error_marks_chat_and_root(spans: tuple[TracerProvider, InMemorySp
     result = run_agent("Hi", broken, registry(), tracer_provider=provider)
     assert result.status == "model_error"
     (root,) = tree(exporter.get_finished_spans())
-    assert root[1] == "ERROR: ConnectionError: api down"
+    assert root[1] == "ERROR: model_error"
     assert root[2]["error.type"] == "model_error"
     assert root[3] == [["step 1", "UNSET", {"runner.step": 1}, [
-        ["chat broken", "ERROR: ConnectionError: api down",
+        ["chat broken", "ERROR: ConnectionError",
          {"gen_ai.operation.name": "chat", "runner.step": 1, "gen_ai.request.model": "broken",
           "error.type": "ConnectionError"}, []]]]]
 
@@ -222,8 +224,7 @@ def test_deadline_while_a_tool_runs_ends_every_span(spans: tuple[TracerProvider,
     result = run_agent("Wait", model, reg, timeout_s=0.05, tracer_provider=provider)
     assert result.status == "deadline"
     (root,) = tree(exporter.get_finished_spans())
-    assert root[3][0][3][1][:2] == ["execute_tool slow",
-                                    "ERROR: ERROR: slow was abandoned while it ran (deadline); its outcome is unknown"]
+    assert root[3][0][3][1][:2] == ["execute_tool slow", "ERROR: deadline"]
     assert root[3][0][3][1][2]["error.type"] == "deadline"
     assert len(exporter.get_finished_spans()) == 4
 
@@ -347,7 +348,7 @@ def test_an_invalid_reply_marks_the_chat_span(spans: tuple[TracerProvider, InMem
     assert result.status == "invalid_reply"
     (root,) = tree(exporter.get_finished_spans())
     chat_span = root[3][0][3][0]
-    assert chat_span[:2] == ["chat scripted", "ERROR: duplicate call id 'same'"]
+    assert chat_span[:2] == ["chat scripted", "ERROR: invalid_reply"]
     assert chat_span[2]["error.type"] == "invalid_reply"
     assert root[2]["error.type"] == "invalid_reply"
 
@@ -395,3 +396,13 @@ def test_the_tracing_surface_is_exactly_these_names() -> None:
     assert runner.tracing.__all__ == [
         "TracingRecorder", "TracingSetupError", "configure_tracing", "derived_span_id", "derived_trace_id",
         "export_run", "otlp_exporter", "rebuild_spans"]
+
+
+def test_a_plain_run_does_not_load_the_otel_sdk() -> None:
+    """Without a store or a tracer, a run consults only the OpenTelemetry API's global provider."""
+    code = ("import sys, runner\n"
+            "print('opentelemetry' in sys.modules)\n"
+            "result = runner.run_agent('Hi', runner.ScriptedModel(['hello']), runner.ToolRegistry())\n"
+            "print(result.status, 'opentelemetry.sdk' in sys.modules, 'sqlalchemy' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "done", "False", "False"]

@@ -11,7 +11,6 @@ import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,10 +20,12 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from runner import ModelReply, ScriptedModel, ToolCall, run_agent
+from runner import ModelReply, RunStore, ScriptedModel, ToolCall, run_agent
 from runner.tracing import TracingSetupError, configure_tracing, export_run, otlp_exporter
+from tests.test_cli_helpers import invoke
 from tests.test_tracing import registry, weather
 
 
@@ -96,9 +97,7 @@ def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
     rec.server.server_close()
 
 
-def test_live_and_rebuilt_spans_arrive_at_a_real_otlp_receiver(receiver: Receiver, tmp_path: Path) -> None:
-    store_mod = pytest.importorskip("runner.store")
-    store = store_mod.open_store(f"sqlite:///{tmp_path / 'runs.db'}")
+def test_live_and_rebuilt_spans_arrive_at_a_real_otlp_receiver(receiver: Receiver, store: RunStore) -> None:
     provider = configure_tracing("ignored-when-env-names-one")
     try:
         model = ScriptedModel([
@@ -140,7 +139,6 @@ def test_live_and_rebuilt_spans_arrive_at_a_real_otlp_receiver(receiver: Receive
         assert sorted(map(key, again)) == sorted(map(key, live))
     finally:
         provider.shutdown()
-        store.close()
 
 
 def test_configure_tracing_uses_the_given_name_only_without_one_in_the_environment(
@@ -187,3 +185,57 @@ def test_a_live_run_without_a_store_is_delivered(receiver: Receiver) -> None:
     finally:
         provider.shutdown()  # flushes the batch
     assert len(receiver.spans()) == 6
+
+
+def _traced_run(store: Any, provider: Any) -> str:
+    result = run_agent("Weather?", ScriptedModel([weather("c1", "Paris"), "21C"]), registry(), store=store,
+                       tracer_provider=provider)
+    return result.run_id
+
+
+def test_rebuilt_spans_are_resent_under_the_live_service_name(
+        receiver: Receiver, store: RunStore, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OTEL_SERVICE_NAME")
+    monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
+    provider = configure_tracing("weather-agent")
+    try:
+        run_id = _traced_run(store, provider)
+    finally:
+        provider.shutdown()
+    assert {s["service"] for s in receiver.spans()} == {"weather-agent"}
+    stored = store.get_run(run_id)
+    assert stored.events[0].data["service_name"] == "weather-agent"
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "the-exporting-process")  # the run's own name still wins
+
+    def resent(**kw: Any) -> set[Any]:
+        receiver.requests.clear()
+        exporter = otlp_exporter()
+        try:
+            export_run(stored, exporter, **kw)
+        finally:
+            exporter.shutdown()
+        return {s["service"] for s in receiver.spans()}
+
+    assert resent() == {"weather-agent"}
+    assert resent(resource=Resource({"service.name": "caller"})) == {"caller"}
+    receiver.requests.clear()
+    cli_result = invoke("spans", run_id, "--db", store_url, "--endpoint", f"{receiver.url}/v1/traces")
+    assert cli_result.exit_code == 0, cli_result.output
+    assert {s["service"] for s in receiver.spans()} == {"weather-agent"}
+
+
+def test_a_run_traced_by_nothing_is_resent_under_the_environments_service_or_runner(
+        store: RunStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OTEL_SERVICE_NAME", raising=False)
+    monkeypatch.delenv("OTEL_RESOURCE_ATTRIBUTES", raising=False)
+    stored = store.get_run(_traced_run(store, None))
+    assert "service_name" not in stored.events[0].data
+
+    def service() -> set[Any]:
+        sink = InMemorySpanExporter()
+        export_run(stored, sink)
+        return {s.resource.attributes["service.name"] for s in sink.get_finished_spans()}
+
+    assert service() == {"runner"}
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "from-env")
+    assert service() == {"from-env"}

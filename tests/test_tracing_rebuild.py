@@ -7,7 +7,7 @@ span ids of the same keys), so rebuilding is pinned here independently of the st
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -64,6 +64,8 @@ class FakeLog:
         if isinstance(event, events.ModelCallStarted):
             return
         if isinstance(event, events.RunStarted):
+            if self.tracing.service_name:  # as the store logs it
+                event = replace(event, service_name=self.tracing.service_name)
             self.run = Run(event.run_id, task=event.task, model=event.model, provider=event.provider,
                            agent_name=event.agent_name)
         elif isinstance(event, events.RunFinished):

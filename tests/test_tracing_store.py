@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,25 +9,17 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NoOpTracerProvider
 
-from runner import ScriptedModel, run_agent
+from runner import ModelReply, RunStore, ScriptedModel, ToolCall, run_agent
 from runner.tracing import derived_span_id, rebuild_spans
-from tests.test_tracing import ids_of, registry, tree, weather
+from tests.test_tracing import RUN, ids_of, registry, tree, weather
 from tests.test_tracing_rebuild import SCENARIOS
-
-store_mod = pytest.importorskip("runner.store")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[Any]:
-    s = store_mod.open_store(f"sqlite:///{tmp_path / 'runs.db'}")
-    yield s
-    s.close()
 
 
 @pytest.mark.parametrize("record_content", [False, True], ids=["plain", "content"])
 @pytest.mark.parametrize("scenario", list(SCENARIOS))
 def test_spans_rebuilt_from_the_store_equal_the_live_ones(
-        store: Any, live: tuple[TracerProvider, InMemorySpanExporter], scenario: str, record_content: bool) -> None:
+        store: RunStore, live: tuple[TracerProvider, InMemorySpanExporter], scenario: str,
+        record_content: bool) -> None:
     provider, exporter = live
     spec = dict(SCENARIOS[scenario])
     model = spec.pop("model")()
@@ -45,8 +35,8 @@ def test_spans_rebuilt_from_the_store_equal_the_live_ones(
     assert ids_of(rebuilt) == ids_of(live_spans)
 
 
-def test_an_untraced_run_logs_the_ids_a_no_op_tracer_reports(store: Any, tmp_path: Path) -> None:
-    def run(**kw: Any) -> list[tuple[str, str]]:
+def test_an_untraced_run_logs_the_ids_a_no_op_tracer_reports(store: RunStore) -> None:
+    def run(**kw: Any) -> list[tuple[str, str | None]]:
         result = run_agent("Weather?", ScriptedModel([weather("c1", "Paris"), "21C"]), registry(),
                            store=store, run_id=kw.pop("run_id"), **kw)
         stored = store.get_run(result.run_id)
@@ -58,4 +48,26 @@ def test_an_untraced_run_logs_the_ids_a_no_op_tracer_reports(store: Any, tmp_pat
     keys = ("run", "step:1", "chat:1", "tool:c1", "step:2", "chat:2")
     key_of = {derived_span_id("a" * 32, k): k for k in keys}
     assert {span for _, span in plain} == set(key_of)
-    assert traced == [(kind, derived_span_id("b" * 32, key_of[span])) for kind, span in plain]
+    assert traced == [(kind, derived_span_id("b" * 32, key_of[str(span)])) for kind, span in plain]
+
+
+@pytest.mark.parametrize("record_content", [False, True], ids=["plain", "content"])
+def test_a_run_awaiting_approval_is_not_an_error_on_its_root_span(
+        store: RunStore, live: tuple[TracerProvider, InMemorySpanExporter], record_content: bool) -> None:
+    provider, exporter = live
+    reg = registry()
+    reg.register("pay", "Pays.", {"type": "object", "properties": {"amount": {"type": "number"}}},
+                 lambda amount: "paid", needs_approval=True)
+    model = ScriptedModel([ModelReply("", [ToolCall("p1", "pay", {"amount": 5})])])
+    result = run_agent("Pay", model, reg, store=store, tracer_provider=provider, record_content=record_content)
+    assert result.status == "awaiting_approval"
+    root = {**RUN, "runner.status": "awaiting_approval"}
+    if record_content:
+        root["runner.stop_reason"] = "call p1 (pay) needs approval"
+    for spans in (exporter.get_finished_spans(), rebuild_spans(store.get_run(result.run_id),
+                                                                record_content=record_content)):
+        (got,) = tree(spans)
+        assert got[:3] == ["invoke_agent", "UNSET", root]
+        assert [step[:3] for step in got[3]] == [["step 1", "UNSET", {"runner.step": 1}]]
+        assert [(span[0], span[1], "error.type" in span[2]) for span in got[3][0][3]] == [
+            ("chat scripted", "UNSET", False)]  # no span for the call: it has not run

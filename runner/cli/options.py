@@ -7,13 +7,12 @@ import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
 from ..store import RunStore, open_store
-from ..store.engine import is_memory, parse_url
+from ..store.migrate import NoStoreError
 from .render import one_line
 
 DEFAULT_DB = "sqlite:///runs.db"
@@ -44,16 +43,17 @@ class Env:
 
     @contextmanager
     def store(self, *, create: bool = False) -> Iterator[RunStore]:
-        """The store at ``--db``, opened (and migrated) for the command and closed after it.
+        """The store at ``--db``, opened for the command and closed after it.
 
-        Only commands that record runs (``create``) may bring a new SQLite file into
-        being: a mistyped ``--db`` on a read command is an error, not an empty store.
+        Only commands that record runs (``create``) may create or migrate a store; the
+        others open it read-only, so a mistyped ``--db`` or an empty file is an error,
+        never a new store, and a store in a read-only directory can be inspected.
         """
-        if not create:
-            missing = missing_sqlite_file(self.db)
-            if missing is not None:
-                raise CliError(f"no store at {missing} (runner demo, runner run or runner db upgrade creates one)")
-        store = open_store(self.db)
+        try:
+            store = open_store(self.db, read_only=not create)
+        except NoStoreError as exc:
+            raise CliError(f"no store at {exc.location} (runner demo, runner run or runner db upgrade "
+                           "creates one)") from None
         try:
             yield store
         finally:
@@ -62,14 +62,6 @@ class Env:
     def hint(self) -> str:
         """``--db URL`` when it is not the default, to paste after a suggested command."""
         return "" if self.db == DEFAULT_DB else f" --db {shlex.quote(self.db)}"
-
-
-def missing_sqlite_file(db: str) -> str | None:
-    """The path of a SQLite file ``db`` names that does not exist yet, else None."""
-    url = parse_url(db)
-    if url.get_backend_name() != "sqlite" or is_memory(url) or url.database is None:
-        return None
-    return None if Path(url.database).exists() else url.database
 
 
 def common(fn: Callable[..., R]) -> Callable[..., R]:

@@ -22,6 +22,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..text import escape_surrogates
+
 ESCAPES = re.compile(
     r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"             # CSI: ESC [ params intermediates final (or 8-bit CSI)
     r"|(?:\x1b[]PX^_]|[\x90\x98\x9d\x9e\x9f])"       # OSC, DCS, SOS, PM, APC: a string up to its terminator
@@ -32,6 +34,7 @@ ESCAPES = re.compile(
 # C0 except tab and newline, DEL, C1, and the bidi embeddings, overrides and isolates.
 CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 SPACES = re.compile(r"\s+")
+# A lone surrogate cannot be encoded for the terminal: shown as its escape, like JSON does.
 
 SHORT_ID = 8
 PIPE_WIDTH = 160
@@ -40,7 +43,8 @@ TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 def clean(text: object) -> str:
     """``text`` as a string without terminal control sequences (newline and tab kept)."""
-    return CONTROLS.sub("", ESCAPES.sub("", text if isinstance(text, str) else str(text)))
+    plain = CONTROLS.sub("", ESCAPES.sub("", text if isinstance(text, str) else str(text)))
+    return escape_surrogates(plain)
 
 
 def one_line(text: object) -> str:

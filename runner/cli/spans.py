@@ -7,12 +7,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import click
-from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from rich.text import Text
 
 from ..tracing import otlp_exporter, rebuild_spans
-from .loading import SERVICE_NAME as DEFAULT_SERVICE
 from .options import CliError, Env, common
 from .queries import find
 from .render import console, print_json
@@ -52,14 +50,6 @@ def exporter_logs() -> Iterator[list[str]]:
         logger.propagate = propagate
 
 
-def resource() -> Resource:
-    """The resource from ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES``, named ``runner`` otherwise."""
-    found = Resource.create()
-    if str(found.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
-        found = found.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE}))
-    return found
-
-
 @click.command()
 @click.argument("run_refs", metavar="RUN...", nargs=-1, required=True)
 @click.option("--endpoint", metavar="URL",
@@ -71,13 +61,14 @@ def resource() -> Resource:
 def spans(env: Env, run_refs: tuple[str, ...], endpoint: str | None, record_content: bool) -> None:
     """Rebuild the spans of stored runs from their log and export them over OTLP.
 
-    The spans keep the ids the live run had (or ids derived from the run id), so a
-    backend that already has them deduplicates. Standard OTEL_* variables apply.
+    The spans keep the ids and the service name the live run had (or ids derived
+    from the run id), so a backend that already has them deduplicates. Standard
+    OTEL_* variables apply; OTEL_SERVICE_NAME names only runs no tracer recorded
+    (default: runner).
     """
     with env.store() as store:
         stored = [find(store, ref) for ref in run_refs]
-    where = resource()
-    built = [(run.run_id, rebuild_spans(run, record_content=record_content, resource=where)) for run in stored]
+    built = [(run.run_id, rebuild_spans(run, record_content=record_content)) for run in stored]
     exporter = exporter_for(endpoint)
     try:
         with exporter_logs() as logged:

@@ -11,16 +11,26 @@ at the cost of an fsync each.
 pysqlite's own transaction handling is switched off and every transaction starts
 with ``BEGIN IMMEDIATE`` (SQLAlchemy's documented recipe), so a writer takes the
 write lock at the start and waits for it under the busy timeout instead of failing
-half-way with "database is locked". Readers pass the ``runner_read`` execution
-option and get a plain deferred ``BEGIN``.
+half-way with "database is locked". Readers (``read_connection``) get a plain
+deferred ``BEGIN`` under ``PRAGMA query_only`` on SQLite, a ``READ ONLY``
+transaction on PostgreSQL; either is undone before the connection goes back to
+the pool, so the next writer is not read-only.
+
+A read-only engine (``read_only=True``) never writes at all: SQLite files are
+opened ``mode=ro`` (``immutable=1`` when the directory cannot hold the WAL index,
+e.g. a read-only mount: only safe while nobody writes the file) with
+``query_only`` on, and PostgreSQL connections are read-only.
 """
 
 from __future__ import annotations
 
 import os
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 from sqlalchemy.pool import StaticPool
@@ -31,6 +41,8 @@ SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 READ_OPTION = "runner_read"
 PG_CONNECT_TIMEOUT_S = 10
+PG_DRIVER_HINT = "the PostgreSQL driver is not installed: pip install 'durable-agent-runner[postgres]'"
+QUERY_ONLY = "runner_query_only"  # set in a pooled connection's info while a read has it query_only
 
 
 def parse_url(url: str | os.PathLike[str] | URL) -> URL:
@@ -59,9 +71,13 @@ def is_memory(url: URL) -> bool:
     return url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:")
 
 
-def make_engine(url: URL, *, synchronous: str | None = None,
-                busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> Engine:
-    """An engine for ``url`` (already parsed); SQLite gets its pragmas and BEGIN IMMEDIATE."""
+def make_engine(url: URL, *, synchronous: str | None = None, busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S,
+                read_only: bool = False, immutable: bool = False) -> Engine:
+    """An engine for ``url`` (already parsed); SQLite gets its pragmas and BEGIN IMMEDIATE.
+
+    ``read_only`` makes an engine that cannot write (see the module docstring);
+    ``immutable`` (SQLite, with ``read_only``) opens the file without locking or a WAL index.
+    """
     kwargs: dict[str, Any] = {}
     if url.get_backend_name() == "sqlite":
         from_url = url.query.get("synchronous")
@@ -72,25 +88,61 @@ def make_engine(url: URL, *, synchronous: str | None = None,
                              f"{', '.join(SYNCHRONOUS)}, got {chosen!r}")
         if is_memory(url):
             kwargs.update(poolclass=StaticPool, connect_args={"check_same_thread": False})
+        elif read_only:
+            assert url.database is not None
+            kwargs["creator"] = _read_only_sqlite(Path(url.database), immutable, busy_timeout_s)
     else:
         if synchronous is not None:
             raise StoreError(f"cannot open store {shown(url)}: synchronous applies to SQLite only")
         if "connect_timeout" not in url.query:  # an unreachable host fails in seconds, not minutes
             kwargs["connect_args"] = {"connect_timeout": PG_CONNECT_TIMEOUT_S}
+        if read_only:
+            kwargs["execution_options"] = {"postgresql_readonly": True}
     try:
         engine = create_engine(url, **kwargs)
-    except (ArgumentError, NoSuchModuleError, ImportError) as exc:
+    except ImportError as exc:
+        if url.get_backend_name() == "postgresql" and "psycopg" in str(exc):
+            raise StoreError(f"cannot open store {shown(url)}: {PG_DRIVER_HINT}") from None
+        raise StoreError(f"cannot open store {shown(url)}: {type(exc).__name__}: {exc}") from None
+    except (ArgumentError, NoSuchModuleError) as exc:
         raise StoreError(f"cannot open store {shown(url)}: {type(exc).__name__}: {exc}") from None
     if url.get_backend_name() == "sqlite":
-        _sqlite_events(engine, chosen, busy_timeout_s, wal=not is_memory(url))
+        _sqlite_events(engine, chosen, busy_timeout_s, wal=not is_memory(url) and not read_only,
+                       read_only=read_only)
     return engine
 
 
-def _sqlite_events(engine: Engine, synchronous: str, busy_timeout_s: float, *, wal: bool) -> None:
+def sqlite_ro_uri(path: Path, *, immutable: bool = False) -> str:
+    """A ``file:`` URI opening ``path`` read-only (percent-encoded, so any file name works)."""
+    return f"{path.resolve().as_uri()}?mode=ro" + ("&immutable=1" if immutable else "")
+
+
+def _read_only_sqlite(path: Path, immutable: bool, busy_timeout_s: float) -> Callable[[], sqlite3.Connection]:
+    uri = sqlite_ro_uri(path, immutable=immutable)
+
+    def connect() -> sqlite3.Connection:
+        return sqlite3.connect(uri, uri=True, timeout=busy_timeout_s, check_same_thread=False)
+
+    return connect
+
+
+def read_connection(engine: Engine) -> Connection:
+    """A connection whose transactions cannot write (see the module docstring)."""
+    options: dict[str, Any] = {READ_OPTION: True}
+    if engine.dialect.name == "postgresql":
+        options["postgresql_readonly"] = True
+    return engine.connect().execution_options(**options)
+
+
+def _sqlite_events(engine: Engine, synchronous: str, busy_timeout_s: float, *, wal: bool,
+                   read_only: bool) -> None:
     pragmas = [f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}"]
     if wal:
         pragmas.append("PRAGMA journal_mode = WAL")
-    pragmas += ["PRAGMA foreign_keys = ON", f"PRAGMA synchronous = {synchronous}"]
+    if read_only:
+        pragmas.append("PRAGMA query_only = ON")
+    else:
+        pragmas += ["PRAGMA foreign_keys = ON", f"PRAGMA synchronous = {synchronous}"]
 
     @event.listens_for(engine, "connect")
     def on_connect(dbapi_connection: Any, _record: Any) -> None:
@@ -107,8 +159,23 @@ def _sqlite_events(engine: Engine, synchronous: str, busy_timeout_s: float, *, w
 
     @event.listens_for(engine, "begin")
     def on_begin(conn: Any) -> None:
-        # Readers (execution option ``runner_read``) must not take the write lock.
-        conn.exec_driver_sql("BEGIN" if conn.get_execution_options().get(READ_OPTION) else "BEGIN IMMEDIATE")
+        # Readers (execution option ``runner_read``) neither take the write lock nor write.
+        if not conn.get_execution_options().get(READ_OPTION):
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            return
+        if not read_only:
+            conn.exec_driver_sql("PRAGMA query_only = ON")
+            conn.connection.info[QUERY_ONLY] = True
+        conn.exec_driver_sql("BEGIN")
+
+    if not read_only:
+        @event.listens_for(engine, "checkin")
+        def on_checkin(dbapi_connection: Any, record: Any) -> None:
+            if dbapi_connection is not None and record.info.pop(QUERY_ONLY, False):
+                try:
+                    dbapi_connection.execute("PRAGMA query_only = OFF")
+                except sqlite3.Error as exc:
+                    record.invalidate(exc)  # never hand a writer a connection stuck read-only
 
 
 def _unicode_lower(value: object) -> object:

@@ -4,13 +4,16 @@ The migration scripts live in the top-level ``migrations/`` of a source checkout
 and are mapped to ``runner/_migrations`` in the wheel; both are looked for.
 Opening a store at head costs one read-only look at ``alembic_version`` (on
 SQLite through a ``mode=ro`` connection, before any pragma can touch the file);
-only a store behind head takes the write lock and runs Alembic.
+only a store behind head takes the write lock and runs Alembic. Only an empty
+database or one that is recognisably ours is ever migrated into (see ``_check``).
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import sqlite3
+from dataclasses import dataclass
 from pathlib import Path
 
 from alembic import command
@@ -21,11 +24,13 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import StoreError
-from .engine import READ_OPTION, is_memory, one_line, shown
+from .engine import is_memory, one_line, read_connection, shown, sqlite_ro_uri
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 PG_LOCK_KEY = 0x72756E6E6572  # "runner": one migrator at a time per database
 OUR_TABLES = {"runs", "events", "run_labels", "run_tools"}
+# What SQLite says when a mode=ro connection cannot create the WAL index beside the file.
+READ_ONLY_PLACE = re.compile(r"attempt to write a readonly database|unable to open database file")
 
 
 def script_location() -> Path:
@@ -62,15 +67,37 @@ def known_revisions() -> set[str]:
     return {rev.revision for rev in _script(str(script_location())).walk_revisions()}
 
 
+class NoStoreError(StoreError):
+    """A read-only open found no runner store (a missing or empty file, a database without tables)."""
+
+    def __init__(self, location: str) -> None:
+        super().__init__(f"no runner store at {location} (open_store(url) without read_only creates one)")
+        self.location = location
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """What a read-only look at a database found: its revision (None: empty) and how it can be read."""
+
+    revision: str | None
+    immutable: bool = False  # SQLite: only an ``immutable=1`` connection could read it
+    readonly_reason: str = ""  # why a ``mode=ro`` connection could not read it
+
+
 def current_revision(engine: Engine, url: URL) -> str | None:
     """The store's revision (None: empty), read without modifying anything; ``StoreError`` if not ours."""
+    return probe(engine, url).revision
+
+
+def probe(engine: Engine, url: URL) -> Probe:
+    """Look at the database without modifying it (on SQLite before any pragma touches the file)."""
     where = shown(url)
     if url.get_backend_name() == "sqlite" and not is_memory(url):
         assert url.database is not None
-        return _sqlite_revision(Path(url.database), where)
+        return _sqlite_probe(Path(url.database), where)
     try:
-        with engine.connect().execution_options(**{READ_OPTION: True}) as conn:
-            return _revision(conn, where)
+        with read_connection(engine) as conn:
+            return Probe(_revision(conn, where))
     except SQLAlchemyError as exc:
         raise StoreError(f"cannot open store {where}: {one_line(exc)}") from None
 
@@ -78,7 +105,11 @@ def current_revision(engine: Engine, url: URL) -> str | None:
 def ensure_schema(engine: Engine, url: URL) -> None:
     """Bring the database to head, or raise ``StoreError`` without touching it."""
     where = shown(url)
-    if current_revision(engine, url) == head_revision():
+    found = probe(engine, url)
+    if found.immutable:
+        raise StoreError(f"cannot open store {where} for writing: {found.readonly_reason} "
+                         "(its directory is not writable; it can still be opened read-only)")
+    if found.revision == head_revision():
         return
     try:
         with engine.begin() as conn:
@@ -89,22 +120,42 @@ def ensure_schema(engine: Engine, url: URL) -> None:
         raise StoreError(f"cannot migrate store {where}: {one_line(exc)}") from None
 
 
-def _check(revisions: list[str], tables: set[str], where: str, *, foreign_if_any: bool) -> str | None:
+def location(url: URL) -> str:
+    """Where a store is, as a person names it: a SQLite file's path, else the URL without password."""
+    if url.get_backend_name() == "sqlite" and not is_memory(url) and url.database:
+        return url.database
+    return shown(url)
+
+
+def _check(revisions: list[str], tables: set[str], where: str) -> str | None:
+    """Only an empty database, or one that is recognisably ours, may be opened.
+
+    Ours: a revision of our history in ``alembic_version``, or our tables with a
+    revision we do not know (a newer runner wrote it). An ``alembic_version`` with
+    no row and no other table is our own store after ``alembic downgrade base``.
+    """
+    others = sorted(tables - {"alembic_version"})
+    listed = ", ".join(others[:5]) + (", ..." if len(others) > 5 else "")
     if "alembic_version" not in tables:
-        clash = tables if foreign_if_any else tables & OUR_TABLES
-        if clash:
-            raise StoreError(f"cannot open store {where}: it holds other tables ({', '.join(sorted(clash)[:5])}) "
-                             "and no alembic_version; it is not a runner event log")
+        if others:
+            raise StoreError(f"cannot open store {where}: it is not a runner store "
+                             f"(it holds other tables: {listed}, and no alembic_version)")
         return None
     if not revisions:
+        if others:
+            raise StoreError(f"cannot open store {where}: it is not a runner store "
+                             f"(its alembic_version is empty and it holds other tables: {listed})")
         return None
-    unknown = [rev for rev in revisions if rev not in known_revisions()]
-    if unknown:
-        raise StoreError(f"cannot open store {where}: its schema is at revision {unknown[0]}, unknown to "
-                         f"this runner (head {head_revision()}); upgrade durable-agent-runner")
     if len(revisions) > 1:
         raise StoreError(f"cannot open store {where}: alembic_version holds {len(revisions)} revisions")
-    return revisions[0]
+    revision = revisions[0]
+    if revision in known_revisions():
+        return revision
+    if tables >= OUR_TABLES:
+        raise StoreError(f"cannot open store {where}: its schema is at revision {revision}, unknown to "
+                         f"this runner (head {head_revision()}); upgrade durable-agent-runner")
+    raise StoreError(f"cannot open store {where}: it is not a runner store "
+                     f"(its alembic_version holds revision {revision!r}, which is not ours)")
 
 
 def _revision(conn: Connection, where: str) -> str | None:
@@ -112,15 +163,19 @@ def _revision(conn: Connection, where: str) -> str | None:
     revisions: list[str] = []
     if "alembic_version" in tables:
         revisions = list(conn.execute(text("SELECT version_num FROM alembic_version")).scalars())
-    return _check(revisions, tables, where, foreign_if_any=conn.dialect.name == "sqlite")
+    return _check(revisions, tables, where)
 
 
-def _sqlite_revision(path: Path, where: str) -> str | None:
-    """Read the file's revision through a read-only connection; never modifies it."""
+def _sqlite_probe(path: Path, where: str) -> Probe:
+    """Read the file's revision through a read-only connection; never modifies it.
+
+    A WAL file in a directory this process cannot write cannot even be read
+    ``mode=ro`` (SQLite must create the ``-shm`` index): then ``immutable=1``.
+    """
     if not path.exists():
         if not path.parent.is_dir():
             raise StoreError(f"cannot open store {where}: directory {path.parent} does not exist")
-        return None
+        return Probe(None)
     if path.is_dir():
         raise StoreError(f"cannot open store {where}: {path} is a directory")
     try:
@@ -129,11 +184,25 @@ def _sqlite_revision(path: Path, where: str) -> str | None:
     except OSError as exc:
         raise StoreError(f"cannot open store {where}: {exc.strerror or exc}") from None
     if not header:
-        return None
+        return Probe(None)
     if header != SQLITE_HEADER:
         raise StoreError(f"cannot open store {where}: {path} is not a SQLite database")
     try:
-        db = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True, timeout=30.0)
+        return Probe(_sqlite_read(path, where))
+    except sqlite3.OperationalError as exc:
+        if not READ_ONLY_PLACE.search(str(exc)):
+            raise StoreError(f"cannot open store {where}: {path} is unreadable or corrupt: {exc}") from None
+        reason = str(exc)
+    try:
+        return Probe(_sqlite_read(path, where, immutable=True), immutable=True,
+                     readonly_reason=reason)
+    except sqlite3.OperationalError as exc:
+        raise StoreError(f"cannot open store {where}: {path} is unreadable or corrupt: {exc}") from None
+
+
+def _sqlite_read(path: Path, where: str, *, immutable: bool = False) -> str | None:
+    try:
+        db = sqlite3.connect(sqlite_ro_uri(path, immutable=immutable), uri=True, timeout=30.0)
         try:
             tables = {row[0] for row in db.execute(
                 "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")}
@@ -142,6 +211,8 @@ def _sqlite_revision(path: Path, where: str) -> str | None:
                 revisions = [row[0] for row in db.execute("SELECT version_num FROM alembic_version")]
         finally:
             db.close()
-    except sqlite3.Error as exc:
+    except sqlite3.DatabaseError as exc:
+        if isinstance(exc, sqlite3.OperationalError) and READ_ONLY_PLACE.search(str(exc)):
+            raise
         raise StoreError(f"cannot open store {where}: {path} is unreadable or corrupt: {exc}") from None
-    return _check(revisions, tables, where, foreign_if_any=True)
+    return _check(revisions, tables, where)

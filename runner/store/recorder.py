@@ -13,10 +13,9 @@ coroutines in one event loop, or many threads) can share one engine's pool.
 from __future__ import annotations
 
 import json
-import os
-import socket
+from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 from sqlalchemy import Dialect, Engine, Insert, Table, bindparam
 from sqlalchemy.dialects import postgresql, sqlite
@@ -37,8 +36,10 @@ from ..events import (
 from ..ids import derived_span_id, derived_trace_id
 from ..limits import RUNNING
 from ..state import RunState
+from ..text import storable
 from .engine import one_line
 from .lease import Heartbeat
+from .owner import owner_id
 from .prepared import Prepared
 from .tables import events, run_labels, run_tools, runs
 
@@ -46,20 +47,31 @@ _encode = json.JSONEncoder(separators=(",", ":"), default=repr).encode
 
 
 class SpanSource(Protocol):
-    """What the tracing recorder offers: the run's trace id and each span key's span id."""
+    """What the tracing recorder offers: the run's trace id and each span key's span id.
+
+    A source may also have a ``service_name`` (the ``service.name`` the live spans
+    went out under, None when nothing recorded them); it is logged with
+    ``run_started`` so spans rebuilt later go out under the same name.
+    """
 
     trace_id: str
 
     def span_id_for(self, key: str) -> str | None: ...
 
 
-def owner_id() -> str:
-    """``host:pid`` of this process, recorded on each run it writes."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
 def dumps(value: Any) -> str:
     return _encode(value)
+
+
+@overload
+def column(text: str, width: int | None = None) -> str: ...
+@overload
+def column(text: None, width: int | None = None) -> None: ...
+def column(text: str | None, width: int | None = None) -> str | None:
+    """A summary column's rendering of ``text``: ``storable`` (U+FFFD for a lone surrogate
+    or NUL), cut to the column's ``width``. The event log keeps the exact text."""
+    shown = storable(text)
+    return shown if shown is None or width is None else shown[:width]
 
 
 class StoreRecorder:
@@ -87,6 +99,7 @@ class StoreRecorder:
         self._span_ids: dict[str, str] = {}
         self._started_at = datetime.now(UTC)
         self._summary: dict[str, Any] = {"status": RUNNING, "answer": None, "error": None, "finished_at": None}
+        self._closing = False
         self._sql = statements(engine.dialect)
         self._begin = "BEGIN IMMEDIATE" if engine.dialect.name == "sqlite" else ""
 
@@ -95,18 +108,24 @@ class StoreRecorder:
     def record(self, event: Event) -> None:
         if isinstance(event, ModelCallStarted):
             return
+        if isinstance(event, RunFinished):
+            if self._closing:  # a retry after a failed commit: the close is buffered already
+                return
+            self._closing = True
         self.state.apply(event)
         now = datetime.now(UTC)
         if isinstance(event, RunStarted):
-            self._run_started(event, now)
+            event = self._run_started(event, now)
         elif isinstance(event, (ToolStarted, ToolFinished)):
             self._used(event.name)  # refused calls count too: "which runs tried the tool we removed?"
         elif isinstance(event, RunFinished):
-            self._summary.update(status=event.status, answer=event.answer, error=event.error, finished_at=now)
+            self._summary.update(status=event.status, answer=column(event.answer), error=column(event.error),
+                                 finished_at=now)
             if self.heartbeat is not None:
                 self.heartbeat.discard(self.run_id)
         elif isinstance(event, RunResumed):
             self.run_id = event.run_id
+            self._closing = False
             self._summary.update(status=RUNNING, answer=None, error=None, finished_at=None)
             if self.heartbeat is not None:
                 self.heartbeat.add(self.run_id)
@@ -119,23 +138,28 @@ class StoreRecorder:
     def sync(self) -> None:
         self.flush()
 
-    def _run_started(self, run: RunStarted, now: datetime) -> None:
+    def _run_started(self, run: RunStarted, now: datetime) -> RunStarted:
+        """Prepare the run's row; the fact as logged (with the live service name, if any)."""
         self.run_id = self.state.run_id
         if self.span_source is not None:
             self.trace_id = self.span_source.trace_id
         elif not self.trace_id:
             self.trace_id = derived_trace_id(self.run_id)
         self._new_run = {
-            "run_id": self.run_id, "parent_run_id": run.parent_run_id, "task": run.task,
-            "system": run.system, "model": run.model, "provider": run.provider,
-            "agent_name": run.agent_name, "limits": dumps(run.limits),
-            "tool_specs": dumps(run.tool_specs), "trace_id": self.trace_id, "owner": owner_id(),
-            "started_at": now,
+            "run_id": self.run_id, "parent_run_id": run.parent_run_id, "task": column(run.task),
+            "system": column(run.system), "model": column(run.model, NAME_WIDTH),
+            "provider": column(run.provider, NAME_WIDTH), "agent_name": column(run.agent_name, NAME_WIDTH),
+            "limits": dumps(run.limits), "tool_specs": dumps(run.tool_specs), "trace_id": self.trace_id,
+            "owner": owner_id(), "started_at": now,
         }
         self._started_at = now
         if self.heartbeat is not None:
             self.heartbeat.add(self.run_id)
-        self._labels = [{"run_id": self.run_id, "key": k, "value": v, "started_at": now} for k, v in run.labels.items()]
+        rendered = {column(k, NAME_WIDTH): column(v) for k, v in reversed(run.labels.items())}  # first of a clash wins
+        self._labels = [{"run_id": self.run_id, "key": k, "value": v, "started_at": now}
+                        for k, v in reversed(rendered.items())]
+        service = getattr(self.span_source, "service_name", None)
+        return replace(run, service_name=service) if service and not run.service_name else run
 
     def _span_id(self, key: str) -> str:
         if self.span_source is not None:
@@ -150,7 +174,7 @@ class StoreRecorder:
     # -- buffering and commits ---------------------------------------------------
 
     def _used(self, name: str) -> None:
-        key = name[:200]  # the column's width: two long names that share it are one row
+        key = column(name, NAME_WIDTH)  # two long names that share the column's width are one row
         if key not in self._tool_names:
             self._tool_names.add(key)
             self._tools.append({"run_id": self.run_id, "name": key, "started_at": self._started_at})
@@ -198,6 +222,8 @@ class StoreRecorder:
 
 
 _STATEMENTS: dict[str, dict[str, Prepared]] = {}
+# The width of the name columns (runs.model, provider, agent_name; run_labels.key; run_tools.name).
+NAME_WIDTH = 200
 SUMMARY_COLUMNS = ("status", "answer", "error", "steps", "tokens", "tool_calls", "updated_at", "heartbeat_at",
                    "finished_at")
 

@@ -2,14 +2,14 @@
 
 ``liveness`` tells an unfinished run whose process died from one still going:
 ``finished`` (status is not ``running``), ``live``, ``dead`` (the owner process on
-this host is gone) or ``stale`` (owned by another host and silent for longer than
-``STALE_AFTER_S``: a live run refreshes ``heartbeat_at`` at every commit and every
-``store.lease.HEARTBEAT_S`` in between).
+this host is gone, or its pid now belongs to another process: see ``owner``) or
+``stale`` (owned by another host and silent for longer than ``STALE_AFTER_S``: a live
+run refreshes ``heartbeat_at`` at every commit and every ``store.lease.HEARTBEAT_S``
+in between).
 """
 
 from __future__ import annotations
 
-import os
 import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from ..messages import Message
+from .owner import owner_alive, parse_owner
 
 STALE_AFTER_S: Final = 30.0  # three missed heartbeats (store.lease.HEARTBEAT_S)
 FINISHED: Final = "finished"
@@ -85,27 +86,13 @@ def liveness(status: str, owner: str | None, heartbeat_at: datetime | None,
              now: datetime | None = None, stale_after_s: float = STALE_AFTER_S) -> str:
     if status != "running":
         return FINISHED
-    host, _, pid = (owner or "").rpartition(":")
-    if host == socket.gethostname() and pid.isdigit():
-        return LIVE if pid_alive(int(pid)) else DEAD
+    found = parse_owner(owner)
+    if found is not None and found.host == socket.gethostname():
+        return LIVE if owner_alive(found) else DEAD
     now = now or datetime.now(UTC)
     if heartbeat_at is None or now - heartbeat_at > timedelta(seconds=stale_after_s):
         return STALE
     return LIVE
-
-
-def pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    return True
 
 
 def summary_fields(row: Mapping[Any, Any], labels: dict[str, str], loads: Any) -> dict[str, Any]:
@@ -115,3 +102,18 @@ def summary_fields(row: Mapping[Any, Any], labels: dict[str, str], loads: Any) -
     values["tool_specs"] = loads(row["tool_specs"])
     values["labels"] = labels
     return values
+
+
+def logged_text(events: list[StoredEvent]) -> dict[str, Any]:
+    """The run's text fields as its log holds them, exactly (the ``runs`` columns hold a
+    rendering: U+FFFD for what a backend cannot store, names cut to the column width)."""
+    found: dict[str, Any] = {}
+    for event in events:
+        if event.kind == "run_started":
+            found.update({name: event.data[name] for name in _STARTED if name in event.data})
+        elif event.kind == "run_finished":
+            found.update({name: event.data[name] for name in ("answer", "error") if name in event.data})
+    return found
+
+
+_STARTED = ("task", "system", "model", "provider", "agent_name", "labels")

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import cast
+from typing import TypeVar, cast
 
 from sqlalchemy import ColumnElement, Connection, Engine, FromClause, exists, func, or_, select
 from sqlalchemy.engine import URL
@@ -23,27 +23,43 @@ from ..errors import RunInUse, StoreError
 from ..messages import Message
 from ..state import RunState
 from ..statuses import RUNNING
-from .engine import DEFAULT_BUSY_TIMEOUT_S, READ_OPTION, make_engine, one_line, parse_url, shown
+from .engine import DEFAULT_BUSY_TIMEOUT_S, make_engine, one_line, parse_url, read_connection, shown
 from .lease import Heartbeat, claim
-from .migrate import ensure_schema
-from .recorder import SpanSource, StoreRecorder, owner_id
-from .records import LIVE, RunSummary, StoredEvent, StoredRun, summary_fields
+from .migrate import NoStoreError, ensure_schema, location, probe
+from .owner import owner_id
+from .recorder import NAME_WIDTH, SpanSource, StoreRecorder, column
+from .records import LIVE, RunSummary, StoredEvent, StoredRun, logged_text, summary_fields
 from .tables import events, run_labels, run_tools, runs
 
 Label = tuple[str, str] | Mapping[str, str]
 
 
+_T = TypeVar("_T")
+
+
+def _stored(value: _T, width: int | None = None) -> _T:
+    """A filter value as the summary columns store it; anything not a string is left to the database."""
+    return cast(_T, column(value, width)) if isinstance(value, str) else value
+
+
 def open_store(url: str | os.PathLike[str] | URL = "sqlite:///runs.db", *, synchronous: str | None = None,
-               busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> RunStore:
+               busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, read_only: bool = False) -> RunStore:
     """Open the event log at ``url``, applying any pending migration.
 
     ``url`` is a SQLAlchemy URL (``sqlite:///runs.db``, ``postgresql+psycopg://...``)
     or a SQLite file path (a ``Path``, or a string without ``://``). ``synchronous`` (SQLite only, default ``NORMAL``;
     also ``?synchronous=FULL`` in the URL) trades commit speed for durability
     across power loss. Raises ``StoreError`` with one line on any failure, without
-    modifying a file that is not a runner store.
+    modifying a database that is not a runner store.
+
+    ``read_only=True`` is for inspection: it never creates, migrates or writes
+    anything (an older revision is read as it is), works on a file in a directory
+    it cannot write, and raises ``NoStoreError`` (a ``StoreError``) when there is
+    no store yet: a missing or empty file, or a database without our tables.
     """
     parsed = parse_url(url)
+    if read_only:
+        return _open_read_only(parsed, synchronous, busy_timeout_s)
     engine = make_engine(parsed, synchronous=synchronous, busy_timeout_s=busy_timeout_s)
     try:
         ensure_schema(engine, parsed)
@@ -53,6 +69,22 @@ def open_store(url: str | os.PathLike[str] | URL = "sqlite:///runs.db", *, synch
     return RunStore(engine, parsed)
 
 
+def _open_read_only(url: URL, synchronous: str | None, busy_timeout_s: float) -> RunStore:
+    engine = make_engine(url, synchronous=synchronous, busy_timeout_s=busy_timeout_s, read_only=True)
+    try:
+        found = probe(engine, url)
+        if found.revision is None:
+            raise NoStoreError(location(url))
+        if found.immutable:  # the probe needed immutable=1: so will every query
+            engine.dispose()
+            engine = make_engine(url, synchronous=synchronous, busy_timeout_s=busy_timeout_s, read_only=True,
+                                 immutable=True)
+    except BaseException:
+        engine.dispose()
+        raise
+    return RunStore(engine, url, read_only=True)
+
+
 class RunStore:
     """The runs and events of one database; close it when done.
 
@@ -60,9 +92,10 @@ class RunStore:
     shared connection: use it from one thread (tests), and a file for anything more.
     """
 
-    def __init__(self, engine: Engine, url: URL) -> None:
+    def __init__(self, engine: Engine, url: URL, *, read_only: bool = False) -> None:
         self.engine = engine
         self.url = url
+        self.read_only = read_only
         self.closed = False
         self.heartbeat = Heartbeat(engine, owner_id)
 
@@ -88,6 +121,8 @@ class RunStore:
         """A recorder for one run (``run_agent(..., store=store)`` calls this); ``resume``: the
         stored run's folded state, to continue its log."""
         self._check_open()
+        if self.read_only:
+            raise StoreError(f"store {shown(self.url)} is open read-only: it cannot record runs")
         return StoreRecorder(self.engine, span_source, resume, trace_id, self.heartbeat)
 
     def claim_run(self, seen: RunSummary) -> None:
@@ -96,6 +131,8 @@ class RunStore:
         ``RunInUse`` when its owner is alive, or another process took it first.
         """
         self._check_open()
+        if self.read_only:
+            raise StoreError(f"store {shown(self.url)} is open read-only: it cannot resume runs")
         if seen.status == RUNNING and seen.liveness == LIVE:
             raise RunInUse(f"run {seen.run_id} is being driven by a live process ({seen.owner}); "
                            "it cannot be taken over")
@@ -118,6 +155,9 @@ class RunStore:
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
         pairs = [label] if isinstance(label, tuple) else list((label or {}).items())
+        # Filters match the columns' rendering of what was recorded (``recorder.column``).
+        pairs = [(_stored(key, NAME_WIDTH), _stored(value)) for key, value in pairs]
+        tool, text = _stored(tool, NAME_WIDTH), _stored(text)
         # The newest-first walk runs on the most selective index at hand: a tool's or a
         # label's own (name/key, started_at) index when filtering on one, else the runs'.
         driver: FromClause = runs
@@ -166,7 +206,8 @@ class RunStore:
         stored = [StoredEvent(seq, at, step, kind, json.loads(data), span_id)
                   for seq, at, step, kind, data, span_id in rows]
         messages = [cast(Message, e.data["message"]) for e in stored if e.kind == "message"]
-        return StoredRun(**summary_fields(row, labels, json.loads), events=stored, messages=messages)
+        fields = summary_fields(row, labels, json.loads) | logged_text(stored)
+        return StoredRun(**fields, events=stored, messages=messages)
 
     def resolve_run_id(self, prefix: str) -> str:
         """The run with exactly this id, else the one run whose id starts with ``prefix``.
@@ -192,7 +233,10 @@ class RunStore:
         return str(found[0])
 
     def export_fixture(self, run_id: str, path: str | Path) -> Path:
-        """Write the run (``run_id`` may be a unique prefix) as a replay fixture file."""
+        """Write the run (``run_id`` may be a unique prefix) as a replay fixture file.
+
+        The write is atomic: if it fails, an existing file at ``path`` is left as it was.
+        """
         from ..fixture import fixture_from_run
 
         return fixture_from_run(self.find_run(run_id)).write(path)
@@ -209,11 +253,12 @@ class RunStore:
 
     @contextmanager
     def reading(self) -> Iterator[Connection]:
-        """One read transaction for your own queries on the tables: never takes the write
-        lock, sees one snapshot; failures are one ``StoreError`` line."""
+        """One read-only transaction for your own queries on the tables: never takes the
+        write lock, sees one snapshot, refuses writes (``query_only`` on SQLite, a
+        ``READ ONLY`` transaction on PostgreSQL); failures are one ``StoreError`` line."""
         self._check_open()
         try:
-            with self.engine.connect().execution_options(**{READ_OPTION: True}) as conn, conn.begin():
+            with read_connection(self.engine) as conn, conn.begin():
                 yield conn
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot read store {shown(self.url)}: {one_line(exc)}") from None

@@ -7,6 +7,10 @@ logged events), so a live trace and a trace rebuilt from the log cannot drift.
 Names follow the OpenTelemetry GenAI semantic conventions (``gen_ai.*``); the
 runner's own facts live under ``runner.*``. Token usage goes on ``chat`` spans
 only: a parent repeating its children's usage makes backends count it twice.
+
+``content`` (the recorder's ``record_content``) decides whether text that came
+from the model, a tool or a caller reaches a span: messages, arguments and
+results, and also error texts, which quote them (see ``error_text``).
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 TOOL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
 TOOL_RESULT: Final = "gen_ai.tool.call.result"
 ERROR_TYPE: Final = "error.type"
+SERVICE_NAME: Final = "service.name"  # a resource attribute, not a span's
 
 RUN_ID: Final = "runner.run_id"
 STEP: Final = "runner.step"
@@ -91,14 +96,27 @@ def run_start(run_id: str, model: str, provider: str | None, agent_name: str | N
     return attrs
 
 
-def run_end(status: str, error: str | None) -> tuple[Attrs, Status]:
+def error_text(text: str | None, category: str, content: bool) -> str:
+    """The description of a failure on a span: its text only when content is recorded.
+
+    Error texts quote what the model or a tool produced: a schema error names the
+    argument it refused, a tool's exception repeats a value, a refusal quotes the
+    reply, a model client's exception can quote the output it could not parse. So
+    with content off a failed span says only its class (the ``error.type`` value:
+    ``invalid_arguments``, ``KeyError``, ``model_error``, ...); the full text stays
+    in the run's log, found by the run id on every span.
+    """
+    return text if content and text else category
+
+
+def run_end(status: str, error: str | None, *, content: bool) -> tuple[Attrs, Status]:
     attrs: Attrs = {STATUS: status}
-    if error:
+    if error and content:
         attrs[STOP_REASON] = error
     if status in NOT_FAILURES:
         return attrs, UNSET
     attrs[ERROR_TYPE] = status
-    return attrs, Status(StatusCode.ERROR, error or status)
+    return attrs, Status(StatusCode.ERROR, error_text(error, status, content))
 
 
 def step_start(run_id: str, step: int) -> Attrs:
@@ -119,8 +137,10 @@ def chat_end(
     reply: Mapping[str, Any] | None,
     error: str | None,
     error_type: str | None,
+    *,
+    content: bool,
 ) -> tuple[Attrs, Status]:
-    """``reply`` is the reply as ``describe_reply`` data (None when there was none).
+    """``reply`` is the reply as ``events.reply_data`` data (None when there was none).
 
     A call with an ``error`` failed even when it has a reply (an invalid one); it
     carries no usage, as the run did not count its tokens.
@@ -129,7 +149,7 @@ def chat_end(
     if error is not None or reply is None:
         kind = error_type or "model_error"
         attrs[ERROR_TYPE] = kind
-        return attrs, Status(StatusCode.ERROR, error or kind)
+        return attrs, Status(StatusCode.ERROR, error_text(error, kind, content))
     if usage is not None:
         attrs.update({INPUT_TOKENS: usage[0], OUTPUT_TOKENS: usage[1], USAGE_ESTIMATED: False})
     else:
@@ -152,12 +172,12 @@ def tool_start(run_id: str, step: int, name: str, call_id: str) -> Attrs:
             TOOL_TYPE: "function"}
 
 
-def tool_end(name: str, observation: str, ok: bool, ran: bool) -> tuple[Attrs, Status]:
+def tool_end(name: str, observation: str, ok: bool, ran: bool, *, content: bool) -> tuple[Attrs, Status]:
     attrs: Attrs = {TOOL_RAN: ran}
     if ok:
         return attrs, UNSET
-    attrs[ERROR_TYPE] = tool_error_type(name, observation, ran)
-    return attrs, Status(StatusCode.ERROR, _first_line(observation))
+    kind = attrs[ERROR_TYPE] = tool_error_type(name, observation, ran)
+    return attrs, Status(StatusCode.ERROR, error_text(_first_line(observation), kind, content))
 
 
 def tool_content(args: Any, observation: str) -> Attrs:

@@ -11,7 +11,9 @@ The recorder is also the store's span source: ``trace_id`` and
 and the store asks for them when it commits, after every recorder has seen the
 facts it commits. A resumed run opens a new root span in the run's own trace,
 under the first root (``TraceLink.joins``); a fork or follow-up starts its own
-trace with a link to its parent's root. When nothing records the run (no SDK
+trace with a link to its parent's root. It also offers ``service_name``, the
+``service.name`` of the provider that records the run, which the store logs so
+that spans rebuilt later go out under it. When nothing records the run (no SDK
 configured, or the sampler dropped it) no further spans are made and the ids
 are derived from the run id, so the log still carries stable ids.
 """
@@ -49,11 +51,19 @@ def _hex(span: Span) -> str:
     return format(span.get_span_context().span_id, "016x")
 
 
+def _service_name(provider: TracerProvider) -> str | None:
+    """The ``service.name`` of an SDK provider's resource (the API has no resources: None)."""
+    resource = getattr(provider, "resource", None)
+    name = getattr(resource, "attributes", {}).get(a.SERVICE_NAME)
+    return name if isinstance(name, str) and name else None
+
+
 class TracingRecorder:
     """Records a run as spans on ``tracer_provider`` (None: the global provider).
 
     ``record_content`` adds messages, tool arguments and results to the spans
-    under the convention's names; off by default because they are sensitive.
+    under the convention's names, and error texts (which quote them) to failed
+    spans; off by default because they are sensitive.
     ``run_id`` names the run (the events do not repeat it); ``link`` ties a resumed,
     forked or followed-up run's spans to the trace it comes from.
     """
@@ -64,6 +74,7 @@ class TracingRecorder:
         self.tracer_provider = tracer_provider
         self.record_content = record_content
         self.trace_id = ""
+        self.service_name: str | None = None
         self._link = link
         self._segment = segment
         self._live = False
@@ -169,10 +180,12 @@ class TracingRecorder:
         if self._live:
             self._root = root
             self.trace_id = format(root.get_span_context().trace_id, "032x")
+            self.service_name = _service_name(provider)
             self._remember(key, root)
         else:
             root.end()
             self._root = None
+            self.service_name = None
             self.trace_id = link.trace_id if link is not None and link.joins else derived_trace_id(self._run_id)
 
     def _model_called(self, event: ModelCalled) -> None:
@@ -188,7 +201,7 @@ class TracingRecorder:
             if reply.usage is not None:
                 usage = (reply.usage.input_tokens, reply.usage.output_tokens)
         attributes, status = a.chat_end(event.prompt_tokens, event.reply_tokens, usage, described,
-                                        event.error, event.error_type)
+                                        event.error, event.error_type, content=self.record_content)
         if self.record_content:
             attributes.update(a.chat_content(self._shown[:self._shown_count], described))
         span.set_attributes(attributes)
@@ -201,7 +214,8 @@ class TracingRecorder:
             span = self._child(self._step, a.tool_name(event.name),
                                a.tool_start(self._run_id, event.step, event.name, event.call_id), a.KIND_TOOL)
             self._remember(self._key(event), span)
-        attributes, status = a.tool_end(event.name, event.observation, event.ok, event.ran)
+        attributes, status = a.tool_end(event.name, event.observation, event.ok, event.ran,
+                                       content=self.record_content)
         if self.record_content:
             attributes.update(a.tool_content(self._args(event.call_id), event.observation))
         span.set_attributes(attributes)
@@ -225,7 +239,7 @@ class TracingRecorder:
         self._chat = self._step = None
         root, self._root = self._root, None
         if root is not None:
-            attributes, status = a.run_end(event.status, event.error)
+            attributes, status = a.run_end(event.status, event.error, content=self.record_content)
             root.set_attributes(attributes)
             root.set_status(status)
             root.end()

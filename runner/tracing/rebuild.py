@@ -8,6 +8,9 @@ which backends deduplicate.
 
 A run that did not finish (its process was killed) still rebuilds: its open
 spans end at its last event and carry no status.
+
+The spans go out under the ``service.name`` the live ones had (logged with
+``run_started``), so a resent trace lands with the service that produced it.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
@@ -27,6 +30,8 @@ from ..ids import derived_span_id, derived_trace_id
 from . import attrs as a
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+DEFAULT_SERVICE_NAME = "runner"  # what ``runner run`` traces under, too
 
 
 class StoredEventLike(Protocol):
@@ -90,6 +95,7 @@ class _Builder:
         self.shown: list[dict[str, Any]] = []
         self.shown_at_step: dict[int, int] = {}
         self.args: dict[str, Any] = {}
+        self.service_name: str | None = None
         self.last = 0
 
     def id_for(self, key: str, event: StoredEventLike) -> str:
@@ -122,6 +128,7 @@ class _Builder:
             self.model = str(data.get("model") or self.model)
             self.provider = data.get("provider") or self.provider
             agent = data.get("agent_name") or self.run.agent_name
+            self.service_name = data.get("service_name") or None
             self.open("run", a.run_name(agent), a.KIND_RUN, event, None,
                       a.run_start(self.run_id, self.model, self.provider, agent))
         elif kind == "message":
@@ -147,7 +154,7 @@ class _Builder:
             for span in self.order:
                 if span.key != "run":
                     self.close(span.key, event)
-            attrs, status = a.run_end(str(data["status"]), data.get("error"))
+            attrs, status = a.run_end(str(data["status"]), data.get("error"), content=self.record_content)
             self.close("run", event, attrs, status)
 
     def step_of(self, event: StoredEventLike) -> int:
@@ -163,7 +170,7 @@ class _Builder:
         usage_data = data.get("usage") or (reply or {}).get("usage")
         usage = (int(usage_data["input_tokens"]), int(usage_data["output_tokens"])) if usage_data else None
         attrs, status = a.chat_end(int(data.get("prompt_tokens") or 0), int(data.get("reply_tokens") or 0), usage,
-                                   reply, data.get("error"), data.get("error_type"))
+                                   reply, data.get("error"), data.get("error_type"), content=self.record_content)
         if self.record_content:
             attrs.update(a.chat_content(self.shown[:self.shown_at_step.get(step, len(self.shown))], reply))
         span.attrs.update(attrs)
@@ -177,10 +184,28 @@ class _Builder:
             self.open(key, a.tool_name(name), a.KIND_TOOL, event, f"step:{step}",
                       a.tool_start(self.run_id, step, name, str(data["call_id"])))
         observation = str(data["observation"])
-        attrs, status = a.tool_end(name, observation, bool(data["ok"]), bool(data.get("ran", True)))
+        attrs, status = a.tool_end(name, observation, bool(data["ok"]), bool(data.get("ran", True)),
+                                  content=self.record_content)
         if self.record_content:
             attrs.update(a.tool_content(self.args.get(key), observation))
         self.close(key, event, attrs, status)
+
+
+def run_resource(service_name: str | None) -> Resource:
+    """The resource a rebuilt run goes out under.
+
+    The environment's resource (``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_SERVICE_NAME``),
+    as a ``TracerProvider`` would build it, named after ``service_name`` (the live
+    run's, from its log) when there is one. A run no SDK recorded has none: it keeps
+    the environment's service name, or ``DEFAULT_SERVICE_NAME`` ("runner") rather
+    than OpenTelemetry's ``unknown_service:python``.
+    """
+    found = Resource.create()
+    if service_name:
+        return found.merge(Resource({SERVICE_NAME: service_name}))
+    if str(found.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        return found.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
+    return found
 
 
 def rebuild_spans(run: StoredRunLike, *, record_content: bool = False,
@@ -188,8 +213,8 @@ def rebuild_spans(run: StoredRunLike, *, record_content: bool = False,
     """The spans of a stored run, with its recorded ids, names, attributes, parents and times.
 
     ``record_content`` must match what the live run used for the attributes to
-    agree; ``resource`` defaults to the one built from ``OTEL_SERVICE_NAME`` /
-    ``OTEL_RESOURCE_ATTRIBUTES``, as a ``TracerProvider`` would.
+    agree. ``resource``, when given, is used as is; by default it is
+    ``run_resource`` of the service name the live run logged (see there).
     """
     builder = _Builder(run, record_content)
     for event in sorted(run.events, key=lambda e: e.seq):
@@ -197,7 +222,7 @@ def rebuild_spans(run: StoredRunLike, *, record_content: bool = False,
     trace_id = int(run.trace_id or derived_trace_id(run.run_id), 16)
     flags = TraceFlags(TraceFlags.SAMPLED)
     scope = InstrumentationScope(a.SCOPE)
-    resource = resource if resource is not None else Resource.create()
+    resource = resource if resource is not None else run_resource(builder.service_name)
     spans = []
     for s in builder.order:
         parent = SpanContext(trace_id, int(s.parent, 16), False, flags) if s.parent else None
