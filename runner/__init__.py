@@ -14,8 +14,10 @@ from .aloop import arun_agent
 from .core import DEFAULT_SYSTEM
 from .errors import (
     AgentStopped,
+    CannotResume,
     FixtureError,
     ReplayDivergence,
+    RunInUse,
     RunnerError,
     ScriptError,
     ScriptExhausted,
@@ -32,6 +34,7 @@ from .plan import run_plan
 from .recorder import FanoutRecorder, NullRecorder, Recorder
 from .replay import ReplayModel, ReplayReport, replay
 from .results import AgentResult
+from .resume import follow_up, fork, resume
 from .schema import validate_args
 from .scripted import ScriptedModel
 from .state import RunState, fold
@@ -61,6 +64,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AgentResult",
     "AgentStopped",
+    "CannotResume",
     "DEFAULT_SYSTEM",
     "Event",
     "FanoutRecorder",
@@ -75,6 +79,7 @@ __all__ = [
     "ReplayDivergence",
     "ReplayModel",
     "ReplayReport",
+    "RunInUse",
     "RunOptions",
     "RunState",
     "RunStore",
@@ -99,10 +104,13 @@ __all__ = [
     "configure_tracing",
     "export_run",
     "fold",
+    "follow_up",
+    "fork",
     "load_fixture",
     "open_store",
     "rebuild_spans",
     "replay",
+    "resume",
     "run_agent",
     "run_plan",
     "validate_args",

@@ -18,6 +18,7 @@ from sqlalchemy import select
 
 from runner import ModelReply, ScriptedModel, StoreError, ToolCall, ToolRegistry, replay, run_agent
 from runner.cli import cli
+from runner.events import Event, RunFinished, StepFinished
 from runner.recorder import NullRecorder
 from runner.store import RunStore, open_store
 from runner.store.tables import run_labels, run_tools, runs
@@ -164,10 +165,11 @@ def test_storable_replaces_what_a_backend_cannot_store(text: str | None, expecte
 
 
 class RaisingAtClose(NullRecorder):
-    """A recorder whose ``step_finished`` raises: the close of a one-step run fails half way."""
+    """A recorder that raises on ``step_finished``: the close of a one-step run fails half way."""
 
-    def step_finished(self, step: int) -> None:
-        raise RuntimeError("recorder broke")
+    def record(self, event: Event) -> None:
+        if isinstance(event, StepFinished):
+            raise RuntimeError("recorder broke")
 
 
 def test_a_recorder_failing_while_the_run_closes_still_closes_it(store: RunStore) -> None:
@@ -208,9 +210,15 @@ def test_a_store_that_fails_the_closing_commit_once_is_closed_by_the_retry(tmp_p
         return ModelReply("hi")
 
     class Release(NullRecorder):
-        def run_finished(self, result: Any) -> None:
-            if holder.in_transaction:
-                holder.execute("ROLLBACK")
+        """Lets the lock go when the loop retries closing the run (the second ``run_finished``)."""
+
+        told = 0
+
+        def record(self, event: Event) -> None:
+            if isinstance(event, RunFinished):
+                self.told += 1
+                if self.told == 2 and holder.in_transaction:
+                    holder.execute("ROLLBACK")
 
     with pytest.raises(StoreError, match=rf"^cannot write run {RUN_ID} to the store: database is locked$"):
         run_agent("t", model, ToolRegistry(), store=store, run_id=RUN_ID, recorder=Release())
