@@ -5,6 +5,12 @@ the same run: task, system prompt, limits, tool specs, each reply (with usage)
 and the observations that followed it, and how the run ended. Keys are sorted
 and each reply is its own block, so a re-recorded fixture diffs cleanly in review.
 Loading one needs no database.
+
+A resumed run adds ``resumes``: for each resume, how many replies came before it,
+how the part before it ended (a status, or ``crashed`` when its process died, with
+the calls left in doubt), and the limits and decisions it resumed with. A forked or
+followed-up run adds ``history``, the messages it started from. The fixture is read
+from the log through the event codec, like everything else that reads a run.
 """
 
 from __future__ import annotations
@@ -21,8 +27,20 @@ from typing import TYPE_CHECKING, Any, Final
 
 from . import limits as st
 from .errors import FixtureError
+from .events import (
+    Event,
+    MessageAppended,
+    ModelCalled,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+    StepStarted,
+    decode_all,
+    reply_data,
+)
 from .fixture_shape import FORMAT, VERSION, ShapeError, check_fixture
 from .messages import Message, ModelReply, ToolCall, Usage, assistant_message
+from .state import RunState
 from .text import escape_surrogates
 
 if TYPE_CHECKING:
@@ -69,6 +87,19 @@ class Fixture:
     def outcome(self) -> dict[str, Any]:
         return dict(self.data["outcome"])
 
+    @property
+    def resumes(self) -> list[dict[str, Any]]:
+        """Each resume of the recorded run, in order (none for a run that never stopped)."""
+        return list(self.data.get("resumes") or [])
+
+    @property
+    def history(self) -> list[Message]:
+        """The messages the run started from: system and task, or a parent's for a fork or follow-up."""
+        found = self.data.get("history")
+        if found is None:
+            return [{"role": "system", "content": self.system}, {"role": "user", "content": self.task}]
+        return [dict(m) for m in found]  # type: ignore[misc]
+
     def reply(self, index: int) -> ModelReply:
         block = self.data["replies"][index]
         usage = block.get("usage")
@@ -81,8 +112,7 @@ class Fixture:
 
     def messages_before(self, call: int) -> list[Message]:
         """The message list the recorded model was shown at model call ``call`` (1-based)."""
-        messages: list[Message] = [{"role": "system", "content": self.system},
-                                   {"role": "user", "content": self.task}]
+        messages = self.history
         for block in self.data["replies"][: call - 1]:
             messages.extend(_block_messages(block))
         return messages
@@ -160,23 +190,36 @@ def fixture_from_run(run: StoredRun) -> Fixture:
     if run.status == st.RUNNING:
         raise FixtureError(f"run {run.run_id} has not finished (status running, {run.liveness}); "
                            "only a finished run can become a fixture")
+    facts = decode_all(run.events, run.run_id)
+    ends = _segment_ends(facts)
+    state = RunState(run_id=run.run_id)
     replies: list[dict[str, Any]] = []
     by_step: dict[int, dict[str, Any]] = {}
-    started: dict[str, str] = {}
-    for event in run.events:
-        data = event.data
-        if event.kind == "model_call":
-            block = _reply_block(data, run.status, run.error)
+    history: list[Message] = []
+    resumes: list[dict[str, Any]] = []
+    forked_at: int | None = None
+    stepped = False
+    for fact in facts:
+        if isinstance(fact, RunResumed):
+            resumes.append(_boundary(state, fact, len(replies), ends[len(resumes)]))
+        elif isinstance(fact, ModelCalled):
+            block = _reply_block(fact, *ends[len(resumes)])
             if block is not None:
                 replies.append(block)
-                by_step[data["step"]] = block
-        elif event.kind == "message" and data["message"]["role"] == "tool":
-            message = data["message"]
-            by_step[event.step]["observations"].append(
-                {"call_id": message["tool_call_id"], "name": message["name"], "content": message["content"]})
-        elif event.kind == "tool_started":
-            started[data["call_id"]] = data["name"]
-    return Fixture({
+                by_step[fact.step] = block
+        elif isinstance(fact, MessageAppended):
+            message = fact.message
+            if not stepped:
+                history.append(message)
+            elif message["role"] == "tool":
+                by_step[fact.step]["observations"].append(
+                    {"call_id": message["tool_call_id"], "name": message["name"], "content": message["content"]})
+        elif isinstance(fact, RunStarted):
+            forked_at = fact.forked_at_step
+        elif isinstance(fact, StepStarted):
+            stepped = True
+        state.apply(fact)
+    data: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
         "run_id": run.run_id,
@@ -194,34 +237,68 @@ def fixture_from_run(run: StoredRun) -> Fixture:
             "steps": run.steps,
             "tokens": run.tokens,
             "tool_calls": run.tool_calls,
-            "stopped_before_call": _interrupted_call(run, replies, started),
+            "stopped_before_call": _interrupted_call(state, run.status, replies),
         },
-    })
+    }
+    if history != [{"role": "system", "content": run.system}, {"role": "user", "content": run.task}]:
+        data["history"] = history
+    if forked_at is not None:
+        data["forked_at_step"] = forked_at
+    if resumes:
+        data["resumes"] = resumes
+    return Fixture(data)
 
 
-def _reply_block(data: Mapping[str, Any], status: str, error: str | None) -> dict[str, Any] | None:
-    reply = data.get("reply")
+CRASHED: Final = "crashed"
+
+
+def _segment_ends(facts: list[Event]) -> list[tuple[str, str | None]]:
+    """How each part of the run between resumes ended: its status and error, or ``crashed``."""
+    ends: list[tuple[str, str | None]] = []
+    current: tuple[str, str | None] = (CRASHED, None)
+    for fact in facts:
+        if isinstance(fact, RunFinished):
+            current = (fact.status, fact.error)
+        elif isinstance(fact, RunResumed):
+            ends.append(current)
+            current = (CRASHED, None)
+    ends.append(current)
+    return ends
+
+
+def _boundary(state: RunState, resumed: RunResumed, replies: int, end: tuple[str, str | None]) -> dict[str, Any]:
+    status, error = end
+    return {
+        "after_replies": replies, "status": status, "error": error, "reason": resumed.reason,
+        "limits": resumed.limits, "decisions": resumed.decisions,
+        "stopped_before_call": _interrupted_call(state, status, None),
+        "in_doubt": [c.id for c in state.remaining_calls if state.in_doubt(c.id)],
+        "in_model_call": status == CRASHED and state.open_step and state.reply is None,
+    }
+
+
+def _reply_block(fact: ModelCalled, status: str, error: str | None) -> dict[str, Any] | None:
+    reply = fact.reply
     if reply is not None:
-        block = {"step": data["step"], "content": reply["content"], "tool_calls": reply["tool_calls"],
-                 "usage": reply.get("usage"), "stop_reason": reply.get("stop_reason"), "observations": []}
-        if data.get("error"):  # logged, but refused by the loop (a duplicate call id): never appended
-            block["rejected"] = data["error"]
+        data = reply_data(reply)
+        block = {"step": fact.step, "content": data["content"], "tool_calls": data["tool_calls"],
+                 "usage": data["usage"], "stop_reason": data["stop_reason"], "observations": []}
+        if fact.error:  # logged, but refused by the loop (a duplicate call id): never appended
+            block["rejected"] = fact.error
         return block
     # No reply: the model raised, or the run stopped while waiting on it.
-    kind = data.get("error_type") if data.get("error_type") in st.STATUSES else st.MODEL_ERROR
+    kind = fact.error_type if fact.error_type in st.STATUSES else st.MODEL_ERROR
     if kind in INTERRUPTIBLE and status != kind:
         return None
-    reason = error if kind == status and error else (data.get("error") or kind)
-    return {"step": data["step"], "stop": {"status": kind, "reason": reason}}
+    reason = error if kind == status and error else (fact.error or kind)
+    return {"step": fact.step, "stop": {"status": kind, "reason": reason}}
 
 
-def _interrupted_call(run: StoredRun, replies: list[dict[str, Any]], started: dict[str, str]) -> str | None:
-    """The call a deadline or cancel stopped (running, or due next), for replay to stop at."""
-    if run.status not in INTERRUPTIBLE or not replies or "stop" in replies[-1]:
+def _interrupted_call(state: RunState, status: str, replies: list[dict[str, Any]] | None) -> str | None:
+    """The call a deadline, cancel or crash stopped (running, or due next), for replay to stop at."""
+    if status not in (*INTERRUPTIBLE, CRASHED) or (replies and "stop" in replies[-1]):
         return None
-    last = replies[-1]
-    answered = {o["call_id"] for o in last["observations"]}
-    for call in last["tool_calls"]:
-        if call["id"] not in answered:
-            return str(call["id"])
+    for call in state.remaining_calls:
+        if not state.in_doubt(call.id):
+            return call.id
     return None

@@ -166,10 +166,33 @@ OUTCOME: Final = obj(
     {"status": one_of(*st.STATUSES), "answer": nullable(string), "error": nullable(string)},
     {"stopped_before_call": nullable(string), "steps": count, "tokens": count, "tool_calls": count},
 )
+MESSAGE: Final = obj({"role": one_of("system", "user", "assistant", "tool"), "content": string},
+                     {"tool_calls": array(CALL), "tool_call_id": string, "name": string})
+DECISION_VALUE: Final = "True, False or a reason"
+
+
+def decision(value: Any, path: str) -> None:
+    if not isinstance(value, (bool, str)):
+        raise _wrong(path, DECISION_VALUE, value)
+
+
+def decisions(value: Any, path: str) -> None:
+    if not isinstance(value, dict):
+        raise _wrong(path, "an object", value)
+    for key, item in value.items():
+        decision(item, f"{path}.{key}")
+
+
+RESUME: Final = obj(
+    {"after_replies": count, "status": string, "limits": LIMITS, "decisions": decisions, "reason": string},
+    {"error": nullable(string), "stopped_before_call": nullable(string), "in_doubt": array(string),
+     "in_model_call": anything},
+)
 TOP: Final = obj(
     {"format": one_of(FORMAT), "version": version, "task": string, "system": string, "limits": LIMITS,
      "tool_specs": array(SPEC), "replies": array(reply_block), "outcome": OUTCOME},
-    {"model": nullable(string), "provider": nullable(string), "run_id": nullable(string)},
+    {"model": nullable(string), "provider": nullable(string), "run_id": nullable(string),
+     "history": array(MESSAGE), "forked_at_step": nullable(positive_count), "resumes": array(RESUME)},
 )
 
 

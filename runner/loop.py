@@ -53,10 +53,24 @@ def drive(core: AgentCore) -> AgentResult:
     An exception leaving the loop (Ctrl-C, a raising ``approve`` callback or
     recorder) first closes the run, so the log never shows it running forever.
     """
+    result = drive_until(core, None)
+    assert result is not None
+    return result
+
+
+def drive_until(core: AgentCore, halt: Callable[[Action], bool] | None) -> AgentResult | None:
+    """``drive``, but give up without a word before any action ``halt`` picks: None then.
+
+    Nothing is recorded after that point, as if the process had died there (replay
+    uses it to reproduce a recorded crash before replaying the resume that followed).
+    """
     decisions = core.run()
     try:
         action = next(decisions)
         while True:
+            if halt is not None and halt(action):
+                decisions.close()
+                return None
             action = decisions.send(perform(core, action))
     except StopIteration as finished:
         result: AgentResult = finished.value

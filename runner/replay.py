@@ -18,14 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
+from . import statuses as st
 from .core import AgentCore
 from .divergence import compare_calls, compare_messages, compare_specs, shown, unrecorded_run
 from .errors import ReplayDivergence, StopRun
-from .fixture import INTERRUPTIBLE, Fixture, fixture_from_run, load_fixture
-from .loop import drive
+from .events import RunResumed, RunStarted
+from .fixture import CRASHED, INTERRUPTIBLE, Fixture, fixture_from_run, load_fixture
+from .limits import Limits
+from .loop import drive_until
 from .messages import Message, ModelReply, ToolCall, ToolSpec
-from .options import RunOptions, build_core
-from .results import AgentResult
+from .options import RunOptions, core_for, limits_from, opening
+from .results import Action, AgentResult, CallTool, checked_run_id, model_identity
 from .scripted import ScriptedModel
 from .tools import ToolRegistry
 
@@ -167,18 +170,95 @@ def replay(
         if name in limits and name not in options:
             options[name] = limits[name]
     model = ReplayModel(fixture, strict=strict)
-    core = build_core(task if task is not None else fixture.task, model,
-                      guarded(registry, model) if strict else registry,
-                      system if system is not None else fixture.system,
-                      max_steps if max_steps is not None else int(limits["max_steps"]),
-                      token_budget if token_budget is not None else int(limits["token_budget"]), **options)
-    core.external_stop = _watch(model, _recorded_stop(fixture))
-    result = drive(core)
-    divergence = result.exception if isinstance(result.exception, ReplayDivergence) else None
+    tools = guarded(registry, model) if strict else registry
+    core = _first_core(fixture, model, tools, task, system, max_steps, token_budget, options)
+    ends = [*fixture.resumes, _final_end(fixture)]
+    divergence: ReplayDivergence | None = None
+    for part, end in enumerate(ends):
+        if part > 0:
+            core = _resumed_core(core, model, tools, ends[part - 1], options)
+        core.external_stop = _watch(model, _recorded_stop(fixture, end, model))
+        result = drive_until(core, _crash_halt(end, model))
+        if result is not None and isinstance(result.exception, ReplayDivergence):
+            divergence = result.exception
+            break
+        if part < len(ends) - 1:
+            divergence = _part_divergence(part, end, result, model)
+            if divergence is not None:
+                break
+    final = result if result is not None else core.result
+    assert final is not None
     if divergence is None and strict:
-        divergence = model.blocked or _final_divergence(fixture, model, core, result)
+        divergence = model.blocked or _final_divergence(fixture, model, core, final)
     outcome = fixture.outcome
-    return ReplayReport(result, divergence, outcome["status"], outcome["answer"], model.differences)
+    return ReplayReport(final, divergence, outcome["status"], outcome["answer"], model.differences)
+
+
+def _first_core(fixture: Fixture, model: ReplayModel, tools: ToolRegistry, task: str | None, system: str | None,
+                max_steps: int | None, token_budget: int | None, options: RunOptions) -> AgentCore:
+    """The core of the recording's first part: its task, system prompt and limits unless given,
+    and the history it started from (a fork's or follow-up's)."""
+    limits = fixture.limits
+    lim = limits_from(max_steps if max_steps is not None else int(limits["max_steps"]),
+                      token_budget if token_budget is not None else int(limits["token_budget"]), options)
+    run_id = checked_run_id(options.get("run_id"))
+    task = task if task is not None else fixture.task
+    system = system if system is not None else fixture.system
+    history = fixture.history
+    if "history" not in fixture.data:
+        history = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+    model_name, provider = model_identity(model)
+    started = RunStarted(run_id=run_id, task=task, system=system, limits=lim.to_dict(), tool_specs=tools.specs(),
+                         model=model_name, provider=provider, agent_name=options.get("agent_name"),
+                         labels=dict(options.get("labels") or {}), forked_at_step=fixture.data.get("forked_at_step"))
+    return core_for(model, tools, run_id, lim, opening(started, history), None, options)
+
+
+def _resumed_core(before: AgentCore, model: ReplayModel, tools: ToolRegistry, boundary: dict[str, Any],
+                  options: RunOptions) -> AgentCore:
+    """The recording's next part: the same loop resumed with the limits and decisions it was resumed with."""
+    state = before.state
+    model_name, provider = model_identity(model)
+    resumed = RunResumed(run_id=before.run_id, step=state.steps, owner="replay", reason=str(boundary["reason"]),
+                         limits=dict(boundary["limits"]), decisions=dict(boundary["decisions"]), model=model_name,
+                         provider=provider)
+    return core_for(model, tools, before.run_id, Limits(**boundary["limits"]), [resumed], state, options)
+
+
+def _final_end(fixture: Fixture) -> dict[str, Any]:
+    outcome = fixture.outcome
+    return {"status": outcome["status"], "error": outcome["error"], "after_replies": len(fixture.replies),
+            "stopped_before_call": outcome.get("stopped_before_call")}
+
+
+def _part_divergence(part: int, end: dict[str, Any], result: AgentResult | None,
+                     model: ReplayModel) -> ReplayDivergence | None:
+    """Whether the replay's part ``part`` ended where and as the recording's did (before a resume)."""
+    status = CRASHED if result is None else result.status
+    want = st.CANCELLED if end["status"] == CRASHED and result is not None else end["status"]
+    steps = result.steps if result is not None else 0
+    if status != want and not (status == CRASHED and end["status"] == CRASHED):
+        return ReplayDivergence(steps, None, "resumes",
+                                f"part {part + 1} of the replay ended with {status}, the recording's with "
+                                f"{end['status']} (where it was resumed)")
+    if model.calls != end["after_replies"]:
+        return ReplayDivergence(steps, None, "resumes",
+                                f"part {part + 1} of the replay ended after {model.calls} model replies, the "
+                                f"recording's after {end['after_replies']} (where it was resumed)")
+    return None
+
+
+def _crash_halt(end: dict[str, Any], model: ReplayModel) -> Callable[[Action], bool] | None:
+    """Where a recorded crash left calls in doubt: give up as the tool is handed over, as the process died."""
+    in_doubt = set(end.get("in_doubt") or ())
+    if end["status"] != CRASHED or not in_doubt:
+        return None
+    replies = end["after_replies"]
+
+    def halt(action: Action) -> bool:
+        return isinstance(action, CallTool) and action.call.id in in_doubt and model.calls == replies
+
+    return halt
 
 
 def _final_divergence(fixture: Fixture, model: ReplayModel, core: AgentCore, result: AgentResult
@@ -205,7 +285,8 @@ def guarded(registry: ToolRegistry, model: ReplayModel) -> ToolRegistry:
         tool = registry.get(spec["name"])
         assert tool is not None
         out.register(tool.name, tool.description, tool.parameters, _guard(model, tool.fn), timeout_s=tool.timeout_s,
-                     side_effects=tool.side_effects, needs_approval=tool.needs_approval)
+                     side_effects=tool.side_effects, needs_approval=tool.needs_approval,
+                     idempotency_key=tool.idempotency_key)
     return out
 
 
@@ -226,19 +307,25 @@ def _watch(model: ReplayModel, recorded_stop: Stop | None) -> Stop:
     return hook
 
 
-def _recorded_stop(fixture: Fixture) -> Stop | None:
-    """Stop the replay where a deadline or cancel stopped the recording, with its reason."""
-    outcome = fixture.outcome
-    if outcome["status"] not in INTERRUPTIBLE or (fixture.replies and "stop" in fixture.replies[-1]):
+def _recorded_stop(fixture: Fixture, end: dict[str, Any], model: ReplayModel) -> Stop | None:
+    """Stop the replay where a deadline, cancel or crash stopped the recording (or a part of it)."""
+    status, replies = end["status"], end["after_replies"]
+    if status not in (*INTERRUPTIBLE, CRASHED) or end.get("in_doubt"):
         return None
-    status, reason, call_id = outcome["status"], outcome["error"] or outcome["status"], \
-        outcome.get("stopped_before_call")
-    calls = len(fixture.replies)
+    if replies and "stop" in fixture.replies[replies - 1]:
+        return None  # the recorded stop block replays it
+    call_id = end.get("stopped_before_call")
+    if status == CRASHED:
+        status, reason = st.CANCELLED, "the recorded process stopped here"
+    else:
+        reason = end.get("error") or status
 
     def stop(core: AgentCore, call: ToolCall | None) -> tuple[str, str] | None:
+        if model.calls != replies:
+            return None
         if call_id is not None:
             return (status, reason) if call is not None and call.id == call_id else None
-        return (status, reason) if call is None and core.steps == calls else None
+        return (status, reason) if call is None else None
 
     return stop
 

@@ -68,6 +68,13 @@ def assert_consistent(run: StoredRun) -> None:
     assert set(ran_calls) <= set(started)
 
 
+def assert_replays(store_url: str, run_id: str, workdir: Path) -> None:
+    """The whole run, resumes and all, replays clean under strict replay (run last: tools really run)."""
+    with open_store(store_url) as store:
+        report = replay(run_id, tools(workdir), source_store=store)
+    assert report.ok, report.explain()
+
+
 def killed_in(store_url: str, workdir: Path, plan: Any, ref: str, line: str) -> None:
     (workdir / f"hang-{ref}").touch()
     kill_inside(child(store_url, workdir, plan, "run", RUN_ID), workdir, line)
@@ -90,6 +97,8 @@ def test_a_side_effect_killed_midway_is_not_run_again_and_the_model_is_told_its_
     assert run.messages == result.messages
     assert [e.kind for e in run.events if e.kind in ("run_resumed", "run_finished")] == ["run_resumed", "run_finished"]
     assert_consistent(run)
+    assert_replays(store_url, RUN_ID, tmp_path)
+    assert ran(tmp_path) == ["pay p1"]  # replay did not run the call in doubt either
 
 
 def test_a_read_only_tool_killed_midway_runs_again_and_its_real_result_is_used(
@@ -105,6 +114,7 @@ def test_a_read_only_tool_killed_midway_runs_again_and_its_real_result_is_used(
                                   "content": '{"ref": "r1", "value": 42}'}
     assert [e.data.get("attempt", 1) for e in run.events if e.kind == "tool_started"] == [1, 2]
     assert_consistent(run)
+    assert_replays(store_url, RUN_ID, tmp_path)
 
 
 def test_a_call_with_an_idempotency_key_runs_again_once_with_the_same_key(store_url: str, tmp_path: Path) -> None:
@@ -135,6 +145,7 @@ def test_three_calls_killed_inside_the_second_first_never_reruns_second_by_rule_
     assert observations["c1"] == '{"ref": "a", "value": 42}'
     assert observations["c3"] == '{"ref": "c", "value": 42}'
     assert observations["c2"] == (IN_DOUBT if second == "pay" else '{"ref": "b", "value": 42}')
+    assert_replays(store_url, RUN_ID, tmp_path)
 
 
 @pytest.mark.parametrize(("verdict", "expected_ran", "observation"), [
@@ -159,6 +170,7 @@ def test_an_approval_is_decided_in_a_second_process(store_url: str, tmp_path: Pa
     assert [(r["reason"], r["decisions"]) for r in resumed] == [
         ("awaiting_approval", {"t1": True if verdict == "yes" else verdict})]
     assert_consistent(run)
+    assert_replays(store_url, RUN_ID, tmp_path)
 
 
 def test_a_pending_call_without_a_decision_keeps_the_run_awaiting_approval(store_url: str, tmp_path: Path) -> None:
@@ -234,6 +246,7 @@ def test_fork_starts_from_the_parents_messages_before_step_k_with_an_observation
     assert child_run.parent_run_id == parent.run_id
     assert child_run.events[0].data["origin"] == "fork"
     assert ran(tmp_path) == ["lookup a", "lookup b"]  # the fork re-ran nothing
+    assert_replays(store_url, forked.run_id, tmp_path)
 
 
 def test_follow_up_continues_the_conversation_with_a_new_user_message(store_url: str, tmp_path: Path) -> None:
@@ -245,6 +258,7 @@ def test_follow_up_continues_the_conversation_with_a_new_user_message(store_url:
     assert model.seen[0] == [*parent.messages, {"role": "user", "content": "How are you?"}]
     assert (second.status, second.answer) == ("done", "fine")
     assert (linked.parent_run_id, linked.task) == (parent.run_id, "How are you?")
+    assert_replays(store_url, second.run_id, tmp_path)
 
 
 def test_a_run_killed_at_twenty_random_moments_ends_done_with_each_side_effect_at_most_once(
@@ -277,3 +291,4 @@ def test_a_run_killed_at_twenty_random_moments_ends_done_with_each_side_effect_a
     pays = [line for line in ran(tmp_path) if line.startswith("pay ")]
     assert len(pays) == len(set(pays))
     assert kills == 20 or run.status == "done"
+    assert_replays(store_url, RUN_ID, tmp_path)
