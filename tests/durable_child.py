@@ -47,15 +47,16 @@ def tools(workdir: Path) -> ToolRegistry:
     log = workdir / "ran.log"
 
     def effect(line: str, ref: str) -> None:
+        marker = workdir / f"hang-{ref}"
+        hang = marker.exists()
+        if hang:
+            marker.unlink()  # before the line: the parent kills us as soon as it reads the line
         with open(log, "a", encoding="utf-8") as out:
             out.write(line + "\n")
             out.flush()
             os.fsync(out.fileno())
-        marker = workdir / f"hang-{ref}"
-        if marker.exists():
-            marker.unlink()
-            while True:  # killed here
-                time.sleep(1)
+        while hang:  # killed here
+            time.sleep(1)
 
     def pay(ref: str) -> str:
         effect(f"pay {ref}", ref)
