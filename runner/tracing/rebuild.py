@@ -26,6 +26,20 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, TraceFlags
 
+from ..events import (
+    MessageAppended,
+    ModelCalled,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    ToolFinished,
+    ToolStarted,
+    decode,
+    reply_data,
+    span_key,
+)
 from ..ids import derived_span_id, derived_trace_id
 from . import attrs as a
 
@@ -96,7 +110,9 @@ class _Builder:
         self.shown_at_step: dict[int, int] = {}
         self.args: dict[str, Any] = {}
         self.service_name: str | None = None
-        self.last = 0
+        self.agent = run.agent_name
+        self.segment = 0
+        self.last = self.last_event = 0
 
     def id_for(self, key: str, event: StoredEventLike) -> str:
         return event.span_id or derived_span_id(self.run_id, key)
@@ -122,72 +138,86 @@ class _Builder:
             span.status = status
 
     def feed(self, event: StoredEventLike) -> None:
+        fact = decode(event.kind, event.data, event.step or 0, self.run_id)
+        self.last_event = self.last
         self.last = max(self.last, _ns(event.at))
-        data, kind = event.data, event.kind
-        if kind == "run_started":
-            self.model = str(data.get("model") or self.model)
-            self.provider = data.get("provider") or self.provider
-            agent = data.get("agent_name") or self.run.agent_name
-            self.service_name = data.get("service_name") or None
-            self.open("run", a.run_name(agent), a.KIND_RUN, event, None,
-                      a.run_start(self.run_id, self.model, self.provider, agent))
-        elif kind == "message":
-            message = data["message"]
+        if isinstance(fact, RunResumed):
+            self.resumed(fact, event)
+            return
+        key = span_key(fact, self.segment)
+        root = self.root_key
+        if isinstance(fact, RunStarted):
+            self.model, self.provider = fact.model or self.model, fact.provider or self.provider
+            self.agent = fact.agent_name or self.run.agent_name
+            self.service_name = fact.service_name or None
+            self.open(key, a.run_name(self.agent), a.KIND_RUN, event, None,
+                      a.run_start(self.run_id, self.model, self.provider, self.agent))
+        elif isinstance(fact, MessageAppended):
+            message = fact.message
             self.shown.append(dict(message))
-            for call in message.get("tool_calls") or ():
-                self.args[f"tool:{call.get('id')}"] = call.get("args")
-        elif kind == "step_started":
-            step = int(data["step"])
-            self.shown_at_step[step] = len(self.shown)
-            self.open(f"step:{step}", a.step_name(step), a.KIND_STEP, event, "run", a.step_start(self.run_id, step))
-        elif kind == "model_call":
-            self.model_call(event, data)
-        elif kind == "tool_started":
-            step = self.step_of(event)
-            self.open(f"tool:{data['call_id']}", a.tool_name(str(data["name"])), a.KIND_TOOL, event,
-                      f"step:{step}", a.tool_start(self.run_id, step, str(data["name"]), str(data["call_id"])))
-        elif kind == "tool_finished":
-            self.tool_finished(event, data)
-        elif kind == "step_finished":
-            self.close(f"step:{data['step']}", event)
-        elif kind == "run_finished":
+            if message["role"] == "assistant":
+                for call in message["tool_calls"]:
+                    self.args[call["id"]] = call["args"]
+        elif isinstance(fact, StepStarted):
+            self.shown_at_step[fact.step] = len(self.shown)
+            self.open(key, a.step_name(fact.step), a.KIND_STEP, event, root, a.step_start(self.run_id, fact.step))
+        elif isinstance(fact, ModelCalled):
+            self.model_call(fact, key, event)
+        elif isinstance(fact, ToolStarted):
+            self.open(key, a.tool_name(fact.name), a.KIND_TOOL, event, self.step_key(fact.step),
+                      a.tool_start(self.run_id, fact.step, fact.name, fact.call_id))
+        elif isinstance(fact, ToolFinished):
+            self.tool_finished(fact, key, event)
+        elif isinstance(fact, StepFinished):
+            self.close(key, event)
+        elif isinstance(fact, RunFinished):
             for span in self.order:
-                if span.key != "run":
+                if span.key != root:
                     self.close(span.key, event)
-            attrs, status = a.run_end(str(data["status"]), data.get("error"), content=self.record_content)
-            self.close("run", event, attrs, status)
+            attrs, status = a.run_end(fact.status, fact.error, content=self.record_content)
+            self.close(root, event, attrs, status)
 
-    def step_of(self, event: StoredEventLike) -> int:
-        step = event.step if event.step is not None else event.data.get("step")
-        return int(step or 0)
+    @property
+    def root_key(self) -> str:
+        return f"run@{self.segment}" if self.segment else "run"
 
-    def model_call(self, event: StoredEventLike, data: Mapping[str, Any]) -> None:
-        step = int(data.get("step") or self.step_of(event))
-        start = _ns(event.at) - round(float(data.get("latency_s") or 0.0) * 1e9)
-        span = self.open(f"chat:{step}", a.chat_name(self.model), a.KIND_CHAT, event, f"step:{step}",
+    def step_key(self, step: int) -> str:
+        return span_key(StepStarted(step=step), self.segment)
+
+    def resumed(self, fact: RunResumed, event: StoredEventLike) -> None:
+        """A new root in the same trace, under the first one; what a crash left open ends where it stopped."""
+        for span in self.order:
+            if span.end is None:
+                span.end = self.last_event
+        self.segment += 1
+        self.model, self.provider = fact.model or self.model, fact.provider or self.provider
+        attrs = a.run_start(self.run_id, self.model, self.provider, self.agent)
+        attrs[a.RESUMED_FROM] = fact.reason
+        self.open(self.root_key, a.run_name(self.agent), a.KIND_RUN, event, "run", attrs)
+
+    def model_call(self, fact: ModelCalled, key: str, event: StoredEventLike) -> None:
+        step = fact.step
+        start = _ns(event.at) - round(fact.latency_s * 1e9)
+        span = self.open(key, a.chat_name(self.model), a.KIND_CHAT, event, self.step_key(step),
                          a.chat_start(self.run_id, step, self.model, self.provider), start=start)
-        reply = data.get("reply")
-        usage_data = data.get("usage") or (reply or {}).get("usage")
-        usage = (int(usage_data["input_tokens"]), int(usage_data["output_tokens"])) if usage_data else None
-        attrs, status = a.chat_end(int(data.get("prompt_tokens") or 0), int(data.get("reply_tokens") or 0), usage,
-                                   reply, data.get("error"), data.get("error_type"), content=self.record_content)
+        reply = None if fact.reply is None else reply_data(fact.reply)
+        usage = fact.usage
+        attrs, status = a.chat_end(fact.prompt_tokens, fact.reply_tokens,
+                                   None if usage is None else (usage.input_tokens, usage.output_tokens),
+                                   reply, fact.error, fact.error_type, content=self.record_content)
         if self.record_content:
             attrs.update(a.chat_content(self.shown[:self.shown_at_step.get(step, len(self.shown))], reply))
         span.attrs.update(attrs)
         span.status = status
         span.end = _ns(event.at)
 
-    def tool_finished(self, event: StoredEventLike, data: Mapping[str, Any]) -> None:
-        key, name = f"tool:{data['call_id']}", str(data["name"])
+    def tool_finished(self, fact: ToolFinished, key: str, event: StoredEventLike) -> None:
         if key not in self.spans:  # refused before running: a span of zero length
-            step = self.step_of(event)
-            self.open(key, a.tool_name(name), a.KIND_TOOL, event, f"step:{step}",
-                      a.tool_start(self.run_id, step, name, str(data["call_id"])))
-        observation = str(data["observation"])
-        attrs, status = a.tool_end(name, observation, bool(data["ok"]), bool(data.get("ran", True)),
-                                  content=self.record_content)
+            self.open(key, a.tool_name(fact.name), a.KIND_TOOL, event, self.step_key(fact.step),
+                      a.tool_start(self.run_id, fact.step, fact.name, fact.call_id))
+        attrs, status = a.tool_end(fact.name, fact.observation, fact.ok, fact.ran, content=self.record_content)
         if self.record_content:
-            attrs.update(a.tool_content(self.args.get(key), observation))
+            attrs.update(a.tool_content(self.args.get(fact.call_id), fact.observation))
         self.close(key, event, attrs, status)
 
 
