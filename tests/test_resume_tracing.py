@@ -41,7 +41,8 @@ def test_a_resumed_run_joins_its_trace_under_its_first_root_and_rebuilds_alike(
     assert len(roots) == 2
     first_root, second_root = sorted(roots, key=lambda s: s.start_time or 0)
     assert first_root.parent is None
-    assert second_root.parent is not None and first_root.context is not None
+    assert second_root.parent is not None
+    assert first_root.context is not None
     assert second_root.parent.span_id == first_root.context.span_id
     assert (second_root.attributes or {})["runner.resumed_from"] == "step_limit"
     assert second_root.context is not None
@@ -64,7 +65,8 @@ def test_a_fork_has_its_own_trace_linked_to_its_parents_root(
                   tracer_provider=provider)
     root = next(s for s in exporter.get_finished_spans() if s.parent is None)
     assert forked.status == "done"
-    assert root.context is not None and parent_root.context is not None
+    assert root.context is not None
+    assert parent_root.context is not None
     assert root.context.trace_id != parent_root.context.trace_id
     assert [(link.context.trace_id, link.context.span_id) for link in root.links] == [
         (parent_root.context.trace_id, parent_root.context.span_id)]
