@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
+from . import observations as obs
 from . import statuses as st
 from .errors import StopRun
 from .events import (
@@ -46,11 +47,6 @@ DEFAULT_SYSTEM = "You are a helpful assistant. Use the tools when they help, the
 
 Approver = Callable[[ToolCall], "bool | str | None"]
 Stop = tuple[str, str]
-
-IN_DOUBT = ("ERROR: the outcome of this call is unknown: the process running it stopped before it "
-            "finished, so it may or may not have taken effect. Do not assume either way; check "
-            "before you call it again.")
-
 
 class AgentCore:
     """One run's rules. ``opening`` are the facts that start (or restart) it."""
@@ -140,7 +136,7 @@ class AgentCore:
         self._emit(StepStarted(step=s.reply_step))
         if s.resumed_from in (st.OUTPUT_BUDGET, st.INVALID_REPLY):
             for call in s.remaining_calls:  # a cut-off or oversized reply: its calls are never run
-                self._observe(s.reply_step, call, f"ERROR: not run: {s.resumed_error}", "not_run")
+                self._observe(s.reply_step, call, obs.not_run(s.resumed_error), "not_run")
             self._emit(StepFinished(step=s.reply_step))
             return None
         return (yield from self._work_through(s.reply_step))
@@ -160,7 +156,7 @@ class AgentCore:
             if stop:
                 return stop
         status = self.stop_requested()
-        return (status, stop_reason(status, self.limits)) if status else None
+        return (status, obs.stop_reason(status, self.limits)) if status else None
 
     def _check_before_model_call(self) -> Stop | None:
         stop = self._stop_before(None)
@@ -188,7 +184,7 @@ class AgentCore:
 
         if outcome.stop:
             failed(outcome.stop, outcome.stop)
-            return None, (outcome.stop, stop_reason(outcome.stop, self.limits, "the model"))
+            return None, (outcome.stop, obs.stop_reason(outcome.stop, self.limits, "the model"))
         error = outcome.error
         if isinstance(error, StopRun) and error.status in st.STATUSES and error.status != st.DONE:
             failed(error.reason, error.status)
@@ -232,14 +228,11 @@ class AgentCore:
         assert tool is not None
         in_doubt = s.in_doubt(call.id)
         if in_doubt and tool.side_effects and tool.idempotency_key is None:
-            self._observe(step, call, IN_DOUBT, "in_doubt")
+            self._observe(step, call, obs.IN_DOUBT, "in_doubt")
             return None
         allowed = self.limits.max_identical_calls
         if not in_doubt and s.repeats_if(call_key(call)) > allowed:
-            self._observe(step, call, (
-                f"ERROR: {call.name} was already called {allowed} times in a row with these same "
-                "arguments and was not run again. Change course: use different arguments or "
-                "another tool, or give your final answer."), "repeat")
+            self._observe(step, call, obs.repeated(call.name, allowed), "repeat")
             return None
         lim = self.limits.max_tool_calls
         if lim is not None and s.tool_calls_run >= lim:
@@ -252,9 +245,7 @@ class AgentCore:
             if verdict is None:
                 return self._await_approval(step)
             if verdict is not True:
-                reason = f": {verdict}" if isinstance(verdict, str) and verdict else ""
-                self._observe(step, call, f"ERROR: the call to {call.name} was denied by the approver{reason}; "
-                                          "do not retry it", "denied")
+                self._observe(step, call, obs.denied(call.name, verdict), "denied")
                 return None
         return (yield from self._run_tool(step, call, tool))
 
@@ -268,11 +259,10 @@ class AgentCore:
             args[tool.idempotency_key] = idempotency_key(self.run_id, call.id)
         outcome = yield CallTool(tool, call, args)
         if outcome.stop:
-            abandoned = (f"ERROR: {call.name} was abandoned while it ran ({outcome.stop}); "
-                         "its outcome is unknown")
+            abandoned = obs.abandoned(call.name, outcome.stop)
             self._emit(ToolFinished(step=step, call_id=call.id, name=call.name, observation=abandoned,
                                     ok=False, duration_s=outcome.elapsed_s))
-            return outcome.stop, stop_reason(outcome.stop, self.limits, f"tool {call.name}")
+            return outcome.stop, obs.stop_reason(outcome.stop, self.limits, f"tool {call.name}")
         if outcome.timed_out:
             observation = timeout_observation(call.name, tool.timeout_s or 0.0)
         elif outcome.error is not None:
@@ -360,11 +350,3 @@ class AgentCore:
 def idempotency_key(run_id: str, call_id: str) -> str:
     """The same on every attempt of one call, different for every other call."""
     return f"{run_id}:{call_id}"
-
-
-def stop_reason(status: str, limits: Limits, waiting_on: str | None = None) -> str:
-    suffix = f" while waiting on {waiting_on}" if waiting_on else ""
-    if status == st.DEADLINE:
-        return f"run deadline of {limits.timeout_s:g} s passed{suffix}"
-    return f"cancelled by the caller{suffix}"
-

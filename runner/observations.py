@@ -1,0 +1,42 @@
+"""What the model reads when a call did not run, or ran with no usable result.
+
+Each is an ``ERROR:`` observation that tells the model what happened and what to
+do, in one place, so the loop's module holds decisions only.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .limits import Limits
+from .statuses import DEADLINE
+
+IN_DOUBT: Final = ("ERROR: the outcome of this call is unknown: the process running it stopped before it "
+                   "finished, so it may or may not have taken effect. Do not assume either way; check "
+                   "before you call it again.")
+
+
+def repeated(name: str, allowed: int) -> str:
+    return (f"ERROR: {name} was already called {allowed} times in a row with these same arguments and was "
+            "not run again. Change course: use different arguments or another tool, or give your final answer.")
+
+
+def denied(name: str, verdict: object) -> str:
+    reason = f": {verdict}" if isinstance(verdict, str) and verdict else ""
+    return f"ERROR: the call to {name} was denied by the approver{reason}; do not retry it"
+
+
+def abandoned(name: str, status: str) -> str:
+    return f"ERROR: {name} was abandoned while it ran ({status}); its outcome is unknown"
+
+
+def not_run(reason: str | None) -> str:
+    return f"ERROR: not run: {reason}"
+
+
+def stop_reason(status: str, limits: Limits, waiting_on: str | None = None) -> str:
+    """Why a deadline or a cancel stopped the run (and what it was waiting on then)."""
+    suffix = f" while waiting on {waiting_on}" if waiting_on else ""
+    if status == DEADLINE:
+        return f"run deadline of {limits.timeout_s:g} s passed{suffix}"
+    return f"cancelled by the caller{suffix}"
