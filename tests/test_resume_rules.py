@@ -1,0 +1,172 @@
+"""Resume's rules, in one process: every stop can be continued, approvals, the owner lease,
+and the mistakes a caller can make (each one line)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import update
+
+from runner import CannotResume, ModelReply, ScriptedModel, ToolCall, ToolRegistry, follow_up, fork, resume, run_agent
+from runner.store import RunStore
+from runner.store.lease import claim
+from runner.store.tables import runs
+from tests.durable_child import PlanModel, ran, tools
+from tests.loop_helpers import Calls, call, reply, weather_registry
+
+PARIS = reply("", call("c1", "get_weather", city="Paris"))
+OSLO = reply("", call("c2", "get_weather", city="Oslo"))
+
+
+def finish(store: RunStore, run_id: str, model: Any, registry: ToolRegistry, **limits: Any) -> Any:
+    result = resume(store, run_id, model, registry, **limits)
+    run = store.get_run(run_id)
+    assert run.messages == result.messages
+    assert [e.seq for e in run.events] == list(range(1, len(run.events) + 1))
+    return result
+
+
+@pytest.mark.parametrize(("first", "again", "script", "done_with"), [
+    ({"max_steps": 1}, {"max_steps": 4}, [PARIS, OSLO, "cold"], ["get_weather", "get_weather"]),
+    ({"token_budget": 200}, {"token_budget": 10_000}, [PARIS, "warm"], ["get_weather"]),
+    ({"max_tool_calls": 0}, {"max_tool_calls": 5}, [PARIS, "warm"], ["get_weather"]),
+    ({"max_context_chars": 10}, {"max_context_chars": 10_000}, [PARIS, "warm"], ["get_weather"]),
+], ids=["step_limit", "token_budget", "tool_budget", "context_budget"])
+def test_a_run_stopped_on_a_limit_resumes_with_a_larger_one(store: RunStore, first: dict[str, Any],
+                                                            again: dict[str, Any], script: list[Any],
+                                                            done_with: list[str]) -> None:
+    calls = Calls()
+    stopped = run_agent("Weather?", ScriptedModel(script), weather_registry(calls), store=store, **first)
+    assert stopped.status != "done"
+    model = ScriptedModel(script[stopped.steps:])
+    result = finish(store, stopped.run_id, model, weather_registry(calls), **again)
+    assert result.status == "done"
+    assert calls.names() == done_with
+
+
+def test_a_cancelled_run_resumes_and_runs_the_call_it_stopped_before(store: RunStore) -> None:
+    cancel = threading.Event()
+    calls = Calls()
+
+    def model(messages: Any, specs: Any) -> ModelReply:
+        cancel.set()
+        return ModelReply("", [ToolCall("c1", "get_weather", {"city": "Paris"})])
+
+    stopped = run_agent("t", model, weather_registry(calls), store=store, cancel=cancel)
+    assert (stopped.status, calls.names()) == ("cancelled", [])
+    result = finish(store, stopped.run_id, ScriptedModel(["warm"]), weather_registry(calls))
+    assert (result.status, calls.names()) == ("done", ["get_weather"])
+    assert result.messages[3]["content"] == '{"celsius": 21}'
+
+
+def test_a_model_error_resumes_by_asking_the_model_again(store: RunStore) -> None:
+    def broken(messages: Any, specs: Any) -> ModelReply:
+        raise ConnectionError("api down")
+
+    stopped = run_agent("t", broken, weather_registry(), store=store)
+    result = finish(store, stopped.run_id, ScriptedModel(["back"]), weather_registry())
+    assert (stopped.status, result.status, result.answer, result.steps) == ("model_error", "done", "back", 2)
+
+
+@pytest.mark.parametrize("limits", [{"max_output_chars": 5}, {}], ids=["output_budget", "invalid_reply"])
+def test_a_reply_whose_calls_were_not_run_gets_not_run_observations_on_resume(store: RunStore,
+                                                                              limits: dict[str, Any]) -> None:
+    calls = Calls()
+    cut = ModelReply("", [ToolCall("c1", "get_weather", {"city": "Paris"})],
+                     stop_reason=None if limits else "length")
+    stopped = run_agent("t", ScriptedModel([cut]), weather_registry(calls), store=store, **limits)
+    model = ScriptedModel(["ok"])
+    result = finish(store, stopped.run_id, model, weather_registry(calls), max_output_chars=None)
+    assert (stopped.status, result.status, calls.names()) == (stopped.status, "done", [])
+    assert model.seen[0][3] == {"role": "tool", "tool_call_id": "c1", "name": "get_weather",
+                                "content": f"ERROR: not run: {stopped.error}"}
+
+
+def test_every_call_awaiting_approval_is_logged_and_decided_at_once(store: RunStore, tmp_path: Path) -> None:
+    plan = [[["t1", "transfer", {"ref": "a"}], ["c1", "lookup", {"ref": "b"}], ["t2", "transfer", {"ref": "c"}]]]
+    stopped = run_agent("t", PlanModel(plan), tools(tmp_path), store=store)
+    pending = [e.data["call_id"] for e in store.get_run(stopped.run_id).events if e.kind == "approval_requested"]
+    assert (stopped.status, stopped.error, pending) == ("awaiting_approval", "call t1 (transfer) needs approval "
+                                                        "(and 1 more)", ["t1", "t2"])
+    result = finish(store, stopped.run_id, PlanModel(plan), tools(tmp_path), decisions={"t1": True, "t2": False})
+    assert (result.status, ran(tmp_path)) == ("done", ["transfer a", "lookup b"])
+    assert result.messages[-2]["content"] == "ERROR: the call to transfer was denied by the approver; do not retry it"
+
+
+def test_an_approve_callback_still_decides_what_no_decision_covers(store: RunStore, tmp_path: Path) -> None:
+    plan = [[["t1", "transfer", {"ref": "a"}]]]
+    result = run_agent("t", PlanModel(plan), tools(tmp_path), store=store, approve=lambda c: "not on Sundays")
+    assert result.status == "done"
+    assert ran(tmp_path) == []
+    assert result.messages[3]["content"] == ("ERROR: the call to transfer was denied by the approver: "
+                                             "not on Sundays; do not retry it")
+
+
+def test_two_takers_of_one_run_one_wins(store: RunStore) -> None:
+    stopped = run_agent("t", ScriptedModel([PARIS]), weather_registry(), store=store, max_steps=1)
+    seen = store.get_run(stopped.run_id)
+    assert claim(store.engine, seen, "host-a:1@1/x") is True
+    assert claim(store.engine, seen, "host-b:2@2/y") is False
+    assert store.get_run(stopped.run_id).owner == "host-a:1@1/x"
+
+
+def test_a_run_of_another_host_is_live_until_its_heartbeat_is_older_than_the_lease(store: RunStore) -> None:
+    stopped = run_agent("t", ScriptedModel([PARIS]), weather_registry(), store=store, max_steps=1)
+    with store.engine.begin() as conn:
+        conn.execute(update(runs).values(status="running", owner="elsewhere:7@1/boot",
+                                         heartbeat_at=datetime.now(UTC) - timedelta(seconds=5)))
+    with pytest.raises(CannotResume, match="is being driven by a live process"):
+        resume(store, stopped.run_id, ScriptedModel(["x"]), weather_registry())
+    with store.engine.begin() as conn:
+        conn.execute(update(runs).values(heartbeat_at=datetime.now(UTC) - timedelta(seconds=31)))
+    assert store.get_run(stopped.run_id).liveness == "stale"
+    result = resume(store, stopped.run_id, ScriptedModel([OSLO, "cold"]), weather_registry(), max_steps=5)
+    assert result.status == "done"
+
+
+def test_the_heartbeat_moves_while_a_tool_works(store: RunStore) -> None:
+    store.heartbeat.interval_s = 0.05
+    beats: list[datetime | None] = []
+    registry = ToolRegistry()
+
+    def slow() -> str:
+        for _ in range(3):
+            time.sleep(0.2)
+            beats.append(store.get_run("beat" + "0" * 28).heartbeat_at)
+        return "done"
+
+    registry.register("slow", "Slow.", {"type": "object"}, slow)
+    result = run_agent("t", ScriptedModel([reply("", call("c1", "slow")), "ok"]), registry, store=store,
+                       run_id="beat" + "0" * 28)
+    assert result.status == "done"
+    assert len(set(beats)) == 3  # refreshed between each look, with no commit of the run in between
+
+
+def test_a_callers_mistakes_are_one_line(store: RunStore) -> None:
+    parent = run_agent("t", ScriptedModel([PARIS, "warm"]), weather_registry(), store=store)
+    with pytest.raises(ValueError, match=r"^run \w+ made 2 model call\(s\); at_step must be between 1 and 2, got 3$"):
+        fork(store, parent.run_id, at_step=3, model=ScriptedModel([]), registry=weather_registry())
+    with pytest.raises(ValueError, match=r"has no tool result for call\(s\) \['zz'\] before that step$"):
+        fork(store, parent.run_id, at_step=2, model=ScriptedModel([]), registry=weather_registry(),
+             observations={"zz": "x"})
+    waiting = run_agent("t", ScriptedModel([PARIS]), weather_registry(), store=store, max_tool_calls=0)
+    with pytest.raises(CannotResume, match=r"stopped with 1 call\(s\) unanswered \(tool_budget\); resume it instead$"):
+        follow_up(store, waiting.run_id, "and?", ScriptedModel([]), weather_registry())
+    with pytest.raises(TypeError, match="unknown run option"):
+        resume(store, waiting.run_id, ScriptedModel([]), weather_registry(), max_stepz=3)  # type: ignore[call-arg]
+
+
+def test_an_idempotency_key_must_be_a_parameter_the_model_cannot_send() -> None:
+    registry = ToolRegistry()
+    schema = {"type": "object", "properties": {"key": {"type": "string"}}}
+    with pytest.raises(ValueError, match=r"^tool 'a': idempotency_key 'key' is also in the schema"):
+        registry.register("a", "", schema, lambda key: key, idempotency_key="key")
+    with pytest.raises(ValueError, match=r"^tool 'b': fn takes no keyword argument 'key'"):
+        registry.register("b", "", {"type": "object"}, lambda: 1, idempotency_key="key")
+    tool = registry.register("c", "", {"type": "object"}, lambda key: key, idempotency_key="key")
+    assert tool.spec()["parameters"] == {"type": "object"}
