@@ -95,16 +95,23 @@ def completion(content: str = "", calls: list[tuple[str, str, dict[str, Any]]] |
 
 
 class FakeOpenAI:
-    """A real HTTP server on 127.0.0.1 answering /v1/chat/completions with scripted completions."""
+    """A real HTTP server on 127.0.0.1 answering /v1/chat/completions with scripted completions.
 
-    def __init__(self, *bodies: dict[str, Any]) -> None:
+    With ``hang``, it records each request and never answers (until it shuts down).
+    """
+
+    def __init__(self, *bodies: dict[str, Any], hang: bool = False) -> None:
         self.bodies = list(bodies)
         self.requests: list[dict[str, Any]] = []
+        self.closing = threading.Event()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 fake.requests.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                if hang:
+                    fake.closing.wait(60)
+                    return
                 status, body = (200, fake.bodies.pop(0)) if fake.bodies else (400, {"error": {"message": "no more"}})
                 out = json.dumps(body).encode()
                 self.send_response(status)
@@ -124,5 +131,6 @@ class FakeOpenAI:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.closing.set()
         self.server.shutdown()
         self.server.server_close()

@@ -174,7 +174,7 @@ def test_show_json_gives_the_run_and_its_events(db: str) -> None:
 ])
 def test_unknown_or_ambiguous_run_is_one_line(db: str, ref: str, message: str) -> None:
     result = invoke("show", ref, "--db", db)
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert one_error_line(result).startswith(message)
     assert result.stdout == ""
 

@@ -17,6 +17,7 @@ from .timeline import event_json, status_label, timeline
 RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 TASK_CHARS = 60
+MAX_LIMIT = 1_000_000_000  # any store's size; past it, a number is a typo (and 2**63 overflows the database)
 STATUS_STYLE = {"done": "green", RUNNING: "yellow"}
 
 
@@ -35,7 +36,10 @@ def parse_when(value: str, now: datetime | None = None) -> datetime:
     except ValueError:
         raise ValueError(f"expected a duration ago (30m, 2h, 3d, 1w) or an ISO date/datetime, got {value!r}") \
             from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    try:
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-23:00 is in the year 10000 in UTC
+        raise ValueError(f"{value!r} is outside the years 1 to 9999 in UTC") from None
 
 
 def when_option(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
@@ -60,7 +64,8 @@ def status_style(status: str) -> str:
 @click.option("--tool", metavar="NAME", help="Runs that called this tool.")
 @click.option("--search", metavar="TEXT", help="Runs whose task or answer contains TEXT (any case).")
 @label_option("Runs with this label (repeatable: all of them).")
-@click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True, help="At most this many runs.")
+@click.option("--limit", type=click.IntRange(min=1, max=MAX_LIMIT), default=20, show_default=True,
+              help=f"At most this many runs (1 to {MAX_LIMIT:,}).")
 @common
 def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: datetime | None, tool: str | None,
          search: str | None, labels: dict[str, str], limit: int) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -28,6 +29,7 @@ from .records import RunSummary, StoredEvent, StoredRun, summary_fields
 from .tables import events, run_labels, run_tools, runs
 
 Label = tuple[str, str] | Mapping[str, str]
+AMBIGUOUS_SHOWN = 5  # run ids an ambiguous prefix's error names before "and N more"
 
 
 def open_store(url: str | os.PathLike[str] | URL = "sqlite:///runs.db", *, synchronous: str | None = None,
@@ -152,25 +154,41 @@ class RunStore:
     def resolve_run_id(self, prefix: str) -> str:
         """The run with exactly this id, else the one run whose id starts with ``prefix``.
 
-        ``StoreError`` when none or several do. The prefix match is an indexed range
-        scan (a ``LIKE`` alone cannot use the index on SQLite).
+        ``StoreError`` when none or several do (naming up to ``AMBIGUOUS_SHOWN`` of them).
+        The prefix match is an indexed range scan (a ``LIKE`` alone cannot use the index
+        on SQLite). Text no run id can hold (a surrogate; NUL on PostgreSQL) is no run.
         """
         if not prefix:
             raise StoreError("empty run id")
-        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        if not self._storable(prefix):
+            raise StoreError(f"no run {prefix!r} in {shown(self.url)}")
+        matching = [runs.c.run_id >= prefix, runs.c.run_id.startswith(prefix, autoescape=True)]
+        if prefix[-1] != chr(sys.maxunicode):  # else no string is past every match: the range stays open
+            matching.append(runs.c.run_id < prefix[:-1] + chr(ord(prefix[-1]) + 1))
         with self.reading() as conn:
             if conn.execute(select(runs.c.run_id).where(runs.c.run_id == prefix)).first() is not None:
                 return prefix
-            query = (select(runs.c.run_id)
-                     .where(runs.c.run_id >= prefix, runs.c.run_id < upper,
-                            runs.c.run_id.startswith(prefix, autoescape=True))
-                     .order_by(runs.c.run_id).limit(2))
-            found = list(conn.execute(query).scalars())
+            query = select(runs.c.run_id).where(*matching).order_by(runs.c.run_id).limit(AMBIGUOUS_SHOWN + 1)
+            found = [str(run_id) for run_id in conn.execute(query).scalars()]
+            more = 0
+            if len(found) > AMBIGUOUS_SHOWN:
+                found.pop()
+                counted = conn.execute(select(func.count()).select_from(runs).where(*matching)).scalar_one()
+                more = int(counted) - len(found)
         if not found:
             raise StoreError(f"no run {prefix!r} in {shown(self.url)}")
         if len(found) > 1:
-            raise StoreError(f"run id prefix {prefix!r} is ambiguous: {found[0]}, {found[1]}, ...")
-        return str(found[0])
+            listed = ", ".join(found) + (f" and {more} more" if more else "")
+            raise StoreError(f"run id prefix {prefix!r} is ambiguous: {listed}")
+        return found[0]
+
+    def _storable(self, text: str) -> bool:
+        """Whether a run id could be ``text``: both backends refuse surrogates, PostgreSQL NUL."""
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return not ("\x00" in text and self.engine.dialect.name == "postgresql")
 
     def export_fixture(self, run_id: str, path: str | Path) -> Path:
         """Write the run (``run_id`` may be a unique prefix) as a replay fixture file."""
