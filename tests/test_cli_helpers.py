@@ -62,15 +62,16 @@ def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
 
 
 ROW = re.compile(r"\s{2,}")
+NOTES = ("… ", "tools: ")  # lines printed under the runs table
 
 
 def rows(output: str) -> list[list[str]]:
-    """The cells of each row of a table printed by the CLI (after its header rule)."""
+    """The cells of each row of a table printed by the CLI (after its header rule; not the notes under it)."""
     if output == "no runs match\n":
         return []
     lines = output.splitlines()
     start = next(i for i, line in enumerate(lines) if set(line.strip()) == {"─"}) + 1
-    return [ROW.split(line.strip()) for line in lines[start:] if line.strip()]
+    return [ROW.split(line.strip()) for line in lines[start:] if line.strip() and not line.startswith(NOTES)]
 
 
 def one_error_line(result: Result) -> str:

@@ -18,8 +18,8 @@ from ..tools import ToolRegistry
 from .inspect import status_style
 from .loading import MODEL_HELP, build_model, load_tools, model_options, tracer_provider
 from .options import EXIT_INTERRUPTED, EXIT_NO, CliUsageError, Env, common, label_option
-from .queries import short_ids
-from .render import clean, console, print_json
+from .queries import refused_calls, short_ids
+from .render import clean, console, plural, print_json
 
 MAX_TIMEOUT_S = 365 * 86400.0  # a year; far beyond it, waiting overflows the platform's timers
 
@@ -86,8 +86,10 @@ def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]
         out.print(Text(f"stopped: {result.status}: {clean(result.error or '')}", style="bold red"))
     short = short_ids(store, [result.run_id])[result.run_id]
     out.print(Text(f"\nrun id: {result.run_id}", style="bold"))
-    out.print(Text(f"status {result.status}, {result.steps} steps, {result.tool_calls} tool calls, "
-                   f"{result.tokens} tokens", style=status_style(result.status)))
+    refused = refused_calls(store, [result.run_id])[result.run_id]
+    calls = plural(result.tool_calls, "tool call") + (f" (+{refused} refused)" if refused else "")
+    out.print(Text(f"status {result.status}, {plural(result.steps, 'step')}, {calls}, "
+                   f"{plural(result.tokens, 'token')}", style=status_style(result.status)))
     _next(out, env, short, extra_next)
 
 

@@ -14,9 +14,9 @@ from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import cast
+from typing import Any, cast
 
-from sqlalchemy import ColumnElement, Connection, Engine, FromClause, exists, func, or_, select
+from sqlalchemy import ColumnElement, Connection, Engine, FromClause, Select, exists, func, or_, select
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -100,6 +100,34 @@ class RunStore:
             raise ValueError(f"limit must be a non-negative integer, got {limit!r}")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
+        query, driver = self._matching(select(runs), status, since, until, tool, text, label)
+        query = query.order_by(driver.c.started_at.desc(), driver.c.run_id.desc()).limit(limit).offset(offset)
+        with self.reading() as conn:
+            rows = conn.execute(query).mappings().all()
+            labels = self._labels(conn, [row["run_id"] for row in rows])
+        return [RunSummary(**summary_fields(row, labels.get(row["run_id"], {}), json.loads)) for row in rows]
+
+    def count_runs(self, *, status: str | Sequence[str] | None = None, since: datetime | None = None,
+                   until: datetime | None = None, tool: str | None = None, text: str | None = None,
+                   label: Label | None = None, at_most: int | None = None) -> int:
+        """How many runs ``list_runs`` with the same filters would find (no limit).
+
+        ``at_most`` stops counting there: a bounded scan, for "over N more" on a big store
+        where an exact count of a text search would read every run.
+        """
+        if at_most is not None and (isinstance(at_most, bool) or not isinstance(at_most, int) or at_most < 0):
+            raise ValueError(f"at_most must be a non-negative integer, got {at_most!r}")
+        query, _ = self._matching(select(runs.c.run_id), status, since, until, tool, text, label)
+        if at_most is not None:
+            query = query.limit(at_most)
+        with self.reading() as conn:
+            return int(conn.execute(select(func.count()).select_from(query.subquery())).scalar_one())
+
+    @staticmethod
+    def _matching(query: Select[Any], status: str | Sequence[str] | None, since: datetime | None,
+                  until: datetime | None, tool: str | None, text: str | None,
+                  label: Label | None) -> tuple[Select[Any], FromClause]:
+        """``query`` (a select from ``runs``) narrowed by the filters, and the table it walks."""
         pairs = [label] if isinstance(label, tuple) else list((label or {}).items())
         # The newest-first walk runs on the most selective index at hand: a tool's or a
         # label's own (name/key, started_at) index when filtering on one, else the runs'.
@@ -113,7 +141,6 @@ class RunStore:
             conditions = [driver.c.key == key, driver.c.value == value]
         else:
             conditions = []
-        query = select(runs)
         if driver is not runs:
             query = query.select_from(driver.join(runs, runs.c.run_id == driver.c.run_id))
         query = query.where(*conditions)
@@ -130,11 +157,7 @@ class RunStore:
         for key, value in pairs:
             query = query.where(exists().where(
                 run_labels.c.run_id == runs.c.run_id, run_labels.c.key == key, run_labels.c.value == value))
-        query = query.order_by(driver.c.started_at.desc(), driver.c.run_id.desc()).limit(limit).offset(offset)
-        with self.reading() as conn:
-            rows = conn.execute(query).mappings().all()
-            labels = self._labels(conn, [row["run_id"] for row in rows])
-        return [RunSummary(**summary_fields(row, labels.get(row["run_id"], {}), json.loads)) for row in rows]
+        return query, driver
 
     def get_run(self, run_id: str) -> StoredRun:
         """The run with its events and rebuilt messages; ``StoreError`` if there is none."""
