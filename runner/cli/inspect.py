@@ -66,7 +66,7 @@ def status_style(status: str) -> str:
 @click.option("--search", metavar="TEXT", help="Runs whose task or answer contains TEXT (any case).")
 @label_option("Runs with this label (repeatable: all of them).")
 @click.option("--limit", type=click.IntRange(min=1, max=MAX_LIMIT), default=20, show_default=True,
-              help=f"At most this many runs (1 to {MAX_LIMIT:,}).")
+              help="At most this many runs; the list then says how many more match.")
 @common
 def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: datetime | None, tool: str | None,
          search: str | None, labels: dict[str, str], limit: int) -> None:
