@@ -202,3 +202,17 @@ def test_ctrl_c_in_a_real_runner_run_process_prints_the_run_id(tmp_path: Path) -
     assert run.status == "cancelled"
     assert out.splitlines()[0] == f"interrupted: run {run.run_id} is cancelled (aborted by KeyboardInterrupt)"
     assert "Traceback" not in err
+
+
+def test_ctrl_c_with_json_prints_the_run_id_and_status_as_json(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import runner.cli.running as running
+
+    monkeypatch.setattr(running, "demo_model", Interrupting)
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    result = invoke("demo", "--json", "--db", url)
+    assert result.exit_code == 130
+    with open_store(url) as store:
+        (run,) = store.list_runs()
+    assert json.loads(result.stdout) == {"run_id": run.run_id, "status": "cancelled",
+                                         "error": "aborted by KeyboardInterrupt", "interrupted": True}

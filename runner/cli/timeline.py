@@ -9,6 +9,7 @@ from typing import Any
 from rich.text import Text
 
 from ..store import RunSummary, StoredEvent, StoredRun
+from .queries import refused_in
 from .render import clean, cut, iso, plural, seconds, when
 
 SHOWN_CHARS = 300
@@ -65,7 +66,7 @@ def header(run: StoredRun) -> Iterator[Text]:
                  else ERROR_STYLE)
     yield title
     duration = (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None
-    refused = sum(1 for e in run.events if e.kind == "tool_finished" and e.data.get("ran") is False)
+    refused = refused_in(run)
     calls = plural(run.tool_calls, "tool call") + (f" (+{refused} refused)" if refused else "")
     yield Text(f"started {when(run.started_at)} UTC, took {seconds(duration)}; {plural(run.steps, 'step')}, "
                f"{calls}, {plural(run.tokens, 'token')}", style="dim")
