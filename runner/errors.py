@@ -44,7 +44,8 @@ class ScriptExhausted(ScriptError):
         self.calls = calls
         self.replies = replies
         super().__init__(
-            f"scripted model called {calls} times but holds only {replies} replies"
+            f"scripted model called {calls} time{'s' * (calls != 1)} but holds only "
+            f"{replies} {'reply' if replies == 1 else 'replies'}"
         )
 
 

@@ -126,7 +126,8 @@ class ReplayReport:
                     f"the recording with {self.recorded_status}")
         if not self.same_answer:
             return f"replay answered {shown(self.result.answer)}, the recording {shown(self.recorded_answer)}"
-        return f"replay matched the recording ({self.result.status}, {self.result.steps} steps)"
+        steps = self.result.steps
+        return f"replay matched the recording ({self.result.status}, {steps} step{'s' * (steps != 1)})"
 
     def assert_ok(self) -> ReplayReport:
         """Return self when the replay matched, else raise ``AssertionError`` with the divergence."""

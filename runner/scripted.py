@@ -68,5 +68,6 @@ class ScriptedModel:
         """Raise ``ScriptError`` unless every reply was used exactly once."""
         if self.calls != len(self.replies):
             raise ScriptError(
-                f"scripted model was called {self.calls} times for {len(self.replies)} replies"
+                f"scripted model was called {self.calls} time{'s' * (self.calls != 1)} for "
+                f"{len(self.replies)} {'reply' if len(self.replies) == 1 else 'replies'}"
             )

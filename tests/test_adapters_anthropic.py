@@ -14,7 +14,7 @@ import pytest
 
 from runner import ModelReply, ToolCall, Usage, run_agent
 from runner.adapters import AnthropicModel, AsyncAnthropicModel, MissingDependency, anthropic_model
-from runner.adapters.anthropic import to_anthropic_messages
+from runner.adapters.anthropic import async_anthropic_model, to_anthropic_messages
 
 from .adapter_helpers import (
     CONVERSATION,
@@ -259,3 +259,14 @@ def test_the_network_guard_refuses_real_connections() -> None:
     with openai.OpenAI(api_key="t", base_url="http://127.0.0.1:9/v1", max_retries=0) as client, \
             pytest.raises(AssertionError, match="a test tried to open a real network connection"):
         client.models.list()
+
+
+@pytest.mark.parametrize("build", [anthropic_model, async_anthropic_model])
+def test_anthropic_model_without_a_key_or_server_is_refused_before_any_request(
+        monkeypatch: pytest.MonkeyPatch, build: Any) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(ValueError, match=r"^no Anthropic API key: pass api_key or set ANTHROPIC_API_KEY"):
+        build(MODEL)
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "token")  # the SDK's other credential
+    assert build(MODEL).client.auth_token == "token"

@@ -62,15 +62,16 @@ def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
 
 
 ROW = re.compile(r"\s{2,}")
+NOTES = ("… ", "tools: ")  # lines printed under the runs table
 
 
 def rows(output: str) -> list[list[str]]:
-    """The cells of each row of a table printed by the CLI (after its header rule)."""
+    """The cells of each row of a table printed by the CLI (after its header rule; not the notes under it)."""
     if output == "no runs match\n":
         return []
     lines = output.splitlines()
     start = next(i for i, line in enumerate(lines) if set(line.strip()) == {"─"}) + 1
-    return [ROW.split(line.strip()) for line in lines[start:] if line.strip()]
+    return [ROW.split(line.strip()) for line in lines[start:] if line.strip() and not line.startswith(NOTES)]
 
 
 def one_error_line(result: Result) -> str:
@@ -95,16 +96,23 @@ def completion(content: str = "", calls: list[tuple[str, str, dict[str, Any]]] |
 
 
 class FakeOpenAI:
-    """A real HTTP server on 127.0.0.1 answering /v1/chat/completions with scripted completions."""
+    """A real HTTP server on 127.0.0.1 answering /v1/chat/completions with scripted completions.
 
-    def __init__(self, *bodies: dict[str, Any]) -> None:
+    With ``hang``, it records each request and never answers (until it shuts down).
+    """
+
+    def __init__(self, *bodies: dict[str, Any], hang: bool = False) -> None:
         self.bodies = list(bodies)
         self.requests: list[dict[str, Any]] = []
+        self.closing = threading.Event()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 fake.requests.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                if hang:
+                    fake.closing.wait(60)
+                    return
                 status, body = (200, fake.bodies.pop(0)) if fake.bodies else (400, {"error": {"message": "no more"}})
                 out = json.dumps(body).encode()
                 self.send_response(status)
@@ -124,5 +132,6 @@ class FakeOpenAI:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.closing.set()
         self.server.shutdown()
         self.server.server_close()

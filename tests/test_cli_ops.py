@@ -84,7 +84,7 @@ def test_db_current_check_and_upgrade(tmp_path: Path) -> None:
 def test_bad_database_urls_are_one_line(url: str, message: str) -> None:
     for args in (["db", "current"], ["demo"]):
         result = invoke(*args, "--db", url)
-        assert result.exit_code == 1
+        assert result.exit_code == 3
         assert one_error_line(result).startswith(message)
 
 
@@ -94,7 +94,7 @@ def test_read_commands_refuse_a_missing_store_file_instead_of_creating_it(
         tmp_path: Path, command: list[str]) -> None:
     typo = tmp_path / "typo.db"
     result = invoke(*command, "--db", f"sqlite:///{typo}")
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert one_error_line(result) == (
         f"Error: no store at {typo} (runner demo, runner run or runner db upgrade creates one)")
     assert not typo.exists()
@@ -104,7 +104,7 @@ def test_a_corrupt_database_file_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.db"
     bad.write_bytes(b"this is not sqlite at all" * 10)
     result = invoke("runs", "--db", f"sqlite:///{bad}")
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert one_error_line(result) == f"Error: cannot open store sqlite:///{bad}: {bad} is not a SQLite database"
 
 
@@ -151,7 +151,7 @@ def test_spans_to_an_unreachable_endpoint_fail_in_one_line(db: str, receiver: Re
     receiver.server.shutdown()
     receiver.server.server_close()
     result = invoke("spans", R4, "--db", db, "--endpoint", url, env={"OTEL_EXPORTER_OTLP_TIMEOUT": "1"})
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert one_error_line(result).startswith(f"Error: exporting the spans of run {R4} to {url} failed")
 
 
@@ -161,7 +161,7 @@ def test_read_commands_leave_an_empty_file_empty(tmp_path: Path, command: list[s
     empty = tmp_path / "z.db"
     empty.touch()
     result = invoke(*command, "--db", f"sqlite:///{empty}")
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert one_error_line(result) == (
         f"Error: no store at {empty} (runner demo, runner run or runner db upgrade creates one)")
     assert empty.stat().st_size == 0
@@ -173,7 +173,7 @@ def test_read_commands_create_no_tables_in_an_empty_database(store_url: str) -> 
     where = parse_url(store_url).database if store_url.startswith("sqlite") else shown_url
     for args in (["runs"], ["stats"], ["show", "abc"]):
         result = invoke(*args, "--db", store_url)
-        assert result.exit_code == 1
+        assert result.exit_code == 3
         assert one_error_line(result) == (
             f"Error: no store at {where} (runner demo, runner run or runner db upgrade creates one)")
     engine = create_engine(store_url)

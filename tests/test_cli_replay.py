@@ -73,10 +73,10 @@ def test_export_to_stdout_and_as_json(db: str, tmp_path: Path) -> None:
 
 def test_export_errors_are_one_line(db: str, tmp_path: Path) -> None:
     result = invoke("export", "nope", "-o", str(tmp_path / "f.json"), "--db", db)
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert one_error_line(result).startswith("Error: no run 'nope'")
     result = invoke("export", R1, "-o", str(tmp_path), "--db", db)
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert one_error_line(result).startswith(f"Error: cannot write fixture {str(tmp_path)!r}")
     result = invoke("export", R1, "--db", db)
     assert result.exit_code == 2
@@ -132,17 +132,17 @@ def test_bad_tools_specs_are_one_line_usage_errors(db: str, spec: str, message: 
 
 def test_missing_and_corrupt_fixtures_are_one_line(db: str, tmp_path: Path) -> None:
     result = invoke("replay", str(tmp_path / "missing.json"), "--tools", TOOLS, "--db", db)
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert one_error_line(result) == f"Error: no fixture file {str(tmp_path / 'missing.json')!r}"
     corrupt = tmp_path / "corrupt.json"
     corrupt.write_text("{not json")
     result = invoke("replay", str(corrupt), "--tools", TOOLS, "--db", db)
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert one_error_line(result).startswith(f"Error: fixture {str(corrupt)!r} is not readable JSON")
     other = tmp_path / "other.json"
     other.write_text('{"hello": 1}')
     result = invoke("replay", str(other), "--tools", TOOLS, "--db", db)
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert "is not a runner fixture" in one_error_line(result)
 
 
@@ -182,11 +182,11 @@ def test_a_failed_export_leaves_an_existing_fixture_intact_and_show_still_works(
     keep.write_text("good\n")
     unfinished = _unfinished_run(db)
     result = invoke("export", "nope", "-o", str(keep), "--db", db)
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert one_error_line(result).startswith("Error: no run 'nope' in ")
     assert keep.read_text() == "good\n"
     result = invoke("export", unfinished, "-o", str(keep), "--db", db)
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert one_error_line(result).startswith(f"Error: run {unfinished} has not finished (status running, ")
     assert keep.read_text() == "good\n"
     shown = invoke("show", unfinished, "--db", db)
@@ -198,7 +198,7 @@ def test_a_failed_export_leaves_an_existing_fixture_intact_and_show_still_works(
 
     monkeypatch.setattr(os, "replace", full_disk)
     result = invoke("export", R1, "-o", str(keep), "--db", db)
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert one_error_line(result) == f"Error: cannot write fixture {str(keep)!r}: No space left on device"
     assert keep.read_text() == "good\n"
     # no temporary fixture is left behind (the store's own -wal/-shm files may be)

@@ -132,6 +132,87 @@ def test_the_installed_entry_point_runs_the_demo_and_shows_it(tmp_path: Path) ->
     assert "tool convert_currency [call_2]" in show.stdout
     missing = subprocess.run([runner, "show", "nope", "--db", url], capture_output=True, text=True, env=env,
                              timeout=60, cwd=tmp_path, check=False)
-    assert missing.returncode == 1
+    assert missing.returncode == 3
     assert missing.stderr == f"Error: no run 'nope' in {url}\n"
     assert missing.stdout == ""
+
+
+def test_demo_with_anthropic_and_no_key_stops_up_front_and_stores_nothing(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    db = tmp_path / "demo.db"
+    result = invoke("demo", "--model", "anthropic:claude-x", "--db", f"sqlite:///{db}")
+    assert result.exit_code == 3
+    assert one_error_line(result) == (
+        "Error: cannot set up anthropic:claude-x: no Anthropic API key: pass api_key or set ANTHROPIC_API_KEY "
+        "(or ANTHROPIC_AUTH_TOKEN); a local server needs only a base URL")
+    assert result.stdout == ""
+    assert not db.exists()
+
+
+class Interrupting:
+    """A model that is Ctrl-C'd while the first request is in flight."""
+
+    def __call__(self, messages: object, specs: object) -> object:
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("command", ["run", "demo"])
+def test_ctrl_c_prints_the_run_id_and_its_cancelled_status_and_exits_130(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str) -> None:
+    import runner.cli.running as running
+
+    monkeypatch.setattr(running, "build_model", lambda *args: Interrupting())
+    monkeypatch.setattr(running, "demo_model", Interrupting)
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    args = ["run", "Weather?", "--tools", "tests.loop_helpers:weather_registry", "--model", "openai:fake"] \
+        if command == "run" else ["demo"]
+    result = invoke(*args, "--db", url)
+    assert result.exit_code == 130
+    with open_store(url) as store:
+        (run,) = store.list_runs()
+    assert (run.status, run.error) == ("cancelled", "aborted by KeyboardInterrupt")
+    assert result.stdout.splitlines() == [
+        f"interrupted: run {run.run_id} is cancelled (aborted by KeyboardInterrupt)",
+        f"  runner show {run.run_id[:8]} --db {url}"]
+
+
+def test_ctrl_c_in_a_real_runner_run_process_prints_the_run_id(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "RUNNER_"))}
+    with FakeOpenAI(hang=True) as server:
+        proc = subprocess.Popen([installed_runner(), "run", "Weather?", "--tools",
+                                 "tests.loop_helpers:weather_registry", "--model", "openai:fake",
+                                 "--base-url", server.url, "--api-key", "k", "--db", url],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                cwd=Path(__file__).resolve().parent.parent)
+        deadline = time.monotonic() + 30
+        while not server.requests and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert server.requests, "the model was never called"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130, err
+    with open_store(url) as store:
+        (run,) = store.list_runs()
+    assert run.status == "cancelled"
+    assert out.splitlines()[0] == f"interrupted: run {run.run_id} is cancelled (aborted by KeyboardInterrupt)"
+    assert "Traceback" not in err
+
+
+def test_ctrl_c_with_json_prints_the_run_id_and_status_as_json(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import runner.cli.running as running
+
+    monkeypatch.setattr(running, "demo_model", Interrupting)
+    url = f"sqlite:///{tmp_path / 'runs.db'}"
+    result = invoke("demo", "--json", "--db", url)
+    assert result.exit_code == 130
+    with open_store(url) as store:
+        (run,) = store.list_runs()
+    assert json.loads(result.stdout) == {"run_id": run.run_id, "status": "cancelled",
+                                         "error": "aborted by KeyboardInterrupt", "interrupted": True}

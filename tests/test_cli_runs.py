@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from runner import ScriptedModel, ToolRegistry, run_agent
+from runner.errors import StoreError
 from runner.store import open_store
 from tests.test_cli_helpers import R1, R2, R3, R4, R5, fill, invoke, one_error_line, rows
 
@@ -42,7 +44,7 @@ def test_runs_lists_every_run_newest_first_with_its_columns(db: str) -> None:
     assert by_id["1111aaaa"][3:6] == ["2", "1", str(tokens[R1])]
     assert by_id["1111aaaa"][7] == "Weather in Paris?"
     assert by_id["4444dddd0"][3:6] == ["1", "1", str(tokens[R4])]
-    assert by_id["4444dddd9"][2:5] == ["done", "2", "1"]  # the unknown tool never ran
+    assert by_id["4444dddd9"][2:5] == ["done", "2", "1 (+1 refused)"]  # the unknown tool never ran
     assert by_id["3333cccc"][3:5] == ["1", "0"]
 
 
@@ -136,7 +138,7 @@ def test_show_accepts_the_full_id_and_highlights_errors_and_the_stop(db: str) ->
     assert out[0] == f"run {R3}  model_error"
     assert any(line.startswith("    model error (") for line in out)
     assert out[-2] == "stopped: model_error"
-    assert "scripted model called 1 times but holds only 0 replies" in out[-1]
+    assert "scripted model called 1 time but holds only 0 replies" in out[-1]
 
 
 def test_show_cuts_observations_unless_full_and_marks_error_observations(db: str) -> None:
@@ -174,7 +176,7 @@ def test_show_json_gives_the_run_and_its_events(db: str) -> None:
 ])
 def test_unknown_or_ambiguous_run_is_one_line(db: str, ref: str, message: str) -> None:
     result = invoke("show", ref, "--db", db)
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert one_error_line(result).startswith(message)
     assert result.stdout == ""
 
@@ -206,3 +208,105 @@ def test_show_and_runs_label_a_run_whose_process_died(tmp_path: Path) -> None:
     assert shown.stdout.splitlines()[0] == f"run {'d' * 32}  running (dead)"
     listed = json.loads(invoke("runs", "--json", "--db", db).stdout)
     assert [(r["status"], r["liveness"]) for r in listed] == [("running", "dead")]
+
+
+def test_runs_says_how_many_more_match_beyond_the_limit(db: str) -> None:
+    result = invoke("runs", "--db", db, "--limit", "2")
+    assert [row[0] for row in rows(result.stdout)] == ["4444dddd9", "4444dddd0"]
+    assert result.stdout.splitlines()[-1] == "… 3 more match; use --limit 5 to see them"
+    done = invoke("runs", "--db", db, "--status", "done", "--limit", "1").stdout
+    assert done.splitlines()[-1] == "… 2 more match; use --limit 3 to see them"
+    assert "more match" not in invoke("runs", "--db", db, "--limit", "5").stdout
+    assert "more match" not in invoke("runs", "--db", db).stdout  # 5 runs, under the default 20
+    assert [run["run_id"] for run in json.loads(invoke("runs", "--db", db, "--limit", "2", "--json").stdout)] \
+        == [R5, R4]
+
+
+def test_runs_counts_more_matches_only_up_to_a_bound(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from runner.cli import inspect
+
+    monkeypatch.setattr(inspect, "MORE_COUNTED", 2)
+    assert invoke("runs", "--db", db, "--limit", "1").stdout.splitlines()[-1] == \
+        "… over 2 more match; narrow the filters or raise --limit"
+    assert invoke("runs", "--db", db, "--limit", "3").stdout.splitlines()[-1] == \
+        "… 2 more match; use --limit 5 to see them"
+
+
+def test_count_runs_takes_the_filters_of_list_runs(store_url: str) -> None:
+    fill(store_url)
+    with open_store(store_url) as store:
+        assert store.count_runs() == 5
+        assert store.count_runs(status="done") == 3
+        assert store.count_runs(tool="get_weather") == 1
+        assert store.count_runs(label=("env", "prod")) == 2
+        assert store.count_runs(text="21c") == 2
+        assert store.count_runs(at_most=3) == 3
+        assert store.count_runs(status=["done", "step_limit"], at_most=10) == 4
+
+
+def test_runs_keeps_the_task_visible_at_80_columns(db: str) -> None:
+    result = invoke("runs", "--db", db, env={"COLUMNS": "80"})
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert lines[0].split() == ["id", "started", "status", "steps", "tools", "tokens", "task"]
+    table = rows(result.stdout)
+    assert [row[0] for row in table] == ["4444dddd9", "4444dddd0", "3333cccc", "2222bbbb", "1111aaaa"]
+    assert [row[1] for row in table[1:]] == ["01-01 04:00", "01-01 03:00", "01-01 02:00", "01-01 01:00"]
+    assert [row[4] for row in table] == ["1+1", "1", "0", "0", "1"]
+    assert [row[-1] for row in table] == ["Long output and a ba…", "Convert 21C, then mo…", "Broken run", "Say HELLO",
+                                          "Weather in Paris?"]
+    assert lines[-1] == "tools: calls run+refused (refused calls never ran)"
+    wide = invoke("runs", "--db", db, env={"COLUMNS": "200"}).stdout.splitlines()
+    assert wide[0].split() == ["id", "started", "(UTC)", "status", "steps", "tool", "calls", "tokens", "duration",
+                               "task"]
+
+
+def test_runs_counts_refused_tool_calls_apart(db: str) -> None:
+    by_id = {row[0]: row for row in listed(db)}
+    assert by_id["4444dddd9"][4] == "1 (+1 refused)"  # echo_long ran; the unknown get_forecast was refused
+    assert by_id["1111aaaa"][4] == "1"
+    found = {run["run_id"]: (run["tool_calls"], run["tool_calls_refused"])
+             for run in json.loads(invoke("runs", "--db", db, "--json").stdout)}
+    assert found == {R1: (1, 0), R2: (0, 0), R3: (0, 0), R4: (1, 0), R5: (1, 1)}
+    shown = invoke("show", R5, "--db", db, "--json")
+    assert json.loads(shown.stdout)["run"]["tool_calls_refused"] == 1
+    header = invoke("show", R5, "--db", db).stdout.splitlines()[1]
+    assert header.endswith("; 2 steps, 1 tool call (+1 refused), " + header.rsplit(", ", 1)[1])
+
+
+def test_an_ambiguous_prefix_lists_every_candidate_when_few(db: str) -> None:
+    result = invoke("show", "4444dddd", "--db", db)
+    assert result.exit_code == 3
+    assert one_error_line(result) == f"Error: run id prefix '4444dddd' is ambiguous: {R4}, {R5}"
+
+
+def test_an_ambiguous_prefix_names_five_candidates_and_how_many_more(store_url: str) -> None:
+    with open_store(store_url) as store:
+        for n in range(8):
+            run_agent("t", ScriptedModel(["ok"]), ToolRegistry(), run_id=f"abc{n}", store=store)
+        with pytest.raises(StoreError) as raised:
+            store.find_run("abc")
+    assert str(raised.value) == "run id prefix 'abc' is ambiguous: abc0, abc1, abc2, abc3, abc4 and 3 more"
+
+
+def test_one_of_a_thing_is_singular_in_show_stats_and_export(db: str, tmp_path: Path) -> None:
+    shown = invoke("show", R2, "--db", db).stdout.splitlines()
+    assert shown[1].endswith("; 1 step, 0 tool calls, " + shown[1].rsplit(", ", 1)[1])
+    assert not shown[1].endswith(" 1 tokens")
+    stats = invoke("stats", "--db", db, "--since", "2025-01-01T02:00", "--until", "2025-01-01T03:00").stdout
+    assert stats.splitlines()[0].startswith("1 run since 2025-01-01T02:00:00+00:00 until ")
+    exported = invoke("export", R2, "-o", str(tmp_path / "f.json"), "--db", db).stdout
+    assert exported == f"wrote {tmp_path / 'f.json'}: run {R2}, 1 model reply, ended done\n"
+    replayed = invoke("replay", str(tmp_path / "f.json"), "--tools", "tests.test_cli_helpers:registry").stdout
+    assert replayed == "ok  replay matched the recording (done, 1 step)\n"
+    failed = invoke("show", R3, "--db", db).stdout.splitlines()[-1]
+    assert failed == "  ScriptExhausted: scripted model called 1 time but holds only 0 replies"
+
+
+@pytest.mark.parametrize(("n", "word", "text"), [
+    (0, "step", "0 steps"), (1, "step", "1 step"), (2, "step", "2 steps"), (1, "reply", "1 reply"),
+    (3, "reply", "3 replies"), (1, "tool call", "1 tool call"), (1, "more char", "1 more char")])
+def test_plural(n: int, word: str, text: str) -> None:
+    from runner.cli.render import plural
+
+    assert plural(n, word) == text

@@ -96,5 +96,5 @@ def test_json_keeps_the_exact_text_escaped(db: tuple[str, str]) -> None:
 def test_error_messages_are_cleaned_too(db: tuple[str, str]) -> None:
     url, _ = db
     result = invoke("show", "\x1b[2Jnope", "--db", url)
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert_harmless(result.stderr)

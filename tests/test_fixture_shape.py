@@ -114,7 +114,7 @@ def test_the_cli_prints_a_malformed_fixture_field_as_one_line(valid: Data, tmp_p
     path = tmp_path / "bad.json"
     path.write_text(json.dumps(data))
     result = invoke("replay", str(path), "--tools", "tests.loop_helpers:weather_registry")
-    assert result.exit_code == 1
+    assert result.exit_code == 3
     assert one_error_line(result) == f"Error: fixture {str(path)!r}: field 'replies[0].content' is missing"
 
 

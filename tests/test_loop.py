@@ -355,7 +355,7 @@ def test_overcalled_scripted_model_is_a_model_error() -> None:
     model = ScriptedModel([reply("", call("c1", "get_weather", city="Paris"))])
     result = run_agent("t", model, weather_registry())
     assert result.status == "model_error"
-    assert result.error == "ScriptExhausted: scripted model called 2 times but holds only 1 replies"
+    assert result.error == "ScriptExhausted: scripted model called 2 times but holds only 1 reply"
 
 
 def test_tool_needing_approval_waits_when_nobody_answers() -> None:

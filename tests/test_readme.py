@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,3 +39,14 @@ def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert status == "done"
     assert answer_and_id.startswith("It is 21 C in Paris. ")
     assert (tmp_path / "runs.db").exists()
+
+
+def test_readme_tip_test_snippet_passes_the_projects_ruff() -> None:
+    text = README.read_text(encoding="utf-8")
+    code = re.search(r"```python\n(# tests/test_tip\.py.*?)```", text, re.S)
+    assert code is not None
+    ruff = Path(sys.executable).parent / "ruff"
+    found = subprocess.run([str(ruff), "check", "--no-cache", "--config", "pyproject.toml", "--output-format",
+                            "concise", "--stdin-filename", "tests/test_tip.py", "-"],
+                           input=code.group(1), capture_output=True, text=True, cwd=README.parent, check=False)
+    assert (found.returncode, found.stdout) == (0, "All checks passed!\n")

@@ -36,7 +36,7 @@ def test_scripted_model_over_call_raises_a_typed_error() -> None:
 def test_assert_complete_fails_with_replies_left() -> None:
     model = ScriptedModel(["a", "b"])
     model([], [])
-    with pytest.raises(ScriptError, match=r"^scripted model was called 1 times for 2 replies$"):
+    with pytest.raises(ScriptError, match=r"^scripted model was called 1 time for 2 replies$"):
         model.assert_complete()
 
 

@@ -241,7 +241,7 @@ def test_find_run_resolves_a_unique_prefix(store: RunStore) -> None:
 def test_find_run_refuses_an_ambiguous_prefix(store: RunStore) -> None:
     for run_id in ("abc1" + "0" * 28, "abc2" + "0" * 28):
         run_agent("Hi", ScriptedModel(["hello"]), weather_registry(), run_id=run_id, store=store)
-    with pytest.raises(StoreError, match=r"^run id prefix 'abc' is ambiguous: abc10+, abc20+, \.\.\.$"):
+    with pytest.raises(StoreError, match=r"^run id prefix 'abc' is ambiguous: abc10+, abc20+$"):
         store.find_run("abc")
     assert store.find_run("abc2").run_id == "abc2" + "0" * 28
 

@@ -146,7 +146,7 @@ def test_leftover(scripted_model):
 ''')
     result = pytester.runpytest()
     result.assert_outcomes(passed=1, errors=1)
-    result.stdout.fnmatch_lines(["*scripted model was called 1 times for 2 replies*"])
+    result.stdout.fnmatch_lines(["*scripted model was called 1 time for 2 replies*"])
 
 
 def test_runner_store_fixture_gives_a_fresh_store(pytester: pytest.Pytester) -> None:

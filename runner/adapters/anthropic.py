@@ -15,6 +15,7 @@ tool result, and our messages do not carry them.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
@@ -39,6 +40,21 @@ CUT_OFF = frozenset({"max_tokens", "model_context_window_exceeded"})
 
 # Where the SDK itself looks for a key and a server.
 _ENV = {"key_env": "ANTHROPIC_API_KEY", "base_env": "ANTHROPIC_BASE_URL"}
+_TOKEN_ENV = "ANTHROPIC_AUTH_TOKEN"
+
+
+def _credentialed(options: dict[str, Any]) -> dict[str, Any]:
+    """``options``, after checking the client will have a credential.
+
+    The OpenAI SDK refuses a client without a key; Anthropic's builds one and fails
+    on the first request, after a run has started. Refuse it here instead, so a
+    missing key is one line before anything is recorded.
+    """
+    if options["api_key"] is None and not os.environ.get(_ENV["key_env"]) and not os.environ.get(_TOKEN_ENV):
+        raise ValueError(f"no Anthropic API key: pass api_key or set {_ENV['key_env']} (or {_TOKEN_ENV}); "
+                         "a local server needs only a base URL")
+    return options
+
 
 def to_anthropic_messages(messages: Sequence[Message]) -> tuple[str, list[MessageParam]]:
     """The system prompt (system messages joined) and the conversation in API shape."""
@@ -190,10 +206,12 @@ def anthropic_model(model: str, max_tokens: int = DEFAULT_MAX_TOKENS, *, api_key
     """Build an ``anthropic.Anthropic`` client and an ``AnthropicModel`` that owns it.
 
     ``api_key`` and ``base_url`` default to ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``.
-    Raises ``MissingDependency`` when the ``anthropic`` package is not installed.
+    Raises ``MissingDependency`` when the ``anthropic`` package is not installed, and
+    ``ValueError`` when there is no key (nor ``ANTHROPIC_AUTH_TOKEN``) and no base URL.
     """
     sdk = require("anthropic", "anthropic")
-    client = cast("Anthropic", sdk.Anthropic(**client_options(base_url, api_key, timeout, max_retries, **_ENV)))
+    options = _credentialed(client_options(base_url, api_key, timeout, max_retries, **_ENV))
+    client = cast("Anthropic", sdk.Anthropic(**options))
     return AnthropicModel(client, model, max_tokens, **request_options)
 
 
@@ -202,7 +220,7 @@ def async_anthropic_model(model: str, max_tokens: int = DEFAULT_MAX_TOKENS, *, a
                           max_retries: int | None = None, **request_options: Any) -> AsyncAnthropicModel:
     """``anthropic_model`` with an ``anthropic.AsyncAnthropic`` client."""
     sdk = require("anthropic", "anthropic")
-    options = client_options(base_url, api_key, timeout, max_retries, **_ENV)
+    options = _credentialed(client_options(base_url, api_key, timeout, max_retries, **_ENV))
     client = cast("AsyncAnthropic", sdk.AsyncAnthropic(**options))
     return AsyncAnthropicModel(client, model, max_tokens, **request_options)
 

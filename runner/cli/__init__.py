@@ -1,8 +1,10 @@
 """The ``runner`` command: query, show, export, replay, spans, stats, db, demo and run.
 
 Every command is a thin layer over the Python API. Failures are one line on
-stderr with a non-zero exit status (1 for a failure, 2 for a usage mistake),
-never a traceback; set ``RUNNER_DEBUG=1`` to see the traceback of an unexpected one.
+stderr, never a traceback; set ``RUNNER_DEBUG=1`` to see the traceback of an
+unexpected one. Exit statuses: 0 success; 1 a "no" answer (a replay diverged, a
+run did not end ``done``, ``db check`` found the schema behind); 2 a usage mistake;
+3 an error (no such run, an unreadable store or fixture); 130 interrupted by Ctrl-C.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from typing import Any
 import click
 
 from ..errors import RunnerError
-from .options import CliError, CliUsageError
+from .options import CliError, CliUsageError, shown_if_not_text
 
 
 @contextmanager
@@ -37,6 +39,14 @@ def one_line_errors() -> Iterator[None]:
         if os.environ.get("RUNNER_DEBUG"):
             raise
         raise CliError(f"unexpected {type(exc).__name__}: {exc} (RUNNER_DEBUG=1 shows the traceback)") from None
+
+
+def check_text(args: Sequence[str]) -> None:
+    """Refuse arguments that are not text (see ``options.shown_if_not_text``) as a usage error."""
+    for arg in args:
+        shown = shown_if_not_text(arg)
+        if shown is not None:
+            raise CliUsageError(f"argument {shown} is not valid UTF-8 text without NUL characters")
 
 
 class RunnerGroup(click.Group):
@@ -64,6 +74,8 @@ class RunnerGroup(click.Group):
     def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
                      **extra: Any) -> click.Context:
         with one_line_errors():
+            if parent is None:
+                check_text(args)
             return super().make_context(info_name, args, parent, **extra)
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -91,6 +103,11 @@ def cli() -> None:
 
     Every command takes --db URL (default: RUNNER_DB, else sqlite:///runs.db) and --json.
     Start with `runner demo`, then `runner runs` and `runner show ID`.
+
+    \b
+    Exit status: 0 success; 1 "no" (a replay diverged, a run did not end done,
+    the schema is behind); 2 a usage mistake; 3 an error (no such run, an
+    unreadable store or fixture); 130 interrupted (Ctrl-C).
     """
 
 

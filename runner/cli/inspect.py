@@ -2,21 +2,23 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import UTC, datetime, timedelta
 
 import click
-from rich.text import Text
 
 from ..limits import RUNNING, STATUSES
+from .listing import Row, runs_table
 from .options import Env, common, label_option
-from .queries import find, short_ids, summary_json
-from .render import console, ellipsis, one_line, print_json, seconds, table, when
+from .queries import find, refused_calls, refused_in, short_ids, summary_json
+from .render import console, print_json
 from .timeline import event_json, status_label, timeline
 
 RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
-TASK_CHARS = 60
+MORE_COUNTED = 1000  # past a full page, count at most this many more matching runs
+MAX_LIMIT = 1_000_000_000  # any store's size; past it, a number is a typo (and 2**63 overflows the database)
 STATUS_STYLE = {"done": "green", RUNNING: "yellow"}
 
 
@@ -35,7 +37,10 @@ def parse_when(value: str, now: datetime | None = None) -> datetime:
     except ValueError:
         raise ValueError(f"expected a duration ago (30m, 2h, 3d, 1w) or an ISO date/datetime, got {value!r}") \
             from None
-    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    try:
+        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-23:00 is in the year 10000 in UTC
+        raise ValueError(f"{value!r} is outside the years 1 to 9999 in UTC") from None
 
 
 def when_option(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
@@ -60,37 +65,49 @@ def status_style(status: str) -> str:
 @click.option("--tool", metavar="NAME", help="Runs that called this tool.")
 @click.option("--search", metavar="TEXT", help="Runs whose task or answer contains TEXT (any case).")
 @label_option("Runs with this label (repeatable: all of them).")
-@click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True, help="At most this many runs.")
+@click.option("--limit", type=click.IntRange(min=1, max=MAX_LIMIT), default=20, show_default=True,
+              help="At most this many runs; the list then says how many more match.")
 @common
 def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: datetime | None, tool: str | None,
          search: str | None, labels: dict[str, str], limit: int) -> None:
-    """List recorded runs, newest first.
+    """List recorded runs, newest first, and say how many more match past --limit.
+
+    "tool calls" counts the calls that ran; calls refused before running (an
+    unknown tool, bad arguments, a repeat) are shown apart: "3 (+1 refused)".
 
     \b
     runner runs --status step_limit --since 1d
     runner runs --tool get_weather --label env=prod --json
     """
     with env.store() as store:
-        found = store.list_runs(status=list(statuses) or None, since=since, until=until, tool=tool, text=search,
-                                label=labels or None, limit=limit)
+        # The filters once: for the page, and for counting what lies past it.
+        filters = functools.partial(store.count_runs, status=list(statuses) or None, since=since, until=until,
+                                    tool=tool, text=search, label=labels or None)
+        found = store.list_runs(**filters.keywords, limit=limit)
+        refused = refused_calls(store, [run.run_id for run in found])
         if env.as_json:
-            print_json([summary_json(run) for run in found])
+            print_json([summary_json(run, refused[run.run_id]) for run in found])
             return
         shorts = short_ids(store, [run.run_id for run in found])
+        # Only a full page can have more; count them, but only so far (a text search would read every run).
+        counted = filters(at_most=limit + MORE_COUNTED + 1) if len(found) == limit else 0
     out = console()
     if not found:
         out.print("no runs match", style="dim")
         return
-    grid = table("id", "started (UTC)", "status", "steps", "tool calls", "tokens", "duration", "task",
-                 right=("steps", "tool calls", "tokens", "duration"),
-                 no_wrap=("id", "started (UTC)", "status", "steps", "tool calls", "tokens", "duration"))
-    for run in found:
-        status = status_label(run)
-        duration = (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None
-        grid.add_row(shorts[run.run_id], when(run.started_at), Text(status, style=status_style(run.status)),
-                     str(run.steps), str(run.tool_calls), str(run.tokens), seconds(duration),
-                     Text(ellipsis(one_line(run.task), TASK_CHARS)))
+    rows = [Row(shorts[run.run_id], run.started_at, status_label(run), status_style(run.status), run.steps,
+                run.tool_calls, refused[run.run_id], run.tokens,
+                (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None, run.task)
+            for run in found]
+    grid, note = runs_table(rows, out.width)
     out.print(grid)
+    if note:
+        out.print(note, style="dim")
+    more = counted - limit
+    if more > MORE_COUNTED:
+        out.print(f"… over {MORE_COUNTED:,} more match; narrow the filters or raise --limit", style="dim")
+    elif more > 0:
+        out.print(f"… {more:,} more match; use --limit {counted} to see them", style="dim")
 
 
 @click.command()
@@ -105,7 +122,7 @@ def show(env: Env, run_ref: str, full: bool) -> None:
     with env.store() as store:
         run = find(store, run_ref)
     if env.as_json:
-        print_json({"run": summary_json(run), "events": [event_json(e) for e in run.events]})
+        print_json({"run": summary_json(run, refused_in(run)), "events": [event_json(e) for e in run.events]})
         return
     out = console()
     for line in timeline(run, full=full):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,13 +17,21 @@ from ..store.migrate import NoStoreError
 from .render import one_line
 
 DEFAULT_DB = "sqlite:///runs.db"
+NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
 R = TypeVar("R")
 
 
-class CliError(click.ClickException):
-    """A failure the user can act on: one cleaned line on stderr, exit status 1."""
+# Exit statuses, documented in ``runner --help`` and the README.
+EXIT_NO = 1           # the command worked and the answer is "no": a replay diverged, a run did not end done
+EXIT_USAGE = 2        # a mistake in the command line (click's own status for usage errors)
+EXIT_ERROR = 3        # the command could not do its job: no such run, an unreadable store or fixture
+EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
 
-    exit_code = 1
+
+class CliError(click.ClickException):
+    """A failure the user can act on: one cleaned line on stderr, exit status 3."""
+
+    exit_code = EXIT_ERROR
 
     def __init__(self, message: str) -> None:
         super().__init__(one_line(message))
@@ -31,7 +40,7 @@ class CliError(click.ClickException):
 class CliUsageError(CliError):
     """A mistake in the command line: one line, exit status 2."""
 
-    exit_code = 2
+    exit_code = EXIT_USAGE
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,6 +73,23 @@ class Env:
         return "" if self.db == DEFAULT_DB else f" --db {shlex.quote(self.db)}"
 
 
+def shown_if_not_text(value: str) -> str | None:
+    """``value`` quoted with its bytes escaped when it is not text, else None.
+
+    Not text: bytes that are not UTF-8 (Python decodes argv and the environment with
+    ``surrogateescape``, so they arrive as lone surrogates that no store, terminal or
+    JSON encoder takes), other lone surrogates, and NUL (which no real command line
+    holds, and PostgreSQL refuses).
+    """
+    if not NOT_TEXT.search(value):
+        return None
+    try:
+        shown = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a surrogate that no byte decodes to
+        shown = value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return "'" + shown.replace("\x00", "\\x00") + "'"
+
+
 def common(fn: Callable[..., R]) -> Callable[..., R]:
     """Add ``--db URL`` and ``--json`` to a command; it receives them as ``env: Env``."""
 
@@ -72,6 +98,9 @@ def common(fn: Callable[..., R]) -> Callable[..., R]:
     @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts instead of tables.")
     @functools.wraps(fn)
     def wrapper(*args: Any, db: str, as_json: bool, **kwargs: Any) -> R:
+        shown = shown_if_not_text(db)
+        if shown is not None:  # from RUNNER_DB: the command line itself was checked before parsing
+            raise CliUsageError(f"--db (or RUNNER_DB) {shown} is not valid UTF-8 text without NUL characters")
         return fn(*args, env=Env(db, as_json), **kwargs)
 
     return wrapper

@@ -52,11 +52,20 @@ def one_line(text: object) -> str:
     return SPACES.sub(" ", clean(text)).strip()
 
 
+def plural(count: int, noun: str) -> str:
+    """``1 step``, ``2 steps``, ``3 replies``: a count and its noun, agreeing."""
+    if count == 1:
+        return f"{count} {noun}"
+    if noun.endswith("y") and noun[-2:-1] not in ("a", "e", "o", "u"):
+        return f"{count} {noun[:-1]}ies"
+    return f"{count} {noun}s"
+
+
 def cut(text: str, limit: int | None) -> str:
     """``text`` up to ``limit`` characters, with a note of how much was left out."""
     if limit is None or len(text) <= limit:
         return text
-    return f"{text[:limit]}… ({len(text) - limit} more chars)"
+    return f"{text[:limit]}… ({plural(len(text) - limit, 'more char')})"
 
 
 def ellipsis(text: str, limit: int) -> str:

@@ -13,7 +13,7 @@ from ..replay import replay as replay_fixture
 from .loading import load_tools
 from .options import CliError, Env, common
 from .queries import find
-from .render import clean, console, print_json
+from .render import clean, console, plural, print_json
 
 
 @click.command()
@@ -36,7 +36,7 @@ def export(env: Env, run_ref: str, output: str) -> None:
     if env.as_json:
         print_json({"path": str(path), "run_id": run_id, "replies": len(fixture.replies)})
         return
-    console().print(Text(f"wrote {clean(path)}: run {run_id}, {len(fixture.replies)} model replies, "
+    console().print(Text(f"wrote {clean(path)}: run {run_id}, {plural(len(fixture.replies), 'model reply')}, "
                          f"ended {fixture.outcome['status']}"))
 
 

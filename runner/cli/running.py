@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import uuid
+
 import click
 from rich.console import Console
 from rich.text import Text
@@ -15,21 +18,59 @@ from ..store import RunStore
 from ..tools import ToolRegistry
 from .inspect import status_style
 from .loading import MODEL_HELP, build_model, load_tools, model_options, tracer_provider
-from .options import CliUsageError, Env, common, label_option
-from .queries import short_ids
-from .render import clean, console, print_json
+from .options import EXIT_INTERRUPTED, EXIT_NO, CliUsageError, Env, common, label_option
+from .queries import refused_calls, short_ids
+from .render import clean, console, plural, print_json
+
+MAX_TIMEOUT_S = 365 * 86400.0  # a year; far beyond it, waiting overflows the platform's timers
 
 
-def record(store: RunStore, task: str, model: Model, registry: ToolRegistry, labels: dict[str, str], *,
+def not_nan(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and math.isnan(value):
+        raise click.BadParameter("nan is not a number of seconds", ctx, param)
+    return value
+
+
+def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolRegistry, labels: dict[str, str], *,
            system: str = DEFAULT_SYSTEM, max_steps: int = 8, token_budget: int = 4000,
            max_tool_calls: int | None = None, timeout_s: float | None = None) -> AgentResult:
-    """``run_agent`` recorded in ``store`` and traced, flushing the spans before returning."""
+    """``run_agent`` recorded in ``store`` and traced, flushing the spans before returning.
+
+    The run id is chosen here, so that a Ctrl-C (which ``run_agent`` answers by closing
+    the run as ``cancelled`` and re-raising) can still say which run it stopped.
+    """
+    run_id = uuid.uuid4().hex
     provider, flush = tracer_provider()
     try:
-        return run_agent(task, model, registry, system, max_steps, token_budget, store=store,
+        return run_agent(task, model, registry, system, max_steps, token_budget, store=store, run_id=run_id,
                          tracer_provider=provider, labels=labels, max_tool_calls=max_tool_calls, timeout_s=timeout_s)
+    except KeyboardInterrupt:
+        interrupted(env, store, run_id)
+        raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
     finally:
         flush()
+
+
+def interrupted(env: Env, store: RunStore, run_id: str) -> None:
+    """After Ctrl-C: the run's id and the status the log closed it with, and how to look at it."""
+    from ..errors import StoreError
+
+    try:
+        run = store.get_run(run_id)
+    except StoreError:  # interrupted before the run was recorded
+        status, error = None, None
+    else:
+        status, error = run.status, run.error
+    if env.as_json:
+        print_json({"run_id": run_id if status else None, "status": status, "error": error, "interrupted": True})
+        return
+    out = console()
+    if status is None:
+        out.print(Text("interrupted before the run was recorded", style="bold red"))
+        return
+    out.print(Text(f"interrupted: run {run_id} is {status}" + (f" ({clean(error)})" if error else ""),
+                   style="bold red"))
+    out.print(Text(f"  runner show {short_ids(store, [run_id])[run_id]}{env.hint()}"))
 
 
 def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]) -> None:
@@ -46,8 +87,10 @@ def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]
         out.print(Text(f"stopped: {result.status}: {clean(result.error or '')}", style="bold red"))
     short = short_ids(store, [result.run_id])[result.run_id]
     out.print(Text(f"\nrun id: {result.run_id}", style="bold"))
-    out.print(Text(f"status {result.status}, {result.steps} steps, {result.tool_calls} tool calls, "
-                   f"{result.tokens} tokens", style=status_style(result.status)))
+    refused = refused_calls(store, [result.run_id])[result.run_id]
+    calls = plural(result.tool_calls, "tool call") + (f" (+{refused} refused)" if refused else "")
+    out.print(Text(f"status {result.status}, {plural(result.steps, 'step')}, {calls}, "
+                   f"{plural(result.tokens, 'token')}", style=status_style(result.status)))
     _next(out, env, short, extra_next)
 
 
@@ -75,11 +118,11 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None) -
     """
     model = demo_model() if model_spec == "scripted" else build_model(model_spec, base_url, api_key)
     with env.store(create=True) as store:
-        result = record(store, DEMO_TASK, model, demo_registry(), {"example": "demo"})
+        result = record(env, store, DEMO_TASK, model, demo_registry(), {"example": "demo"})
         replay = "runner replay tests/fixtures/run.json --tools runner.demo:demo_registry"
         report(env, store, result, [replay])
     if result.status != "done":
-        raise click.exceptions.Exit(1)
+        raise click.exceptions.Exit(EXIT_NO)
 
 
 @click.command()
@@ -93,8 +136,8 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None) -
 @click.option("--token-budget", type=click.IntRange(min=1), default=4000, show_default=True,
               help="Tokens (prompt + reply, estimated or reported) at most.")
 @click.option("--max-tool-calls", type=click.IntRange(min=0), help="Tool calls at most.")
-@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True), metavar="SECONDS",
-              help="Wall-clock limit for the whole run.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S),
+              callback=not_nan, metavar="SECONDS", help="Wall-clock limit for the whole run (at most a year).")
 @label_option("Label the run (repeatable), for `runner runs --label`.")
 @common
 def run(env: Env, task: str, tools_spec: str, model_spec: str | None, base_url: str | None, api_key: str | None,
@@ -108,8 +151,8 @@ def run(env: Env, task: str, tools_spec: str, model_spec: str | None, base_url: 
     registry = load_tools(tools_spec)
     model = build_model(model_spec, base_url, api_key)
     with env.store(create=True) as store:
-        result = record(store, task, model, registry, labels, system=system, max_steps=max_steps,
+        result = record(env, store, task, model, registry, labels, system=system, max_steps=max_steps,
                         token_budget=token_budget, max_tool_calls=max_tool_calls, timeout_s=timeout_s)
         report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"])
     if result.status != "done":
-        raise click.exceptions.Exit(1)
+        raise click.exceptions.Exit(EXIT_NO)

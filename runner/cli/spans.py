@@ -13,7 +13,7 @@ from rich.text import Text
 from ..tracing import otlp_exporter, rebuild_spans
 from .options import CliError, Env, common
 from .queries import find
-from .render import console, print_json
+from .render import console, plural, print_json
 
 
 def exporter_for(endpoint: str | None) -> SpanExporter:
@@ -85,5 +85,5 @@ def spans(env: Env, run_refs: tuple[str, ...], endpoint: str | None, record_cont
         print_json(sent)
         return
     out = console()
-    for item in sent:
-        out.print(Text(f"sent {item['spans']} spans of run {item['run_id']} (trace {item['trace_id']})"))
+    for item, (_, run_spans) in zip(sent, built, strict=True):
+        out.print(Text(f"sent {plural(len(run_spans), 'span')} of run {item['run_id']} (trace {item['trace_id']})"))

@@ -19,7 +19,7 @@ from ..store import RunStore
 from ..store.tables import events, runs
 from .inspect import status_style, when_option
 from .options import Env, common
-from .render import clean, console, iso, median, percentile, print_json, seconds, table
+from .render import clean, console, iso, median, percentile, plural, print_json, seconds, table
 from .timeline import tool_failed
 
 
@@ -94,8 +94,8 @@ def stats(env: Env, since: datetime | None, until: datetime | None) -> None:
     span = f"since {found['since'] or 'the first run'}" + (f" until {found['until']}" if found["until"] else "")
     tokens = found["tokens"]
     per_run = f" ({tokens['per_run']:.0f} per run)" if tokens["per_run"] is not None else ""
-    out.print(Text(f"{found['runs']} runs {span}; {tokens['total']} tokens{per_run}; "
-                   f"{found['tool_calls']} tool calls", style="bold"))
+    out.print(Text(f"{plural(found['runs'], 'run')} {span}; {plural(tokens['total'], 'token')}{per_run}; "
+                   f"{plural(found['tool_calls'], 'tool call')}", style="bold"))
     if not found["runs"]:
         return
     statuses = table("status", "runs", "share", right=("runs", "share"))

@@ -9,7 +9,8 @@ from typing import Any
 from rich.text import Text
 
 from ..store import RunSummary, StoredEvent, StoredRun
-from .render import clean, cut, iso, seconds, when
+from .queries import refused_in
+from .render import clean, cut, iso, plural, seconds, when
 
 SHOWN_CHARS = 300
 ERROR_STYLE = "bold red"
@@ -65,8 +66,10 @@ def header(run: StoredRun) -> Iterator[Text]:
                  else ERROR_STYLE)
     yield title
     duration = (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None
-    yield Text(f"started {when(run.started_at)} UTC, took {seconds(duration)}; {run.steps} steps, "
-               f"{run.tool_calls} tool calls, {run.tokens} tokens", style="dim")
+    refused = refused_in(run)
+    calls = plural(run.tool_calls, "tool call") + (f" (+{refused} refused)" if refused else "")
+    yield Text(f"started {when(run.started_at)} UTC, took {seconds(duration)}; {plural(run.steps, 'step')}, "
+               f"{calls}, {plural(run.tokens, 'token')}", style="dim")
     model = clean(run.model) + (f" ({clean(run.provider)})" if run.provider else "")
     extra = f", agent {clean(run.agent_name)}" if run.agent_name else ""
     yield Text(f"model {model}{extra}; trace {run.trace_id}", style="dim")
@@ -91,7 +94,8 @@ def timeline(run: StoredRun, *, full: bool = False) -> Iterator[Text]:
             step = data["step"]
             fact = facts.get(step, {})
             line = Text(f"\nstep {step}", style="bold")
-            line.append(f"  {seconds(fact.get('duration'))}, {int(fact.get('tokens', 0))} tokens", style="dim")
+            line.append(f"  {seconds(fact.get('duration'))}, {plural(int(fact.get('tokens', 0)), 'token')}",
+                        style="dim")
             yield line
         elif event.kind == "model_call":
             yield from model_call(data, limit)

@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
-from typing import TypeVar, cast
+from typing import Any, TypeVar, cast
 
-from sqlalchemy import ColumnElement, Connection, Engine, FromClause, exists, func, or_, select
+from sqlalchemy import ColumnElement, Connection, Engine, FromClause, Select, exists, func, or_, select
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -32,6 +33,7 @@ from .records import LIVE, RunSummary, StoredEvent, StoredRun, logged_text, summ
 from .tables import events, run_labels, run_tools, runs
 
 Label = tuple[str, str] | Mapping[str, str]
+AMBIGUOUS_SHOWN = 5  # run ids an ambiguous prefix's error names before "and N more"
 
 
 _T = TypeVar("_T")
@@ -154,6 +156,34 @@ class RunStore:
             raise ValueError(f"limit must be a non-negative integer, got {limit!r}")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
+        query, driver = self._matching(select(runs), status, since, until, tool, text, label)
+        query = query.order_by(driver.c.started_at.desc(), driver.c.run_id.desc()).limit(limit).offset(offset)
+        with self.reading() as conn:
+            rows = conn.execute(query).mappings().all()
+            labels = self._labels(conn, [row["run_id"] for row in rows])
+        return [RunSummary(**summary_fields(row, labels.get(row["run_id"], {}), json.loads)) for row in rows]
+
+    def count_runs(self, *, status: str | Sequence[str] | None = None, since: datetime | None = None,
+                   until: datetime | None = None, tool: str | None = None, text: str | None = None,
+                   label: Label | None = None, at_most: int | None = None) -> int:
+        """How many runs ``list_runs`` with the same filters would find (no limit).
+
+        ``at_most`` stops counting there: a bounded scan, for "over N more" on a big store
+        where an exact count of a text search would read every run.
+        """
+        if at_most is not None and (isinstance(at_most, bool) or not isinstance(at_most, int) or at_most < 0):
+            raise ValueError(f"at_most must be a non-negative integer, got {at_most!r}")
+        query, _ = self._matching(select(runs.c.run_id), status, since, until, tool, text, label)
+        if at_most is not None:
+            query = query.limit(at_most)
+        with self.reading() as conn:
+            return int(conn.execute(select(func.count()).select_from(query.subquery())).scalar_one())
+
+    @staticmethod
+    def _matching(query: Select[Any], status: str | Sequence[str] | None, since: datetime | None,
+                  until: datetime | None, tool: str | None, text: str | None,
+                  label: Label | None) -> tuple[Select[Any], FromClause]:
+        """``query`` (a select from ``runs``) narrowed by the filters, and the table it walks."""
         pairs = [label] if isinstance(label, tuple) else list((label or {}).items())
         # Filters match the columns' rendering of what was recorded (``recorder.column``).
         pairs = [(_stored(key, NAME_WIDTH), _stored(value)) for key, value in pairs]
@@ -170,7 +200,6 @@ class RunStore:
             conditions = [driver.c.key == key, driver.c.value == value]
         else:
             conditions = []
-        query = select(runs)
         if driver is not runs:
             query = query.select_from(driver.join(runs, runs.c.run_id == driver.c.run_id))
         query = query.where(*conditions)
@@ -187,11 +216,7 @@ class RunStore:
         for key, value in pairs:
             query = query.where(exists().where(
                 run_labels.c.run_id == runs.c.run_id, run_labels.c.key == key, run_labels.c.value == value))
-        query = query.order_by(driver.c.started_at.desc(), driver.c.run_id.desc()).limit(limit).offset(offset)
-        with self.reading() as conn:
-            rows = conn.execute(query).mappings().all()
-            labels = self._labels(conn, [row["run_id"] for row in rows])
-        return [RunSummary(**summary_fields(row, labels.get(row["run_id"], {}), json.loads)) for row in rows]
+        return query, driver
 
     def get_run(self, run_id: str) -> StoredRun:
         """The run with its events and rebuilt messages; ``StoreError`` if there is none."""
@@ -212,25 +237,41 @@ class RunStore:
     def resolve_run_id(self, prefix: str) -> str:
         """The run with exactly this id, else the one run whose id starts with ``prefix``.
 
-        ``StoreError`` when none or several do. The prefix match is an indexed range
-        scan (a ``LIKE`` alone cannot use the index on SQLite).
+        ``StoreError`` when none or several do (naming up to ``AMBIGUOUS_SHOWN`` of them).
+        The prefix match is an indexed range scan (a ``LIKE`` alone cannot use the index
+        on SQLite). Text no run id can hold (a surrogate; NUL on PostgreSQL) is no run.
         """
         if not prefix:
             raise StoreError("empty run id")
-        upper = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        if not self._storable(prefix):
+            raise StoreError(f"no run {prefix!r} in {shown(self.url)}")
+        matching = [runs.c.run_id >= prefix, runs.c.run_id.startswith(prefix, autoescape=True)]
+        if prefix[-1] != chr(sys.maxunicode):  # else no string is past every match: the range stays open
+            matching.append(runs.c.run_id < prefix[:-1] + chr(ord(prefix[-1]) + 1))
         with self.reading() as conn:
             if conn.execute(select(runs.c.run_id).where(runs.c.run_id == prefix)).first() is not None:
                 return prefix
-            query = (select(runs.c.run_id)
-                     .where(runs.c.run_id >= prefix, runs.c.run_id < upper,
-                            runs.c.run_id.startswith(prefix, autoescape=True))
-                     .order_by(runs.c.run_id).limit(2))
-            found = list(conn.execute(query).scalars())
+            query = select(runs.c.run_id).where(*matching).order_by(runs.c.run_id).limit(AMBIGUOUS_SHOWN + 1)
+            found = [str(run_id) for run_id in conn.execute(query).scalars()]
+            more = 0
+            if len(found) > AMBIGUOUS_SHOWN:
+                found.pop()
+                counted = conn.execute(select(func.count()).select_from(runs).where(*matching)).scalar_one()
+                more = int(counted) - len(found)
         if not found:
             raise StoreError(f"no run {prefix!r} in {shown(self.url)}")
         if len(found) > 1:
-            raise StoreError(f"run id prefix {prefix!r} is ambiguous: {found[0]}, {found[1]}, ...")
-        return str(found[0])
+            listed = ", ".join(found) + (f" and {more} more" if more else "")
+            raise StoreError(f"run id prefix {prefix!r} is ambiguous: {listed}")
+        return found[0]
+
+    def _storable(self, text: str) -> bool:
+        """Whether a run id could be ``text``: both backends refuse surrogates, PostgreSQL NUL."""
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return not ("\x00" in text and self.engine.dialect.name == "postgresql")
 
     def export_fixture(self, run_id: str, path: str | Path) -> Path:
         """Write the run (``run_id`` may be a unique prefix) as a replay fixture file.
