@@ -294,5 +294,12 @@ class StoredFact(Protocol):
 
 
 def decode_all(rows: Iterable[StoredFact], run_id: str = "") -> list[Event]:
-    """Every fact of a stored run, in order."""
-    return [decode(row.kind, row.data, row.step, run_id) for row in rows]
+    """Every fact of a stored run, in order; a row that is not one names the run and its place."""
+    facts: list[Event] = []
+    for index, row in enumerate(rows, 1):
+        try:
+            facts.append(decode(row.kind, row.data, row.step, run_id))
+        except EventDecodeError as exc:
+            where = getattr(row, "seq", index)
+            raise EventDecodeError(f"run {run_id} event {where}: {exc}") from None
+    return facts

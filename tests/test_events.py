@@ -3,6 +3,7 @@ and a row that is not one of our facts is one ``StoreError`` line."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -104,3 +105,21 @@ def test_span_keys_name_the_run_step_chat_or_tool_and_a_resumed_segment() -> Non
         ["chat:2", "tool:c9", "run", "step:2", "chat:2", "tool:c9"]
     assert span_key(StepStarted(step=2), segment=1) == "step:2@1"
     assert span_key(RunResumed(owner="o", reason="r", limits={}), segment=1) == "run@1"
+
+
+def test_a_damaged_row_in_a_stored_run_names_the_run_and_the_event(store: Any) -> None:
+    from sqlalchemy import insert
+
+    from runner import ScriptedModel, ToolRegistry, run_agent
+    from runner.store.tables import events
+
+    result = run_agent("t", ScriptedModel(["hi"]), ToolRegistry(), store=store)
+    last = len(store.get_run(result.run_id).events)
+    with store.engine.begin() as conn:  # a row some other program appended
+        conn.execute(insert(events).values(run_id=result.run_id, seq=last + 1, at=datetime.now(UTC), step=0,
+                                           kind="tool_started", data='{"name": "x"}', span_id=None))
+    with pytest.raises(StoreError) as caught:
+        store.get_run(result.run_id)
+    assert str(caught.value) == (f"run {result.run_id} event {last + 1}: tool_started event is malformed: "
+                                 "ToolStarted.__init__() missing 2 required keyword-only arguments: 'call_id' and "
+                                 "'args'")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from ..events import Event, RunFinished, RunResumed, RunStarted
 from ..messages import Message
 from .owner import owner_alive, parse_owner
 
@@ -104,16 +105,16 @@ def summary_fields(row: Mapping[Any, Any], labels: dict[str, str], loads: Any) -
     return values
 
 
-def logged_text(events: list[StoredEvent]) -> dict[str, Any]:
+def logged_text(facts: list[Event]) -> dict[str, Any]:
     """The run's text fields as its log holds them, exactly (the ``runs`` columns hold a
     rendering: U+FFFD for what a backend cannot store, names cut to the column width)."""
     found: dict[str, Any] = {}
-    for event in events:
-        if event.kind == "run_started":
-            found.update({name: event.data[name] for name in _STARTED if name in event.data})
-        elif event.kind == "run_finished":
-            found.update({name: event.data[name] for name in ("answer", "error") if name in event.data})
+    for fact in facts:
+        if isinstance(fact, RunStarted):
+            found.update(task=fact.task, system=fact.system, model=fact.model, provider=fact.provider,
+                         agent_name=fact.agent_name, labels=dict(fact.labels))
+        elif isinstance(fact, RunFinished):
+            found.update(answer=fact.answer, error=fact.error)
+        elif isinstance(fact, RunResumed):
+            found.update(answer=None, error=None)
     return found
-
-
-_STARTED = ("task", "system", "model", "provider", "agent_name", "labels")

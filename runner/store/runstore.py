@@ -21,7 +21,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import RunInUse, StoreError
-from ..messages import Message
+from ..events import MessageAppended, decode_all
 from ..state import RunState
 from ..statuses import RUNNING
 from .engine import DEFAULT_BUSY_TIMEOUT_S, make_engine, one_line, parse_url, read_connection, shown
@@ -230,8 +230,9 @@ class RunStore:
                                 .where(events.c.run_id == run_id).order_by(events.c.seq)).all()
         stored = [StoredEvent(seq, at, step, kind, json.loads(data), span_id)
                   for seq, at, step, kind, data, span_id in rows]
-        messages = [cast(Message, e.data["message"]) for e in stored if e.kind == "message"]
-        fields = summary_fields(row, labels, json.loads) | logged_text(stored)
+        facts = decode_all(stored, run_id)
+        messages = [fact.message for fact in facts if isinstance(fact, MessageAppended)]
+        fields = summary_fields(row, labels, json.loads) | logged_text(facts)
         return StoredRun(**fields, events=stored, messages=messages)
 
     def resolve_run_id(self, prefix: str) -> str:
