@@ -56,7 +56,7 @@ def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *
     state = fold(decode_all(run.events, run.run_id), run.run_id)
     given = dict(decisions or {})
     _check_decisions(run.run_id, state, given)
-    limits = _limits(run.limits, max_steps, token_budget, options)
+    limits = _limits(state.limits or run.limits, max_steps, token_budget, options)
     store.claim_run(run)
     reason = run.status if run.status != st.RUNNING else f"its process is gone ({run.liveness})"
     model_name, provider = model_identity(model)
@@ -80,7 +80,7 @@ def fork(store: RunStore, run_id: str, *, at_step: int, model: Model, registry: 
     facts = decode_all(parent.events, parent.run_id)
     messages = _messages_before_step(parent.run_id, facts, at_step)
     messages = _swap_observations(parent.run_id, messages, dict(observations or {}))
-    limits = _limits(parent.limits, max_steps, token_budget, options)
+    limits = _limits(fold(facts).limits or parent.limits, max_steps, token_budget, options)
     started = _linked_start(parent, messages, model, registry, limits, "fork", options, forked_at_step=at_step)
     return _drive_linked(store, parent, started, messages, model, registry, limits, options)
 
@@ -100,7 +100,7 @@ def follow_up(store: RunStore, run_id: str, message: str, model: Model, registry
     if not isinstance(message, str) or not message:
         raise ValueError("a follow-up message must be a non-empty string")
     messages: list[Message] = [*state.messages, {"role": "user", "content": message}]
-    limits = _limits(parent.limits, max_steps, token_budget, options)
+    limits = _limits(state.limits or parent.limits, max_steps, token_budget, options)
     started = _linked_start(parent, messages, model, registry, limits, "follow_up", options, task=message)
     return _drive_linked(store, parent, started, messages, model, registry, limits, options)
 

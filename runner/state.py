@@ -50,6 +50,7 @@ class RunState:
 
     run_id: str = ""
     started: RunStarted | None = None
+    limits: dict[str, object] = field(default_factory=dict)  # the latest: a resume may change them
     messages: list[Message] = field(default_factory=list)
     steps: int = 0
     spent: int = 0
@@ -75,7 +76,7 @@ class RunState:
 
     def copy(self) -> RunState:
         """An independent copy (containers copied; messages and facts are never mutated)."""
-        return replace(self, messages=list(self.messages), seen_ids=set(self.seen_ids),
+        return replace(self, limits=dict(self.limits), messages=list(self.messages), seen_ids=set(self.seen_ids),
                        started_calls=dict(self.started_calls), finished_calls=dict(self.finished_calls),
                        pending_approvals=dict(self.pending_approvals), decisions=dict(self.decisions))
 
@@ -119,9 +120,11 @@ class RunState:
             self.resumed_from, self.resumed_error = self.status, self.error
             self.status, self.answer, self.error = st.RUNNING, None, None
             self.decisions.update(event.decisions)
+            self.limits = dict(event.limits)
         elif isinstance(event, RunStarted):
             self.started = event
             self.run_id = event.run_id or self.run_id
+            self.limits = dict(event.limits)
             if event.forked_at_step:
                 self.steps = event.forked_at_step - 1
 

@@ -170,3 +170,18 @@ def test_an_idempotency_key_must_be_a_parameter_the_model_cannot_send() -> None:
         registry.register("b", "", {"type": "object"}, lambda: 1, idempotency_key="key")
     tool = registry.register("c", "", {"type": "object"}, lambda key: key, idempotency_key="key")
     assert tool.spec()["parameters"] == {"type": "object"}
+
+
+def test_a_second_resume_keeps_the_limits_the_first_one_set(store: RunStore) -> None:
+    script = [PARIS, OSLO, reply("", call("c3", "get_weather", city="Paris")), "done at last"]
+    stopped = run_agent("t", ScriptedModel(script), weather_registry(), store=store, max_steps=1,
+                        max_identical_calls=5)
+    again = resume(store, stopped.run_id, ScriptedModel(script[1:]), weather_registry(), max_steps=2)
+    last = resume(store, stopped.run_id, ScriptedModel(script[2:]), weather_registry(), token_budget=50_000)
+    assert [(r.status, r.steps) for r in (stopped, again, last)] == [("step_limit", 1), ("step_limit", 2),
+                                                                     ("step_limit", 2)]
+    final = resume(store, stopped.run_id, ScriptedModel(script[2:]), weather_registry(), max_steps=4)
+    assert (final.status, final.steps, final.answer) == ("done", 4, "done at last")
+    resumed = [e.data["limits"] for e in store.get_run(stopped.run_id).events if e.kind == "run_resumed"]
+    assert [(lim["max_steps"], lim["token_budget"], lim["max_identical_calls"]) for lim in resumed] == [
+        (2, 4000, 5), (2, 50_000, 5), (4, 50_000, 5)]
