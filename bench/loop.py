@@ -16,6 +16,8 @@ from workload import registry, script
 from runner.core import AgentCore
 from runner.limits import Limits, NaiveTokenMeter, TokenMeter
 from runner.loop import drive
+from runner.options import new_run_opening
+from runner.state import RunState
 from runner.wiring import build_recorder
 
 SIZES = (10, 100, 1000)
@@ -26,10 +28,12 @@ def per_step_us(steps: int, meter: type[TokenMeter]) -> float:
     reg = registry()
     best = float("inf")
     for _ in range(REPEATS):
-        # The recorder a run gets by default: tracing through the global (no-op) provider.
-        default = build_recorder(store=None, tracer_provider=None, record_content=False, extra=None)
-        core = AgentCore("bench", script(steps), reg, system="s", recorder=default,
-                         limits=Limits(max_steps=steps, token_budget=10**12), meter=meter)
+        # The core ``run_agent`` builds, with the token meter swapped: a run's default recorder
+        # traces through the global (no-op) provider.
+        model, limits, state = script(steps), Limits(max_steps=steps, token_budget=10**12), RunState(run_id="bench")
+        default = build_recorder(store=None, tracer_provider=None, record_content=False, extra=None, state=state)
+        core = AgentCore(model, reg, run_id=state.run_id, limits=limits, recorder=default, state=state,
+                         opening=new_run_opening(state.run_id, "bench", "s", limits, reg, model), meter=meter)
         started = time.perf_counter()
         result = drive(core)
         elapsed = time.perf_counter() - started
