@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from runner import AsyncModel, Message, Model, ModelReply, ToolRegistry, ToolSpec, arun_agent, run_agent
 
@@ -23,6 +24,13 @@ def sync_model(messages: Sequence[Message], specs: Sequence[ToolSpec]) -> ModelR
 async def async_model(history: Sequence[Message], tools: Sequence[ToolSpec]) -> ModelReply:
     await asyncio.sleep(0)
     return ModelReply(content=f"{len(history)} messages, {len(tools)} tools")
+
+if TYPE_CHECKING:  # the adapters are models too: checked by mypy only (no SDK imported at run time)
+    from runner.adapters import AnthropicModel, AsyncAnthropicModel, AsyncOpenAIModel, OpenAIModel
+
+    def _adapters_are_models(a: OpenAIModel, b: AnthropicModel, c: AsyncOpenAIModel, d: AsyncAnthropicModel
+                             ) -> tuple[Model, Model, AsyncModel, AsyncModel]:
+        return a, b, c, d
 
 
 def test_a_typed_function_with_its_own_parameter_names_is_a_model() -> None:
