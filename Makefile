@@ -19,6 +19,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check runner tests bench
 	$(BIN)/mypy runner
+	$(BIN)/mypy --strict tests bench
 
 test: lint
 	$(BIN)/pytest

@@ -28,13 +28,12 @@ def per_step_us(steps: int, meter: type[TokenMeter]) -> float:
     reg = registry()
     best = float("inf")
     for _ in range(REPEATS):
-        # The recorder a run gets by default: tracing through the global (no-op) provider.
-        state = RunState(run_id="bench")
+        # The core ``run_agent`` builds, with the token meter swapped: a run's default recorder
+        # traces through the global (no-op) provider.
+        model, limits, state = script(steps), Limits(max_steps=steps, token_budget=10**12), RunState(run_id="bench")
         default = build_recorder(store=None, tracer_provider=None, record_content=False, extra=None, state=state)
-        limits = Limits(max_steps=steps, token_budget=10**12)
-        model = script(steps)
-        core = AgentCore(model, reg, run_id="bench", limits=limits, recorder=default, state=state, meter=meter,
-                         opening=new_run_opening("bench", "bench", "s", limits, reg, model))
+        core = AgentCore(model, reg, run_id=state.run_id, limits=limits, recorder=default, state=state,
+                         opening=new_run_opening(state.run_id, "bench", "s", limits, reg, model), meter=meter)
         started = time.perf_counter()
         result = drive(core)
         elapsed = time.perf_counter() - started

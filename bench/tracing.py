@@ -29,7 +29,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import NoOpTracerProvider
 from workload import registry, script
 
-from runner import run_agent
+from runner import open_store, run_agent
 
 STEPS = 200
 REPEATS = 7
@@ -64,18 +64,13 @@ def main() -> None:
         rows["plain"] = per_step_us()
         rows["no-op tracer"] = per_step_us(tracer_provider=NoOpTracerProvider())
         rows["traced"] = per_step_us(drain, tracer_provider=provider)
-        try:
-            from runner.store import open_store
-        except ImportError:
-            open_store = None
-        if open_store is not None:
-            with tempfile.TemporaryDirectory() as tmp:
-                store = open_store(f"sqlite:///{Path(tmp) / 'bench.db'}")
-                try:
-                    rows["logged"] = per_step_us(store=store)
-                    rows["logged + traced"] = per_step_us(drain, store=store, tracer_provider=provider)
-                finally:
-                    store.close()
+        with tempfile.TemporaryDirectory() as tmp:
+            store = open_store(f"sqlite:///{Path(tmp) / 'bench.db'}")
+            try:
+                rows["logged"] = per_step_us(store=store)
+                rows["logged + traced"] = per_step_us(drain, store=store, tracer_provider=provider)
+            finally:
+                store.close()
     finally:
         provider.shutdown()
 

@@ -28,7 +28,7 @@ from .events import Event
 from .fixture import Fixture, load_fixture
 from .limits import STATUSES, Limits
 from .loop import run_agent
-from .messages import Message, Model, ModelReply, ToolCall, ToolSpec, Usage
+from .messages import AsyncModel, Message, Model, ModelReply, ToolCall, ToolSpec, Usage
 from .options import RunOptions
 from .plan import run_plan
 from .recorder import FanoutRecorder, NullRecorder, Recorder
@@ -64,6 +64,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "AgentResult",
     "AgentStopped",
+    "AsyncModel",
     "CannotResume",
     "DEFAULT_SYSTEM",
     "Event",

@@ -17,6 +17,7 @@ from typing import Any, Unpack
 
 from .core import DEFAULT_SYSTEM, AgentCore
 from .loop import CANCEL_POLL_S
+from .messages import AsyncModel, Model
 from .options import RunOptions, build_core
 from .results import Action, AgentResult, CallModel, Outcome
 from .tools import ToolRegistry
@@ -24,7 +25,7 @@ from .tools import ToolRegistry
 
 async def arun_agent(
     task: str,
-    model: Any,
+    model: Model | AsyncModel,
     registry: ToolRegistry,
     system: str = DEFAULT_SYSTEM,
     max_steps: int = 8,
@@ -32,6 +33,9 @@ async def arun_agent(
     **options: Unpack[RunOptions],
 ) -> AgentResult:
     """Async ``run_agent``: ``model`` and tools may be coroutine functions or plain ones.
+
+    A plain model runs on a worker thread; a reply that is awaitable (from a coroutine
+    function, or any callable returning one) is awaited.
 
     ``cancel`` may be an ``asyncio.Event`` or a ``threading.Event``. Recording into a
     store happens on the event loop's thread (a commit takes well under a millisecond

@@ -35,7 +35,7 @@ from .events import (
     ToolStarted,
 )
 from .limits import Limits, TokenMeter, cut_observation, reply_tokens
-from .messages import Message, Model, ModelReply, ToolCall, assistant_message, tool_message
+from .messages import AnyModel, Message, ModelReply, ToolCall, assistant_message, tool_message
 from .recorder import Recorder
 from .replies import loggable, output_chars, reply_problem, unfinished_reply
 from .results import Action, AgentResult, CallModel, CallTool, Outcome
@@ -53,7 +53,7 @@ class AgentCore:
 
     def __init__(
         self,
-        model: Model,
+        model: AnyModel,
         registry: ToolRegistry,
         *,
         run_id: str,

@@ -7,7 +7,7 @@ must not be able to alter what the model said after the fact.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, TypedDict
 
@@ -90,13 +90,23 @@ class ToolSpec(TypedDict):
 class Model(Protocol):
     """Any callable ``(messages, tool_specs) -> ModelReply`` is a model.
 
+    The parameters are positional-only because the loop passes them by position:
+    a user's function may name them as it likes and still type-check as a model.
     A model may also expose ``model_name`` and ``provider_name`` attributes; the
     log and the spans use them when present.
     """
 
-    def __call__(
-        self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]
-    ) -> ModelReply: ...
+    def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec], /) -> ModelReply: ...
+
+
+class AsyncModel(Protocol):
+    """A model for ``arun_agent``: a coroutine function, or any callable returning an awaitable reply."""
+
+    def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec], /) -> Awaitable[ModelReply]: ...
+
+
+# What a run's core holds: only ``arun_agent`` may be given an ``AsyncModel``, and it awaits the reply.
+AnyModel = Model | AsyncModel
 
 
 def assistant_message(reply: ModelReply) -> AssistantMessage:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 from .core import AgentCore, Approver
 from .events import Event, MessageAppended, RunStarted
 from .limits import Limits
-from .messages import Message, Model
+from .messages import AnyModel, Message
 from .recorder import Recorder
 from .results import checked_run_id, model_identity
 from .state import RunState
@@ -56,7 +56,7 @@ class RunOptions(ContinueOptions, total=False):
 
 
 def build_core(
-    task: str, model: Model, registry: ToolRegistry, system: str, max_steps: int, token_budget: int,
+    task: str, model: AnyModel, registry: ToolRegistry, system: str, max_steps: int, token_budget: int,
     **options: Unpack[RunOptions],
 ) -> AgentCore:
     """The core of a new run: it opens with ``run_started`` and the system and user messages."""
@@ -67,7 +67,7 @@ def build_core(
     return core_for(model, registry, run_id, limits, first, None, options)
 
 
-def new_run_opening(run_id: str, task: str, system: str, limits: Limits, registry: ToolRegistry, model: Model,
+def new_run_opening(run_id: str, task: str, system: str, limits: Limits, registry: ToolRegistry, model: AnyModel,
                     agent_name: str | None = None, labels: Mapping[str, str] | None = None) -> list[Event]:
     """The facts a new run opens with: ``run_started``, the system prompt and the task."""
     model_name, provider = model_identity(model)
@@ -96,7 +96,7 @@ def opening(started: RunStarted, messages: Sequence[Message]) -> list[Event]:
     return [started, *(MessageAppended(index=i, message=m) for i, m in enumerate(messages))]
 
 
-def core_for(model: Model, registry: ToolRegistry, run_id: str, limits: Limits, first: Sequence[Event],
+def core_for(model: AnyModel, registry: ToolRegistry, run_id: str, limits: Limits, first: Sequence[Event],
              state: RunState | None, options: Mapping[str, Any], link: TraceLink | None = None,
              store: RunStore | None = None) -> AgentCore:
     """A core on the recorders ``options`` ask for, starting from ``state`` with the facts ``first``."""

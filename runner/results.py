@@ -14,7 +14,7 @@ from typing import Any
 
 from . import statuses as st
 from .errors import AgentStopped
-from .messages import Message, Model, ToolCall, ToolSpec
+from .messages import AnyModel, Message, ToolCall, ToolSpec
 from .tools import Tool
 
 # Caller-given run ids land in terminals, file names and trace ids: no spaces, no control characters.
@@ -52,7 +52,9 @@ class AgentResult:
 
 @dataclass(frozen=True, slots=True)
 class CallModel:
-    model: Model
+    """Ask ``model`` for a reply: the driver calls it (and awaits it, for ``arun_agent``)."""
+
+    model: AnyModel
     messages: list[Message]
     specs: list[ToolSpec]
 

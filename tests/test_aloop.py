@@ -206,14 +206,15 @@ def test_cancelling_the_caller_cancels_the_awaited_call_and_closes_the_run(tmp_p
 
 
 def _no_such_item() -> Any:
-    return next(x for x in [] if x)  # raises StopIteration, which asyncio cannot carry through a Future
+    nothing: list[int] = []
+    return next(x for x in nothing if x)  # raises StopIteration, which asyncio cannot carry through a Future
 
 
 @pytest.mark.timeout(10)
 def test_a_sync_tool_raising_stopiteration_is_an_error_observation_as_in_the_sync_driver() -> None:
     registry = ToolRegistry()
     registry.register("first", "d", {"type": "object", "properties": {}}, _no_such_item)
-    script = [reply("", call("c1", "first")), "none"]
+    script: list[ModelReply | str] = [reply("", call("c1", "first")), "none"]
     sync = run_agent("t", ScriptedModel(script), registry)
     result = asyncio.run(arun_agent("t", ScriptedModel(script), registry))
     assert (result.status, result.answer) == ("done", "none")

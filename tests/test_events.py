@@ -29,7 +29,8 @@ from runner.events import (
 from runner.messages import ModelReply, ToolCall, Usage
 
 EVERY_KIND: list[Event] = [
-    RunStarted(task="t", system="s", limits={"max_steps": 3}, tool_specs=[{"name": "x"}], model="m",
+    RunStarted(task="t", system="s", limits={"max_steps": 3},
+               tool_specs=[{"name": "x", "description": "d", "parameters": {}}], model="m",
                provider="p", agent_name="a", labels={"k": "v"}, parent_run_id="parent", origin="fork",
                forked_at_step=2, service_name="svc"),
     MessageAppended(step=1, index=2, message={"role": "assistant", "content": "", "tool_calls": []}),

@@ -236,10 +236,10 @@ def test_ctrl_c_from_a_tool_is_not_swallowed_and_closes_the_run_cancelled(store:
         raise KeyboardInterrupt
 
     registry.register("interrupt", "d", {"type": "object", "properties": {}}, interrupt)
-    for run_id, options in ((RUN_ID, {}), ("hostile1" + "0" * 24, {"timeout_s": 5.0})):
+    for run_id, timeout_s in ((RUN_ID, None), ("hostile1" + "0" * 24, 5.0)):
         with pytest.raises(KeyboardInterrupt):
             run_agent("t", ScriptedModel([reply("", call("c1", "interrupt"))]), registry, store=store,
-                      run_id=run_id, **options)
+                      run_id=run_id, timeout_s=timeout_s)
         run = store.get_run(run_id)
         assert (run.status, run.error) == ("cancelled", "aborted by KeyboardInterrupt")
 

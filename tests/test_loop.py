@@ -327,7 +327,7 @@ def test_duplicate_call_id_within_one_reply_is_invalid() -> None:
 
 
 def test_model_returning_something_else_is_an_invalid_reply() -> None:
-    result = run_agent("t", lambda m, s: "plain text", ToolRegistry())  # type: ignore[arg-type, return-value]
+    result = run_agent("t", lambda m, s: "plain text", ToolRegistry())  # type: ignore[arg-type]
     assert result.status == "invalid_reply"
     assert result.error == "model returned str, expected ModelReply"
 
@@ -425,7 +425,9 @@ def test_a_tool_that_edits_its_arguments_cannot_rewrite_the_history() -> None:
     registry.register("grow", "d", {"type": "object", "properties": {"items": {"type": "array"}}}, grow)
     model = ScriptedModel([reply("", call("c1", "grow", items=["a"])), "ok"])
     result = run_agent("t", model, registry)
-    assert result.messages[2]["tool_calls"][0]["args"] == {"items": ["a"]}
+    assistant = result.messages[2]
+    assert assistant["role"] == "assistant"
+    assert assistant["tool_calls"][0]["args"] == {"items": ["a"]}
     assert result.messages[3]["content"] == "2"
     assert model.replies[0].tool_calls[0].args == {"items": ["a"]}
 
@@ -485,9 +487,9 @@ def test_ctrl_c_in_the_model_closes_the_run_then_propagates() -> None:
     def model(messages: Any, specs: Any) -> ModelReply:
         raise KeyboardInterrupt
 
-    for options in ({}, {"timeout_s": 5.0}):
+    for timeout_s in (None, 5.0):  # the model called inline, then on a worker thread
         with pytest.raises(KeyboardInterrupt):
-            run_agent("t", model, ToolRegistry(), recorder=Spy(), **options)
+            run_agent("t", model, ToolRegistry(), recorder=Spy(), timeout_s=timeout_s)
     assert [(r.status, r.error) for r in finished] == [("cancelled", "aborted by KeyboardInterrupt")] * 2
 
 

@@ -8,7 +8,7 @@ import sys
 import runner
 
 EXPECTED = {
-    "AgentResult", "AgentStopped", "CannotResume", "DEFAULT_SYSTEM", "Event", "FanoutRecorder", "Fixture",
+    "AgentResult", "AgentStopped", "AsyncModel", "CannotResume", "DEFAULT_SYSTEM", "Event", "FanoutRecorder", "Fixture",
     "FixtureError", "Limits", "Message", "Model", "ModelReply", "NullRecorder", "Recorder", "ReplayDivergence",
     "ReplayModel", "ReplayReport", "RunInUse", "RunOptions", "RunState", "RunStore", "RunSummary", "RunnerError",
     "STATUSES", "ScriptError", "ScriptExhausted", "ScriptedModel", "StopRun", "StoreError", "StoredEvent",

@@ -8,7 +8,7 @@ from typing import Any
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from runner import ScriptedModel, fork, rebuild_spans, resume, run_agent
+from runner import ModelReply, ScriptedModel, fork, rebuild_spans, resume, run_agent
 from runner.store import RunStore
 from tests.loop_helpers import call, reply, weather_registry
 
@@ -27,8 +27,8 @@ def _tree(spans: list[ReadableSpan]) -> set[tuple[str, str, str | None, Any]]:
 def test_a_resumed_run_joins_its_trace_under_its_first_root_and_rebuilds_alike(
         store: RunStore, live: tuple[TracerProvider, InMemorySpanExporter]) -> None:
     provider, exporter = live
-    script = [reply("", call("c1", "get_weather", city="Paris")), reply("", call("c2", "get_weather", city="Oslo")),
-              "cold"]
+    script: list[ModelReply | str] = [reply("", call("c1", "get_weather", city="Paris")),
+                                      reply("", call("c2", "get_weather", city="Oslo")), "cold"]
     stopped = run_agent("Weather?", ScriptedModel(script), weather_registry(), store=store, max_steps=1,
                         tracer_provider=provider)
     first = list(exporter.get_finished_spans())
@@ -57,7 +57,7 @@ def test_a_resumed_run_joins_its_trace_under_its_first_root_and_rebuilds_alike(
 def test_a_fork_has_its_own_trace_linked_to_its_parents_root(
         store: RunStore, live: tuple[TracerProvider, InMemorySpanExporter]) -> None:
     provider, exporter = live
-    script = [reply("", call("c1", "get_weather", city="Paris")), "21C"]
+    script: list[ModelReply | str] = [reply("", call("c1", "get_weather", city="Paris")), "21C"]
     parent = run_agent("Weather?", ScriptedModel(script), weather_registry(), store=store, tracer_provider=provider)
     parent_root = next(s for s in exporter.get_finished_spans() if s.parent is None)
     exporter.clear()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from sqlalchemy import event, select
+from sqlalchemy.pool import QueuePool
 
 from runner import Limits, ModelReply, ScriptedModel, StoreError, ToolCall, Usage, run_agent
 from runner.events import reply_data as describe_reply
@@ -48,7 +50,7 @@ def test_events_are_the_contract_facts_in_order_with_contiguous_seq(store: RunSt
     assert [e.step for e in run.events] == [0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2]
     ats = [e.at for e in run.events]
     assert ats == sorted(ats)
-    assert all(at.utcoffset() is not None and at.utcoffset().total_seconds() == 0 for at in ats)
+    assert all(at.utcoffset() == timedelta(0) for at in ats)
 
 
 def test_event_payloads_follow_the_contract(store: RunStore) -> None:
@@ -260,7 +262,9 @@ def test_a_failed_write_is_one_store_error_line(store: RunStore) -> None:
     assert message.startswith(f"cannot write run {RUN_ID} to the store: ")
     assert "\n" not in message
     assert store.get_run(RUN_ID).task == "Hi"
-    assert store.engine.pool.checkedout() == 0
+    pool = store.engine.pool
+    assert isinstance(pool, QueuePool)
+    assert pool.checkedout() == 0
 
 
 def test_an_exact_run_id_wins_over_longer_ids_it_prefixes(store: RunStore) -> None:

@@ -231,7 +231,7 @@ def test_deadline_while_a_tool_runs_ends_every_span(spans: tuple[TracerProvider,
 
 def test_content_only_when_opted_in(spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:
     provider, exporter = spans
-    script = [weather("c1", "Paris"), "21C"]
+    script: list[ModelReply | str] = [weather("c1", "Paris"), "21C"]
     run_agent("Weather in Paris?", ScriptedModel(script), registry(), tracer_provider=provider)
     keys = {k for s in exporter.get_finished_spans() for k in (s.attributes or {})}
     assert not {k for k in keys if "messages" in k or "arguments" in k or "result" in k}
