@@ -173,7 +173,7 @@ def test_an_idempotency_key_must_be_a_parameter_the_model_cannot_send() -> None:
 
 
 def test_a_second_resume_keeps_the_limits_the_first_one_set(store: RunStore) -> None:
-    script = [PARIS, OSLO, reply("", call("c3", "get_weather", city="Paris")), "done at last"]
+    script: list[ModelReply | str] = [PARIS, OSLO, reply("", call("c3", "get_weather", city="Paris")), "done at last"]
     stopped = run_agent("t", ScriptedModel(script), weather_registry(), store=store, max_steps=1,
                         max_identical_calls=5)
     again = resume(store, stopped.run_id, ScriptedModel(script[1:]), weather_registry(), max_steps=2)
