@@ -1,4 +1,4 @@
-"""The ``runner`` command: query, show, export, replay, spans, stats, db, demo and run.
+"""The ``runner`` command: query, show, export, replay, spans, stats, db, demo, run, resume and fork.
 
 Every command is a thin layer over the Python API. Failures are one line on
 stderr, never a traceback; set ``RUNNER_DEBUG=1`` to see the traceback of an
@@ -87,7 +87,9 @@ COMMANDS = {
     "db": "db:db",
     "demo": "running:demo",
     "export": "replaying:export",
+    "fork": "continuing:fork",
     "replay": "replaying:replay",
+    "resume": "continuing:resume",
     "run": "running:run",
     "runs": "inspect:runs",
     "show": "inspect:show",
@@ -99,7 +101,7 @@ COMMANDS = {
 @click.group("runner", cls=RunnerGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="durable-agent-runner", prog_name="runner")
 def cli() -> None:
-    """A durable, traced agent runner: inspect, replay and export recorded runs.
+    """A durable, traced agent runner: run, inspect, resume, fork, replay and export recorded runs.
 
     Every command takes --db URL (default: RUNNER_DB, else sqlite:///runs.db) and --json.
     Start with `runner demo`, then `runner runs` and `runner show ID`.

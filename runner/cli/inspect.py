@@ -9,17 +9,20 @@ from datetime import UTC, datetime, timedelta
 import click
 
 from ..limits import RUNNING, STATUSES
+from ..statuses import AWAITING_APPROVAL
+from ..store import RunSummary
+from .lineage import TOOLS_PLACEHOLDER, children, continue_hint, resume_command
 from .listing import Row, runs_table
 from .options import Env, common, label_option
 from .queries import find, refused_calls, refused_in, short_ids, summary_json
-from .render import console, print_json
-from .timeline import event_json, status_label, timeline
+from .render import console, plural, print_json
+from .timeline import event_json, status_color, status_label, timeline
 
 RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 MORE_COUNTED = 1000  # past a full page, count at most this many more matching runs
 MAX_LIMIT = 1_000_000_000  # any store's size; past it, a number is a typo (and 2**63 overflows the database)
-STATUS_STYLE = {"done": "green", RUNNING: "yellow"}
+STATUS_STYLE = {"done": "green", RUNNING: "yellow", AWAITING_APPROVAL: "bold yellow"}
 
 
 def parse_when(value: str, now: datetime | None = None) -> datetime:
@@ -74,6 +77,8 @@ def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: dat
 
     "tool calls" counts the calls that ran; calls refused before running (an
     unknown tool, bad arguments, a repeat) are shown apart: "3 (+1 refused)".
+    Runs awaiting approval, and running ones whose process is gone ("running
+    (dead)"), get a note saying how to go on with them.
 
     \b
     runner runs --status step_limit --since 1d
@@ -95,7 +100,7 @@ def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: dat
     if not found:
         out.print("no runs match", style="dim")
         return
-    rows = [Row(shorts[run.run_id], run.started_at, status_label(run), status_style(run.status), run.steps,
+    rows = [Row(shorts[run.run_id], run.started_at, status_label(run), status_color(run), run.steps,
                 run.tool_calls, refused[run.run_id], run.tokens,
                 (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None, run.task)
             for run in found]
@@ -103,11 +108,29 @@ def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: dat
     out.print(grid)
     if note:
         out.print(note, style="dim")
+    for line in waiting_notes(found, shorts, env.hint()):
+        out.print(line, style="dim")
     more = counted - limit
     if more > MORE_COUNTED:
         out.print(f"… over {MORE_COUNTED:,} more match; narrow the filters or raise --limit", style="dim")
     elif more > 0:
         out.print(f"… {more:,} more match; use --limit {counted} to see them", style="dim")
+
+
+def waiting_notes(found: list[RunSummary], shorts: dict[str, str], db_hint: str) -> list[str]:
+    """Notes under the table for the runs that wait on someone: approvals, and dead processes."""
+    notes = []
+    awaiting = [run.run_id for run in found if run.status == AWAITING_APPROVAL]
+    if awaiting:
+        which = shorts[awaiting[0]] if len(awaiting) == 1 else "ID"
+        notes.append(f"note: {plural(len(awaiting), 'run')} awaiting approval: runner show {which}{db_hint} "
+                     "lists the calls to --approve or --deny")
+    dead = [run.run_id for run in found if run.status == RUNNING and run.liveness in ("dead", "stale")]
+    if dead:
+        which = shorts[dead[0]] if len(dead) == 1 else "ID"
+        notes.append(f"note: {plural(len(dead), 'run')} whose process is gone: "
+                     f"{resume_command(which, TOOLS_PLACEHOLDER, (), db_hint)} continues it")
+    return notes
 
 
 @click.command()
@@ -117,13 +140,23 @@ def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: dat
 def show(env: Env, run_ref: str, full: bool) -> None:
     """Show one run as a timeline: model text, tool calls, observations, errors and how it stopped.
 
+    Also its parent and children (forks, follow-ups), each resume (who, why, with which
+    limits and decisions), approval requests, calls left in doubt, and for a run
+    awaiting approval the `runner resume` command that answers it.
+
     RUN is a run id or any unique prefix of one (as `runner runs` prints).
     """
     with env.store() as store:
         run = find(store, run_ref)
+        linked = children(store, run.run_id)
+        short = short_ids(store, [run.run_id])[run.run_id]
     if env.as_json:
-        print_json({"run": summary_json(run, refused_in(run)), "events": [event_json(e) for e in run.events]})
+        print_json({"run": summary_json(run, refused_in(run)), "events": [event_json(e) for e in run.events],
+                    "children": [{"run_id": c.run_id, "status": c.status, "origin": c.origin,
+                                  "forked_at_step": c.forked_at_step} for c in linked]})
         return
     out = console()
-    for line in timeline(run, full=full):
+    for line in timeline(run, full=full, children=linked):
+        out.print(line)
+    for line in continue_hint(run, short, env.hint()):
         out.print(line)

@@ -10,7 +10,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from ..events import RunResumed, decode_all
 from ..messages import Model
+from ..store import StoredRun
 from ..tools import ToolRegistry
 from .options import CliError, CliUsageError
 
@@ -96,3 +98,23 @@ def tracer_provider() -> tuple[TracerProvider, Callable[[], None]]:
         provider = configure_tracing(SERVICE_NAME)
         return provider, provider.shutdown
     return trace.get_tracer_provider(), lambda: None
+
+
+def continuing_model(spec: str | None, run: StoredRun, base_url: str | None, api_key: str | None) -> Model:
+    """The model that continues ``run``: ``--model`` if given, else the one it last ran with.
+
+    The log records a model's provider and name, not its server or key: those come
+    from ``--base-url``/``--api-key`` or the SDK's environment variables, as for ``run``.
+    """
+    if spec is None:
+        name, provider = run.model, run.provider
+        for fact in decode_all(run.events, run.run_id):
+            if isinstance(fact, RunResumed) and fact.model:
+                name, provider = fact.model, fact.provider
+        if provider not in PROVIDERS:
+            raise CliUsageError(f"run {run.run_id} ran with model {name!r}" + (f" ({provider})" if provider else "")
+                                + f", which cannot be rebuilt from the log: pass --model ({MODEL_HELP})")
+        spec = f"{provider}:{name}"
+    if spec == "scripted":
+        raise CliUsageError("a scripted model cannot continue a run: use --model with " + MODEL_HELP)
+    return build_model(spec, base_url, api_key)

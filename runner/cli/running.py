@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import math
+import shlex
 import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 import click
 from rich.console import Console
@@ -14,13 +18,18 @@ from ..demo import DEMO_TASK, demo_model, demo_registry
 from ..loop import run_agent
 from ..messages import Model
 from ..results import AgentResult
+from ..statuses import AWAITING_APPROVAL
 from ..store import RunStore
 from ..tools import ToolRegistry
 from .inspect import status_style
-from .loading import MODEL_HELP, build_model, load_tools, model_options, tracer_provider
+from .lineage import pending_approvals, resume_command
+from .loading import MODEL_HELP, build_model, continuing_model, load_tools, model_options, tracer_provider
 from .options import EXIT_INTERRUPTED, EXIT_NO, CliUsageError, Env, common, label_option
 from .queries import refused_calls, short_ids
 from .render import clean, console, plural, print_json
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
 
 MAX_TIMEOUT_S = 365 * 86400.0  # a year; far beyond it, waiting overflows the platform's timers
 
@@ -34,28 +43,43 @@ def not_nan(ctx: click.Context, param: click.Parameter, value: float | None) -> 
 def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolRegistry, labels: dict[str, str], *,
            system: str = DEFAULT_SYSTEM, max_steps: int = 8, token_budget: int = 4000,
            max_tool_calls: int | None = None, timeout_s: float | None = None) -> AgentResult:
-    """``run_agent`` recorded in ``store`` and traced, flushing the spans before returning.
+    """``run_agent`` recorded in ``store`` and traced (see ``traced``).
 
-    The run id is chosen here, so that a Ctrl-C (which ``run_agent`` answers by closing
-    the run as ``cancelled`` and re-raising) can still say which run it stopped.
+    The run id is chosen here, so that a Ctrl-C can still say which run it stopped.
     """
     run_id = uuid.uuid4().hex
-    provider, flush = tracer_provider()
-    try:
+
+    def go(provider: TracerProvider) -> AgentResult:
         return run_agent(task, model, registry, system, max_steps, token_budget, store=store, run_id=run_id,
                          tracer_provider=provider, labels=labels, max_tool_calls=max_tool_calls, timeout_s=timeout_s)
+
+    return traced(env, store, go, lambda: run_id)
+
+
+def traced(env: Env, store: RunStore, go: Callable[[TracerProvider], AgentResult],
+           run_id: Callable[[], str | None]) -> AgentResult:
+    """``go`` (a run, resume, fork or follow-up) traced, flushing the spans before returning.
+
+    A Ctrl-C (which the loop answers by closing the run as ``cancelled`` and re-raising)
+    says which run it stopped: ``run_id`` names it, or None when none was recorded.
+    """
+    provider, flush = tracer_provider()
+    try:
+        return go(provider)
     except KeyboardInterrupt:
-        interrupted(env, store, run_id)
+        interrupted(env, store, run_id())
         raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
     finally:
         flush()
 
 
-def interrupted(env: Env, store: RunStore, run_id: str) -> None:
+def interrupted(env: Env, store: RunStore, run_id: str | None) -> None:
     """After Ctrl-C: the run's id and the status the log closed it with, and how to look at it."""
     from ..errors import StoreError
 
     try:
+        if run_id is None:
+            raise StoreError("no run recorded")
         run = store.get_run(run_id)
     except StoreError:  # interrupted before the run was recorded
         status, error = None, None
@@ -70,15 +94,22 @@ def interrupted(env: Env, store: RunStore, run_id: str) -> None:
         return
     out.print(Text(f"interrupted: run {run_id} is {status}" + (f" ({clean(error)})" if error else ""),
                    style="bold red"))
+    assert run_id is not None
     out.print(Text(f"  runner show {short_ids(store, [run_id])[run_id]}{env.hint()}"))
 
 
-def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]) -> None:
-    """The answer (or the stop), the run id, and the commands to try next."""
+def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str], *, tools_spec: str | None = None,
+           parent_run_id: str | None = None, lead: str | None = None) -> None:
+    """The answer (or the stop), the run id, and the commands to try next.
+
+    A run that stopped short names the ``runner resume`` command that continues it
+    (``tools_spec`` in it); one awaiting approval lists the calls it waits on.
+    """
+    pending = list(pending_approvals(store.get_run(result.run_id))) if result.status == AWAITING_APPROVAL else []
     if env.as_json:
         print_json({"run_id": result.run_id, "status": result.status, "answer": result.answer,
                     "error": result.error, "steps": result.steps, "tokens": result.tokens,
-                    "tool_calls": result.tool_calls})
+                    "tool_calls": result.tool_calls, "parent_run_id": parent_run_id, "awaiting_approval": pending})
         return
     out = console()
     if result.status == "done":
@@ -91,17 +122,25 @@ def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]
     calls = plural(result.tool_calls, "tool call") + (f" (+{refused} refused)" if refused else "")
     out.print(Text(f"status {result.status}, {plural(result.steps, 'step')}, {calls}, "
                    f"{plural(result.tokens, 'token')}", style=status_style(result.status)))
-    _next(out, env, short, extra_next)
+    if lead:
+        out.print(Text(clean(lead), style="dim"))
+    first = []
+    if tools_spec is not None and result.status != "done":
+        first.append(resume_command(short, tools_spec, pending, env.hint()))
+        if pending:  # the other answer, for the first call
+            refuse = resume_command(short, tools_spec, (), "")
+            first.append(f"{refuse} --deny {shlex.quote(pending[0])} --reason TEXT{env.hint()}")
+    _next(out, env, short, first, extra_next)
 
 
-def _next(out: Console, env: Env, short: str, extra: list[str]) -> None:
+def _next(out: Console, env: Env, short: str, first: list[str], extra: list[str]) -> None:
     db = env.hint()
-    commands = [f"runner show {short}{db}", f"runner runs{db}", f"runner stats{db}",
+    commands = [*first, f"runner show {short}{db}", f"runner runs{db}", f"runner stats{db}",
                 f"runner export {short} -o tests/fixtures/run.json{db}", *extra,
                 f"runner spans {short} --endpoint http://127.0.0.1:4318/v1/traces{db}"]
     out.print(Text("\nnext, try:", style="bold"))
-    for command in commands:
-        out.print(Text(f"  {command}"))
+    for command in dict.fromkeys(commands):
+        out.print(Text(f"  {clean(command)}"))
 
 
 @click.command()
@@ -120,7 +159,7 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None) -
     with env.store(create=True) as store:
         result = record(env, store, DEMO_TASK, model, demo_registry(), {"example": "demo"})
         replay = "runner replay tests/fixtures/run.json --tools runner.demo:demo_registry"
-        report(env, store, result, [replay])
+        report(env, store, result, [replay], tools_spec="runner.demo:demo_registry")
     if result.status != "done":
         raise click.exceptions.Exit(EXIT_NO)
 
@@ -129,21 +168,32 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None) -
 @click.argument("task")
 @click.option("--tools", "tools_spec", required=True, metavar="MODULE:ATTR",
               help="Your tools: a ToolRegistry, or a function returning one.")
-@click.option("--model", "model_spec", metavar="SPEC", help=f"Required: {MODEL_HELP}.")
+@click.option("--model", "model_spec", metavar="SPEC",
+              help=f"Required: {MODEL_HELP}. A follow-up defaults to its parent's.")
 @model_options
-@click.option("--system", default=DEFAULT_SYSTEM, help="The system prompt.")
-@click.option("--max-steps", type=click.IntRange(min=1), default=8, show_default=True, help="Model calls at most.")
-@click.option("--token-budget", type=click.IntRange(min=1), default=4000, show_default=True,
-              help="Tokens (prompt + reply, estimated or reported) at most.")
+@click.option("--follow-up", "parent_ref", metavar="RUN",
+              help="Continue finished run RUN's conversation: TASK is the next user message (a new, linked run).")
+@click.option("--system", default=None, help="The system prompt (a follow-up keeps its parent's).")
+@click.option("--max-steps", type=click.IntRange(min=1), help="Model calls at most.  [default: 8]")
+@click.option("--token-budget", type=click.IntRange(min=1),
+              help="Tokens (prompt + reply, estimated or reported) at most.  [default: 4000]")
 @click.option("--max-tool-calls", type=click.IntRange(min=0), help="Tool calls at most.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S),
               callback=not_nan, metavar="SECONDS", help="Wall-clock limit for the whole run (at most a year).")
 @label_option("Label the run (repeatable), for `runner runs --label`.")
 @common
 def run(env: Env, task: str, tools_spec: str, model_spec: str | None, base_url: str | None, api_key: str | None,
-        system: str, max_steps: int, token_budget: int, max_tool_calls: int | None, timeout_s: float | None,
-        labels: dict[str, str]) -> None:
-    """Run TASK with your tools and a real model, recorded and traced; exit 1 unless it ends done."""
+        parent_ref: str | None, system: str | None, max_steps: int | None, token_budget: int | None,
+        max_tool_calls: int | None, timeout_s: float | None, labels: dict[str, str]) -> None:
+    """Run TASK with your tools and a real model, recorded and traced; exit 1 unless it ends done.
+
+    With --follow-up RUN, TASK is the next user message of RUN's conversation: a new
+    run linked to RUN, starting from its messages. Limits not given keep RUN's.
+    """
+    if parent_ref is not None:
+        follow(env, parent_ref, task, tools_spec, model_spec, base_url, api_key, system,
+               GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s), labels)
+        return
     if model_spec is None:
         raise CliUsageError(f"runner run needs --model ({MODEL_HELP}); a scripted model cannot answer a new task")
     if model_spec == "scripted":
@@ -151,8 +201,56 @@ def run(env: Env, task: str, tools_spec: str, model_spec: str | None, base_url: 
     registry = load_tools(tools_spec)
     model = build_model(model_spec, base_url, api_key)
     with env.store(create=True) as store:
-        result = record(env, store, task, model, registry, labels, system=system, max_steps=max_steps,
-                        token_budget=token_budget, max_tool_calls=max_tool_calls, timeout_s=timeout_s)
-        report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"])
+        result = record(env, store, task, model, registry, labels, system=system or DEFAULT_SYSTEM,
+                        max_steps=8 if max_steps is None else max_steps,
+                        token_budget=4000 if token_budget is None else token_budget,
+                        max_tool_calls=max_tool_calls, timeout_s=timeout_s)
+        report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"],
+               tools_spec=tools_spec)
     if result.status != "done":
         raise click.exceptions.Exit(EXIT_NO)
+
+
+@dataclass(frozen=True, slots=True)
+class GivenLimits:
+    """The limits given on the command line; None keeps the stored run's."""
+
+    max_steps: int | None = None
+    token_budget: int | None = None
+    max_tool_calls: int | None = None
+    timeout_s: float | None = None
+
+    def options(self) -> dict[str, Any]:
+        """The limits given, as keyword arguments for ``resume``, ``fork`` and ``follow_up``."""
+        return {name: value for name, value in asdict(self).items() if value is not None}
+
+
+def follow(env: Env, parent_ref: str, message: str, tools_spec: str, model_spec: str | None, base_url: str | None,
+           api_key: str | None, system: str | None, limits: GivenLimits, labels: dict[str, str]) -> None:
+    """``runner run --follow-up RUN MESSAGE``: a new run continuing RUN's conversation."""
+    from ..resume import follow_up
+
+    if system is not None:
+        raise CliUsageError("--system cannot change a follow-up's system prompt: it keeps its parent's")
+    registry = load_tools(tools_spec)
+    with env.store(create=True) as store:
+        parent = store.find_run(parent_ref)
+        model = continuing_model(model_spec, parent, base_url, api_key)
+        known = {child.run_id for child in store.children(parent.run_id)}
+
+        def go(provider: TracerProvider) -> AgentResult:
+            return follow_up(store, parent.run_id, message, model, registry, tracer_provider=provider,
+                             labels=labels or None, **limits.options())
+
+        result = traced(env, store, go, lambda: new_child(store, parent.run_id, known))
+        short = short_ids(store, [parent.run_id])[parent.run_id]
+        report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"],
+               tools_spec=tools_spec, parent_run_id=parent.run_id, lead=f"follow-up of run {short}")
+    if result.status != "done":
+        raise click.exceptions.Exit(EXIT_NO)
+
+
+def new_child(store: RunStore, parent_run_id: str, known: set[str]) -> str | None:
+    """The child of ``parent_run_id`` that is not in ``known`` (the one just started), if any."""
+    fresh = [child.run_id for child in store.children(parent_run_id) if child.run_id not in known]
+    return fresh[-1] if fresh else None

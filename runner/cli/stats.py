@@ -15,6 +15,7 @@ import click
 from rich.text import Text
 from sqlalchemy import Select, func, select
 
+from ..events import StepFinished, StepStarted, ToolFinished, decode
 from ..store import RunStore
 from ..store.tables import events, runs
 from .inspect import status_style, when_option
@@ -43,26 +44,25 @@ def gather(store: RunStore, since: datetime | None, until: datetime | None) -> d
                                       .group_by(runs.c.status)).all())
         totals = conn.execute(window(select(func.coalesce(func.sum(runs.c.tokens), 0),
                                             func.coalesce(func.sum(runs.c.tool_calls), 0)), since, until)).one()
-        rows = conn.execute(select(events.c.run_id, events.c.kind, events.c.at, events.c.data)
+        rows = conn.execute(select(events.c.run_id, events.c.kind, events.c.at, events.c.step, events.c.data)
                             .where(events.c.kind.in_(("step_started", "step_finished", "tool_finished")),
                                    events.c.run_id.in_(in_window))
                             .order_by(events.c.run_id, events.c.seq)).all()
     tools: dict[str, dict[str, Any]] = {}
     steps: list[float] = []
     started: dict[tuple[str, int], datetime] = {}
-    for run_id, kind, at, raw in rows:
-        data = json.loads(raw)
-        if kind == "step_started":
-            started[(run_id, data["step"])] = at
-        elif kind == "step_finished" and (run_id, data["step"]) in started:
-            steps.append((at - started.pop((run_id, data["step"]))).total_seconds())
-        elif kind == "tool_finished":
-            tool = tools.setdefault(str(data.get("name")), {"calls": 0, "errors": 0, "durations": []})
+    for run_id, kind, at, step, raw in rows:
+        fact = decode(kind, json.loads(raw), step, run_id)
+        if isinstance(fact, StepStarted):
+            started[(run_id, fact.step)] = at
+        elif isinstance(fact, StepFinished) and (run_id, fact.step) in started:
+            steps.append((at - started.pop((run_id, fact.step))).total_seconds())
+        elif isinstance(fact, ToolFinished):
+            tool = tools.setdefault(str(fact.name), {"calls": 0, "errors": 0, "durations": []})
             tool["calls"] += 1
-            if tool_failed(data):
+            if tool_failed(fact):
                 tool["errors"] += 1
-            if data.get("duration_s") is not None:
-                tool["durations"].append(float(data["duration_s"]))
+            tool["durations"].append(float(fact.duration_s))
     runs_total = sum(by_status.values())
     all_durations = [d for tool in tools.values() for d in tool["durations"]]
     return {

@@ -1,19 +1,42 @@
-"""A stored run as a readable timeline of rich ``Text`` lines, built from its event log only."""
+"""A stored run as a readable timeline of rich ``Text`` lines, built from its event log only.
+
+The log is read through the event codec (``runner.events``), the same one that wrote
+it, so this module knows the facts by their fields, never by payload keys.
+"""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from datetime import datetime
 from typing import Any
 
 from rich.text import Text
 
+from ..events import (
+    ApprovalRequested,
+    Event,
+    ModelCalled,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    ToolFinished,
+    ToolStarted,
+    decode_all,
+)
+from ..statuses import STATUSES
 from ..store import RunSummary, StoredEvent, StoredRun
+from .lineage import Link, origin_text
 from .queries import refused_in
 from .render import clean, cut, iso, plural, seconds, when
 
 SHOWN_CHARS = 300
 ERROR_STYLE = "bold red"
+WAITING_STYLE = "bold yellow"
+# What ``show`` adds to "not run" for the refusals that durable execution brings.
+REFUSAL_NOTE = {"denied": " (denied)", "in_doubt": " (in doubt)"}
 
 
 def event_json(event: StoredEvent) -> dict[str, Any]:
@@ -21,11 +44,11 @@ def event_json(event: StoredEvent) -> dict[str, Any]:
             "span_id": event.span_id}
 
 
-def _tokens(data: dict[str, Any]) -> int:
-    usage = data.get("usage")
-    if usage:
-        return int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0))
-    return int(data.get("prompt_tokens") or 0) + int(data.get("reply_tokens") or 0)
+def _tokens(call: ModelCalled) -> int:
+    usage = call.usage
+    if usage is not None:
+        return usage.input_tokens + usage.output_tokens
+    return call.prompt_tokens + call.reply_tokens
 
 
 def _block(value: str, indent: str, style: str = "") -> Iterator[Text]:
@@ -38,18 +61,24 @@ def _args(args: Any) -> str:
     return json.dumps(args, ensure_ascii=False, sort_keys=True) if not isinstance(args, str) else args
 
 
-def step_facts(run: StoredRun) -> dict[int, dict[str, float]]:
-    """Per step: its duration (step_started to step_finished) and the tokens of its model call."""
-    started: dict[int, Any] = {}
+def step_facts(rows: Sequence[tuple[datetime, Event]]) -> dict[int, dict[str, float]]:
+    """Per ``step_started`` (by its index in ``rows``): the step's duration (to its
+    ``step_finished``) and the tokens of its model call.
+
+    Keyed by occurrence, not step number: a resumed run opens the step it stopped in
+    again, and each opening keeps its own facts.
+    """
+    opened: dict[int, tuple[int, datetime]] = {}  # step -> (index, at) of its latest opening
     facts: dict[int, dict[str, float]] = {}
-    for event in run.events:
-        if event.kind == "step_started":
-            started[event.data["step"]] = event.at
-        elif event.kind == "step_finished" and event.data["step"] in started:
-            step = event.data["step"]
-            facts.setdefault(step, {})["duration"] = (event.at - started[step]).total_seconds()
-        elif event.kind == "model_call":
-            facts.setdefault(event.data["step"], {})["tokens"] = _tokens(event.data)
+    for index, (at, fact) in enumerate(rows):
+        if isinstance(fact, StepStarted):
+            opened[fact.step] = (index, at)
+            facts[index] = {}
+        elif isinstance(fact, StepFinished) and fact.step in opened:
+            where, since = opened[fact.step]
+            facts[where]["duration"] = (at - since).total_seconds()
+        elif isinstance(fact, ModelCalled) and fact.step in opened:
+            facts[opened[fact.step][0]]["tokens"] = _tokens(fact)
     return facts
 
 
@@ -58,12 +87,17 @@ def status_label(run: RunSummary) -> str:
     return f"{run.status} ({run.liveness})" if run.liveness in ("dead", "stale") else run.status
 
 
-def header(run: StoredRun) -> Iterator[Text]:
+def status_color(run: RunSummary) -> str:
+    if run.status == "running":
+        return "yellow" if run.liveness == "live" else ERROR_STYLE
+    return {"done": "green", "awaiting_approval": WAITING_STYLE}.get(run.status, ERROR_STYLE)
+
+
+def header(run: StoredRun, facts: Sequence[Event], children: Sequence[Link] = ()) -> Iterator[Text]:
     title = Text("run ", style="bold")
     title.append(clean(run.run_id), style="bold")
     title.append("  ")
-    title.append(status_label(run), style="green" if run.status == "done" else "yellow" if run.status == "running"
-                 else ERROR_STYLE)
+    title.append(status_label(run), style=status_color(run))
     yield title
     duration = (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None
     refused = refused_in(run)
@@ -76,93 +110,129 @@ def header(run: StoredRun) -> Iterator[Text]:
     if run.labels:
         yield Text("labels " + ", ".join(f"{clean(k)}={clean(v)}" for k, v in run.labels.items()), style="dim")
     if run.parent_run_id:
-        yield Text(f"parent run {clean(run.parent_run_id)}", style="dim")
+        started = next((f for f in facts if isinstance(f, RunStarted)), None)
+        how = origin_text(started.origin, started.forked_at_step) if started is not None else ""
+        yield Text(f"parent run {clean(run.parent_run_id)}" + (f" ({how})" if how else ""), style="dim")
+    for child in children:
+        how = origin_text(child.origin, child.forked_at_step)
+        yield Text(f"child run {clean(child.run_id)} ({how + ', ' if how else ''}{clean(child.status)})",
+                   style="dim")
     yield Text("task", style="bold")
     yield from _block(run.task, "  ")
 
 
-def timeline(run: StoredRun, *, full: bool = False) -> Iterator[Text]:
-    """Every step of ``run``: model text and calls, observations (cut unless ``full``), errors, the stop."""
+def timeline(run: StoredRun, *, full: bool = False, children: Sequence[Link] = ()) -> Iterator[Text]:
+    """Every step of ``run``: model text and calls, observations (cut unless ``full``), errors, resumes,
+    approval requests, the stop."""
     limit = None if full else SHOWN_CHARS
-    facts = step_facts(run)
-    yield from header(run)
-    pending: dict[str, str] = {}
+    facts = decode_all(run.events, run.run_id)
+    rows = [(event.at, fact) for event, fact in zip(run.events, facts, strict=True)]
+    steps = step_facts(rows)
+    yield from header(run, facts, children)
+    pending: dict[str, ToolStarted] = {}
+    shown: set[int] = set()
     finished = False
-    for event in run.events:
-        data = event.data
-        if event.kind == "step_started":
-            step = data["step"]
-            fact = facts.get(step, {})
-            line = Text(f"\nstep {step}", style="bold")
-            line.append(f"  {seconds(fact.get('duration'))}, {plural(int(fact.get('tokens', 0)), 'token')}",
+    for index, fact in enumerate(facts):
+        if isinstance(fact, StepStarted):
+            step = steps.get(index, {})
+            line = Text(f"\nstep {fact.step}" + (" (continued)" if fact.step in shown else ""), style="bold")
+            shown.add(fact.step)
+            line.append(f"  {seconds(step.get('duration'))}, {plural(int(step.get('tokens', 0)), 'token')}",
                         style="dim")
             yield line
-        elif event.kind == "model_call":
-            yield from model_call(data, limit)
-        elif event.kind == "tool_started":
-            pending[data["call_id"]] = data["name"]
-        elif event.kind == "tool_finished":
-            pending.pop(data["call_id"], None)
-            yield from tool_finished(data, limit)
-        elif event.kind == "run_finished":
+        elif isinstance(fact, ModelCalled):
+            yield from model_call(fact, limit)
+        elif isinstance(fact, ToolStarted):
+            pending[fact.call_id] = fact
+        elif isinstance(fact, ToolFinished):
+            started = pending.pop(fact.call_id, None)
+            yield from tool_finished(fact, limit, started.attempt if started is not None else 1)
+        elif isinstance(fact, ApprovalRequested):
+            line = Text(f"  approval needed: {clean(fact.name)}", style=WAITING_STYLE)
+            line.append(f" [{clean(fact.call_id)}]", style="dim")
+            yield line
+        elif isinstance(fact, RunResumed):
+            finished = False
+            yield from resumed(fact)
+        elif isinstance(fact, RunFinished):
             finished = True
-            yield from stop(data)
-    for call_id, name in pending.items():
-        yield Text(f"  ! {clean(name)} [{clean(call_id)}] started but has no result in the log", style=ERROR_STYLE)
+            yield from stop(fact)
+    for call_id, started in pending.items():
+        yield Text(f"  ! {clean(started.name)} [{clean(call_id)}] started but has no result in the log",
+                   style=ERROR_STYLE)
     if not finished:
         yield Text(f"\nno run_finished event: the run is {run.liveness} "
                    f"(last event {when(run.events[-1].at) if run.events else '-'} UTC)", style="yellow")
 
 
-def model_call(data: dict[str, Any], limit: int | None) -> Iterator[Text]:
+def model_call(call: ModelCalled, limit: int | None) -> Iterator[Text]:
     line = Text("  model", style="bold cyan")
-    tokens = f"prompt {data.get('prompt_tokens')} + reply {data.get('reply_tokens')} tokens"
-    if data.get("usage"):
-        usage = data["usage"]
-        tokens = f"{usage.get('input_tokens')} in + {usage.get('output_tokens')} out tokens (reported)"
-    line.append(f"  {seconds(data.get('latency_s'))}, {tokens}", style="dim")
+    tokens = f"prompt {call.prompt_tokens} + reply {call.reply_tokens} tokens"
+    usage = call.usage
+    if usage is not None:
+        tokens = f"{usage.input_tokens} in + {usage.output_tokens} out tokens (reported)"
+    line.append(f"  {seconds(call.latency_s)}, {tokens}", style="dim")
     yield line
-    if data.get("error"):
-        yield from _block(f"model error ({data.get('error_type') or 'error'}): {data['error']}", "    ",
-                          ERROR_STYLE)
-    reply = data.get("reply")
+    if call.error:
+        yield from _block(f"model error ({call.error_type or 'error'}): {call.error}", "    ", ERROR_STYLE)
+    reply = call.reply
     if reply is None:
         return
-    if reply.get("content"):
-        yield from _block(reply["content"], "    ")
-    for call in reply.get("tool_calls") or []:
-        line = Text(f"    → {clean(call.get('name'))}", style="bold")
-        line.append(f"({clean(cut(_args(call.get('args')), limit))})")
-        line.append(f"  [{clean(call.get('id'))}]", style="dim")
+    if reply.content:
+        yield from _block(reply.content, "    ")
+    for tool_call in reply.tool_calls:
+        line = Text(f"    → {clean(tool_call.name)}", style="bold")
+        line.append(f"({clean(cut(_args(tool_call.args), limit))})")
+        line.append(f"  [{clean(tool_call.id)}]", style="dim")
         yield line
-    if reply.get("stop_reason"):
-        yield Text(f"    stop reason: {clean(reply['stop_reason'])}", style="dim")
+    if reply.stop_reason:
+        yield Text(f"    stop reason: {clean(reply.stop_reason)}", style="dim")
 
 
-def tool_failed(data: dict[str, Any]) -> bool:
-    """Whether a ``tool_finished`` event is a failure: not ok, or an ``ERROR:`` observation."""
-    return not data.get("ok", True) or str(data.get("observation", "")).startswith("ERROR:")
+def tool_failed(finished: ToolFinished) -> bool:
+    """Whether a call failed: not ok, or an ``ERROR:`` observation."""
+    return not finished.ok or str(finished.observation).startswith("ERROR:")
 
 
-def tool_finished(data: dict[str, Any], limit: int | None) -> Iterator[Text]:
-    observation = str(data.get("observation", ""))
-    failed = tool_failed(data)
-    line = Text(f"  tool {clean(data.get('name'))}", style="bold magenta")
-    line.append(f" [{clean(data.get('call_id'))}]", style="dim")
-    ran = "" if data.get("ran", True) else ", not run"
-    line.append(f"  {seconds(data.get('duration_s'))}{ran}", style="dim")
+def tool_finished(finished: ToolFinished, limit: int | None, attempt: int = 1) -> Iterator[Text]:
+    observation = str(finished.observation)
+    failed = tool_failed(finished)
+    line = Text(f"  tool {clean(finished.name)}", style="bold magenta")
+    line.append(f" [{clean(finished.call_id)}]", style="dim")
+    ran = "" if finished.ran else ", not run" + REFUSAL_NOTE.get(finished.refused or "", "")
+    again = f", attempt {attempt}" if attempt > 1 else ""
+    line.append(f"  {seconds(finished.duration_s)}{ran}{again}", style="dim")
     if failed:
         line.append("  error", style=ERROR_STYLE)
     yield line
     yield from _block(cut(observation, limit), "    ", ERROR_STYLE if failed else "")
 
 
-def stop(data: dict[str, Any]) -> Iterator[Text]:
-    status = data.get("status")
-    if status == "done":
+def resumed(fact: RunResumed) -> Iterator[Text]:
+    """A resume boundary: after what, by whom, with which model, limits and decisions."""
+    why = f" after {fact.reason}" if fact.reason in STATUSES else f": {clean(fact.reason)}"
+    yield Text(f"\nresumed{why}", style=WAITING_STYLE)
+    model = f" with model {clean(fact.model)}" + (f" ({clean(fact.provider)})" if fact.provider else "") \
+        if fact.model else ""
+    yield Text(f"  by {clean(fact.owner)}{model}", style="dim")
+    limits = ", ".join(f"{clean(name)} {value}" for name, value in fact.limits.items() if value is not None)
+    yield Text(f"  limits: {limits or 'none'}", style="dim")
+    if fact.decisions:
+        yield Text("  decisions: " + ", ".join(f"{clean(call_id)} {decision_text(verdict)}"
+                                              for call_id, verdict in fact.decisions.items()), style="dim")
+
+
+def decision_text(verdict: bool | str) -> str:
+    if verdict is True:
+        return "approved"
+    return f"denied ({clean(verdict)})" if isinstance(verdict, str) and verdict else "denied"
+
+
+def stop(fact: RunFinished) -> Iterator[Text]:
+    if fact.status == "done":
         yield Text("\ndone", style="bold green")
-        yield from _block(data.get("answer") or "", "  ")
+        yield from _block(fact.answer or "", "  ")
         return
-    line = Text(f"\nstopped: {clean(status)}", style=ERROR_STYLE)
-    yield line
-    yield from _block(data.get("error") or "", "  ", "red")
+    yield Text(f"\nstopped: {clean(fact.status)}", style=WAITING_STYLE if fact.status == "awaiting_approval"
+               else ERROR_STYLE)
+    yield from _block(fact.error or "", "  ", "red")

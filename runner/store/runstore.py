@@ -218,6 +218,17 @@ class RunStore:
                 run_labels.c.run_id == runs.c.run_id, run_labels.c.key == key, run_labels.c.value == value))
         return query, driver
 
+    def children(self, run_id: str) -> list[RunSummary]:
+        """The runs forked from or following up ``run_id`` (their ``parent_run_id``), oldest first.
+
+        Read through the index on ``parent_run_id``: ``show`` links a run to its children with it.
+        """
+        query = select(runs).where(runs.c.parent_run_id == run_id).order_by(runs.c.started_at, runs.c.run_id)
+        with self.reading() as conn:
+            rows = conn.execute(query).mappings().all()
+            labels = self._labels(conn, [row["run_id"] for row in rows])
+        return [RunSummary(**summary_fields(row, labels.get(row["run_id"], {}), json.loads)) for row in rows]
+
     def get_run(self, run_id: str) -> StoredRun:
         """The run with its events and rebuilt messages; ``StoreError`` if there is none."""
         with self.reading() as conn:

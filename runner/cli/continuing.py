@@ -1,0 +1,230 @@
+"""``runner resume RUN`` and ``runner fork RUN --at STEP``: go on with a stored run, or branch it.
+
+Both are thin layers over ``runner.resume``/``runner.fork``. Approval decisions are
+given per call: ``--approve ID`` runs it, ``--deny ID`` refuses it, and a ``--reason``
+right after a ``--deny`` is the reason the model reads. Click gathers each option's
+values apart, so ``ResumeCommand`` also keeps the order the options came in, which
+pairs each ``--reason`` with its ``--deny``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+import click
+
+from ..events import StepStarted, decode_all
+from ..results import AgentResult
+from ..state import fold
+from ..statuses import DONE
+from ..store import StoredRun
+from ..store.records import LIVE
+from .loading import MODEL_HELP, continuing_model, load_tools, model_options
+from .options import EXIT_NO, CliError, CliUsageError, Env, common
+from .queries import short_ids
+from .render import plural
+from .running import MAX_TIMEOUT_S, GivenLimits, new_child, not_nan, report, traced
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+R = TypeVar("R")
+ORDER = "runner.option_order"
+Decisions = dict[str, bool | str]
+
+
+class ResumeCommand(click.Command):
+    """A command that also records the order its options came in (``ctx.meta[ORDER]``).
+
+    The command line is parsed once more for it, with click's own parser (parsing
+    runs no callbacks); what it finds is the same as the real parse.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        _, _, order = self.make_parser(ctx).parse_args(args=list(args))
+        ctx.meta[ORDER] = [param.name for param in order]
+        return super().parse_args(ctx, args)
+
+
+def decisions_from(order: list[str], approve: tuple[str, ...], deny: tuple[str, ...],
+                   reasons: tuple[str, ...]) -> Decisions:
+    """``{call_id: True | False | reason}`` from the decision options in command-line order."""
+    values = {"approve": iter(approve), "deny": iter(deny), "reason": iter(reasons)}
+    decisions: Decisions = {}
+    denied: str | None = None  # the call of the --deny just before, while it has no reason yet
+    for name in order:
+        if name not in values:
+            continue
+        value = next(values[name])
+        if name == "reason":
+            if denied is None:
+                raise CliUsageError(f"--reason {value!r} must come right after the --deny it explains")
+            if not value.strip():
+                raise CliUsageError(f"--reason for {denied!r} is empty (a --deny alone refuses without one)")
+            decisions[denied], denied = value, None
+            continue
+        if value in decisions:
+            raise CliUsageError(f"call {value!r} is decided twice (one --approve or --deny per call)")
+        decisions[value] = name == "approve"
+        denied = value if name == "deny" else None
+    return decisions
+
+
+def check_resumable(run: StoredRun, short: str) -> None:
+    """An error (exit 3) for a done run, or one a live process drives, before a model is set up.
+
+    ``resume`` refuses both too, and settles a race for the run atomically; this says
+    so before asking for a model the run may not name.
+    """
+    if run.status == DONE:
+        raise CliError(f"run {short} is done; nothing to resume (runner fork {short} --at STEP, or "
+                       f"runner run --follow-up {short} MESSAGE, goes on from it)")
+    if run.liveness == LIVE:
+        raise CliError(f"run {short} is being driven by a live process ({run.owner}); it cannot be taken over")
+
+
+def check_decisions(run: StoredRun, short: str, decisions: Decisions) -> None:
+    """A usage error for a decision on a call the run does not wait on."""
+    pending = fold(decode_all(run.events, run.run_id), run.run_id).pending_approvals
+    for call_id, verdict in decisions.items():
+        if call_id not in pending:
+            option = "--approve" if verdict is True else "--deny"
+            waiting = ", ".join(pending) or "none"
+            raise CliUsageError(f"{option} {call_id}: run {short} has no call {call_id!r} awaiting approval "
+                                f"(awaiting: {waiting})")
+
+
+def limit_options(fn: Callable[..., R]) -> Callable[..., R]:
+    """``--max-steps``, ``--token-budget``, ``--max-tool-calls``, ``--timeout``: each keeps the run's when not given."""
+    fn = click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S),
+                      callback=not_nan, metavar="SECONDS", help="Wall-clock limit from now on (at most a year).")(fn)
+    fn = click.option("--max-tool-calls", type=click.IntRange(min=0), help="Tool calls at most, in the whole run.")(fn)
+    fn = click.option("--token-budget", type=click.IntRange(min=1),
+                      help="Tokens at most, in the whole run.")(fn)
+    fn = click.option("--max-steps", type=click.IntRange(min=1), help="Model calls at most, in the whole run.")(fn)
+    return fn
+
+
+def tools_and_model(fn: Callable[..., R]) -> Callable[..., R]:
+    fn = model_options(fn)
+    fn = click.option("--model", "model_spec", metavar="SPEC",
+                      help=f"{MODEL_HELP}; default: the model the run last ran with.")(fn)
+    fn = click.option("--tools", "tools_spec", required=True, metavar="MODULE:ATTR",
+                      help="The run's tools: a ToolRegistry, or a function returning one.")(fn)
+    return fn
+
+
+def finish(result: AgentResult) -> None:
+    """Exit 1 unless the run ended done, as ``runner run`` does."""
+    if result.status != "done":
+        raise click.exceptions.Exit(EXIT_NO)
+
+
+@click.command(cls=ResumeCommand)
+@click.argument("run_ref", metavar="RUN")
+@tools_and_model
+@limit_options
+@click.option("--approve", multiple=True, metavar="CALL_ID", help="Run this call awaiting approval (repeatable).")
+@click.option("--deny", multiple=True, metavar="CALL_ID", help="Refuse this call awaiting approval (repeatable).")
+@click.option("--reason", multiple=True, metavar="TEXT",
+              help="After a --deny: the reason the model reads for that refusal.")
+@common
+def resume(env: Env, run_ref: str, tools_spec: str, model_spec: str | None, base_url: str | None,
+           api_key: str | None, max_steps: int | None, token_budget: int | None, max_tool_calls: int | None,
+           timeout_s: float | None, approve: tuple[str, ...], deny: tuple[str, ...], reason: tuple[str, ...]) -> None:
+    """Continue RUN where its log stops: after a limit, an error, a crash, or awaiting approval.
+
+    The same run goes on (same id). Calls that finished are not run again; a call the
+    process died inside runs again only if its tool has no side effects (or has an
+    idempotency key). Exit 3 for a done run, or one a live process still drives.
+
+    \b
+    runner resume 1f2e3d4c --tools myapp.tools:registry --max-steps 12
+    runner resume 1f2e3d4c --tools myapp.tools:registry --approve call_1 --deny call_2 --reason "over limit"
+    """
+    from ..resume import resume as resume_run
+
+    decisions = decisions_from(click.get_current_context().meta[ORDER], approve, deny, reason)
+    registry = load_tools(tools_spec)
+    limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s)
+    with env.store(create=True) as store:
+        run = store.find_run(run_ref)
+        short = short_ids(store, [run.run_id])[run.run_id]
+        check_resumable(run, short)
+        check_decisions(run, short, decisions)
+        model = continuing_model(model_spec, run, base_url, api_key)
+
+        def go(provider: TracerProvider) -> AgentResult:
+            return resume_run(store, run.run_id, model, registry, decisions=decisions, tracer_provider=provider,
+                              **limits.options())
+
+        result = traced(env, store, go, lambda: run.run_id)
+        report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"],
+               tools_spec=tools_spec, parent_run_id=run.parent_run_id)
+    finish(result)
+
+
+def parse_observations(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    """``--observation CALL_ID=TEXT`` (repeatable) as a dict; TEXT may hold ``=`` and be empty."""
+    found: dict[str, str] = {}
+    for value in values:
+        call_id, sep, text = value.partition("=")
+        if not sep or not call_id:
+            raise click.BadParameter(f"expected CALL_ID=TEXT, got {value!r}", ctx, param)
+        if call_id in found:
+            raise click.BadParameter(f"call {call_id!r} is given twice", ctx, param)
+        found[call_id] = text
+    return found
+
+
+def model_calls(run: StoredRun) -> int:
+    return max((f.step for f in decode_all(run.events, run.run_id) if isinstance(f, StepStarted)), default=0)
+
+
+@click.command()
+@click.argument("run_ref", metavar="RUN")
+@click.option("--at", "at_step", required=True, type=click.IntRange(min=1), metavar="STEP",
+              help="Start from the messages RUN had before its STEP-th model call.")
+@click.option("--observation", "observations", multiple=True, metavar="CALL_ID=TEXT", callback=parse_observations,
+              help="Replace that call's tool result with TEXT, exactly (repeatable): a what-if.")
+@tools_and_model
+@limit_options
+@common
+def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], tools_spec: str,
+         model_spec: str | None, base_url: str | None, api_key: str | None, max_steps: int | None,
+         token_budget: int | None, max_tool_calls: int | None, timeout_s: float | None) -> None:
+    """Branch RUN into a new, linked run from before its STEP-th model call; RUN is untouched.
+
+    Steps before STEP are not run again. --observation swaps a tool result the new run
+    starts from. Prints the new run's id and how it ended; exit 1 unless it ends done.
+
+    \b
+    runner fork 1f2e3d4c --at 2 --tools myapp.tools:registry --observation call_1='{"celsius": 35}'
+    """
+    from ..resume import fork as fork_run
+
+    registry = load_tools(tools_spec)
+    limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s)
+    with env.store(create=True) as store:
+        parent = store.find_run(run_ref)
+        short = short_ids(store, [parent.run_id])[parent.run_id]
+        made = model_calls(parent)
+        if at_step > made:
+            raise CliUsageError(f"--at {at_step}: run {short} made {plural(made, 'model call')}"
+                                + (f"; --at must be between 1 and {made}" if made else ", so there is nothing to fork"))
+        model = continuing_model(model_spec, parent, base_url, api_key)
+        known = {child.run_id for child in store.children(parent.run_id)}
+
+        def go(provider: TracerProvider) -> AgentResult:
+            try:
+                return fork_run(store, parent.run_id, at_step=at_step, model=model, registry=registry,
+                                observations=observations, tracer_provider=provider, **limits.options())
+            except ValueError as exc:  # an --observation for a call with no result before that step
+                raise CliUsageError(f"--observation: {exc}") from None
+
+        result = traced(env, store, go, lambda: new_child(store, parent.run_id, known))
+        report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"],
+               tools_spec=tools_spec, parent_run_id=parent.run_id, lead=f"fork of run {short} at step {at_step}")
+    finish(result)
+

@@ -1,0 +1,89 @@
+"""How runs link up and how a stopped one goes on, for ``show``, ``runs`` and ``run``.
+
+A fork or a follow-up names its parent (``runs.parent_run_id``, read through its
+index for a run's children) and says how it came about in its ``run_started`` fact.
+A run awaiting approval, or one whose process died, is continued with
+``runner resume``: these helpers print the command to paste.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from rich.text import Text
+from sqlalchemy import select
+
+from ..events import ApprovalRequested, RunStarted, decode, decode_all
+from ..state import fold
+from ..statuses import AWAITING_APPROVAL, RUNNING
+from ..store import RunStore, StoredRun
+from ..store.tables import events
+from .render import clean
+
+TOOLS_PLACEHOLDER = "MODULE:ATTR"  # the log does not say where a run's tools live
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A run linked to the one shown: its id, status and how it came about."""
+
+    run_id: str
+    status: str
+    origin: str | None
+    forked_at_step: int | None
+
+
+def origin_text(origin: str | None, forked_at_step: int | None) -> str:
+    """``fork at step 2``, ``follow-up``, or '' for a run that is neither."""
+    if origin == "fork":
+        return f"fork at step {forked_at_step}" if forked_at_step else "fork"
+    if origin == "follow_up":
+        return "follow-up"
+    return clean(origin) if origin else ""
+
+
+def children(store: RunStore, run_id: str) -> list[Link]:
+    """The runs forked from or following up ``run_id``, oldest first, with their origin."""
+    found = store.children(run_id)
+    if not found:
+        return []
+    ids = [run.run_id for run in found]
+    with store.reading() as conn:
+        rows = conn.execute(select(events.c.run_id, events.c.step, events.c.data)
+                            .where(events.c.run_id.in_(ids), events.c.kind == "run_started")).all()
+    starts = {run: decode("run_started", json.loads(data), step, run) for run, step, data in rows}
+    links = []
+    for run in found:
+        started = starts.get(run.run_id)
+        origin, at = (started.origin, started.forked_at_step) if isinstance(started, RunStarted) else (None, None)
+        links.append(Link(run.run_id, run.status, origin, at))
+    return links
+
+
+def pending_approvals(run: StoredRun) -> dict[str, ApprovalRequested]:
+    """The calls a run awaiting approval waits on, by call id, in the order they were asked."""
+    if run.status != AWAITING_APPROVAL:
+        return {}
+    return fold(decode_all(run.events, run.run_id), run.run_id).pending_approvals
+
+
+def resume_command(short: str, tools: str, approve: Sequence[str] = (), db_hint: str = "") -> str:
+    """``runner resume SHORT --tools TOOLS [--approve ID]...``, quoted for a shell."""
+    approvals = "".join(f" --approve {shlex.quote(call_id)}" for call_id in approve)
+    return f"runner resume {short} --tools {tools}{approvals}{db_hint}"
+
+
+def continue_hint(run: StoredRun, short: str, db_hint: str = "") -> Iterator[Text]:
+    """For a run awaiting approval or whose process died, how to go on with ``runner resume``."""
+    pending = pending_approvals(run)
+    if pending:
+        asked = ", ".join(f"{clean(call_id)} ({clean(call.name)})" for call_id, call in pending.items())
+        yield Text(f"\nawaiting approval: {asked}", style="bold yellow")
+        yield Text("  " + clean(resume_command(short, TOOLS_PLACEHOLDER, list(pending), db_hint)))
+        yield Text("  (--deny CALL_ID [--reason TEXT] refuses a call instead)", style="dim")
+    elif run.status == RUNNING and run.liveness in ("dead", "stale"):
+        yield Text("  " + clean(resume_command(short, TOOLS_PLACEHOLDER, (), db_hint)) + "   # continues it",
+                   style="dim")
