@@ -9,13 +9,13 @@ from __future__ import annotations
 import ast
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from jsonschema import ValidationError
 from jsonschema.exceptions import relevance
 
-from .schema_words import is_json_type, resolve_pointer
+from .schema_words import is_json_type, path_of, resolve_pointer
 
 _BOUNDS = {"minimum": ">=", "maximum": "<=", "exclusiveMinimum": ">", "exclusiveMaximum": "<"}
 _COUNTS = {"minLength": ("at least", "character", " long"), "maxLength": ("at most", "character", " long"),
@@ -27,7 +27,7 @@ _UNEXPECTED = re.compile(r"\((.*) (?:was|were) unexpected\)$", re.S)
 def sentence(error: ValidationError, root: Mapping[str, Any]) -> str:
     """What is wrong, as one sentence naming the argument's path (``guests[0].name``)."""
     error = _focus(error, root)
-    path = _path(error.absolute_path)
+    path = path_of(error.absolute_path)
     subject = f"argument {path!r}" if path else "arguments"
     prefix = path + "." if path else ""
     kind, instance = error.validator, error.instance
@@ -121,13 +121,6 @@ def _unexpected(error: ValidationError) -> str | None:
     except (ValueError, SyntaxError):
         return None
     return str(names[0]) if names else None
-
-
-def _path(parts: Iterable[Any]) -> str:
-    path = ""
-    for part in parts:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return path
 
 
 def _cut(text: str, limit: int = 200) -> str:

@@ -7,7 +7,7 @@ never pays for loading the validator library.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import unquote
 
@@ -99,3 +99,11 @@ def is_json_type(value: Any, name: str) -> bool:
     if name == "object":
         return isinstance(value, dict)
     return False
+
+
+def path_of(parts: Iterable[Any]) -> str:
+    """``guests[0].name`` for the parts ``guests``, 0, ``name``."""
+    path = ""
+    for part in parts:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
