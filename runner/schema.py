@@ -205,12 +205,12 @@ def check_args(args: Any, schema: Mapping[str, Any], *, formats: bool) -> str | 
         return f"arguments must be a JSON object, got {_json_type(args)}"
     try:
         problem = _Walk(schema).object(args, schema, prefix="")
+        if problem is None and uses_full(schema):
+            from .schema_full import full_problem
+
+            return full_problem(args, schema, formats=formats)
     except RecursionError:
         return "arguments nest too deeply to check"
-    if problem is None and uses_full(schema):
-        from .schema_full import full_problem
-
-        return full_problem(args, schema, formats=formats)
     return problem
 
 

@@ -8,7 +8,8 @@ schema is the tool author's, but the arguments are the model's, so validation is
   pattern can backtrack exponentially; patterns it cannot run (look-around, backreferences,
   a compiled size over 10 MiB) are refused at ``register``, as is ``patternProperties``,
   whose regexes ``jsonschema`` runs with Python's ``re`` in places we cannot reach;
-- ``format`` is checked by the standard library only (nothing touches the network);
+- ``format`` is checked by the standard library only (nothing touches the network), and
+  ``uniqueItems`` with a hash set (``jsonschema`` compares every pair of unhashable items);
 - arguments nested past Python's recursion limit are refused, not a crash;
 - ``$ref`` must be local and resolve, and a ``$ref`` cycle that never reads into the
   arguments (which would recurse forever on any input) is refused at ``register``.
@@ -113,6 +114,33 @@ def _pattern(validator: Any, pattern: str, instance: Any, schema: Any) -> Iterat
         yield ValidationError(f"{instance[:80]!r} does not match {pattern!r}")
 
 
+def _unique_items(validator: Any, unique: Any, instance: Any, schema: Any) -> Iterator[ValidationError]:
+    """``uniqueItems`` in linear time (``jsonschema`` falls back to comparing every pair)."""
+    if unique and isinstance(instance, list):
+        seen: set[Any] = set()
+        for item in instance:
+            key = _json_key(item)
+            if key in seen:
+                yield ValidationError(f"{_one_line(json.dumps(item), 80)} appears twice")
+                return
+            seen.add(key)
+
+
+def _json_key(value: Any) -> Any:
+    """A hashable key equal exactly when JSON Schema calls two values equal (1 == 1.0, True != 1)."""
+    if isinstance(value, bool) or value is None:
+        return ("literal", value)
+    if isinstance(value, int | float):
+        return ("number", value)
+    if isinstance(value, str):
+        return ("string", value)
+    if isinstance(value, list):
+        return ("array", tuple(_json_key(item) for item in value))
+    if isinstance(value, dict):
+        return ("object", frozenset((key, _json_key(item)) for key, item in value.items()))
+    return ("other", id(value))
+
+
 @lru_cache(maxsize=1024)
 def _matcher(pattern: str) -> SchemaValidator:
     """A validator accepting strings ``pattern`` finds a match in (Rust ``regex``: linear time)."""
@@ -169,6 +197,7 @@ def _format_checker() -> FormatChecker:
 def _validator_class() -> Any:
     keywords = {name: _budgeted(fn) for name, fn in Draft202012Validator.VALIDATORS.items()}
     keywords["pattern"] = _budgeted(_pattern)
+    keywords["uniqueItems"] = _budgeted(_unique_items)
     return validators.extend(Draft202012Validator, keywords)  # type: ignore[no-untyped-call]
 
 

@@ -137,3 +137,23 @@ def test_additional_properties_may_be_opened_below_the_top_level_only() -> None:
     schema = {"type": "object", "properties": {"meta": {"type": "object", "additionalProperties": True}}}
     assert validate_args({"meta": {"anything": [1, {"x": None}]}}, schema) is None
     assert validate_args({"other": 1}, schema) == "unexpected argument 'other'"
+
+
+def test_unique_items_is_checked_in_linear_time_with_json_equality() -> None:
+    schema = {"type": "object", "properties": {"xs": {"type": "array", "uniqueItems": True}}}
+    many = [{"i": i, "tags": [i, str(i)]} for i in range(20_000)]
+    started = time.monotonic()
+    assert validate_args({"xs": many}, schema) is None
+    assert time.monotonic() - started < 2.0
+    assert validate_args({"xs": [*many, {"tags": [7, "7"], "i": 7}]}, schema) == (
+        "argument 'xs' must not contain duplicate items")
+    assert validate_args({"xs": [1, 1.0]}, schema) == "argument 'xs' must not contain duplicate items"
+    assert validate_args({"xs": [1, True, {"a": 1}, {"a": True}]}, schema) is None
+
+
+def test_a_self_referencing_schema_object_is_refused_not_a_crash() -> None:
+    schema: dict[str, Any] = {"type": "object", "properties": {}}
+    schema["properties"]["me"] = schema
+    assert validate_args({"me": {}}, schema) == "arguments nest too deeply to check"
+    with pytest.raises(ValueError, match=r"^tool 't': parameters: the schema nests too deeply$"):
+        ToolRegistry().register("t", "d", schema, lambda **kw: None)
