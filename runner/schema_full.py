@@ -26,7 +26,7 @@ from functools import lru_cache
 from typing import Any
 
 from jsonschema import Draft202012Validator, FormatChecker, ValidationError, validators
-from jsonschema.exceptions import SchemaError, best_match
+from jsonschema.exceptions import SchemaError, relevance
 from pydantic_core import SchemaError as RegexError
 from pydantic_core import SchemaValidator, core_schema
 
@@ -75,8 +75,10 @@ def full_problem(args: dict[str, Any], schema: Mapping[str, Any], *, formats: bo
         return f"the schema could not be used: {describe_exception(exc)}"
     _budget.left = BUDGET
     try:
-        error = best_match(validator.iter_errors(args))
-        return None if error is None else sentence(error, validator.schema)
+        errors = list(validator.iter_errors(args))
+        # The most relevant top-level error; sentence() descends into anyOf/oneOf only where the value's type
+        # picks one branch (best_match would descend into any branch and blame the wrong one).
+        return sentence(max(errors, key=relevance), validator.schema) if errors else None
     except _TooComplex:
         return TOO_COMPLEX
     except RecursionError:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pytest
@@ -158,6 +159,30 @@ def test_a_pydantic_validator_beyond_json_schema_is_an_error_observation_and_the
     assert ran == [Sku(code="A1")]
 
 
+class Cat(BaseModel):
+    kind: Literal["cat"]
+    lives: int
+
+
+class Dog(BaseModel):
+    kind: Literal["dog"]
+    good: bool
+
+
+def test_a_union_of_models_blames_no_branch_when_the_value_could_be_either() -> None:
+    registry = ToolRegistry()
+
+    @registry.tool
+    def adopt(pet: Annotated[Cat | Dog, Field(discriminator="kind")]) -> str:
+        """Adopt a pet."""
+        return type(pet).__name__
+
+    assert registry.execute("adopt", {"pet": {"kind": "dog", "good": True}}) == '"Dog"'
+    assert registry.check("adopt", {"pet": {"kind": "cat", "good": True}}).startswith(
+        'ERROR: argument \'pet\' must match exactly one of: {"$ref": "#/$defs/Cat"}; {"$ref": "#/$defs/Dog"}. ')
+    assert registry.check("adopt", {"pet": 3}).startswith("ERROR: argument 'pet' must be of type object. ")
+
+
 def test_a_decorated_tool_runs_in_the_loop_and_returns_the_original_function() -> None:
     registry = ToolRegistry()
 
@@ -253,3 +278,15 @@ def test_the_idempotency_key_must_be_a_parameter_of_the_decorated_function() -> 
 
     with pytest.raises(ValueError, match=r"^tool 'f': fn takes no keyword argument 'key' \(its idempotency_key\)$"):
         registry.tool(idempotency_key="key")(f)
+
+
+def test_readme_tools_example_runs_and_prints_what_it_says(capsys: pytest.CaptureFixture[str]) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    section = readme[readme.index("## Tools"):]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    exec(compile(code.group(1), "README.md", "exec"), {"__name__": "readme_tools"})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "['city']"
+    assert lines[1].startswith("ERROR: argument 'unit' must be one of [\"c\", \"f\"]. get_weather expects {")
+    assert lines[2].startswith("ERROR: argument 'order.quantity' must be >= 1. place_order expects {")
