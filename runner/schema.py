@@ -1,75 +1,179 @@
-"""The JSON Schema subset tools declare, checked once at ``register`` and per call.
+"""Tool schemas (JSON Schema 2020-12), checked once at ``register`` and per call.
 
-Only what can be enforced is accepted: a schema keyword we would silently ignore
-(``pattern``, ``minimum``...) would let a model send arguments the tool author
-believed impossible, so it fails at ``register`` instead of in the middle of a run.
+Two layers, so the common case stays fast and its sentences stay exact:
+- our own walk covers the seed subset (type, properties, required, items, enum) and
+  gives the sentences the model has always been told (``missing required argument 'x'``);
+- everything beyond it (``$ref``, ``anyOf``, ``pattern``, ``format``, bounds...) goes to the
+  ``jsonschema`` library in :mod:`runner.schema_full`, imported only when a schema needs it.
+
+What cannot be enforced is still refused at ``register``: an unknown keyword (a typo such
+as ``patern`` would otherwise be silently ignored), a ``format`` we do not check, a remote
+``$ref``. Objects are closed by default (a key outside ``properties`` is an unexpected
+argument) unless they open themselves with ``additionalProperties``, ``patternProperties``
+or ``unevaluatedProperties``, or compose with ``allOf``/``anyOf``/``oneOf``; the top level
+is always closed, because its keys become the function's keyword arguments.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping
 from typing import Any
 
+from .schema_words import (
+    ANNOTATIONS,
+    CHECKED_FORMATS,
+    FULL_KEYWORDS,
+    SCHEMA_LISTS,
+    SCHEMA_MAPS,
+    SCHEMA_ONES,
+    SEED_KEYWORDS,
+    VALUE_POSITIONS,
+    is_json_type,
+    resolve_pointer,
+)
+
 SCALAR_TYPES = ("string", "integer", "number", "boolean", "null")
 SUPPORTED_TYPES = (*SCALAR_TYPES, "array", "object")
-# Keywords that only document a schema: accepted anywhere, never enforced.
-ANNOTATIONS = frozenset({"description", "title", "default", "examples", "$comment"})
-KEYWORDS = frozenset({"type", "properties", "required", "items", "enum", "additionalProperties"})
+# A schema position that holds a value must say what it accepts: one of these keywords.
+CONSTRAINING = frozenset({"type", "enum", "const", "$ref", "$dynamicRef", "anyOf", "oneOf", "allOf", "not"})
+COMPOSING = frozenset({"allOf", "anyOf", "oneOf", "$ref", "$dynamicRef", "if", "dependentSchemas"})
+OPENING = frozenset({"unevaluatedProperties"})
+DRAFT_2020_12 = ("https://json-schema.org/draft/2020-12/schema", "https://json-schema.org/draft/2020-12/schema#")
+MAX_REF_HOPS = 64
 
 
-def check_schema(schema: Any, where: str = "parameters") -> None:
-    """Raise ``ValueError`` naming the first part of ``schema`` we cannot enforce."""
+def check_schema(schema: Any, where: str = "parameters", *, formats: bool = True) -> None:
+    """Raise ``ValueError`` naming the first part of ``schema`` we cannot enforce.
+
+    ``formats=False`` is for schemas Pydantic generated: Pydantic itself enforces their
+    ``format`` (its own ``date-time``, ``uri``...), so they need no checker here.
+    """
+    try:
+        _check_node(schema, where, value=True, formats=formats, root=True, dict_only=True)
+        if uses_full(schema):
+            from .schema_full import check_full
+
+            check_full(schema, where)
+    except RecursionError:
+        raise ValueError(f"{where}: the schema nests too deeply") from None
+
+
+def uses_full(schema: Any) -> bool:
+    """Whether any keyword beyond the seed subset appears (then ``jsonschema`` validates too)."""
+    if not isinstance(schema, Mapping):
+        return not isinstance(schema, bool)
+    for key, sub in schema.items():
+        if key in ANNOTATIONS:
+            continue
+        if key not in SEED_KEYWORDS:
+            return True
+        if key == "additionalProperties" and sub is not False:
+            return True
+        children = sub.values() if key == "properties" and isinstance(sub, Mapping) else [sub] if key == "items" else []
+        if any(uses_full(child) for child in children):
+            return True
+    return False
+
+
+def _check_node(schema: Any, where: str, *, value: bool, formats: bool, root: bool = False,
+                dict_only: bool = False) -> None:
+    if isinstance(schema, bool) and not dict_only:
+        return  # true/false are schemas too (additionalProperties: false, items: false...)
     if not isinstance(schema, Mapping):
         raise ValueError(f"{where} must be a JSON Schema object (a dict), got {type(schema).__name__}")
     for key in schema:
-        if key not in KEYWORDS and key not in ANNOTATIONS:
+        if key not in FULL_KEYWORDS:
             raise ValueError(f"{where}: unsupported schema keyword {key!r}")
-    types = _declared_types(schema, where)
+    if "patternProperties" in schema:
+        raise ValueError(f"{where}: unsupported schema keyword 'patternProperties' (its regexes would run "
+                         "unbounded; use 'additionalProperties' with 'propertyNames' and a 'pattern')")
+    if "pattern" in schema:
+        from .schema_full import compile_pattern
+
+        compile_pattern(schema["pattern"], where)
+    if root and "$schema" in schema and schema["$schema"] not in DRAFT_2020_12:
+        raise ValueError(f"{where}: only JSON Schema 2020-12 is supported, got '$schema' {schema['$schema']!r}")
+    types = _declared_types(schema, where, value=value)
+    _check_values(schema, where)
+    if "format" in schema and formats and schema["format"] not in CHECKED_FORMATS:
+        raise ValueError(f"{where}: unsupported format {schema['format']!r} (checked: {', '.join(CHECKED_FORMATS)})")
+    if root and schema.get("additionalProperties", False) is not False:
+        raise ValueError(f"{where}: unsupported 'additionalProperties' other than false "
+                         "(unknown arguments are always rejected)")
+    for key in ("$ref", "$dynamicRef"):
+        ref = schema.get(key)
+        if key in schema and not (isinstance(ref, str) and ref.startswith("#")):
+            raise ValueError(f"{where}: only local {key!r} (starting with '#') is supported, got {ref!r}")
+    if any(k in schema for k in ("properties", "required")) and types and "object" not in types:
+        raise ValueError(f"{where}: 'properties'/'required' need type 'object'")
+    if "items" in schema and types and "array" not in types:
+        raise ValueError(f"{where}: 'items' needs type 'array'")
+    _check_required(schema, where)
+    _check_children(schema, where, formats)
+
+
+def _check_values(schema: Mapping[str, Any], where: str) -> None:
     if "enum" in schema:
         enum = schema["enum"]
         if not isinstance(enum, list) or not enum:
             raise ValueError(f"{where}: 'enum' must be a non-empty list")
-        try:
-            json.dumps(enum, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"{where}: 'enum' values must be JSON: {exc}") from None
-    if schema.get("additionalProperties", False) is not False:
-        raise ValueError(
-            f"{where}: unsupported 'additionalProperties' other than false "
-            "(unknown arguments are always rejected)"
-        )
-    has_object_keywords = any(k in schema for k in ("properties", "required"))
-    if has_object_keywords and types and "object" not in types:
-        raise ValueError(f"{where}: 'properties'/'required' need type 'object'")
-    if "properties" in schema:
-        props = schema["properties"]
-        if not isinstance(props, Mapping):
-            raise ValueError(f"{where}: 'properties' must be a dict")
-        for name, sub in props.items():
-            if not isinstance(name, str) or not name:
-                raise ValueError(f"{where}: property names must be non-empty strings")
-            check_schema(sub, f"{where}.{name}")
+        _check_json(enum, where, "enum")
+    if "const" in schema:
+        _check_json(schema["const"], where, "const")
+
+
+def _check_json(value: Any, where: str, key: str) -> None:
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where}: {key!r} values must be JSON: {exc}") from None
+
+
+def _check_required(schema: Mapping[str, Any], where: str) -> None:
     required = schema.get("required", [])
     if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
         raise ValueError(f"{where}: 'required' must be a list of property names")
-    declared = schema.get("properties", {})
+    props = schema.get("properties", {})
+    if not isinstance(props, Mapping):
+        raise ValueError(f"{where}: 'properties' must be a dict")
+    if _is_open(schema) or any(k in schema for k in COMPOSING):
+        return  # a required key may be declared by a pattern or by a composed schema
     for name in required:
-        if name not in declared:
+        if name not in props:
             raise ValueError(f"{where}: required argument {name!r} is not in 'properties'")
-    if "items" in schema:
-        if types and "array" not in types:
-            raise ValueError(f"{where}: 'items' needs type 'array'")
-        check_schema(schema["items"], f"{where}[]")
 
 
-def _declared_types(schema: Mapping[str, Any], where: str) -> tuple[str, ...]:
+def _check_children(schema: Mapping[str, Any], where: str, formats: bool) -> None:
+    for key in SCHEMA_MAPS:
+        if key in schema:
+            children = schema[key]
+            if not isinstance(children, Mapping):
+                raise ValueError(f"{where}: {key!r} must be a dict")
+            for name, sub in children.items():
+                if key == "properties" and (not isinstance(name, str) or not name):
+                    raise ValueError(f"{where}: property names must be non-empty strings")
+                here = f"{where}.{name}" if key == "properties" else f"{where}.{key}.{name}"
+                _check_node(sub, here, value=key in VALUE_POSITIONS, formats=formats,
+                            dict_only=key == "properties")
+    for key in SCHEMA_ONES:
+        if key in schema:
+            here = f"{where}[]" if key == "items" else f"{where}.{key}"
+            _check_node(schema[key], here, value=key in VALUE_POSITIONS, formats=formats)
+    for key in SCHEMA_LISTS:
+        if key in schema:
+            if not isinstance(schema[key], list):
+                raise ValueError(f"{where}: {key!r} must be a list of schemas")
+            for index, sub in enumerate(schema[key]):
+                _check_node(sub, f"{where}.{key}[{index}]", value=key in VALUE_POSITIONS, formats=formats)
+
+
+def _declared_types(schema: Mapping[str, Any], where: str, *, value: bool) -> tuple[str, ...]:
     declared = schema.get("type")
     if declared is None:
-        if "enum" in schema:
-            return ()
-        raise ValueError(f"{where}: missing 'type' (one of {', '.join(SUPPORTED_TYPES)})")
+        if value and not any(k in schema for k in CONSTRAINING):
+            raise ValueError(f"{where}: missing 'type' (one of {', '.join(SUPPORTED_TYPES)})")
+        return ()
     names = declared if isinstance(declared, list) else [declared]
     if not names:
         raise ValueError(f"{where}: 'type' must not be empty")
@@ -79,70 +183,85 @@ def _declared_types(schema: Mapping[str, Any], where: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _is_open(schema: Mapping[str, Any]) -> bool:
+    return any(k in schema for k in OPENING) or schema.get("additionalProperties", False) is not False
+
+
 def validate_args(args: Any, schema: Mapping[str, Any]) -> str | None:
     """None when ``args`` satisfy ``schema``, else one sentence the model can act on.
 
     Checks, in order: args is an object; every required key is present; no key
-    outside ``properties``; each value has its declared type (recursively).
-    Never raises, whatever ``args`` holds.
+    outside ``properties``; each value has its declared type (recursively); then
+    every other keyword of the schema. Never raises, whatever ``args`` holds.
     """
+    return check_args(args, schema, formats=True)
+
+
+def check_args(args: Any, schema: Mapping[str, Any], *, formats: bool) -> str | None:
+    """:func:`validate_args`, with ``format`` checking optional (see :func:`check_schema`)."""
     if not isinstance(args, dict):
         if isinstance(args, str):
             return f"arguments must be a JSON object, got a string that did not parse: {_short(args)}"
         return f"arguments must be a JSON object, got {_json_type(args)}"
-    return _check_object(args, schema, prefix="")
+    try:
+        problem = _Walk(schema).object(args, schema, prefix="")
+        if problem is None and uses_full(schema):
+            from .schema_full import full_problem
+
+            return full_problem(args, schema, formats=formats)
+    except RecursionError:
+        return "arguments nest too deeply to check"
+    return problem
 
 
-def _check_object(value: dict[Any, Any], schema: Mapping[str, Any], prefix: str) -> str | None:
-    props: Mapping[str, Any] = schema.get("properties", {})
-    for name in schema.get("required", ()):
-        if name not in value:
-            return f"missing required argument {prefix + name!r}"
-    for key in value:
-        if not isinstance(key, str) or key not in props:
-            return f"unexpected argument {prefix + str(key)!r}"
-    for key, item in value.items():
-        problem = _check_value(item, props[key], prefix + key)
-        if problem:
-            return problem
-    return None
+class _Walk:
+    """The seed checks, following local ``$ref`` so a referenced model gets the same sentences."""
 
+    def __init__(self, root: Mapping[str, Any]) -> None:
+        self.root = root
 
-def _check_value(value: Any, schema: Mapping[str, Any], path: str) -> str | None:
-    types = schema.get("type")
-    names: list[str] = [] if types is None else (types if isinstance(types, list) else [types])
-    if names and not any(_is_type(value, t) for t in names):
-        return f"argument {path!r} must be of type {' or '.join(names)}"
-    if "enum" in schema and not any(_same_json(value, option) for option in schema["enum"]):
-        return f"argument {path!r} must be one of {json.dumps(schema['enum'])}"
-    if isinstance(value, dict) and ("properties" in schema or "object" in names):
-        return _check_object(value, schema, prefix=path + ".")
-    if isinstance(value, list) and "items" in schema:
-        for index, item in enumerate(value):
-            problem = _check_value(item, schema["items"], f"{path}[{index}]")
-            if problem:
-                return problem
-    return None
+    def object(self, value: dict[Any, Any], schema: Mapping[str, Any], prefix: str) -> str | None:
+        props = schema.get("properties", {})
+        props = props if isinstance(props, Mapping) else {}
+        for name in schema.get("required", ()):
+            if name not in value:
+                return f"missing required argument {prefix + name!r}"
+        closed = not (_is_open(schema) or any(k in schema for k in COMPOSING))
+        for key in value:
+            if not isinstance(key, str) or (key not in props and closed):
+                return f"unexpected argument {prefix + str(key)!r}"
+        for key, item in value.items():
+            if key in props:
+                problem = self.value(item, props[key], prefix + key)
+                if problem:
+                    return problem
+        return None
 
-
-def _is_type(value: Any, name: str) -> bool:
-    if name == "string":
-        return isinstance(value, str)
-    if name == "boolean":
-        return isinstance(value, bool)
-    if name == "integer":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if name == "number":
-        if isinstance(value, bool):
-            return False
-        return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
-    if name == "null":
-        return value is None
-    if name == "array":
-        return isinstance(value, list)
-    if name == "object":
-        return isinstance(value, dict)
-    return False
+    def value(self, value: Any, schema: Any, path: str, hops: int = 0) -> str | None:
+        if not isinstance(schema, Mapping):
+            return None  # true/false: left to the full check
+        types = schema.get("type")
+        names: list[str] = [] if types is None else (types if isinstance(types, list) else [types])
+        if names and not any(is_json_type(value, t) for t in names):
+            return f"argument {path!r} must be of type {' or '.join(names)}"
+        if "enum" in schema and not any(_same_json(value, option) for option in schema["enum"]):
+            return f"argument {path!r} must be one of {json.dumps(schema['enum'])}"
+        ref = schema.get("$ref")
+        if isinstance(ref, str) and hops < MAX_REF_HOPS:
+            target = resolve_pointer(self.root, ref)
+            if target is not None:
+                problem = self.value(value, target, path, hops + 1)
+                if problem:
+                    return problem
+        if isinstance(value, dict) and ("properties" in schema or "object" in names):
+            return self.object(value, schema, prefix=path + ".")
+        items = schema.get("items")
+        if isinstance(value, list) and isinstance(items, Mapping):
+            for index, item in enumerate(value):
+                problem = self.value(item, items, f"{path}[{index}]")
+                if problem:
+                    return problem
+        return None
 
 
 def _same_json(value: Any, option: Any) -> bool:
@@ -161,7 +280,7 @@ _ARTICLES = {"boolean": "a boolean", "integer": "an integer", "number": "a numbe
 
 def _json_type(value: Any) -> str:
     for name, phrase in _ARTICLES.items():
-        if _is_type(value, name):
+        if is_json_type(value, name):
             return phrase
     return type(value).__name__
 

@@ -10,12 +10,14 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, overload
 
 from .messages import ToolSpec
-from .schema import check_schema, validate_args
+from .schema import check_args, check_schema
 from .text import describe_exception
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +31,8 @@ class Tool:
     call; ``idempotency_key`` names a keyword argument that receives a key stable
     across every attempt of one call, so a resumed run may re-run a call in doubt
     and the far side deduplicates it. The model never sees that argument.
+    A tool made by ``@registry.tool`` also carries Pydantic's check (``validate``)
+    and leaves ``format`` to it (``check_formats``).
     """
 
     name: str
@@ -39,6 +43,8 @@ class Tool:
     side_effects: bool = False
     needs_approval: bool = False
     idempotency_key: str | None = None
+    validate: Callable[[Mapping[str, Any]], str | None] | None = field(default=None, repr=False, compare=False)
+    check_formats: bool = True
 
     def spec(self) -> ToolSpec:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
@@ -63,6 +69,47 @@ class ToolRegistry:
         idempotency_key: str | None = None,
     ) -> Tool:
         """Add a tool after checking its schema; raises ``ValueError`` on any mistake."""
+        self._check_new(name, fn, timeout_s)
+        tool = Tool(name, description, dict(parameters), fn, timeout_s, side_effects, needs_approval, idempotency_key)
+        return self._add(tool)
+
+    @overload
+    def tool(self, fn: F, /) -> F: ...
+
+    @overload
+    def tool(self, fn: None = None, /, *, name: str | None = None, description: str | None = None,
+             timeout_s: float | None = None, side_effects: bool = False, needs_approval: bool = False,
+             idempotency_key: str | None = None) -> Callable[[F], F]: ...
+
+    def tool(self, fn: F | None = None, /, *, name: str | None = None, description: str | None = None,
+             timeout_s: float | None = None, side_effects: bool = False, needs_approval: bool = False,
+             idempotency_key: str | None = None) -> F | Callable[[F], F]:
+        """Register a typed function as a tool: ``@registry.tool`` or ``@registry.tool(side_effects=True)``.
+
+        The schema comes from the type hints (through Pydantic), the description from the
+        docstring's first paragraph (or ``description=``), each parameter's from a
+        Google-style ``Args:`` section or ``Annotated[..., Field(description=...)]``.
+        Parameters without defaults are required; the ``idempotency_key`` parameter is
+        left out of the schema. The function itself is returned unchanged.
+        """
+
+        def add(fn: F) -> F:
+            tool_name = name if name is not None else getattr(fn, "__name__", "")
+            self._check_new(tool_name, fn, timeout_s)
+            from .tool_functions import describe
+
+            try:
+                made = describe(fn, tool_name, idempotency_key)
+            except ValueError as exc:
+                raise ValueError(f"tool {tool_name!r}: {exc}") from None
+            text = made.description if description is None else description
+            self._add(Tool(tool_name, text, made.parameters, made.fn, timeout_s, side_effects, needs_approval,
+                           idempotency_key, made.check, check_formats=False))
+            return fn
+
+        return add if fn is None else add(fn)
+
+    def _check_new(self, name: str, fn: object, timeout_s: float | None) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("tool name must be a non-empty string")
         if name in self._tools:
@@ -71,16 +118,17 @@ class ToolRegistry:
             raise ValueError(f"tool {name!r}: fn must be callable")
         if timeout_s is not None and not timeout_s > 0:
             raise ValueError(f"tool {name!r}: timeout_s must be positive, got {timeout_s!r}")
-        params = dict(parameters)
+
+    def _add(self, tool: Tool) -> Tool:
+        name, params = tool.name, tool.parameters
         try:
-            check_schema(params)
+            check_schema(params, formats=tool.check_formats)
         except ValueError as exc:
             raise ValueError(f"tool {name!r}: {exc}") from None
         if params.get("type", "object") != "object":
             raise ValueError(f"tool {name!r}: parameters must have type 'object'")
-        if idempotency_key is not None:
-            _check_key_parameter(name, idempotency_key, params, fn)
-        tool = Tool(name, description, params, fn, timeout_s, side_effects, needs_approval, idempotency_key)
+        if tool.idempotency_key is not None:
+            _check_key_parameter(name, tool.idempotency_key, params, tool.fn)
         self._tools[name] = tool
         return tool
 
@@ -105,7 +153,9 @@ class ToolRegistry:
         tool = self.get(name)
         if tool is None:
             return f"ERROR: unknown tool {name!r}. Available tools: {self.names()}"
-        problem = validate_args(args, tool.parameters)
+        problem = check_args(args, tool.parameters, formats=tool.check_formats)
+        if problem is None and tool.validate is not None:
+            problem = tool.validate(args)
         if problem is not None:
             expected = json.dumps(tool.parameters.get("properties", {}))
             return f"ERROR: {problem}. {tool.name} expects {expected}"

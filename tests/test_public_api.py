@@ -43,3 +43,14 @@ def test_replay_is_the_function_even_after_its_module_is_imported() -> None:
 
     assert callable(replay)
     assert replay.__name__ == "replay"
+
+
+def test_importing_runner_and_a_seed_schema_tool_load_neither_pydantic_nor_jsonschema() -> None:
+    code = ("import sys, runner; r = runner.ToolRegistry(); "
+            "r.register('w', 'd', {'type': 'object', 'properties': {'city': {'type': 'string'}}}, lambda city: 1); "
+            "print(r.execute('w', {'city': 3}).startswith('ERROR'), 'pydantic' in sys.modules, "
+            "'jsonschema' in sys.modules); "
+            "r.register('v', 'd', {'type': 'object', 'properties': {'n': {'type': 'integer', 'minimum': 1}}}, "
+            "lambda n: n); print('jsonschema' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "False", "False", "True"]

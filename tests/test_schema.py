@@ -72,8 +72,8 @@ def test_a_schema_without_properties_takes_no_arguments() -> None:
      "tool 't': parameters.p: unsupported type 'tuple'"),
     ({"type": "object", "properties": {"p": {"type": "array", "items": {"type": "set"}}}},
      "tool 't': parameters.p[]: unsupported type 'set'"),
-    ({"type": "object", "properties": {"p": {"type": "string", "pattern": "^a"}}},
-     "tool 't': parameters.p: unsupported schema keyword 'pattern'"),
+    ({"type": "object", "properties": {"p": {"type": "string", "patern": "^a"}}},  # a typo, never ignored
+     "tool 't': parameters.p: unsupported schema keyword 'patern'"),
     ({"type": "object", "required": ["city"]}, "tool 't': parameters: required argument 'city' is not in 'properties'"),
     ({"type": "object", "properties": {"p": {}}}, "tool 't': parameters.p: missing 'type' (one of string, integer, "
                                                    "number, boolean, null, array, object)"),

@@ -1,0 +1,159 @@
+"""Full JSON Schema 2020-12 for hand-written schemas: accepted, enforced, and never able to hang or crash a run."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import pytest
+
+from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent, validate_args
+
+BOOKING = {
+    "type": "object",
+    "$defs": {
+        "guest": {"type": "object", "properties": {"name": {"type": "string", "minLength": 1},
+                                                   "email": {"type": "string", "format": "email"}},
+                  "required": ["name"], "additionalProperties": False},
+    },
+    "properties": {
+        "guests": {"type": "array", "items": {"$ref": "#/$defs/guest"}, "minItems": 1, "maxItems": 4},
+        "room": {"type": "string", "pattern": "^[A-Z][0-9]{3}$"},
+        "nights": {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "string", "const": "open"}]},
+        "day": {"type": "string", "format": "date"},
+        "extras": {"type": "object", "additionalProperties": {"type": "boolean"}},
+    },
+    "required": ["guests", "room"],
+    "additionalProperties": False,
+}
+GOOD = {"guests": [{"name": "Ada", "email": "ada@example.org"}], "room": "B204", "nights": 2, "day": "2026-05-01",
+        "extras": {"breakfast": True}}
+
+
+def test_a_hand_written_full_schema_is_accepted_and_shown_unchanged() -> None:
+    registry = ToolRegistry()
+    registry.register("book", "Book a room.", BOOKING, lambda **kw: sorted(kw))
+    assert registry.specs()[0]["parameters"] == BOOKING
+    assert registry.execute("book", GOOD) == '["day", "extras", "guests", "nights", "room"]'
+    assert validate_args({**GOOD, "nights": "open"}, BOOKING) is None
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    ({"guests": []}, "argument 'guests' must have at least 1 item"),
+    ({"guests": [{"name": "a"}] * 5}, "argument 'guests' must have at most 4 items"),
+    ({"guests": [{}]}, "missing required argument 'guests[0].name'"),
+    ({"guests": [{"name": "a", "age": 3}]}, "unexpected argument 'guests[0].age'"),
+    ({"guests": [{"name": ""}]}, "argument 'guests[0].name' must be at least 1 character long"),
+    ({"guests": [{"name": "a", "email": "nope"}]}, "argument 'guests[0].email' must be a valid email"),
+    ({"room": "b204"}, "argument 'room' must match the pattern '^[A-Z][0-9]{3}$'"),
+    ({"nights": 0}, "argument 'nights' must be >= 1"),
+    ({"nights": "two"}, "argument 'nights' must be \"open\""),
+    ({"nights": None}, "argument 'nights' must be of type integer or string"),
+    ({"day": "2026-13-01"}, "argument 'day' must be a valid date"),
+    ({"extras": {"spa": "yes"}}, "argument 'extras.spa' must be of type boolean"),
+    ({"room": 7}, "argument 'room' must be of type string"),
+])
+def test_a_hand_written_full_schema_is_enforced_with_one_sentence(change: dict[str, Any], expected: str) -> None:
+    assert validate_args({**GOOD, **change}, BOOKING) == expected
+
+
+def test_bad_arguments_against_a_full_schema_are_error_observations_in_a_run() -> None:
+    registry = ToolRegistry()
+    registry.register("book", "Book a room.", BOOKING, lambda **kw: "booked")
+    model = ScriptedModel([ModelReply("", [ToolCall("c1", "book", {**GOOD, "room": "x"}),
+                                           ToolCall("c2", "book", GOOD)]), "ok"])
+    result = run_agent("book", model, registry)
+    observations = [m["content"] for m in result.messages if m["role"] == "tool"]
+    assert observations[0].startswith("ERROR: argument 'room' must match the pattern '^[A-Z][0-9]{3}$'. book expects {")
+    assert observations[1] == '"booked"'
+    assert result.status == "done"
+
+
+@pytest.mark.parametrize(("schema", "message"), [
+    ({"type": "object", "properties": {"p": {"$ref": "#/$defs/missing"}}},
+     "tool 't': parameters: '$ref' '#/$defs/missing' does not resolve"),
+    ({"type": "object", "properties": {"p": {"$ref": "https://example.org/s.json"}}},
+     "tool 't': parameters.p: only local '$ref' (starting with '#') is supported, got 'https://example.org/s.json'"),
+    ({"type": "object", "$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"anyOf": [{"$ref": "#/$defs/a"}]}},
+      "properties": {"p": {"$ref": "#/$defs/a"}}},
+     "tool 't': parameters: '$ref' cycle through '#/$defs/a' never reaches into the arguments"),
+    ({"type": "object", "properties": {"p": {"type": "string", "pattern": "(?=a)b"}}},
+     "tool 't': parameters.p: pattern '(?=a)b' is not supported: look-around, including look-ahead and "
+     "look-behind, is not supported"),
+    ({"type": "object", "properties": {"p": {"type": "string", "pattern": "(a{1000}){1000}"}}},
+     "tool 't': parameters.p: pattern '(a{1000}){1000}' is not supported: Compiled regex exceeds size limit of "
+     "10485760 bytes."),
+    ({"type": "object", "properties": {"p": {"type": "string", "format": "hostname"}}},
+     "tool 't': parameters.p: unsupported format 'hostname' (checked: date, date-time, email, ipv4, ipv6, regex, "
+     "time, uuid)"),
+    ({"type": "object", "properties": {"p": {"type": "string", "minLength": -1}}},
+     "tool 't': parameters: invalid JSON Schema at properties.p.minLength: -1 is less than the minimum of 0"),
+    ({"type": "object", "properties": {"p": {"type": "object", "patternProperties": {"^a": {"type": "string"}}}}},
+     "tool 't': parameters.p: unsupported schema keyword 'patternProperties' (its regexes would run unbounded; use "
+     "'additionalProperties' with 'propertyNames' and a 'pattern')"),
+    ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"},
+     "tool 't': parameters: only JSON Schema 2020-12 is supported, got '$schema' "
+     "'http://json-schema.org/draft-07/schema#'"),
+])
+def test_invalid_or_unsafe_full_schemas_fail_at_register_in_one_line(schema: dict[str, Any], message: str) -> None:
+    registry = ToolRegistry()
+    with pytest.raises(ValueError, match="^" + re.escape(message) + "$"):
+        registry.register("t", "d", schema, lambda **kw: None)
+    assert len(registry) == 0
+
+
+def test_a_redos_prone_pattern_checks_in_linear_time() -> None:
+    schema = {"type": "object", "properties": {"p": {"type": "string", "pattern": "^(a+)+$"}}}
+    registry = ToolRegistry()
+    registry.register("t", "d", schema, lambda p: p)
+    started = time.monotonic()
+    assert validate_args({"p": "a" * 5000 + "!"}, schema) == "argument 'p' must match the pattern '^(a+)+$'"
+    assert time.monotonic() - started < 1.0
+
+
+def test_arguments_nested_past_the_recursion_limit_are_refused_not_a_crash() -> None:
+    schema = {"type": "object", "$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}},
+              "properties": {"tree": {"$ref": "#/$defs/n"}}}
+    deep: Any = []
+    for _ in range(5000):
+        deep = [deep]
+    assert validate_args({"tree": deep}, schema) == "arguments nest too deeply to check"
+
+
+def test_an_exponential_schema_runs_out_of_budget_instead_of_hanging() -> None:
+    branch = {"type": "array", "items": {"$ref": "#/$defs/n"}}
+    schema = {"type": "object", "$defs": {"n": {"anyOf": [branch, branch, {"type": "integer", "minimum": 1}]}},
+              "properties": {"tree": {"$ref": "#/$defs/n"}}}
+    deep: Any = 0
+    for _ in range(40):
+        deep = [deep]
+    started = time.monotonic()
+    assert validate_args({"tree": deep}, schema) == "arguments are too complex to check against this tool's schema"
+    assert time.monotonic() - started < 5.0
+
+
+def test_additional_properties_may_be_opened_below_the_top_level_only() -> None:
+    schema = {"type": "object", "properties": {"meta": {"type": "object", "additionalProperties": True}}}
+    assert validate_args({"meta": {"anything": [1, {"x": None}]}}, schema) is None
+    assert validate_args({"other": 1}, schema) == "unexpected argument 'other'"
+
+
+def test_unique_items_is_checked_in_linear_time_with_json_equality() -> None:
+    schema = {"type": "object", "properties": {"xs": {"type": "array", "uniqueItems": True}}}
+    many = [{"i": i, "tags": [i, str(i)]} for i in range(20_000)]
+    started = time.monotonic()
+    assert validate_args({"xs": many}, schema) is None
+    assert time.monotonic() - started < 2.0
+    assert validate_args({"xs": [*many, {"tags": [7, "7"], "i": 7}]}, schema) == (
+        "argument 'xs' must not contain duplicate items")
+    assert validate_args({"xs": [1, 1.0]}, schema) == "argument 'xs' must not contain duplicate items"
+    assert validate_args({"xs": [1, True, {"a": 1}, {"a": True}]}, schema) is None
+
+
+def test_a_self_referencing_schema_object_is_refused_not_a_crash() -> None:
+    schema: dict[str, Any] = {"type": "object", "properties": {}}
+    schema["properties"]["me"] = schema
+    assert validate_args({"me": {}}, schema) == "arguments nest too deeply to check"
+    with pytest.raises(ValueError, match=r"^tool 't': parameters: the schema nests too deeply$"):
+        ToolRegistry().register("t", "d", schema, lambda **kw: None)
