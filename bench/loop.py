@@ -10,12 +10,15 @@ read the ratios, not the absolute figures).
 from __future__ import annotations
 
 import time
+import uuid
 
 from workload import registry, script
 
 from runner.core import AgentCore
 from runner.limits import Limits, NaiveTokenMeter, TokenMeter
 from runner.loop import drive
+from runner.options import new_run_opening
+from runner.state import RunState
 from runner.wiring import build_recorder
 
 SIZES = (10, 100, 1000)
@@ -27,9 +30,11 @@ def per_step_us(steps: int, meter: type[TokenMeter]) -> float:
     best = float("inf")
     for _ in range(REPEATS):
         # The recorder a run gets by default: tracing through the global (no-op) provider.
-        default = build_recorder(store=None, tracer_provider=None, record_content=False, extra=None)
-        core = AgentCore("bench", script(steps), reg, system="s", recorder=default,
-                         limits=Limits(max_steps=steps, token_budget=10**12), meter=meter)
+        model, limits, run_id = script(steps), Limits(max_steps=steps, token_budget=10**12), uuid.uuid4().hex
+        default = build_recorder(store=None, tracer_provider=None, record_content=False, extra=None,
+                                 state=RunState(run_id=run_id))
+        core = AgentCore(model, reg, run_id=run_id, limits=limits, recorder=default, meter=meter,
+                         opening=new_run_opening(run_id, "bench", "s", limits, reg, model))
         started = time.perf_counter()
         result = drive(core)
         elapsed = time.perf_counter() - started
