@@ -66,6 +66,17 @@ class GroupCommitter:
         self._leading = False
         self._writer: threading.Thread | None = None
         self._closed = False
+        self.largest_group = 0  # the most batches one transaction has carried (for tests and benchmarks)
+
+    @property
+    def busy(self) -> bool:
+        """Whether a commit is under way right now."""
+        return self._leading
+
+    @property
+    def queued(self) -> int:
+        """Batches waiting for the next commit."""
+        return len(self._queue)
 
     def commit(self, batch: Batch) -> None:
         """Commit ``batch`` (in a group with whatever else is queued); raise its ``StoreError``."""
@@ -128,6 +139,7 @@ class GroupCommitter:
         """Take everything queued and commit it with the lock released; wake the waiters."""
         self._leading = True
         group, self._queue = self._queue, []
+        self.largest_group = max(self.largest_group, len(group))
         self._cond.release()
         try:
             self._write(group)
