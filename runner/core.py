@@ -34,12 +34,12 @@ from .events import (
     ToolFinished,
     ToolStarted,
 )
-from .limits import Limits, TokenMeter, cut_observation, reply_tokens
+from .limits import Limits, TokenMeter, cut_observation, tokens_for_chars
 from .messages import Message, Model, ModelReply, ToolCall, assistant_message, tool_message
 from .recorder import Recorder
 from .replies import loggable, output_chars, reply_problem, unfinished_reply
 from .results import COMMIT, Action, AgentResult, CallModel, CallTool, Outcome
-from .state import RunState, call_key
+from .state import RunState
 from .text import describe_exception
 from .tools import Tool, ToolRegistry, failure_observation, result_observation, timeout_observation
 
@@ -199,7 +199,8 @@ class AgentCore:
             return None, (st.INVALID_REPLY, problem)
         message = assistant_message(reply)
         self._emit(MessageAppended(step=step, index=len(self.state.messages), message=message))
-        self._emit(ModelCalled(step=step, prompt_tokens=prompt_tokens, reply_tokens=reply_tokens(message),
+        self._emit(ModelCalled(step=step, prompt_tokens=prompt_tokens,
+                               reply_tokens=tokens_for_chars(self.meter.last_chars),  # its JSON, measured once
                                latency_s=outcome.elapsed_s, reply=reply))
         cut = unfinished_reply(reply)
         if cut:
@@ -231,7 +232,7 @@ class AgentCore:
             self._observe(step, call, obs.IN_DOUBT, "in_doubt")
             return None
         allowed = self.limits.max_identical_calls
-        if not in_doubt and s.repeats_if(call_key(call)) > allowed:
+        if not in_doubt and s.repeats_if(s.key_of(call)) > allowed:
             self._observe(step, call, obs.repeated(call.name, allowed), "repeat")
             return None
         lim = self.limits.max_tool_calls
@@ -254,7 +255,7 @@ class AgentCore:
         self._emit(ToolStarted(step=step, call_id=call.id, name=call.name, args=call.args,
                                attempt=1 if started is None else started.attempt + 1))
         yield COMMIT
-        args = json.loads(json.dumps(call.args))  # the tool gets exactly what the log holds (checked JSON data)
+        args = own_copy(call.args)  # the tool gets exactly what the log holds (checked JSON data)
         if tool.idempotency_key is not None:
             args[tool.idempotency_key] = idempotency_key(self.run_id, call.id)
         outcome = yield CallTool(tool, call, args)
@@ -351,6 +352,20 @@ class AgentCore:
         self._emit(RunFinished(step=s.steps, status=result.status, answer=result.answer, steps=result.steps,
                                tokens=result.tokens, tool_calls=result.tool_calls, error=result.error))
         return failure
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def own_copy(args: dict[str, Any]) -> dict[str, Any]:
+    """A copy of checked JSON args that a tool may edit without touching the logged message.
+
+    Flat args (the usual case) need only a new dict: their values cannot be changed in
+    place. Nested ones are copied through JSON (they are plain JSON data already)."""
+    if all(type(value) in _SCALARS for value in args.values()):
+        return dict(args)
+    copied: dict[str, Any] = json.loads(json.dumps(args))
+    return copied
 
 
 def idempotency_key(run_id: str, call_id: str) -> str:

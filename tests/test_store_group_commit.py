@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
 import subprocess
@@ -21,7 +20,7 @@ from sqlalchemy import create_engine
 
 from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
 from runner.aloop import arun_agent
-from runner.store import RunStore, open_store
+from runner.store import RunStore
 
 ROOT = Path(__file__).resolve().parent.parent
 

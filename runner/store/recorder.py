@@ -20,6 +20,7 @@ from typing import Any, Protocol, overload
 
 from sqlalchemy import Dialect, Engine, Insert, Table, bindparam
 from sqlalchemy.dialects import postgresql, sqlite
+
 from ..errors import StoreError
 from ..events import (
     Event,
