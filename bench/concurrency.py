@@ -31,7 +31,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 from workload import registry, script
 
-from runner import run_agent
+from runner import ToolRegistry, run_agent
 from runner.aloop import arun_agent
 from runner.store import RunStore, open_store
 
@@ -65,9 +65,25 @@ def run_threads(store: RunStore, runs: int, steps: int) -> list[str]:
     return ids
 
 
+def async_workload(steps: int) -> tuple[Any, ToolRegistry]:
+    """The same script and tool as coroutines (a plain function would go to a worker thread)."""
+    scripted = script(steps)
+
+    async def model(messages: Any, specs: Any) -> Any:
+        return scripted(messages, specs)
+
+    async def echo(n: int) -> dict[str, int]:
+        return {"n": n}
+
+    reg = ToolRegistry()
+    reg.register("echo", "Echo a number.", {"type": "object", "properties": {"n": {"type": "integer"}},
+                                            "required": ["n"]}, echo)
+    return model, reg
+
+
 def run_coroutines(store: RunStore, runs: int, steps: int) -> list[str]:
     async def main() -> list[str]:
-        work = [arun_agent(f"bench {n}", script(steps), registry(), system="s", max_steps=steps,
+        work = [arun_agent(f"bench {n}", *async_workload(steps), system="s", max_steps=steps,
                            token_budget=10**12, max_identical_calls=steps, store=store) for n in range(runs)]
         results = await asyncio.gather(*work)
         for result in results:
