@@ -19,7 +19,8 @@ from .core import DEFAULT_SYSTEM, AgentCore
 from .loop import CANCEL_POLL_S
 from .messages import AsyncModel, Model
 from .options import RunOptions, build_core
-from .results import Action, AgentResult, CallModel, Outcome
+from .recorder import sync_later
+from .results import COMMITTED, Action, AgentResult, CallModel, Commit, Outcome
 from .tools import ToolRegistry
 
 
@@ -37,10 +38,10 @@ async def arun_agent(
     A plain model runs on a worker thread; a reply that is awaitable (from a coroutine
     function, or any callable returning one) is awaited.
 
-    ``cancel`` may be an ``asyncio.Event`` or a ``threading.Event``. Recording into a
-    store happens on the event loop's thread (a commit takes well under a millisecond
-    on a local SQLite file); a store that another process keeps locked delays every
-    run in the loop by up to the store's busy timeout.
+    ``cancel`` may be an ``asyncio.Event`` or a ``threading.Event``. Commits to a store
+    never block the event loop: they go to the store's writer thread (one transaction
+    for every run with facts waiting, see ``runner.store.group``) and the run awaits
+    the commit that carries its facts, so many coroutines write like many threads.
     """
     return await adrive(build_core(task, model, registry, system, max_steps, token_budget, **options))
 
@@ -62,6 +63,12 @@ async def adrive(core: AgentCore) -> AgentResult:
 
 
 async def aperform(core: AgentCore, action: Action) -> Outcome:
+    if isinstance(action, Commit):
+        for committed in sync_later(core.recorder):
+            # Shielded: a cancelled caller must not call off a commit already under way (the
+            # run's close, in ``adrive``, waits for it and then commits the rest).
+            await asyncio.shield(asyncio.wrap_future(committed))
+        return COMMITTED
     if isinstance(action, CallModel):
         return await _await_call(action.model, (action.messages, action.specs), {}, None, core)
     return await _await_call(action.tool.fn, (), action.args, action.tool.timeout_s, core)

@@ -34,12 +34,12 @@ from .events import (
     ToolFinished,
     ToolStarted,
 )
-from .limits import Limits, TokenMeter, cut_observation, reply_tokens
+from .limits import Limits, TokenMeter, cut_observation, tokens_for_chars
 from .messages import AnyModel, Message, ModelReply, ToolCall, assistant_message, tool_message
 from .recorder import Recorder
 from .replies import loggable, output_chars, reply_problem, unfinished_reply
-from .results import Action, AgentResult, CallModel, CallTool, Outcome
-from .state import RunState, call_key
+from .results import COMMIT, Action, AgentResult, CallModel, CallTool, Outcome
+from .state import RunState
 from .text import describe_exception
 from .tools import Tool, ToolRegistry, failure_observation, result_observation, timeout_observation
 
@@ -105,28 +105,28 @@ class AgentCore:
             self._emit(event)
         stop = yield from self._finish_interrupted_reply()
         if stop:
-            return self._finish(*stop)
+            return (yield from self._finish(*stop))
         redo = s.open_step  # the model call of this step never came back: ask again, same step
         while True:
             stop = self._check_before_model_call()
             if stop:
-                return self._finish(*stop)
+                return (yield from self._finish(*stop))
             step = s.steps if redo else s.steps + 1
             redo = False
             self._emit(StepStarted(step=step))
             prompt_tokens = self.meter.prompt_tokens()
             self._emit(ModelCallStarted(step=step, prompt_tokens=prompt_tokens))
-            self.recorder.sync()
+            yield COMMIT
             outcome = yield CallModel(self.model, s.messages, self.specs)
             reply, stop = self._take_reply(step, prompt_tokens, outcome)
             if stop:
-                return self._finish(*stop, exception=outcome.error)
+                return (yield from self._finish(*stop, exception=outcome.error))
             assert reply is not None
             if not reply.tool_calls:
-                return self._finish(st.DONE, None, answer=reply.content)
+                return (yield from self._finish(st.DONE, None, answer=reply.content))
             stop = yield from self._work_through(step)
             if stop:
-                return self._finish(*stop)
+                return (yield from self._finish(*stop))
 
     def _finish_interrupted_reply(self) -> Generator[Action, Outcome, Stop | None]:
         """A resumed run first answers the calls its last reply still owes."""
@@ -199,7 +199,8 @@ class AgentCore:
             return None, (st.INVALID_REPLY, problem)
         message = assistant_message(reply)
         self._emit(MessageAppended(step=step, index=len(self.state.messages), message=message))
-        self._emit(ModelCalled(step=step, prompt_tokens=prompt_tokens, reply_tokens=reply_tokens(message),
+        self._emit(ModelCalled(step=step, prompt_tokens=prompt_tokens,
+                               reply_tokens=tokens_for_chars(self.meter.last_chars),  # its JSON, measured once
                                latency_s=outcome.elapsed_s, reply=reply))
         cut = unfinished_reply(reply)
         if cut:
@@ -231,7 +232,7 @@ class AgentCore:
             self._observe(step, call, obs.IN_DOUBT, "in_doubt")
             return None
         allowed = self.limits.max_identical_calls
-        if not in_doubt and s.repeats_if(call_key(call)) > allowed:
+        if not in_doubt and s.repeats_if(s.key_of(call)) > allowed:
             self._observe(step, call, obs.repeated(call.name, allowed), "repeat")
             return None
         lim = self.limits.max_tool_calls
@@ -253,8 +254,8 @@ class AgentCore:
         started = self.state.started_calls.get(call.id)
         self._emit(ToolStarted(step=step, call_id=call.id, name=call.name, args=call.args,
                                attempt=1 if started is None else started.attempt + 1))
-        self.recorder.sync()
-        args = json.loads(json.dumps(call.args))  # the tool gets exactly what the log holds (checked JSON data)
+        yield COMMIT
+        args = own_copy(call.args)  # the tool gets exactly what the log holds (checked JSON data)
         if tool.idempotency_key is not None:
             args[tool.idempotency_key] = idempotency_key(self.run_id, call.id)
         outcome = yield CallTool(tool, call, args)
@@ -271,7 +272,7 @@ class AgentCore:
             observation = result_observation(call.name, outcome.value)
         self._observe(step, call, observation, None, outcome.elapsed_s)
         if tool.side_effects:  # its outcome is known now: never leave it in doubt
-            self.recorder.sync()
+            yield COMMIT
         return None
 
     def _observe(self, step: int, call: ToolCall, observation: str, refused: str | None,
@@ -314,12 +315,20 @@ class AgentCore:
         if self.result is None:
             self._decide(st.CANCELLED, f"aborted by {describe_exception(exc)}", exception=exc)
         with contextlib.suppress(Exception):
-            self._close()
+            failure = self._closing_facts()
+            self.recorder.sync()
+            self.closed = True
+            if failure is not None:
+                raise failure
 
     def _finish(self, status: str, error: str | None, answer: str | None = None,
-                exception: BaseException | None = None) -> AgentResult:
+                exception: BaseException | None = None) -> Generator[Action, Outcome, AgentResult]:
         result = self._decide(status, error, answer, exception)
-        self._close()
+        failure = self._closing_facts()
+        yield COMMIT
+        self.closed = True
+        if failure is not None:
+            raise failure
         return result
 
     def _decide(self, status: str, error: str | None, answer: str | None = None,
@@ -329,8 +338,9 @@ class AgentCore:
                                   exception)
         return self.result
 
-    def _close(self) -> None:
-        """End the open step and the run; ``run_finished`` is told even when ``step_finished`` raised."""
+    def _closing_facts(self) -> Exception | None:
+        """End the open step and the run; ``run_finished`` is told even when ``step_finished`` raised
+        (that failure is returned, to be raised once the close is committed)."""
         s, result = self.state, self.result
         assert result is not None
         failure: Exception | None = None
@@ -341,10 +351,21 @@ class AgentCore:
                 failure = exc
         self._emit(RunFinished(step=s.steps, status=result.status, answer=result.answer, steps=result.steps,
                                tokens=result.tokens, tool_calls=result.tool_calls, error=result.error))
-        self.recorder.sync()
-        self.closed = True
-        if failure is not None:
-            raise failure
+        return failure
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def own_copy(args: dict[str, Any]) -> dict[str, Any]:
+    """A copy of checked JSON args that a tool may edit without touching the logged message.
+
+    Flat args (the usual case) need only a new dict: their values cannot be changed in
+    place. Nested ones are copied through JSON (they are plain JSON data already)."""
+    if all(type(value) in _SCALARS for value in args.values()):
+        return dict(args)
+    copied: dict[str, Any] = json.loads(json.dumps(args))
+    return copied
 
 
 def idempotency_key(run_id: str, call_id: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
 from .messages import Message, ToolSpec
@@ -97,6 +98,39 @@ def context_chars_of(message: Message) -> int:
     return total
 
 
+def measure(message: Message) -> tuple[int, int]:
+    """``(json_len(message), context_chars_of(message))``, serialising each call's args once.
+
+    ``json.dumps`` of a dict is ``{`` + ``"key": value`` pairs joined by ``, `` + ``}``
+    (of a list, ``[`` + items joined by ``, `` + ``]``), so a message is measured from
+    its strings' JSON (the C string encoder) and its calls' args; nothing else is
+    serialised, and the figures are exactly those of ``json.dumps``.
+    """
+    chars, args = _dict_len(message)
+    context = len(message["content"]) + (args if message["role"] == "assistant" else 0)
+    return chars, context
+
+
+def _dict_len(value: Any) -> tuple[int, int]:
+    """JSON length of a dict with string keys, and the part of it that ``args`` values take."""
+    chars, args = (2 + 2 * (len(value) - 1)) if value else 2, 0
+    for key, item in value.items():
+        chars += len(encode_basestring_ascii(key)) + 2
+        if type(item) is str:
+            chars += len(encode_basestring_ascii(item))
+        elif key == "tool_calls" and type(item) is list and all(type(c) is dict for c in item):
+            chars += (2 + 2 * (len(item) - 1)) if item else 2
+            for call in item:
+                call_chars, call_args = _dict_len(call)
+                chars, args = chars + call_chars, args + call_args
+        else:
+            size = json_len(item)
+            chars += size
+            if key == "args":
+                args += size
+    return chars, args
+
+
 class TokenMeter:
     """The naive estimate's figures at O(new messages) per step.
 
@@ -105,18 +139,21 @@ class TokenMeter:
     gives exactly the same number without re-serialising the history.
     """
 
-    __slots__ = ("_count", "_items_chars", "_specs_chars", "context_chars")
+    __slots__ = ("_count", "_items_chars", "_specs_chars", "context_chars", "last_chars")
 
     def __init__(self, specs: Sequence[ToolSpec]) -> None:
         self._specs_chars = json_len(list(specs))
         self._items_chars = 0
         self._count = 0
         self.context_chars = 0
+        self.last_chars = 0  # the JSON length of the message added last (a reply's token estimate reuses it)
 
     def add(self, message: Message) -> None:
-        self._items_chars += json_len(message)
+        chars, context = measure(message)
+        self.last_chars = chars
+        self._items_chars += chars
         self._count += 1
-        self.context_chars += context_chars_of(message)
+        self.context_chars += context
 
     def prompt_tokens(self) -> int:
         list_chars = 2 + self._items_chars + 2 * max(self._count - 1, 0)

@@ -17,7 +17,7 @@ from typing import Any, Unpack
 from .core import DEFAULT_SYSTEM, AgentCore
 from .messages import Model
 from .options import RunOptions, build_core
-from .results import Action, AgentResult, CallModel, Outcome
+from .results import COMMITTED, Action, AgentResult, CallModel, Commit, Outcome
 from .tools import ToolRegistry
 
 # How often a wait wakes up to look at the cancel event.
@@ -82,6 +82,9 @@ def drive_until(core: AgentCore, halt: Callable[[Action], bool] | None) -> Agent
 
 
 def perform(core: AgentCore, action: Action) -> Outcome:
+    if isinstance(action, Commit):
+        core.recorder.sync()
+        return COMMITTED
     if isinstance(action, CallModel):
         messages, specs, model = action.messages, action.specs, action.model
 

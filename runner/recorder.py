@@ -1,7 +1,8 @@
 """The one seam between the loop and the outside world (event log, tracing).
 
 The loop hands every fact (``runner.events``) to ``record``, in order, on the
-loop's own thread, and calls ``sync`` right before it acts: before the model is
+loop's own thread, and its driver calls ``sync`` (the loop's ``Commit`` action)
+right before it acts: before the model is
 called, before a tool function runs, and when the run ends. A durable recorder
 commits what it holds in ``sync``, which is what makes a killed process leave a
 log that says exactly how far the run got. Recorders may be given the facts in
@@ -16,6 +17,7 @@ repeat, or just commits what it still holds.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from typing import Protocol
 
 from .events import Event, RunFinished, StepFinished
@@ -24,6 +26,25 @@ from .events import Event, RunFinished, StepFinished
 class Recorder(Protocol):
     def record(self, event: Event) -> None: ...
     def sync(self) -> None: ...
+
+
+class LaterSync(Protocol):
+    """A recorder that can commit without blocking: ``sync_later`` hands what ``sync``
+    would commit to a writer thread and returns the futures of those commits."""
+
+    def sync_later(self) -> list[Future[None]]: ...
+
+
+def sync_later(recorder: Recorder) -> list[Future[None]]:
+    """``recorder.sync()`` for a driver that must not block (async): the commits to await.
+
+    Recorders without ``sync_later`` are synced in place (theirs is cheap or a no-op)."""
+    later = getattr(recorder, "sync_later", None)
+    if later is None:
+        recorder.sync()
+        return []
+    futures: list[Future[None]] = later()
+    return futures
 
 
 class NullRecorder:
@@ -57,6 +78,11 @@ class FanoutRecorder:
 
     def sync(self) -> None:
         self._tell_all(lambda r: r.sync())
+
+    def sync_later(self) -> list[Future[None]]:
+        futures: list[Future[None]] = []
+        self._tell_all(lambda r: futures.extend(sync_later(r)))
+        return futures
 
     def _tell_all(self, tell: Callable[[Recorder], object]) -> None:
         failure: BaseException | None = None

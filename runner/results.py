@@ -69,7 +69,20 @@ class CallTool:
     args: dict[str, Any]
 
 
-Action = CallModel | CallTool
+@dataclass(frozen=True, slots=True)
+class Commit:
+    """Make every fact recorded so far durable before going on: the recorder's ``sync``.
+
+    The loop asks for it before the model is called, before a tool runs, after a tool
+    with side effects and when the run ends. The sync driver calls ``sync`` (which
+    blocks until a commit carrying the facts is done); the async driver awaits the
+    commit instead, so the event loop's thread never waits on the store.
+    """
+
+
+COMMIT = Commit()
+
+Action = CallModel | CallTool | Commit
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +95,8 @@ class Outcome:
     timed_out: bool = False
     stop: str | None = None
 
+
+COMMITTED = Outcome()  # what a driver sends back for ``Commit``
 
 def new_run_id() -> str:
     return uuid.uuid4().hex

@@ -73,6 +73,9 @@ class RunState:
     resumed_from: str | None = None
     resumed_error: str | None = None
     events: int = 0
+    # The repeat guard's key of the call looked at last: the loop asks before a call runs and
+    # again when it finishes, and the key costs a sorted json.dumps.
+    _key_memo: tuple[ToolCall | None, str | None] = field(default=(None, None), repr=False, compare=False)
 
     def copy(self) -> RunState:
         """An independent copy (containers copied; messages and facts are never mutated)."""
@@ -152,9 +155,16 @@ class RunState:
             self.last_call_key, self.repeats = None, 0
             return
         call = next((c for c in self.remaining_calls if c.id == event.call_id), None)
-        key = None if call is None else call_key(call)
+        key = None if call is None else self.key_of(call)
         self.repeats = self.repeats_if(key)
         self.last_call_key = key
+
+    def key_of(self, call: ToolCall) -> str | None:
+        """``call_key(call)``, computed once for the call being worked on."""
+        memo = self._key_memo
+        if memo[0] is not call:
+            memo = self._key_memo = (call, call_key(call))
+        return memo[1]
 
     def repeats_if(self, key: str | None) -> int:
         """How many identical calls in a row there would be with one more call of ``key``."""

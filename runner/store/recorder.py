@@ -13,13 +13,13 @@ coroutines in one event loop, or many threads) can share one engine's pool.
 from __future__ import annotations
 
 import json
+from concurrent.futures import Future
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Protocol, overload
 
 from sqlalchemy import Dialect, Engine, Insert, Table, bindparam
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import StoreError
 from ..events import (
@@ -37,7 +37,7 @@ from ..ids import derived_span_id, derived_trace_id
 from ..limits import RUNNING
 from ..state import RunState
 from ..text import storable
-from .engine import one_line
+from .group import Batch, GroupCommitter
 from .lease import Heartbeat
 from .owner import owner_id
 from .prepared import Prepared
@@ -83,7 +83,8 @@ class StoreRecorder:
     """
 
     def __init__(self, engine: Engine, span_source: SpanSource | None = None, resume: RunState | None = None,
-                 trace_id: str | None = None, heartbeat: Heartbeat | None = None) -> None:
+                 trace_id: str | None = None, heartbeat: Heartbeat | None = None,
+                 committer: GroupCommitter | None = None) -> None:
         self.engine = engine
         self.heartbeat = heartbeat
         self.span_source = span_source
@@ -100,8 +101,10 @@ class StoreRecorder:
         self._started_at = datetime.now(UTC)
         self._summary: dict[str, Any] = {"status": RUNNING, "answer": None, "error": None, "finished_at": None}
         self._closing = False
-        self._sql = statements(engine.dialect)
-        self._begin = "BEGIN IMMEDIATE" if engine.dialect.name == "sqlite" else ""
+        self._committer = committer if committer is not None else GroupCommitter(
+            engine, lambda: statements(engine.dialect))
+        self._inflight: Batch | None = None
+        self._unsent: tuple[dict[str, Any] | None, list[tuple[dict[str, Any], str]]] = (None, [])
 
     # -- the Recorder protocol -------------------------------------------------
 
@@ -180,45 +183,58 @@ class StoreRecorder:
             self._tools.append({"run_id": self.run_id, "name": key, "started_at": self._started_at})
 
     def flush(self) -> None:
-        """Commit the buffered events and the run's summary in one transaction.
+        """Commit the buffered events and the run's summary (with other runs' rows, if any wait).
 
-        This runs twice a step, so it talks to the pooled driver connection
-        directly (no Connection wrapper, no execution events): on SQLite it takes
-        the write lock up front with ``BEGIN IMMEDIATE``; PostgreSQL's driver opens
-        its transaction on the first statement.
+        The store's ``GroupCommitter`` carries them: alone, this thread commits them at
+        once; with other runs writing, one transaction carries all their rows. Returns
+        once a commit holding these rows is done; on failure the rows stay buffered,
+        so the next flush retries them (the run's events stay contiguous).
         """
+        self._settle_inflight()
+        batch = self._batch()
+        try:
+            self._committer.commit(batch)
+        except StoreError:
+            self._restore(batch)
+            raise
+
+    def sync_later(self) -> list[Future[None]]:
+        """``sync`` without blocking: the buffered rows go to the store's writer thread,
+        and the future completes once they are committed (the async driver awaits it)."""
+        self._settle_inflight()
+        batch = self._inflight = self._batch()
+        return [self._committer.submit(batch)]
+
+    def _settle_inflight(self) -> None:
+        """Wait for the batch handed to the writer thread; put its rows back if it failed."""
+        batch, self._inflight = self._inflight, None
+        if batch is not None:
+            self._committer.wait(batch)
+            if batch.error is not None:
+                self._restore(batch)
+
+    def _batch(self) -> Batch:
+        """The buffered rows as one batch (the buffers start empty again)."""
         now = datetime.now(UTC)
-        sql = self._sql
         state = self.state
         summary = dict(self._summary, steps=state.steps, tokens=state.spent, tool_calls=state.tool_calls_run,
                        updated_at=now, heartbeat_at=now)
         rows = [dict(row, span_id=self._span_id(key)) for row, key in self._pending]
-        try:
-            raw = self.engine.raw_connection()
-            try:
-                cursor = raw.cursor()
-                try:
-                    if self._begin:
-                        cursor.execute(self._begin)
-                    if self._new_run is not None:
-                        sql["runs"].run(cursor, [dict(self._new_run, **summary)])
-                        sql["run_labels"].run(cursor, self._labels)
-                    else:
-                        sql["update_run"].run(cursor, [dict(summary, _run_id=self.run_id)])
-                    sql["events"].run(cursor, rows)
-                    sql["run_tools"].run(cursor, self._tools)
-                    raw.commit()
-                except BaseException:
-                    raw.rollback()
-                    raise
-                finally:
-                    cursor.close()
-            finally:
-                raw.close()  # back to the pool: a run holds no connection between commits
-        except (SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error) as exc:
-            raise StoreError(f"cannot write run {self.run_id} to the store: {one_line(exc)}") from None
+        new_run = None if self._new_run is None else dict(self._new_run, **summary)
+        batch = Batch(self.run_id, new_run, self._labels, None if new_run else dict(summary, _run_id=self.run_id),
+                      rows, self._tools)
+        self._unsent = (self._new_run, self._pending)
         self._new_run = None
         self._labels, self._pending, self._tools = [], [], []
+        return batch
+
+    def _restore(self, batch: Batch) -> None:
+        """Buffer a failed batch's rows again, ahead of anything recorded since."""
+        new_run, pending = self._unsent
+        self._new_run = new_run
+        self._labels = batch.labels + self._labels
+        self._pending = pending + self._pending
+        self._tools = batch.tools + self._tools
 
 
 _STATEMENTS: dict[str, dict[str, Prepared]] = {}

@@ -25,10 +25,11 @@ from ..events import MessageAppended, decode_all
 from ..state import RunState
 from ..statuses import RUNNING
 from .engine import DEFAULT_BUSY_TIMEOUT_S, make_engine, one_line, parse_url, read_connection, shown
+from .group import GroupCommitter
 from .lease import Heartbeat, claim
 from .migrate import NoStoreError, ensure_schema, location, probe
 from .owner import owner_id
-from .recorder import NAME_WIDTH, SpanSource, StoreRecorder, column
+from .recorder import NAME_WIDTH, SpanSource, StoreRecorder, column, statements
 from .records import LIVE, RunSummary, StoredEvent, StoredRun, logged_text, summary_fields
 from .tables import events, run_labels, run_tools, runs
 
@@ -100,6 +101,8 @@ class RunStore:
         self.read_only = read_only
         self.closed = False
         self.heartbeat = Heartbeat(engine, owner_id)
+        # One writer for every run this store records: concurrent runs share its commits.
+        self.committer = GroupCommitter(engine, lambda: statements(engine.dialect))
 
     def __repr__(self) -> str:
         return f"RunStore({shown(self.url)!r})"
@@ -116,6 +119,7 @@ class RunStore:
         if not self.closed:
             self.closed = True
             self.heartbeat.stop()
+            self.committer.close()
             self.engine.dispose()
 
     def recorder(self, span_source: SpanSource | None = None, resume: RunState | None = None,
@@ -125,7 +129,7 @@ class RunStore:
         self._check_open()
         if self.read_only:
             raise StoreError(f"store {shown(self.url)} is open read-only: it cannot record runs")
-        return StoreRecorder(self.engine, span_source, resume, trace_id, self.heartbeat)
+        return StoreRecorder(self.engine, span_source, resume, trace_id, self.heartbeat, self.committer)
 
     def claim_run(self, seen: RunSummary) -> None:
         """Take over a stopped or orphaned run as this process, if nobody did since ``seen`` was read.

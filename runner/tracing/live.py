@@ -47,6 +47,9 @@ if TYPE_CHECKING:
     from ..wiring import TraceLink
 
 
+_OPENS_ROOT = (RunStarted, RunResumed)
+
+
 def _hex(span: Span) -> str:
     return format(span.get_span_context().span_id, "016x")
 
@@ -115,6 +118,8 @@ class TracingRecorder:
     # -- facts ---------------------------------------------------------------
 
     def record(self, event: Event) -> None:
+        if not self._live and not self.record_content and type(event) not in _OPENS_ROOT:
+            return  # nothing records this run's spans: no span, no id, no key
         if isinstance(event, (RunStarted, RunResumed)):
             self._open_root(event)
             return

@@ -1,0 +1,245 @@
+"""Many runs sharing one store: group commit, async commits off the event loop, SIGKILL mid-flight."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine
+
+from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
+from runner.aloop import arun_agent
+from runner.store import RunStore
+
+ROOT = Path(__file__).resolve().parent.parent
+
+KINDS_PER_RUN = [
+    "run_started", "message", "message",
+    "step_started", "message", "model_call", "tool_started", "tool_finished", "message", "step_finished",
+    "step_started", "message", "model_call", "tool_started", "tool_finished", "message", "step_finished",
+    "step_started", "message", "model_call", "step_finished",
+    "run_finished",
+]
+
+
+def _script(i: int) -> ScriptedModel:
+    return ScriptedModel([ModelReply(f"run {i}", [ToolCall("c1", "lookup", {"ref": f"r{i}"})]),
+                          ModelReply("", [ToolCall("c2", "pay", {"ref": f"p{i}", "cents": i})]), f"answer {i}"])
+
+
+def _registry() -> ToolRegistry:
+    reg = ToolRegistry()
+    reg.register("lookup", "Look up.", {"type": "object", "properties": {"ref": {"type": "string"}}},
+                 lambda ref: {"ref": ref})
+    reg.register("pay", "Pay (writes).", {"type": "object", "properties": {
+        "ref": {"type": "string"}, "cents": {"type": "integer"}}}, lambda ref, cents: f"paid {cents}",
+        side_effects=True)
+    return reg
+
+
+def _shape(store: RunStore, run_id: str) -> list[tuple[int, str, int, Any]]:
+    """A run's events without times, ids and latencies: what must not depend on concurrency."""
+    volatile = {"latency_s", "duration_s"}
+    return [(e.seq, e.kind, e.step, {k: v for k, v in e.data.items() if k not in volatile})
+            for e in store.get_run(run_id).events]
+
+
+@pytest.mark.parametrize("driver", ["threads", "coroutines"])
+def test_fifty_concurrent_runs_log_exactly_the_events_of_fifty_sequential_runs(store: RunStore, driver: str) -> None:
+    sequential = [run_agent(f"task {i}", _script(i), _registry(), store=store) for i in range(50)]
+    concurrent: list[Any] = [None] * 50
+    if driver == "threads":
+        def one(i: int) -> None:
+            concurrent[i] = run_agent(f"task {i}", _script(i), _registry(), store=store)
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(50)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    else:
+        async def main() -> list[Any]:
+            return await asyncio.gather(*(arun_agent(f"task {i}", _script(i), _registry(), store=store)
+                                          for i in range(50)))
+
+        concurrent = asyncio.run(main())
+    assert [r.status for r in concurrent] == ["done"] * 50
+    assert len(store.list_runs(limit=200)) == 100
+    for i in range(50):
+        assert [kind for _, kind, _, _ in _shape(store, concurrent[i].run_id)] == KINDS_PER_RUN
+        assert _shape(store, concurrent[i].run_id) == _shape(store, sequential[i].run_id)
+        assert store.get_run(concurrent[i].run_id).messages == concurrent[i].messages
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM events").scalar() == 100 * len(KINDS_PER_RUN)
+
+
+@contextmanager
+def _write_lock(store_url: str) -> Iterator[None]:
+    """Hold the store's event log against writers (SQLite: the write lock; PostgreSQL: a table lock)."""
+    engine = create_engine(store_url)
+    with engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        else:
+            conn.exec_driver_sql("LOCK TABLE events IN SHARE ROW EXCLUSIVE MODE")
+        try:
+            yield
+        finally:
+            conn.rollback()
+    engine.dispose()
+
+
+def _until(condition: Any, what: str, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"never saw {what}")
+        time.sleep(0.005)
+
+
+def test_runs_waiting_on_a_commit_are_committed_together_in_one_transaction(store: RunStore, store_url: str) -> None:
+    results: list[Any] = [None] * 20
+
+    def one(i: int) -> None:
+        results[i] = run_agent(f"task {i}", ScriptedModel([f"answer {i}"]), ToolRegistry(), store=store)
+
+    with _write_lock(store_url):
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(20)]
+        for t in threads:
+            t.start()
+        # The first run's commit waits on the lock; the 19 others queue behind it.
+        _until(lambda: store.committer.busy and store.committer.queued == 19, "19 runs queued")
+    for t in threads:
+        t.join()
+    assert [r.status for r in results] == ["done"] * 20
+    assert store.committer.largest_group >= 19  # the 19 queued runs' facts went in one transaction
+    for result in results:
+        assert [e.seq for e in store.get_run(result.run_id).events] == list(range(1, 9))
+
+
+def test_an_async_run_waiting_on_the_store_does_not_block_the_event_loop(store: RunStore, store_url: str) -> None:
+    seen_busy: list[bool] = []
+    release = threading.Event()
+
+    def hold_lock() -> None:
+        with _write_lock(store_url):
+            locked.set()
+            release.wait(30)
+
+    locked = threading.Event()
+    holder = threading.Thread(target=hold_lock)
+    holder.start()
+    locked.wait(30)
+
+    async def main() -> Any:
+        run = asyncio.ensure_future(arun_agent("task", ScriptedModel(["answer"]), ToolRegistry(), store=store))
+        for _ in range(3000):  # this coroutine keeps running while the run's first commit waits
+            if store.committer.busy:
+                break
+            await asyncio.sleep(0.01)
+        seen_busy.append(store.committer.busy and not run.done())
+        release.set()
+        return await run
+
+    try:
+        result = asyncio.run(main())
+    finally:
+        release.set()
+        holder.join()
+    assert seen_busy == [True]
+    assert result.status == "done"
+    assert [e.kind for e in store.get_run(result.run_id).events] == [
+        "run_started", "message", "message", "step_started", "message", "model_call", "step_finished",
+        "run_finished"]
+
+
+CHILD = textwrap.dedent("""
+    import asyncio, os, sys, threading, time
+    from pathlib import Path
+    from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
+    from runner.aloop import arun_agent
+    from runner.store import open_store
+
+    url, driver, log = sys.argv[1], sys.argv[2], Path(sys.argv[3])
+    lock = threading.Lock()
+
+    def work(run, ref):
+        with lock, open(log, "a", encoding="utf-8") as out:  # the side effect, durable before it returns
+            out.write(f"{run} {ref}\\n")
+            out.flush()
+            os.fsync(out.fileno())
+        time.sleep(0.002)
+        return {"ref": ref}
+
+    registry = ToolRegistry()
+    registry.register("work", "Work (writes).", {"type": "object", "properties": {
+        "run": {"type": "string"}, "ref": {"type": "string"}}}, work, side_effects=True)
+
+    def script(n):
+        run = f"{n:032x}"
+        return ScriptedModel([ModelReply("", [ToolCall(f"c{k}", "work", {"run": run, "ref": f"c{k}"})])
+                              for k in range(1000)] + ["never"])
+
+    with open_store(url) as store:
+        kwargs = dict(store=store, max_steps=2000, token_budget=10**9, max_identical_calls=10)
+        if driver == "threads":
+            threads = [threading.Thread(target=run_agent, args=("go", script(n), registry),
+                                        kwargs=dict(kwargs, run_id=f"{n:032x}")) for n in range(20)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+        else:
+            async def main():
+                await asyncio.gather(*(arun_agent("go", script(n), registry, run_id=f"{n:032x}", **kwargs)
+                                       for n in range(20)))
+            asyncio.run(main())
+""")
+
+STEP_KINDS = ["step_started", "message", "model_call", "tool_started", "tool_finished", "message", "step_finished"]
+
+
+@pytest.mark.parametrize("driver", ["threads", "coroutines"])
+def test_sigkill_during_twenty_concurrent_runs_leaves_every_log_consistent_and_every_ran_tool_started(
+        store: RunStore, store_url: str, tmp_path: Path, driver: str) -> None:
+    log = tmp_path / "ran.log"
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, store_url, driver, str(log)], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        def enough() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"child exited early: {proc.communicate()[1]}")
+            return log.exists() and len(log.read_text().splitlines()) >= 200
+        _until(enough, "200 tool executions", timeout_s=120)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.communicate()
+    assert proc.returncode == -signal.SIGKILL
+    ran: dict[str, list[str]] = {}
+    for line in log.read_text().splitlines():
+        run_id, ref = line.split()
+        ran.setdefault(run_id, []).append(ref)
+    assert len(ran) == 20
+    for n in range(20):
+        run = store.get_run(f"{n:032x}")
+        kinds = [e.kind for e in run.events]
+        assert [e.seq for e in run.events] == list(range(1, len(kinds) + 1))
+        steps = (len(kinds) - 3 + len(STEP_KINDS) - 1) // len(STEP_KINDS)
+        assert kinds == (["run_started", "message", "message"] + STEP_KINDS * steps)[:len(kinds)]
+        assert run.status == "running"
+        started = [e.data["call_id"] for e in run.events if e.kind == "tool_started"]
+        executed = ran[f"{n:032x}"]
+        # Every tool that ran had its tool_started committed first; at most the last one started is unfinished.
+        assert executed == started[:len(executed)]
+        assert len(started) - len(executed) in (0, 1)
