@@ -84,6 +84,7 @@ class RunnerGroup(click.Group):
 
 
 COMMANDS = {
+    "cancel": "pool:cancel",
     "db": "db:db",
     "demo": "running:demo",
     "export": "replaying:export",
@@ -93,6 +94,8 @@ COMMANDS = {
     "show": "inspect:show",
     "spans": "spans:spans",
     "stats": "stats:stats",
+    "submit": "pool:submit",
+    "worker": "pool:worker",
 }
 
 

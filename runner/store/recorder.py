@@ -91,6 +91,9 @@ class StoreRecorder:
         self.run_id = self.state.run_id
         self.trace_id = trace_id or ""
         self._seq = self.state.events
+        # A run queued for a worker pool (``runner.pool``) has its row and a ``run_queued``
+        # fact, and no ``run_started`` yet: its start fills that row in instead of inserting one.
+        self._queued = resume is not None and resume.started is None
         self._pending: list[tuple[dict[str, Any], str]] = []
         self._new_run: dict[str, Any] | None = None
         self._labels: list[dict[str, Any]] = []
@@ -201,7 +204,8 @@ class StoreRecorder:
                     if self._begin:
                         cursor.execute(self._begin)
                     if self._new_run is not None:
-                        sql["runs"].run(cursor, [dict(self._new_run, **summary)])
+                        sql["start_queued" if self._queued else "runs"].run(
+                            cursor, [dict(self._new_run, **summary, _run_id=self.run_id)])
                         sql["run_labels"].run(cursor, self._labels)
                     else:
                         sql["update_run"].run(cursor, [dict(summary, _run_id=self.run_id)])
@@ -238,7 +242,9 @@ def statements(dialect: Dialect) -> dict[str, Prepared]:
             "runs": Prepared(runs.insert(), dialect), "run_labels": Prepared(run_labels.insert(), dialect),
             "events": Prepared(events.insert(), dialect),
             "run_tools": Prepared(_insert_new(run_tools, dialect), dialect),
-            "update_run": Prepared(update, dialect)}
+            "update_run": Prepared(update, dialect),
+            "start_queued": Prepared(runs.update().where(runs.c.run_id == bindparam("_run_id")).values(
+                {c.name: bindparam(c.name, type_=c.type) for c in runs.c if c.name != "run_id"}), dialect)}
     return found
 
 
