@@ -75,7 +75,8 @@ def plan_model(messages: list[dict[str, Any]], specs: list[dict[str, Any]]) -> M
 
 def forever_model(messages: list[dict[str, Any]], specs: list[dict[str, Any]]) -> ModelReply:
     done = sum(1 for m in messages if m["role"] == "assistant")
-    return ModelReply(content="", tool_calls=[ToolCall(f"nap-{done + 1}", "nap", {"seconds": 0.3})])
+    seconds = 0.2 + 0.05 * (done % 2)  # never the same call twice in a row (the repeat guard would refuse it)
+    return ModelReply(content="", tool_calls=[ToolCall(f"nap-{done + 1}", "nap", {"seconds": seconds})])
 
 
 def registry() -> ToolRegistry:

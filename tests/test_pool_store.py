@@ -42,7 +42,8 @@ def kinds(store: RunStore, run_id: str) -> list[str]:
 def test_a_run_submitted_while_the_broker_is_unreachable_is_recorded_queued(store: RunStore, store_url: str) -> None:
     run_id, unpublished = submit_run(store, "job 1", agent="tipper", broker=NOWHERE, labels={"team": "a"},
                                      max_steps=5)
-    assert unpublished is not None and "Connection refused" in unpublished
+    assert unpublished is not None
+    assert "Connection refused" in unpublished
     run = store.get_run(run_id)
     assert (run.status, run.task, run.agent_name, run.steps, run.owner) == ("queued", "job 1", "tipper", 0, None)
     assert [(e.kind, e.data) for e in run.events] == [
@@ -148,7 +149,7 @@ def test_cancel_stops_a_running_run_at_its_next_step_boundary(store: RunStore) -
     assert ended == ["cancelled"]
     run = store.get_run(run_id)
     assert run.status == "cancelled"
-    assert 2 <= run.steps <= 4
+    assert 2 <= run.steps <= 5
 
 
 def test_the_sweep_publishes_queued_and_orphaned_runs_once_per_interval(store: RunStore) -> None:

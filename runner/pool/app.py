@@ -62,6 +62,8 @@ def make_app(broker: str, queue: str | None = None) -> Celery:
         task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
         task_ignore_result=True, task_default_queue=queue or DEFAULT_QUEUE, broker_connection_retry_on_startup=True,
         broker_connection_timeout=4, worker_hijack_root_logger=False,
+        # Publishing gives up after one quick retry (the run is recorded queued; the sweep publishes it later).
+        broker_transport_options={"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5},
         worker_cancel_long_running_tasks_on_connection_loss=True,
     )
     app.task(name=TASK_NAME, acks_late=True, reject_on_worker_lost=True, ignore_result=True)(run_task)

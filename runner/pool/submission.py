@@ -30,7 +30,9 @@ def submit(store: RunStore, task: str, *, agent: str, broker: str | None = None,
     override the agent's own. The run is visible as ``queued`` at once, even when
     the broker cannot be reached (a worker's sweep publishes it later).
     """
-    run_id, _ = submit_run(store, task, agent=agent, broker=broker, queue=queue, labels=labels, **limits)
+    run_id, why = submit_run(store, task, agent=agent, broker=broker, queue=queue, labels=labels, **limits)
+    if why is not None:
+        log.warning("run %s is queued but not published (%s); a worker's sweep will publish it", run_id, why)
     return run_id
 
 
@@ -44,9 +46,7 @@ def submit_run(store: RunStore, task: str, *, agent: str, broker: str | None = N
     try:
         publish(url, run_id, queue)
     except Exception as exc:
-        why = f"{type(exc).__name__}: {exc}"
-        log.warning("run %s is queued but not published (%s); a worker's sweep will publish it", run_id, why)
-        return run_id, why
+        return run_id, f"{type(exc).__name__}: {exc}"
     return run_id, None
 
 
