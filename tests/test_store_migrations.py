@@ -17,7 +17,7 @@ from runner.store.engine import make_engine, parse_url
 from runner.store.migrate import alembic_config, current_revision, head_revision, script_location
 from runner.store.tables import Base
 
-TABLES = ["alembic_version", "events", "run_labels", "run_tools", "runs"]
+TABLES = ["alembic_version", "events", "run_cancels", "run_labels", "run_tools", "runs"]
 
 
 @pytest.fixture
