@@ -61,11 +61,12 @@ def ready(p: Pool, count: int) -> None:
            60, "the workers to be ready")
 
 
-def through(workers: int, runs: int, nap_s: float, chaos: Callable[[Pool], None] | None = None) -> tuple[float, int]:
+def through(workers: int, runs: int, nap_s: float, chaos: Callable[[Pool], None] | None = None,
+            concurrency: int = CONCURRENCY) -> tuple[float, int]:
     """Seconds from the first submission to the last run done, and the steps taken."""
     with pool(nap_s) as p:
         for _ in range(workers):
-            p.start_worker(CONCURRENCY)
+            p.start_worker(concurrency)
         ready(p, workers)
         started = time.perf_counter()
         for i in range(runs):
@@ -123,17 +124,21 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=200)
     parser.add_argument("--nap", type=float, default=0.2, help="seconds the nap tool sleeps")
+    parser.add_argument("--overhead-only", action="store_true")
     args = parser.parse_args()
     print(f"{args.runs} runs of 4 steps (nap {args.nap} s a step), {CONCURRENCY} threads per worker")
-    for workers in (1, 2, 4):
+    for workers in () if args.overhead_only else (1, 2, 4):
         elapsed, steps = through(workers, args.runs, args.nap)
         print(f"{workers} worker(s): {args.runs / elapsed:7.1f} runs/s {steps / elapsed:8.1f} steps/s "
               f"({elapsed:.1f} s)")
-    overhead_runs = 50
+    overhead_runs = 50  # one run at a time, no sleeping: what the worker path adds to each step
     one = in_process_per_step_ms(overhead_runs)
-    elapsed, steps = through(1, overhead_runs, 0.0)
-    print(f"per step, no sleeping: run_agent in one process {one:.2f} ms; one worker "
-          f"{elapsed / steps * 1000 / CONCURRENCY:.2f} ms per thread ({elapsed / steps * 1000:.2f} ms wall)")
+    elapsed, steps = through(1, overhead_runs, 0.0, concurrency=1)
+    worker = elapsed / steps * 1000
+    print(f"per step, one run at a time, no sleeping: run_agent in one process {one:.2f} ms; through one worker "
+          f"thread {worker:.2f} ms (+{worker - one:.2f} ms: publish, delivery, claim, cancel polling)")
+    if args.overhead_only:
+        return
     print(f"acceptance: {args.runs} runs on 4 workers, two SIGKILLed mid-flight")
     elapsed, steps = through(4, args.runs, args.nap, kill_two)
     print(f"  {args.runs / elapsed:.1f} runs/s with the kills ({elapsed:.1f} s)")
