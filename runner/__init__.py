@@ -41,6 +41,7 @@ from .state import RunState, fold
 from .tools import Tool, ToolRegistry
 
 if TYPE_CHECKING:
+    from .pool import submit
     from .store import RunStore, RunSummary, StoredEvent, StoredRun, open_store
     from .tracing import TracingRecorder, TracingSetupError, configure_tracing, export_run, rebuild_spans
 
@@ -49,6 +50,7 @@ _LAZY = {
     "open_store": "store",
     "TracingRecorder": "tracing", "TracingSetupError": "tracing", "configure_tracing": "tracing",
     "export_run": "tracing", "rebuild_spans": "tracing",
+    "submit": "pool",
 }
 
 
@@ -114,5 +116,6 @@ __all__ = [
     "resume",
     "run_agent",
     "run_plan",
+    "submit",
     "validate_args",
 ]

@@ -151,8 +151,23 @@ class RunResumed:
     provider: str | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunQueued:
+    """A run submitted to a worker pool and not started yet: the request as submitted
+    (``limits`` holds only the limits the submitter chose; the agent's own options fill
+    in the rest when a worker starts it, with ``run_started`` after this fact)."""
+
+    run_id: str = ""
+    step: int = 0
+    task: str
+    agent_name: str
+    limits: dict[str, Any] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    queue: str | None = None
+
+
 Event = (RunStarted | MessageAppended | StepStarted | ModelCallStarted | ModelCalled | ToolStarted
-         | ToolFinished | ApprovalRequested | StepFinished | RunFinished | RunResumed)
+         | ToolFinished | ApprovalRequested | StepFinished | RunFinished | RunResumed | RunQueued)
 
 KINDS: Final[dict[str, type[Any]]] = {
     "run_started": RunStarted,
@@ -165,12 +180,13 @@ KINDS: Final[dict[str, type[Any]]] = {
     "step_finished": StepFinished,
     "run_finished": RunFinished,
     "run_resumed": RunResumed,
+    "run_queued": RunQueued,
 }
 KIND_OF: Final[dict[type[Any], str]] = {cls: kind for kind, cls in KINDS.items()}
 
 # Kinds whose step is the row's ``step`` column only (the log's original shape).
 _STEP_IN_COLUMN: Final = frozenset({MessageAppended, ToolStarted, ToolFinished, ApprovalRequested,
-                                    RunStarted, RunFinished, RunResumed})
+                                    RunStarted, RunFinished, RunResumed, RunQueued})
 # Fields written only when they differ from their default (added after the first release).
 _OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "service_name", "attempt",
                               "refused", "decisions", "model", "provider"})
@@ -223,7 +239,7 @@ def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") 
     values = {name: data[name] for name in _NAMES[cls] if name in data}
     if cls in _STEP_IN_COLUMN or "step" not in values:
         values["step"] = step
-    if cls in (RunStarted, RunResumed):
+    if cls in (RunStarted, RunResumed, RunQueued):
         values["run_id"] = run_id
     try:
         if cls is ModelCalled:

@@ -159,7 +159,7 @@ def _root_span_id(run: StoredRun) -> str:
     """The span id of the run's first root span (its ``run_started`` event's)."""
     from .ids import derived_span_id
 
-    first = run.events[0] if run.events else None
+    first = next((event for event in run.events if event.kind == "run_started"), None)  # a queued run's is 2nd
     return (first.span_id if first is not None and first.span_id else None) or derived_span_id(run.run_id, "run")
 
 

@@ -20,6 +20,7 @@ INVALID_REPLY: Final = "invalid_reply"
 MODEL_ERROR: Final = "model_error"
 AWAITING_APPROVAL: Final = "awaiting_approval"
 RUNNING: Final = "running"
+QUEUED: Final = "queued"  # submitted to a worker pool, not started yet (``runner.pool``)
 
 STATUSES: Final = (
     DONE, STEP_LIMIT, TOKEN_BUDGET, TOOL_BUDGET, DEADLINE, CONTEXT_BUDGET,

@@ -14,7 +14,7 @@ EXPECTED = {
     "STATUSES", "ScriptError", "ScriptExhausted", "ScriptedModel", "StopRun", "StoreError", "StoredEvent",
     "StoredRun", "Tool", "ToolCall", "ToolRegistry", "ToolSpec", "TracingRecorder", "TracingSetupError", "Usage",
     "arun_agent", "configure_tracing", "export_run", "fold", "follow_up", "fork", "load_fixture", "open_store",
-    "rebuild_spans", "replay", "resume", "run_agent", "run_plan", "validate_args",
+    "rebuild_spans", "replay", "resume", "run_agent", "run_plan", "submit", "validate_args",
 }
 
 
@@ -35,6 +35,12 @@ def test_importing_runner_does_not_load_the_store_or_the_otel_sdk() -> None:
             "runner.open_store; print('sqlalchemy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False", "True"]
+
+
+def test_submit_does_not_import_celery() -> None:
+    code = "import sys, runner; runner.submit; import runner.cli.pool; print('celery' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False"]
 
 
 def test_replay_is_the_function_even_after_its_module_is_imported() -> None:

@@ -84,6 +84,7 @@ class RunnerGroup(click.Group):
 
 
 COMMANDS = {
+    "cancel": "pool:cancel",
     "db": "db:db",
     "demo": "running:demo",
     "export": "replaying:export",
@@ -95,6 +96,8 @@ COMMANDS = {
     "show": "inspect:show",
     "spans": "spans:spans",
     "stats": "stats:stats",
+    "submit": "pool:submit",
+    "worker": "pool:worker",
 }
 
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import click
 
 from ..limits import RUNNING, STATUSES
-from ..statuses import AWAITING_APPROVAL
+from ..statuses import AWAITING_APPROVAL, QUEUED
 from ..store import RunSummary
 from .lineage import TOOLS_PLACEHOLDER, children, continue_hint, resume_command
 from .listing import Row, runs_table
@@ -22,7 +22,7 @@ RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 MORE_COUNTED = 1000  # past a full page, count at most this many more matching runs
 MAX_LIMIT = 1_000_000_000  # any store's size; past it, a number is a typo (and 2**63 overflows the database)
-STATUS_STYLE = {"done": "green", RUNNING: "yellow", AWAITING_APPROVAL: "bold yellow"}
+STATUS_STYLE = {"done": "green", RUNNING: "yellow", AWAITING_APPROVAL: "bold yellow", QUEUED: "cyan"}
 
 
 def parse_when(value: str, now: datetime | None = None) -> datetime:
@@ -60,7 +60,7 @@ def status_style(status: str) -> str:
 
 
 @click.command()
-@click.option("--status", "statuses", multiple=True, type=click.Choice([*STATUSES, RUNNING]),
+@click.option("--status", "statuses", multiple=True, type=click.Choice([*STATUSES, RUNNING, QUEUED]),
               help="Only runs that ended so (repeatable: any of them).")
 @click.option("--since", callback=when_option, metavar="WHEN",
               help="Runs started at or after WHEN: 30m, 2h, 3d, 1w ago, or an ISO date/datetime (UTC).")

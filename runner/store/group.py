@@ -49,6 +49,7 @@ class Batch:
     update: Row | None
     events: list[Row]
     tools: list[Row]
+    queued: bool = False  # ``new_run`` fills in the row a queued run already has (runner.pool)
     future: Future[None] | None = None
     done: bool = False
     error: StoreError | None = None
@@ -186,7 +187,8 @@ class GroupCommitter:
         """One transaction for ``group``, on the pooled driver connection (no Core pipeline):
         new runs first, then summaries, events and tools, so a run's rows keep their order."""
         sql = self._statements()
-        new_runs = [b.new_run for b in group if b.new_run is not None]
+        new_runs = [b.new_run for b in group if b.new_run is not None and not b.queued]
+        starts = [b.new_run for b in group if b.new_run is not None and b.queued]
         labels = [row for b in group for row in b.labels]
         updates = [b.update for b in group if b.update is not None]
         rows = [row for b in group for row in b.events]
@@ -198,6 +200,7 @@ class GroupCommitter:
                 if self._begin:
                     cursor.execute(self._begin)
                 sql["runs"].run(cursor, new_runs)
+                sql["start_queued"].run(cursor, starts)
                 sql["run_labels"].run(cursor, labels)
                 sql["update_run"].run(cursor, updates)
                 sql["events"].run(cursor, rows)

@@ -92,6 +92,9 @@ class StoreRecorder:
         self.run_id = self.state.run_id
         self.trace_id = trace_id or ""
         self._seq = self.state.events
+        # A run queued for a worker pool (``runner.pool``) has its row and a ``run_queued``
+        # fact, and no ``run_started`` yet: its start fills that row in instead of inserting one.
+        self._queued = resume is not None and resume.started is None
         self._pending: list[tuple[dict[str, Any], str]] = []
         self._new_run: dict[str, Any] | None = None
         self._labels: list[dict[str, Any]] = []
@@ -220,9 +223,9 @@ class StoreRecorder:
         summary = dict(self._summary, steps=state.steps, tokens=state.spent, tool_calls=state.tool_calls_run,
                        updated_at=now, heartbeat_at=now)
         rows = [dict(row, span_id=self._span_id(key)) for row, key in self._pending]
-        new_run = None if self._new_run is None else dict(self._new_run, **summary)
+        new_run = None if self._new_run is None else dict(self._new_run, **summary, _run_id=self.run_id)
         batch = Batch(self.run_id, new_run, self._labels, None if new_run else dict(summary, _run_id=self.run_id),
-                      rows, self._tools)
+                      rows, self._tools, queued=self._queued)
         self._unsent = (self._new_run, self._pending)
         self._new_run = None
         self._labels, self._pending, self._tools = [], [], []
@@ -254,7 +257,9 @@ def statements(dialect: Dialect) -> dict[str, Prepared]:
             "runs": Prepared(runs.insert(), dialect), "run_labels": Prepared(run_labels.insert(), dialect),
             "events": Prepared(events.insert(), dialect),
             "run_tools": Prepared(_insert_new(run_tools, dialect), dialect),
-            "update_run": Prepared(update, dialect)}
+            "update_run": Prepared(update, dialect),
+            "start_queued": Prepared(runs.update().where(runs.c.run_id == bindparam("_run_id")).values(
+                {c.name: bindparam(c.name, type_=c.type) for c in runs.c if c.name != "run_id"}), dialect)}
     return found
 
 

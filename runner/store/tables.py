@@ -4,6 +4,7 @@
 ``events``      the append-only facts of a run, primary key (run_id, seq)
 ``run_labels``  caller labels of a run (key, value), for the label filter
 ``run_tools``   each tool name a run called, for the tool filter
+``run_cancels`` runs someone asked to cancel (a worker pool polls it)
 
 Both filter tables repeat the run's ``started_at``, so a filter on a tool or a
 label walks its own index newest first and stops after ``limit`` rows, whether
@@ -121,7 +122,18 @@ class RunTool(Base):
     __table_args__ = (Index("ix_run_tools_name_started_at", "name", "started_at", "run_id"),)
 
 
+class RunCancel(Base):
+    """A request to cancel a run (``runner cancel``); the worker driving it polls for its row."""
+
+    __tablename__ = "run_cancels"
+
+    run_id: Mapped[str] = mapped_column(ForeignKey("runs.run_id"), primary_key=True)
+    requested_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    requested_by: Mapped[str | None] = mapped_column(String(300))
+
+
 runs = Base.metadata.tables["runs"]
 events = Base.metadata.tables["events"]
 run_labels = Base.metadata.tables["run_labels"]
 run_tools = Base.metadata.tables["run_tools"]
+run_cancels = Base.metadata.tables["run_cancels"]

@@ -1,0 +1,85 @@
+"""``runner submit``, ``runner worker`` and ``runner cancel``: the worker pool from a shell.
+
+Thin layers over ``runner.pool``: submit records a ``queued`` run and publishes its id;
+worker runs a Celery worker that takes runs through the owner lease; cancel asks the
+run's worker to stop at its next step boundary (a queued run is cancelled at once).
+"""
+
+from __future__ import annotations
+
+import click
+
+from ..pool.agents import load_agents
+from ..pool.queued import request_cancel
+from ..pool.submission import BROKER_ENV, broker_url, submit_run
+from .options import Env, common, label_option
+from .render import console, print_json
+
+_BROKER = click.option("--broker", metavar="URL", envvar=BROKER_ENV, show_envvar=True,
+                       help="Celery broker URL (amqp://... or redis://...).")
+_QUEUE = click.option("--queue", metavar="NAME", default=None, help="Broker queue (default: Celery's 'celery').")
+
+
+@click.command()
+@click.argument("task")
+@click.option("--agent", required=True, metavar="NAME", help="Agent name, as the workers' agents module maps it.")
+@_BROKER
+@_QUEUE
+@label_option("Label the run (repeatable).")
+@click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Model calls allowed.")
+@click.option("--token-budget", type=click.IntRange(min=1), default=None, help="Tokens allowed.")
+@common
+def submit(env: Env, task: str, agent: str, broker: str | None, queue: str | None, labels: dict[str, str],
+           max_steps: int | None, token_budget: int | None) -> None:
+    """Queue TASK for a worker pool; prints the run id (visible at once as queued)."""
+    limits = {name: value for name, value in (("max_steps", max_steps), ("token_budget", token_budget))
+              if value is not None}
+    url = broker_url(broker)
+    with env.store(create=True) as store:
+        run_id, unpublished = submit_run(store, task, agent=agent, broker=url, queue=queue, labels=labels, **limits)
+    if env.as_json:
+        print_json({"run_id": run_id, "status": "queued", "published": unpublished is None})
+    else:
+        click.echo(run_id)
+    if unpublished is not None:
+        click.echo(f"note: the broker did not take the run ({unpublished}); it stays queued and a worker's "
+                   "sweep publishes it when the broker is back", err=True)
+
+
+@click.command()
+@click.option("--agents", "agents_spec", required=True, metavar="MODULE:ATTR",
+              help="The mapping of agent names to factories (imported from the current directory or PYTHONPATH).")
+@_BROKER
+@_QUEUE
+@click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
+              help="Runs driven at once (Celery threads).")
+@click.option("--sweep-interval", "sweep_s", type=click.FloatRange(min=0.1), default=30.0, show_default=True,
+              help="Seconds between sweeps for queued runs never picked up and runs whose worker died.")
+@click.option("--requeue-after", "requeue_after_s", type=click.FloatRange(min=0.0), default=60.0,
+              show_default=True, help="Seconds a run must sit untouched before a sweep publishes it again.")
+@click.option("--loglevel", default="INFO", show_default=True, help="Celery's log level.")
+@common
+def worker(env: Env, agents_spec: str, broker: str | None, queue: str | None, concurrency: int, sweep_s: float,
+           requeue_after_s: float, loglevel: str) -> None:
+    """Run a Celery worker that claims, runs and resumes submitted runs (stop it with Ctrl-C)."""
+    from ..pool.app import serve
+
+    agents = load_agents(agents_spec)
+    serve(env.db, broker_url(broker), agents, concurrency=concurrency, queue=queue, sweep_s=sweep_s,
+          requeue_after_s=requeue_after_s, loglevel=loglevel)
+
+
+@click.command()
+@click.argument("run_id")
+@common
+def cancel(env: Env, run_id: str) -> None:
+    """Cancel RUN: a queued run at once; a running one at its worker's next step boundary."""
+    with env.store(create=True) as store:
+        full = store.resolve_run_id(run_id)
+        status = request_cancel(store, full)
+    if env.as_json:
+        print_json({"run_id": full, "status": status, "cancel_requested": True})
+    elif status == "cancelled":
+        console().print(f"run {full} cancelled")
+    else:
+        console().print(f"run {full}: cancel requested; its worker stops it at the next step boundary")

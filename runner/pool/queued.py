@@ -1,0 +1,161 @@
+"""The store's side of a pool: queued runs, cancel requests, and what the sweep re-publishes.
+
+A queued run is a ``runs`` row with status ``queued`` and one fact, ``run_queued``
+(task, agent name, the limits and labels chosen at submission). The worker that takes
+it appends ``run_started`` and the rest, under the same run id.
+
+Only the owner appends to a run's log, so a cancel request is a ``run_cancels`` row
+that the driving worker polls. A run still queued is cancelled at once: the canceller
+moves its row from ``queued`` to ``cancelled`` by compare-and-set (no worker can claim
+it after that) and appends its ``run_finished`` in the same transaction.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from sqlalchemy import insert, select, update
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+
+from .. import statuses as st
+from ..events import RunFinished, RunQueued, encode
+from ..ids import derived_trace_id
+from ..results import checked_run_id
+from ..resume import _LIMIT_NAMES
+from ..store import RunStore
+from ..store.engine import one_line
+from ..store.owner import owner_id
+from ..store.recorder import NAME_WIDTH, column, dumps
+from ..store.records import DEAD, STALE, liveness
+from ..store.tables import events, run_cancels, runs
+from .agents import PoolError
+
+LIMITS = ("max_steps", "token_budget", *_LIMIT_NAMES)
+CANCELLED_QUEUED = "cancelled before a worker started it"
+CANCELLED_RUNNING = "cancel requested"
+
+
+def record_queued(store: RunStore, task: str, agent: str, *, labels: Mapping[str, str] | None = None,
+                  queue: str | None = None, run_id: str | None = None, **limits: Any) -> str:
+    """Record a run as ``queued``: its row and its ``run_queued`` fact, in one transaction."""
+    if not isinstance(task, str) or not task:
+        raise ValueError("task must be a non-empty string")
+    if not isinstance(agent, str) or not agent:
+        raise ValueError("agent must be a non-empty agent name")
+    unknown = sorted(set(limits) - set(LIMITS))
+    if unknown:
+        raise TypeError(f"unknown limit(s): {', '.join(unknown)} (known: {', '.join(LIMITS)})")
+    labels = dict(labels or {})
+    if not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
+        raise ValueError("labels must map strings to strings")
+    run_id = checked_run_id(run_id)
+    fact = RunQueued(run_id=run_id, task=task, agent_name=agent, limits=dict(limits), labels=labels, queue=queue)
+    kind, data = encode(fact)
+    now = datetime.now(UTC)
+    row = {"run_id": run_id, "parent_run_id": None, "task": column(task), "system": "", "model": "",
+           "provider": None, "agent_name": column(agent, NAME_WIDTH), "status": st.QUEUED, "answer": None,
+           "error": None, "steps": 0, "tokens": 0, "tool_calls": 0, "limits": dumps(limits), "tool_specs": "[]",
+           "trace_id": derived_trace_id(run_id), "owner": None, "started_at": now, "updated_at": now,
+           "heartbeat_at": None, "finished_at": None}
+    _write(store, f"cannot queue run {run_id}", lambda conn: (
+        conn.execute(insert(runs), [row]),
+        conn.execute(insert(events), [{"run_id": run_id, "seq": 1, "at": now, "step": 0, "kind": kind,
+                                       "data": dumps(data), "span_id": None}])))
+    return run_id
+
+
+def request_cancel(store: RunStore, run_id: str) -> str:
+    """Ask for run ``run_id`` to be cancelled; the status it has now (``cancelled`` for a queued run)."""
+    run = store.get_run(run_id)
+    if run.status not in (st.QUEUED, st.RUNNING):
+        raise PoolError(f"run {run.run_id} has already finished ({run.status}); nothing to cancel")
+    now = datetime.now(UTC)
+    try:
+        _write(store, f"cannot cancel run {run_id}", lambda conn: conn.execute(
+            insert(run_cancels), [{"run_id": run_id, "requested_at": now, "requested_by": owner_id()}]))
+    except PoolError as exc:
+        if not isinstance(exc.__cause__, IntegrityError):
+            raise  # else: asked before, and that request stands
+    if run.status == st.QUEUED and _cancel_queued(store, run_id, run.events[-1].seq if run.events else 0):
+        return st.CANCELLED
+    return store.get_run(run_id).status
+
+
+def _cancel_queued(store: RunStore, run_id: str, last_seq: int) -> bool:
+    """Move a queued run to ``cancelled`` unless a worker claimed it first; whether it did."""
+    finished = RunFinished(status=st.CANCELLED, error=CANCELLED_QUEUED)
+    kind, data = encode(finished)
+    now = datetime.now(UTC)
+
+    def work(conn: Any) -> bool:
+        moved = conn.execute(update(runs).where(runs.c.run_id == run_id, runs.c.status == st.QUEUED).values(
+            status=st.CANCELLED, error=CANCELLED_QUEUED, updated_at=now, finished_at=now)).rowcount
+        if moved == 1:
+            conn.execute(insert(events), [{"run_id": run_id, "seq": last_seq + 1, "at": now, "step": 0,
+                                           "kind": kind, "data": dumps(data), "span_id": None}])
+        return bool(moved == 1)
+
+    return bool(_write(store, f"cannot cancel run {run_id}", work))
+
+
+def cancel_requested(store: RunStore, run_id: str) -> bool:
+    with store.reading() as conn:
+        return conn.execute(select(run_cancels.c.run_id).where(run_cancels.c.run_id == run_id)).first() is not None
+
+
+class StoreCancel:
+    """A run's ``cancel`` option backed by ``run_cancels``: ``is_set()`` reads the store at most
+    once every ``every_s`` (the loop polls it every few milliseconds while a call runs)."""
+
+    def __init__(self, store: RunStore, run_id: str, every_s: float = 0.5) -> None:
+        self.store, self.run_id, self.every_s = store, run_id, every_s
+        self._set = False
+        self._next = 0.0
+        self._lock = threading.Lock()
+
+    def is_set(self) -> bool:
+        with self._lock:
+            if self._set or time.monotonic() < self._next:
+                return self._set
+            self._next = time.monotonic() + self.every_s
+        try:
+            found = cancel_requested(self.store, self.run_id)
+        except Exception:
+            return False  # the store is briefly unreachable: the run's own next commit will say so
+        self._set = self._set or found
+        return self._set
+
+
+def due_for_publish(store: RunStore, older_than_s: float) -> list[str]:
+    """Runs a worker should get (again): queued, or running with the owner gone, and untouched for
+    ``older_than_s``. Each is touched (``updated_at``) by compare-and-set, so of several workers
+    sweeping at once one publishes it, and it is not published again before ``older_than_s``."""
+    now = datetime.now(UTC)
+    cutoff = now - timedelta(seconds=older_than_s)
+    query = (select(runs.c.run_id, runs.c.status, runs.c.owner, runs.c.heartbeat_at, runs.c.updated_at)
+             .where(runs.c.status.in_([st.QUEUED, st.RUNNING]), runs.c.updated_at < cutoff)
+             .order_by(runs.c.updated_at).limit(1000))
+    with store.reading() as conn:
+        rows = conn.execute(query).all()
+    due: list[str] = []
+    for run_id, status, owner, heartbeat_at, updated_at in rows:
+        if status == st.RUNNING and liveness(status, owner, heartbeat_at, now) not in (DEAD, STALE):
+            continue
+        touch = (update(runs).where(runs.c.run_id == run_id, runs.c.status == status,
+                                    runs.c.updated_at == updated_at).values(updated_at=now))
+        if _write(store, f"cannot sweep run {run_id}", lambda conn, s=touch: conn.execute(s).rowcount) == 1:
+            due.append(str(run_id))
+    return due
+
+
+def _write(store: RunStore, what: str, work: Any) -> Any:
+    try:
+        with store.engine.begin() as conn:
+            return work(conn)
+    except SQLAlchemyError as exc:
+        raise PoolError(f"{what}: {one_line(exc)}") from exc
+

@@ -1,0 +1,90 @@
+"""The worker's task body: take a run by its id, then start it or resume it.
+
+Celery delivers at least once, so every delivery decides from the store alone:
+
+- no such run, or a run that has finished: acknowledged and dropped;
+- a run live in another process: dropped (the sweep publishes it again if that
+  process dies without the broker noticing);
+- a run whose log has no ``run_started`` (queued, or its worker died before the
+  first commit): claimed by compare-and-set and started under its own id;
+- a run that has started: ``resume``, which claims it the same way and follows the
+  in-doubt rules for calls its dead worker left started and unfinished.
+
+Nothing here imports Celery, so tests drive it directly.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from .. import statuses as st
+from ..core import DEFAULT_SYSTEM
+from ..errors import RunInUse, StoreError
+from ..events import RunQueued, RunStarted, decode_all
+from ..loop import drive
+from ..options import core_for, limits_from, new_run_opening
+from ..resume import resume
+from ..state import fold
+from ..store import RunStore, StoredRun
+from ..store.records import LIVE
+from .agents import Agent, Factory, build_agent
+from .queued import StoreCancel
+
+log = logging.getLogger("runner.pool")
+
+# Factory options a resume takes (the rest, limits included, were fixed when the run started).
+_RESUME_OPTIONS = ("approve", "recorder", "tracer_provider", "record_content")
+_NOT_FROM_FACTORY = ("run_id", "store", "cancel")
+
+
+def take(store: RunStore, run_id: str, agents: Mapping[str, Factory], *, cancel_poll_s: float = 0.5) -> str:
+    """Drive run ``run_id`` to its end if it is this worker's to drive; what happened, in a few words."""
+    try:
+        run = store.get_run(run_id)
+    except StoreError as exc:
+        return _dropped(run_id, str(exc))
+    if run.status not in (st.QUEUED, st.RUNNING):
+        return _dropped(run_id, f"it has finished ({run.status})")
+    if run.status == st.RUNNING and run.liveness == LIVE:
+        return _dropped(run_id, f"a live process drives it ({run.owner})")
+    agent = build_agent(agents, run.agent_name)
+    cancel = StoreCancel(store, run.run_id, cancel_poll_s)
+    facts = decode_all(run.events, run.run_id)
+    try:
+        if any(isinstance(fact, RunStarted) for fact in facts):
+            options = {k: v for k, v in agent.options.items() if k in _RESUME_OPTIONS}
+            result = resume(store, run.run_id, agent.model, agent.registry, cancel=cancel, **options)
+        else:
+            store.claim_run(run)
+            result = drive(_start(store, run, agent, cancel))
+    except RunInUse as exc:
+        return _dropped(run_id, str(exc))
+    log.info("run %s ended %s after %d step(s)", run.run_id, result.status, result.steps)
+    return result.status
+
+
+def _start(store: RunStore, run: StoredRun, agent: Agent, cancel: StoreCancel) -> Any:
+    """The core of a queued run's start: its agent's options, with the submitted limits and labels on top."""
+    facts = decode_all(run.events, run.run_id)
+    queued = next((fact for fact in facts if isinstance(fact, RunQueued)), None)
+    submitted: dict[str, Any] = dict(queued.limits) if queued is not None else {}
+    options = {k: v for k, v in agent.options.items() if k not in _NOT_FROM_FACTORY}
+    system = options.pop("system", DEFAULT_SYSTEM)
+    max_steps = submitted.pop("max_steps", options.pop("max_steps", 8))
+    token_budget = submitted.pop("token_budget", options.pop("token_budget", 4000))
+    options.update(submitted)
+    labels = {**dict(options.pop("labels", None) or {}), **(queued.labels if queued is not None else {})}
+    options["agent_name"] = run.agent_name
+    limits = limits_from(max_steps, token_budget, options)
+    task = queued.task if queued is not None else run.task
+    first = new_run_opening(run.run_id, task, system, limits, agent.registry, agent.model, run.agent_name, labels)
+    options["cancel"] = cancel
+    return core_for(agent.model, agent.registry, run.run_id, limits, first, fold(facts, run.run_id), options,
+                    None, store)
+
+
+def _dropped(run_id: str, why: str) -> str:
+    log.info("run %s: delivery dropped: %s", run_id, why)
+    return "dropped"

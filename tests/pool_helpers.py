@@ -1,0 +1,91 @@
+"""A worker pool for tests: real ``runner worker`` subprocesses on a real broker and PostgreSQL.
+
+Each pool has its own PostgreSQL schema (store and side-effect ledger) and its own
+broker queue, deleted afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Any
+
+from sqlalchemy import Engine, create_engine, text
+
+from runner import RunStore, open_store
+from tests import pool_agents
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNNER = str(Path(sys.executable).parent / "runner")
+
+
+class Pool:
+    def __init__(self, db: str, broker: str, logs: Path, nap_s: float = 0.2) -> None:
+        self.db, self.broker, self.logs = db, broker, logs
+        self.queue = f"runner-test-{uuid.uuid4().hex}"
+        self.store: RunStore = open_store(db)
+        self.ledger: Engine = create_engine(db)
+        with self.ledger.begin() as conn:
+            for sql in pool_agents.LEDGER_SQL:
+                conn.execute(text(sql))
+        self.env = dict(os.environ, POOL_LEDGER_URL=db, POOL_NAP_S=str(nap_s), RUNNER_BROKER_URL=broker,
+                        PYTHONPATH=str(ROOT))
+        self.workers: list[subprocess.Popen[bytes]] = []
+        self._files: list[IO[bytes]] = []
+
+    def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([RUNNER, *args], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=60)
+
+    def start_worker(self, concurrency: int = 4, *more: str) -> subprocess.Popen[bytes]:
+        log = (self.logs / f"worker-{len(self.workers)}.log").open("wb")
+        self._files.append(log)
+        worker = subprocess.Popen([RUNNER, "worker", "--db", self.db, "--queue", self.queue, "--agents",
+                                   "tests.pool_agents:agents", "--concurrency", str(concurrency), *more],
+                                  cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
+        self.workers.append(worker)
+        return worker
+
+    def wait(self, done: Callable[[], bool], timeout_s: float, what: str) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not done():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; logs in {self.logs}")
+            time.sleep(0.1)
+
+    def drives_a_run(self, worker: subprocess.Popen[bytes]) -> Callable[[], bool]:
+        """A condition for ``wait``: ``worker`` drives at least one run now."""
+        return lambda: self.driving(worker) > 0
+
+    def driving(self, worker: subprocess.Popen[bytes]) -> int:
+        """How many runs ``worker`` drives now."""
+        return sum(1 for run in self.store.list_runs(status="running", limit=10_000)
+                   if run.owner is not None and f":{worker.pid}@" in run.owner)
+
+    def statuses(self) -> dict[str, str]:
+        return {run.run_id: run.status for run in self.store.list_runs(limit=10_000)}
+
+    def rows(self, sql: str) -> list[Any]:
+        with self.ledger.connect() as conn:
+            return list(conn.execute(text(sql)).all())
+
+    def close(self) -> None:
+        for worker in self.workers:  # the test is over: nothing of theirs is worth a warm shutdown
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGKILL)
+            worker.wait()
+        for log in self._files:
+            log.close()
+        self.store.close()
+        self.ledger.dispose()
+        from kombu.connection import Connection
+
+        with Connection(self.broker) as conn:  # type: ignore[no-untyped-call]
+            channel = conn.channel()
+            channel.queue_delete(self.queue)
+            channel.exchange_delete(self.queue)

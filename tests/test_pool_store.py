@@ -1,0 +1,173 @@
+"""The worker pool's store side, without a broker: queued runs, the task body, cancel, the sweep.
+
+Every test runs on SQLite and PostgreSQL; the broker, where one is touched, is an
+address nothing listens on (publishing fails, the run stays queued).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from typing import Any
+
+import pytest
+from sqlalchemy import update
+
+from runner import RunStore, submit
+from runner.loop import drive_until
+from runner.pool.agents import PoolError, build_agent
+from runner.pool.queued import CANCELLED_QUEUED, StoreCancel, due_for_publish, record_queued, request_cancel
+from runner.pool.submission import BROKER_ENV, submit_run
+from runner.pool.take import _start, take
+from runner.results import CallModel
+from runner.store.tables import runs
+from tests import pool_agents
+from tests.test_cli_helpers import invoke
+
+NOWHERE = "amqp://guest:guest@127.0.0.1:1//"  # nothing listens on port 1: publishing fails at once
+
+
+@pytest.fixture(autouse=True)
+def quick(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("POOL_NAP_S", "0.01")
+    monkeypatch.delenv("POOL_LEDGER_URL", raising=False)
+
+
+def kinds(store: RunStore, run_id: str) -> list[str]:
+    return [event.kind for event in store.get_run(run_id).events]
+
+
+def test_a_run_submitted_while_the_broker_is_unreachable_is_recorded_queued(store: RunStore, store_url: str) -> None:
+    run_id, unpublished = submit_run(store, "job 1", agent="tipper", broker=NOWHERE, labels={"team": "a"},
+                                     max_steps=5)
+    assert unpublished is not None
+    assert "Connection refused" in unpublished
+    run = store.get_run(run_id)
+    assert (run.status, run.task, run.agent_name, run.steps, run.owner) == ("queued", "job 1", "tipper", 0, None)
+    assert [(e.kind, e.data) for e in run.events] == [
+        ("run_queued", {"task": "job 1", "agent_name": "tipper", "limits": {"max_steps": 5}, "labels": {"team": "a"},
+                        "queue": None})]
+    listed = invoke("runs", "--db", store_url, "--status", "queued", "--json")
+    assert listed.exit_code == 0, listed.output
+    assert [(r["run_id"], r["status"]) for r in json.loads(listed.stdout)] == [(run_id, "queued")]
+
+
+def test_submit_needs_a_broker_and_records_nothing_without_one(store: RunStore,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(BROKER_ENV, raising=False)
+    with pytest.raises(PoolError, match=r"^no broker: pass broker= \(--broker\) or set RUNNER_BROKER_URL$"):
+        submit(store, "job", agent="tipper")
+    with pytest.raises(TypeError, match=r"^unknown limit\(s\): max_stepz "):
+        submit(store, "job", agent="tipper", broker=NOWHERE, max_stepz=3)
+    assert store.list_runs() == []
+
+
+def test_a_worker_starts_a_queued_run_under_its_own_id(store: RunStore) -> None:
+    run_id = record_queued(store, "job 7", "tipper", labels={"team": "a"}, max_steps=6)
+    assert take(store, run_id, pool_agents.agents) == "done"
+    run = store.get_run(run_id)
+    assert (run.status, run.answer, run.steps, run.tool_calls) == ("done", "finished job 7", 4, 5)
+    assert kinds(store, run_id)[:4] == ["run_queued", "run_started", "message", "message"]
+    assert kinds(store, run_id).count("run_started") == 1
+    assert (run.model, run.agent_name, run.labels) == ("plan_model", "tipper", {"agent": "tipper", "team": "a"})
+    assert (run.limits["max_steps"], run.limits["token_budget"]) == (6, 100_000)  # submitted, then the agent's
+    assert [spec["name"] for spec in run.tool_specs] == ["nap", "charge", "notify"]
+    assert [m["role"] for m in run.messages[:2]] == ["system", "user"]
+
+
+def test_a_delivery_for_a_finished_run_is_dropped(store: RunStore) -> None:
+    run_id = record_queued(store, "job", "tipper")
+    assert take(store, run_id, pool_agents.agents) == "done"
+    before = kinds(store, run_id)
+    assert take(store, run_id, pool_agents.agents) == "dropped"
+    assert take(store, "no-such-run", pool_agents.agents) == "dropped"
+    assert kinds(store, run_id) == before
+
+
+def test_a_delivery_for_a_run_live_in_another_worker_is_dropped(store: RunStore) -> None:
+    run_id = record_queued(store, "job", "tipper")
+    with store.engine.begin() as conn:  # another host's worker claimed it and beats
+        conn.execute(update(runs).where(runs.c.run_id == run_id).values(
+            status="running", owner="elsewhere:7@1/b", heartbeat_at=store.get_run(run_id).updated_at.now()))
+    assert take(store, run_id, pool_agents.agents) == "dropped"
+    assert kinds(store, run_id) == ["run_queued"]
+
+
+def test_a_run_whose_worker_died_is_resumed_not_started_again(store: RunStore) -> None:
+    run_id = record_queued(store, "job 3", "tipper")
+    run = store.get_run(run_id)
+    store.claim_run(run)
+    calls: list[int] = []
+
+    def second_model_call(action: Any) -> bool:
+        calls.append(isinstance(action, CallModel))
+        return sum(calls) == 2
+
+    agent = build_agent(pool_agents.agents, "tipper")
+    assert drive_until(_start(store, run, agent, StoreCancel(store, run_id)), second_model_call) is None
+    store.heartbeat.discard(run_id)
+    with store.engine.begin() as conn:  # its worker is gone: a pid on this host that runs nothing
+        conn.execute(update(runs).where(runs.c.run_id == run_id).values(owner=f"{socket.gethostname()}:4194999"))
+    assert take(store, run_id, pool_agents.agents) == "done"
+    logged = kinds(store, run_id)
+    assert (logged.count("run_started"), logged.count("run_resumed"), logged.count("run_finished")) == (1, 1, 1)
+    resumed = next(e for e in store.get_run(run_id).events if e.kind == "run_resumed")
+    assert resumed.data["reason"] == "its process is gone (dead)"
+    assert store.get_run(run_id).steps == 4
+
+
+def test_an_unknown_agent_leaves_the_run_queued(store: RunStore) -> None:
+    run_id = record_queued(store, "job", "nobody")
+    with pytest.raises(PoolError, match=r"^unknown agent 'nobody' \(this worker knows: \['sleeper', 'tipper'\]\)$"):
+        take(store, run_id, pool_agents.agents)
+    assert (store.get_run(run_id).status, kinds(store, run_id)) == ("queued", ["run_queued"])
+
+
+def test_cancel_ends_a_queued_run_cancelled_at_once(store: RunStore) -> None:
+    run_id = record_queued(store, "job", "tipper")
+    assert request_cancel(store, run_id) == "cancelled"
+    run = store.get_run(run_id)
+    assert (run.status, run.error) == ("cancelled", CANCELLED_QUEUED)
+    assert [(e.kind, e.data.get("status")) for e in run.events] == [("run_queued", None), ("run_finished", "cancelled")]
+    assert take(store, run_id, pool_agents.agents) == "dropped"
+    with pytest.raises(PoolError, match=rf"^run {run_id} has already finished \(cancelled\); nothing to cancel$"):
+        request_cancel(store, run_id)
+
+
+def test_cancel_stops_a_running_run_at_its_next_step_boundary(store: RunStore) -> None:
+    run_id = record_queued(store, "job", "sleeper")
+    ended: list[str] = []
+    worker = threading.Thread(target=lambda: ended.append(take(store, run_id, pool_agents.agents, cancel_poll_s=0.05)))
+    worker.start()
+    deadline = time.monotonic() + 10
+    while store.get_run(run_id).steps < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert request_cancel(store, run_id) == "running"
+    worker.join(10)
+    assert ended == ["cancelled"]
+    run = store.get_run(run_id)
+    assert run.status == "cancelled"
+    assert 2 <= run.steps <= 5
+
+
+def test_the_sweep_publishes_queued_and_orphaned_runs_once_per_interval(store: RunStore) -> None:
+    queued = record_queued(store, "queued", "tipper")
+    orphan = record_queued(store, "orphan", "tipper")
+    live = record_queued(store, "live", "tipper")
+    done = record_queued(store, "done", "tipper")
+    take(store, done, pool_agents.agents)
+    with store.engine.begin() as conn:
+        conn.execute(update(runs).where(runs.c.run_id == orphan).values(
+            status="running", owner=f"{socket.gethostname()}:4194999"))
+        conn.execute(update(runs).where(runs.c.run_id == live).values(status="running", owner=_this_process()))
+    time.sleep(0.01)
+    assert sorted(due_for_publish(store, 0.0)) == sorted([queued, orphan])
+    assert due_for_publish(store, 60.0) == []  # touched just now: not again before the interval
+
+
+def _this_process() -> str:
+    from runner.store.owner import owner_id
+
+    return owner_id()

@@ -1,0 +1,134 @@
+"""The worker pool end to end: real broker (RUNNER_TEST_BROKER_URL), real PostgreSQL,
+real ``runner worker`` processes, real SIGKILL. (The full 200-run version is bench/workers.py.)"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine
+
+from runner.events import ModelCalled, RunResumed, ToolStarted, decode_all
+from tests.conftest import SESSION_PREFIX, drop_pg_schema, pg_schema_url
+from tests.pool_helpers import Pool
+
+BROKER = os.environ.get("RUNNER_TEST_BROKER_URL")
+NOWHERE = "amqp://guest:guest@127.0.0.1:1//"
+
+pytestmark = pytest.mark.skipif(not BROKER, reason="RUNNER_TEST_BROKER_URL is not set (a RabbitMQ or Redis URL)")
+
+
+@pytest.fixture
+def pool(pg_admin: Engine, tmp_path: Path) -> Iterator[Pool]:
+    assert BROKER is not None
+    schema = f"{SESSION_PREFIX}_{uuid.uuid4().hex[:8]}"
+    opened = Pool(pg_schema_url(pg_admin, schema), BROKER, tmp_path)
+    try:
+        yield opened
+    finally:
+        opened.close()
+        drop_pg_schema(pg_admin, schema)
+
+
+def submit(pool: Pool, task: str, agent: str = "tipper", broker: str | None = None) -> str:
+    done = pool.cli("submit", task, "--agent", agent, "--db", pool.db, "--queue", pool.queue,
+                    "--broker", broker or pool.broker)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_killed_workers_lose_no_run_and_repeat_no_side_effect_blindly(pool: Pool) -> None:
+    from runner.pool.submission import submit_run
+
+    run_ids = [submit_run(pool.store, f"job {i}", agent="tipper", broker=pool.broker, queue=pool.queue)[0]
+               for i in range(32)]
+    for _ in range(3):
+        pool.start_worker(4)
+    rng = random.Random()
+    for victim in (0, 1):  # two workers die at random moments while they drive runs
+        pool.wait(pool.drives_a_run(pool.workers[victim]), 30, f"worker {victim} to drive a run")
+        time.sleep(rng.uniform(0.0, 0.6))
+        pool.workers[victim].send_signal(signal.SIGKILL)
+        pool.workers[victim].wait()
+        pool.start_worker(4)
+    pool.wait(lambda: all(s == "done" for s in pool.statuses().values()), 90, "every run to end done")
+
+    resumed_runs = 0
+    for run_id in run_ids:
+        run = pool.store.get_run(run_id)
+        assert (run.status, run.steps) == ("done", 4)
+        facts = decode_all(run.events, run_id)
+        resumes = [f for f in facts if isinstance(f, RunResumed)]
+        resumed_runs += bool(resumes)
+        assert len(resumes) <= 2
+        assert all(r.reason == "its process is gone (dead)" for r in resumes)
+        assert len({r.owner for r in resumes}) == len(resumes)  # a new owner each time
+        # One driver at a time: within each part, steps only go forward and no call starts twice.
+        segment, steps, started = 0, [0], set[str]()
+        for fact in facts:
+            if isinstance(fact, RunResumed):
+                segment, steps, started = segment + 1, [0], set()
+            elif isinstance(fact, ModelCalled):
+                assert fact.step > steps[-1], (run_id, segment, fact.step)
+                steps.append(fact.step)
+            elif isinstance(fact, ToolStarted):
+                assert fact.call_id not in started, (run_id, segment, fact.call_id)
+                started.add(fact.call_id)
+        # A charge ran again only as an in-doubt re-run (attempt 2, same key).
+        reruns = {f.call_id for f in facts if isinstance(f, ToolStarted) and f.attempt == 2}
+        assert reruns <= {"charge-2", "nap-1", "nap-2", "nap-3"}
+    assert resumed_runs >= 1  # the kills hit runs in flight
+
+    charges = Counter(key for (key,) in pool.rows("SELECT key FROM charges"))
+    assert len(charges) == len(run_ids)  # every run charged, each under its own key
+    assert max(charges.values()) <= 2
+    twice = {key for key, n in charges.items() if n == 2}
+    for run_id in run_ids:
+        facts = decode_all(pool.store.get_run(run_id).events, run_id)
+        attempts = [f.attempt for f in facts if isinstance(f, ToolStarted) and f.call_id == "charge-2"]
+        key_twice = any(key.startswith(run_id) or run_id in key for key in twice)
+        assert attempts in ([1], [1, 2])
+        assert not key_twice or attempts == [1, 2]
+    notices = Counter(tag for (tag,) in pool.rows("SELECT tag FROM notices"))
+    assert max(notices.values()) == 1  # without a key: at most once, never re-run
+
+
+def test_a_run_submitted_while_the_broker_is_down_runs_once_it_is_back(pool: Pool) -> None:
+    done = pool.cli("submit", "job late", "--agent", "tipper", "--db", pool.db, "--queue", pool.queue,
+                    "--broker", NOWHERE)
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip()
+    assert done.stderr.startswith("note: the broker did not take the run (OperationalError: ")
+    assert pool.statuses() == {run_id: "queued"}
+    listed = pool.cli("runs", "--db", pool.db, "--status", "queued")
+    assert run_id[:8] in listed.stdout
+    pool.start_worker(2, "--sweep-interval", "0.5", "--requeue-after", "0")
+    pool.wait(lambda: pool.statuses() == {run_id: "done"}, 30, "the swept run to end done")
+    kinds = [event.kind for event in pool.store.get_run(run_id).events]
+    assert (kinds[:2], kinds.count("run_started")) == (["run_queued", "run_started"], 1)
+
+
+def test_cancel_ends_a_queued_and_a_running_run_cancelled(pool: Pool) -> None:
+    queued = submit(pool, "job queued")
+    done = pool.cli("cancel", queued, "--db", pool.db)
+    assert (done.returncode, done.stdout) == (0, f"run {queued} cancelled\n")
+    pool.start_worker(2)
+    running = submit(pool, "job forever", agent="sleeper")
+    pool.wait(lambda: pool.store.get_run(running).steps >= 2, 30, "the sleeper to take two steps")
+    done = pool.cli("cancel", running[:10], "--db", pool.db)
+    assert done.returncode == 0, done.stderr
+    assert (done.returncode, done.stdout) == (
+        0, f"run {running}: cancel requested; its worker stops it at the next step boundary\n")
+    pool.wait(lambda: pool.statuses()[running] == "cancelled", 30, "the running run to end cancelled")
+    assert pool.statuses() == {queued: "cancelled", running: "cancelled"}
+    assert [e.kind for e in pool.store.get_run(queued).events] == ["run_queued", "run_finished"]  # never started
+    refused = pool.cli("cancel", queued, "--db", pool.db)
+    assert (refused.returncode, refused.stderr) == (
+        3, f"Error: run {queued} has already finished (cancelled); nothing to cancel\n")
