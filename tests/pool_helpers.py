@@ -89,3 +89,12 @@ class Pool:
             channel = conn.channel()
             channel.queue_delete(self.queue)
             channel.exchange_delete(self.queue)
+        if self.broker.startswith("redis"):  # kombu's Redis transport keeps its bindings as keys of their own
+            import redis
+
+            client = redis.Redis.from_url(self.broker)
+            try:
+                for key in client.scan_iter(match=f"*{self.queue}*"):
+                    client.delete(key)
+            finally:
+                client.close()
