@@ -163,8 +163,9 @@ class AgentCore:
         if stop:
             return stop
         lim, s = self.limits, self.state
-        if s.steps >= lim.max_steps and not s.open_step:
-            return st.STEP_LIMIT, f"made {s.steps} model calls (max_steps={lim.max_steps})"
+        made = s.steps - 1 if s.open_step else s.steps  # an open step's model call never came back
+        if made >= lim.max_steps:
+            return st.STEP_LIMIT, f"made {made} model calls (max_steps={lim.max_steps})"
         if lim.max_context_chars is not None and self.meter.context_chars > lim.max_context_chars:
             return st.CONTEXT_BUDGET, (f"context holds {self.meter.context_chars} characters "
                                        f"(max_context_chars={lim.max_context_chars})")

@@ -185,3 +185,31 @@ def test_a_second_resume_keeps_the_limits_the_first_one_set(store: RunStore) -> 
     resumed = [e.data["limits"] for e in store.get_run(stopped.run_id).events if e.kind == "run_resumed"]
     assert [(lim["max_steps"], lim["token_budget"], lim["max_identical_calls"]) for lim in resumed] == [
         (2, 4000, 5), (2, 50_000, 5), (4, 50_000, 5)]
+
+
+def _killed_in_its_first_model_call(store: RunStore, run_id: str) -> None:
+    """The log a process leaves when it dies while the model of step 1 is thinking."""
+    from runner.events import MessageAppended, RunStarted, StepStarted
+    from runner.limits import Limits
+
+    recorder = store.recorder()
+    for fact in (RunStarted(run_id=run_id, task="t", system="s", limits=Limits(max_steps=1).to_dict(),
+                            tool_specs=weather_registry().specs(), model="scripted"),
+                 MessageAppended(index=0, message={"role": "system", "content": "s"}),
+                 MessageAppended(index=1, message={"role": "user", "content": "t"}), StepStarted(step=1)):
+        recorder.record(fact)
+    recorder.sync()
+    with store.engine.begin() as conn:  # its owner is gone
+        conn.execute(update(runs).where(runs.c.run_id == run_id).values(owner="gone:1@1/boot",
+                                                                         heartbeat_at=datetime(2000, 1, 1,
+                                                                                               tzinfo=UTC)))
+
+
+def test_a_model_call_that_never_came_back_is_asked_again_as_the_same_step_within_max_steps(
+        store: RunStore) -> None:
+    _killed_in_its_first_model_call(store, "m" * 32)
+    result = resume(store, "m" * 32, ScriptedModel(["hi"]), weather_registry())
+    assert (result.status, result.steps, result.answer) == ("done", 1, "hi")  # max_steps=1 still allows it
+    _killed_in_its_first_model_call(store, "n" * 32)
+    stopped = resume(store, "n" * 32, ScriptedModel([]), weather_registry(), max_steps=0)
+    assert (stopped.status, stopped.error) == ("step_limit", "made 0 model calls (max_steps=0)")
