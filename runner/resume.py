@@ -54,6 +54,8 @@ def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *
     if run.status == st.DONE:
         raise CannotResume(f"run {run.run_id} is done; nothing to resume (fork it or follow it up instead)")
     state = fold(decode_all(run.events, run.run_id), run.run_id)
+    if state.started is None:
+        raise CannotResume(f"run {run.run_id} has not started ({run.status}); a worker of its pool starts it")
     given = dict(decisions or {})
     _check_decisions(run.run_id, state, given)
     limits = _limits(state.limits or run.limits, max_steps, token_budget, options)

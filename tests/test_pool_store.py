@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import update
 
-from runner import RunStore, submit
+from runner import CannotResume, RunStore, ScriptedModel, ToolRegistry, resume, submit
 from runner.loop import drive_until
 from runner.pool.agents import PoolError, build_agent
 from runner.pool.queued import CANCELLED_QUEUED, StoreCancel, due_for_publish, record_queued, request_cancel
@@ -52,6 +52,10 @@ def test_a_run_submitted_while_the_broker_is_unreachable_is_recorded_queued(stor
     listed = invoke("runs", "--db", store_url, "--status", "queued", "--json")
     assert listed.exit_code == 0, listed.output
     assert [(r["run_id"], r["status"]) for r in json.loads(listed.stdout)] == [(run_id, "queued")]
+    refused = rf"^run {run_id} has not started \(queued\); a worker of its pool starts it$"
+    with pytest.raises(CannotResume, match=refused):
+        resume(store, run_id, ScriptedModel(["x"]), ToolRegistry())
+    assert store.get_run(run_id).status == "queued"  # refused before taking it over
 
 
 def test_submit_needs_a_broker_and_records_nothing_without_one(store: RunStore,
