@@ -48,7 +48,8 @@ def build_recorder(
         tracer_provider, record_content=record_content, run_id=state.run_id, link=link, segment=state.segment,
         model=started.model if started else "", provider=started.provider if started else None,
         agent_name=started.agent_name if started else None,
-        shown=[dict(m) for m in state.messages] if record_content else None)
+        shown=[dict(m) for m in state.messages] if record_content else None,
+        task=started.task if started else None, tool_specs=started.tool_specs if started else ())
     recorders: list[Recorder] = [tracing]
     if store is not None:
         recorders.append(store.recorder(span_source=tracing, resume=state if state.events else None,

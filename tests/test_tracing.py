@@ -104,19 +104,33 @@ def ids_of(spans: Sequence[ReadableSpan]) -> set[tuple[Any, ...]]:
     return out
 
 
-RUN = {"gen_ai.operation.name": "invoke_agent", "runner.step": 0, "gen_ai.request.model": "scripted",
+RUN = {"openinference.span.kind": "AGENT", "gen_ai.operation.name": "invoke_agent", "runner.step": 0,
+       "gen_ai.request.model": "scripted",
        "gen_ai.provider.name": "scripted"}
 
 
+def step(step: int) -> dict[str, Any]:
+    return {"openinference.span.kind": "CHAIN", "runner.step": step}
+
+
 def chat(step: int, inp: int, out: int, finish: str, estimated: bool = True) -> dict[str, Any]:
-    return {"gen_ai.operation.name": "chat", "runner.step": step, "gen_ai.request.model": "scripted",
-            "gen_ai.provider.name": "scripted", "gen_ai.response.finish_reasons": [finish],
-            "gen_ai.usage.input_tokens": inp, "gen_ai.usage.output_tokens": out,
-            "runner.usage.estimated": estimated}
+    """A chat span's attributes: a provider's usage is usage, the runner's estimate only an estimate."""
+    attrs: dict[str, Any] = {
+        "openinference.span.kind": "LLM", "gen_ai.operation.name": "chat", "runner.step": step,
+        "gen_ai.request.model": "scripted", "gen_ai.provider.name": "scripted",
+        "gen_ai.response.finish_reasons": [finish], "runner.usage.estimated": estimated}
+    if estimated:
+        attrs.update({"runner.usage.estimated_input_tokens": inp, "runner.usage.estimated_output_tokens": out})
+    else:
+        attrs.update({"gen_ai.usage.input_tokens": inp, "gen_ai.usage.output_tokens": out,
+                      "llm.token_count.prompt": inp, "llm.token_count.completion": out,
+                      "llm.token_count.total": inp + out})
+    return attrs
 
 
 def tool(step: int, name: str, call_id: str, ran: bool = True, error: str | None = None) -> dict[str, Any]:
-    attrs: dict[str, Any] = {"gen_ai.operation.name": "execute_tool", "runner.step": step, "gen_ai.tool.name": name,
+    attrs: dict[str, Any] = {"openinference.span.kind": "TOOL", "gen_ai.operation.name": "execute_tool",
+                             "runner.step": step, "gen_ai.tool.name": name,
                              "gen_ai.tool.call.id": call_id, "gen_ai.tool.type": "function", "runner.tool.ran": ran}
     if error:
         attrs["error.type"] = error
@@ -131,11 +145,11 @@ def test_happy_path_tree(spans: tuple[TracerProvider, InMemorySpanExporter]) -> 
     got = exporter.get_finished_spans()
     assert tree(got) == [
         ["invoke_agent", "UNSET", {**RUN, "runner.status": "done"}, [
-            ["step 1", "UNSET", {"runner.step": 1}, [
+            ["step 1", "UNSET", step(1), [
                 ["chat scripted", "UNSET", chat(1, 115, 29, "tool_call"), []],
                 ["execute_tool get_weather", "UNSET", tool(1, "get_weather", "c1"), []],
             ]],
-            ["step 2", "UNSET", {"runner.step": 2}, [
+            ["step 2", "UNSET", step(2), [
                 ["chat scripted", "UNSET", chat(2, 100, 7, "stop", estimated=False), []],
             ]],
         ]],
@@ -209,10 +223,10 @@ def test_model_error_marks_chat_and_root(spans: tuple[TracerProvider, InMemorySp
     (root,) = tree(exporter.get_finished_spans())
     assert root[1] == "ERROR: model_error"
     assert root[2]["error.type"] == "model_error"
-    assert root[3] == [["step 1", "UNSET", {"runner.step": 1}, [
+    assert root[3] == [["step 1", "UNSET", step(1), [
         ["chat broken", "ERROR: ConnectionError",
-         {"gen_ai.operation.name": "chat", "runner.step": 1, "gen_ai.request.model": "broken",
-          "error.type": "ConnectionError"}, []]]]]
+         {"openinference.span.kind": "LLM", "gen_ai.operation.name": "chat", "runner.step": 1,
+          "gen_ai.request.model": "broken", "error.type": "ConnectionError"}, []]]]]
 
 
 def test_deadline_while_a_tool_runs_ends_every_span(spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:

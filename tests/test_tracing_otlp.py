@@ -7,6 +7,7 @@ the same trace id, span ids, names, parents and attributes.
 from __future__ import annotations
 
 import gzip
+import json
 import sys
 import threading
 from collections.abc import Iterator
@@ -72,6 +73,7 @@ class Receiver:
                             "parent": s.parent_span_id.hex() or None, "name": s.name, "kind": s.kind,
                             "status": s.status.code, "scope": ss.scope.name,
                             "service": resource.get("service.name"),
+                            "project": resource.get("openinference.project.name"),
                             "attrs": {kv.key: value(kv.value) for kv in s.attributes}})
         return out
 
@@ -139,6 +141,44 @@ def test_live_and_rebuilt_spans_arrive_at_a_real_otlp_receiver(receiver: Receive
         assert sorted(map(key, again)) == sorted(map(key, live))
     finally:
         provider.shutdown()
+
+
+@pytest.mark.parametrize("content", [False, True], ids=["plain", "content"])
+def test_openinference_kinds_text_and_project_arrive_at_a_real_otlp_receiver(
+        receiver: Receiver, store: RunStore, content: bool) -> None:
+    provider = configure_tracing()
+    try:
+        model = ScriptedModel([weather("c1", "Paris"), "21C"])
+        result = run_agent("Weather in Paris?", model, registry(), store=store, tracer_provider=provider,
+                           record_content=content)
+        assert provider.force_flush()
+        live = receiver.spans()
+    finally:
+        provider.shutdown()
+    receiver.requests.clear()
+    exporter = otlp_exporter()
+    try:
+        export_run(store.get_run(result.run_id), exporter, record_content=content)
+    finally:
+        exporter.shutdown()
+    rebuilt = receiver.spans()
+    text_keys = ("input.value", "output.value")
+    for spans in (live, rebuilt):
+        assert sorted((s["name"], s["attrs"]["openinference.span.kind"]) for s in spans) == [
+            ("chat scripted", "LLM"), ("chat scripted", "LLM"), ("execute_tool get_weather", "TOOL"),
+            ("invoke_agent", "AGENT"), ("step 1", "CHAIN"), ("step 2", "CHAIN")]
+        assert {(s["service"], s["project"]) for s in spans} == {("otlp-test", "otlp-test")}
+        text = {s["name"]: {k: s["attrs"][k] for k in text_keys if k in s["attrs"]} for s in spans}
+        if content:
+            assert text["invoke_agent"] == {"input.value": "Weather in Paris?", "output.value": "21C"}
+            assert text["execute_tool get_weather"] == {"input.value": '{"city": "Paris"}',
+                                                        "output.value": '{"celsius": 21}'}
+            chats = [s["attrs"] for s in spans if s["name"] == "chat scripted"]
+            assert [json.loads(c["llm.tools.0.tool.json_schema"])["function"]["name"] for c in chats] == [
+                "get_weather", "get_weather"]
+        else:
+            assert all(t == {} for t in text.values())
+            assert not [k for s in spans for k in s["attrs"] if k.startswith("llm.tools.")]
 
 
 def test_configure_tracing_uses_the_given_name_only_without_one_in_the_environment(

@@ -11,7 +11,7 @@ from opentelemetry.trace import NoOpTracerProvider
 
 from runner import ModelReply, RunStore, ScriptedModel, ToolCall, run_agent
 from runner.tracing import derived_span_id, rebuild_spans
-from tests.test_tracing import RUN, ids_of, registry, tree, weather
+from tests.test_tracing import RUN, ids_of, registry, step, tree, weather
 from tests.test_tracing_rebuild import SCENARIOS
 
 
@@ -63,11 +63,12 @@ def test_a_run_awaiting_approval_is_not_an_error_on_its_root_span(
     assert result.status == "awaiting_approval"
     root = {**RUN, "runner.status": "awaiting_approval"}
     if record_content:
-        root["runner.stop_reason"] = "call p1 (pay) needs approval"
+        root.update({"runner.stop_reason": "call p1 (pay) needs approval", "input.value": "Pay",
+                     "input.mime_type": "text/plain"})
     for spans in (exporter.get_finished_spans(), rebuild_spans(store.get_run(result.run_id),
                                                                 record_content=record_content)):
         (got,) = tree(spans)
         assert got[:3] == ["invoke_agent", "UNSET", root]
-        assert [step[:3] for step in got[3]] == [["step 1", "UNSET", {"runner.step": 1}]]
+        assert [step[:3] for step in got[3]] == [["step 1", "UNSET", step(1)]]
         assert [(span[0], span[1], "error.type" in span[2]) for span in got[3][0][3]] == [
             ("chat scripted", "UNSET", False)]  # no span for the call: it has not run

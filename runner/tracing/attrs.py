@@ -5,8 +5,14 @@ facts (the live side from the recorder arguments, the rebuild side from the
 logged events), so a live trace and a trace rebuilt from the log cannot drift.
 
 Names follow the OpenTelemetry GenAI semantic conventions (``gen_ai.*``); the
-runner's own facts live under ``runner.*``. Token usage goes on ``chat`` spans
-only: a parent repeating its children's usage makes backends count it twice.
+runner's own facts live under ``runner.*``. Beside them go the OpenInference
+attributes (``openinference.span.kind``, ``input.value``/``output.value``,
+``llm.tools.N.tool.json_schema``, ``llm.token_count.*``) that Phoenix and other
+LLM observability UIs read to show a run's kind, input and output. Token usage
+goes on ``chat`` spans only: a parent repeating its children's usage makes
+backends count it twice. Only a provider's own counts are usage (``gen_ai.usage.*``,
+``llm.token_count.*``); the runner's estimates go under ``runner.usage.estimated_*``,
+so a backend never adds or prices a guess as if the provider had reported it.
 
 ``content`` (the recorder's ``record_content``) decides whether text that came
 from the model, a tool or a caller reaches a span: messages, arguments and
@@ -52,8 +58,23 @@ STEP: Final = "runner.step"
 STATUS: Final = "runner.status"
 STOP_REASON: Final = "runner.stop_reason"
 USAGE_ESTIMATED: Final = "runner.usage.estimated"
+ESTIMATED_INPUT_TOKENS: Final = "runner.usage.estimated_input_tokens"
+ESTIMATED_OUTPUT_TOKENS: Final = "runner.usage.estimated_output_tokens"
 TOOL_RAN: Final = "runner.tool.ran"
 RESUMED_FROM: Final = "runner.resumed_from"
+
+# OpenInference (https://github.com/Arize-ai/openinference, spec/semantic_conventions.md)
+OI_KIND: Final = "openinference.span.kind"
+OI_PROJECT: Final = "openinference.project.name"  # a resource attribute, not a span's
+INPUT_VALUE: Final = "input.value"
+INPUT_MIME: Final = "input.mime_type"
+OUTPUT_VALUE: Final = "output.value"
+OUTPUT_MIME: Final = "output.mime_type"
+OI_TOKENS_PROMPT: Final = "llm.token_count.prompt"
+OI_TOKENS_COMPLETION: Final = "llm.token_count.completion"
+OI_TOKENS_TOTAL: Final = "llm.token_count.total"
+TEXT: Final = "text/plain"
+JSON: Final = "application/json"
 
 # A stop that is not a failure: the run waits for a person, nothing went wrong.
 NOT_FAILURES: Final = frozenset({st.DONE, st.AWAITING_APPROVAL})
@@ -87,13 +108,23 @@ def _common(run_id: str, step: int) -> Attrs:
 
 
 def run_start(run_id: str, model: str, provider: str | None, agent_name: str | None) -> Attrs:
-    """The root span at start; ``runner.step`` is 0 on it (the run itself, before any step)."""
-    attrs: Attrs = {OPERATION: "invoke_agent", **_common(run_id, 0), REQUEST_MODEL: model}
+    """The root span at start (also a resumed part's); ``runner.step`` is 0 on it (the run itself)."""
+    attrs: Attrs = {OI_KIND: "AGENT", OPERATION: "invoke_agent", **_common(run_id, 0), REQUEST_MODEL: model}
     if provider:
         attrs[PROVIDER] = provider
     if agent_name:
         attrs[AGENT_NAME] = agent_name
     return attrs
+
+
+def run_input(task: str | None) -> Attrs:
+    """Opt-in content of a root span: the task, which UIs list as the run's input."""
+    return {INPUT_VALUE: task, INPUT_MIME: TEXT} if task else {}
+
+
+def run_output(answer: str | None) -> Attrs:
+    """Opt-in content of a root span that ended with an answer."""
+    return {OUTPUT_VALUE: answer, OUTPUT_MIME: TEXT} if answer is not None else {}
 
 
 def error_text(text: str | None, category: str, content: bool) -> str:
@@ -120,11 +151,11 @@ def run_end(status: str, error: str | None, *, content: bool) -> tuple[Attrs, St
 
 
 def step_start(run_id: str, step: int) -> Attrs:
-    return _common(run_id, step)
+    return {OI_KIND: "CHAIN", **_common(run_id, step)}
 
 
 def chat_start(run_id: str, step: int, model: str, provider: str | None) -> Attrs:
-    attrs: Attrs = {OPERATION: "chat", **_common(run_id, step), REQUEST_MODEL: model}
+    attrs: Attrs = {OI_KIND: "LLM", OPERATION: "chat", **_common(run_id, step), REQUEST_MODEL: model}
     if provider:
         attrs[PROVIDER] = provider
     return attrs
@@ -151,15 +182,23 @@ def chat_end(
         attrs[ERROR_TYPE] = kind
         return attrs, Status(StatusCode.ERROR, error_text(error, kind, content))
     if usage is not None:
-        attrs.update({INPUT_TOKENS: usage[0], OUTPUT_TOKENS: usage[1], USAGE_ESTIMATED: False})
-    else:
-        attrs.update({INPUT_TOKENS: prompt_tokens, OUTPUT_TOKENS: reply_tokens, USAGE_ESTIMATED: True})
+        attrs.update({INPUT_TOKENS: usage[0], OUTPUT_TOKENS: usage[1], OI_TOKENS_PROMPT: usage[0],
+                      OI_TOKENS_COMPLETION: usage[1], OI_TOKENS_TOTAL: usage[0] + usage[1],
+                      USAGE_ESTIMATED: False})
+    else:  # the runner's own estimate (about 4 characters a token): never reported as usage
+        attrs.update({ESTIMATED_INPUT_TOKENS: prompt_tokens, ESTIMATED_OUTPUT_TOKENS: reply_tokens,
+                      USAGE_ESTIMATED: True})
     return attrs, UNSET
 
 
-def chat_content(shown: Sequence[Mapping[str, Any]], reply: Mapping[str, Any] | None) -> Attrs:
-    """Opt-in content of a chat span, in the convention's message shape."""
+def chat_content(shown: Sequence[Mapping[str, Any]], reply: Mapping[str, Any] | None,
+                 tool_specs: Sequence[Mapping[str, Any]] = ()) -> Attrs:
+    """Opt-in content of a chat span: messages in the GenAI convention's shape, and the
+    tools offered as OpenInference ``llm.tools.N.tool.json_schema`` (the OpenAI tool shape
+    its instrumentations send)."""
     attrs: Attrs = {INPUT_MESSAGES: _json([convention_message(m) for m in shown])}
+    for i, spec in enumerate(tool_specs):
+        attrs[f"llm.tools.{i}.tool.json_schema"] = _json({"type": "function", "function": dict(spec)})
     if reply is not None:
         out = convention_message({"role": "assistant", **reply})
         out["finish_reason"] = finish_reason(reply)
@@ -168,8 +207,8 @@ def chat_content(shown: Sequence[Mapping[str, Any]], reply: Mapping[str, Any] | 
 
 
 def tool_start(run_id: str, step: int, name: str, call_id: str) -> Attrs:
-    return {OPERATION: "execute_tool", **_common(run_id, step), TOOL_NAME: name, TOOL_CALL_ID: call_id,
-            TOOL_TYPE: "function"}
+    return {OI_KIND: "TOOL", OPERATION: "execute_tool", **_common(run_id, step), TOOL_NAME: name,
+            TOOL_CALL_ID: call_id, TOOL_TYPE: "function"}
 
 
 def tool_end(name: str, observation: str, ok: bool, ran: bool, *, content: bool) -> tuple[Attrs, Status]:
@@ -181,7 +220,10 @@ def tool_end(name: str, observation: str, ok: bool, ran: bool, *, content: bool)
 
 
 def tool_content(args: Any, observation: str) -> Attrs:
-    return {TOOL_ARGUMENTS: _json(args), TOOL_RESULT: observation}
+    """Opt-in content of a tool span, under the GenAI and the OpenInference names."""
+    arguments = _json(args)
+    return {TOOL_ARGUMENTS: arguments, TOOL_RESULT: observation, INPUT_VALUE: arguments, INPUT_MIME: JSON,
+            OUTPUT_VALUE: observation}
 
 
 _FAILED = re.compile(r"failed: ([A-Za-z_][\w.]*): ")

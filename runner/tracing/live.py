@@ -20,6 +20,7 @@ are derived from the run id, so the log still carries stable ids.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
@@ -68,12 +69,15 @@ class TracingRecorder:
     under the convention's names, and error texts (which quote them) to failed
     spans; off by default because they are sensitive.
     ``run_id`` names the run (the events do not repeat it); ``link`` ties a resumed,
-    forked or followed-up run's spans to the trace it comes from.
+    forked or followed-up run's spans to the trace it comes from. A resumed run's
+    recorder gets the facts of its ``run_started`` (``task``, ``tool_specs``, ...),
+    which its new root and chat spans repeat, as the first part's did.
     """
 
     def __init__(self, tracer_provider: TracerProvider | None, *, record_content: bool = False, run_id: str = "",
                  link: TraceLink | None = None, segment: int = 0, model: str = "", provider: str | None = None,
-                 agent_name: str | None = None, shown: list[dict[str, Any]] | None = None) -> None:
+                 agent_name: str | None = None, shown: list[dict[str, Any]] | None = None,
+                 task: str | None = None, tool_specs: Sequence[Mapping[str, Any]] = ()) -> None:
         self.tracer_provider = tracer_provider
         self.record_content = record_content
         self.trace_id = ""
@@ -91,6 +95,8 @@ class TracingRecorder:
         self._tracer: Tracer | None = None
         self._shown: list[dict[str, Any]] = list(shown or [])
         self._shown_count = 0
+        self._task = task
+        self._tool_specs: list[Mapping[str, Any]] = list(tool_specs)
 
     def span_id_for(self, key: str) -> str | None:
         """The span of ``key`` in this run, as 16 hex digits."""
@@ -162,6 +168,7 @@ class TracingRecorder:
         self._run_id = event.run_id or self._run_id
         if isinstance(event, RunStarted):
             self._model, self._provider, self._agent = event.model, event.provider, event.agent_name
+            self._task, self._tool_specs = event.task, list(event.tool_specs)
         else:
             self._segment += 1
             if event.model is not None:
@@ -179,6 +186,8 @@ class TracingRecorder:
         attributes = a.run_start(self._run_id, self._model, self._provider, self._agent)
         if isinstance(event, RunResumed):
             attributes[a.RESUMED_FROM] = event.reason
+        if self.record_content:
+            attributes.update(a.run_input(self._task))
         root = self._tracer.start_span(a.run_name(self._agent), parent, a.KIND_RUN, attributes, links)
         self._live = root.is_recording()
         key = self._key(event)
@@ -208,7 +217,7 @@ class TracingRecorder:
         attributes, status = a.chat_end(event.prompt_tokens, event.reply_tokens, usage, described,
                                         event.error, event.error_type, content=self.record_content)
         if self.record_content:
-            attributes.update(a.chat_content(self._shown[:self._shown_count], described))
+            attributes.update(a.chat_content(self._shown[:self._shown_count], described, self._tool_specs))
         span.set_attributes(attributes)
         span.set_status(status)
         span.end()
@@ -245,6 +254,8 @@ class TracingRecorder:
         root, self._root = self._root, None
         if root is not None:
             attributes, status = a.run_end(event.status, event.error, content=self.record_content)
+            if self.record_content:
+                attributes.update(a.run_output(event.answer))
             root.set_attributes(attributes)
             root.set_status(status)
             root.end()

@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from ..errors import RunnerError
+from .attrs import OI_PROJECT
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -52,6 +53,17 @@ def otlp_exporter() -> SpanExporter:
     raise TracingSetupError(f"unsupported OTLP protocol {protocol!r}: use 'http/protobuf' or 'grpc'")
 
 
+def with_project(resource: Resource) -> Resource:
+    """``resource`` with ``openinference.project.name`` set to its service name, unless it has one.
+
+    Phoenix files each trace under that project (its "default" one otherwise); the
+    standard ``OTEL_RESOURCE_ATTRIBUTES`` sets it explicitly, and then wins.
+    """
+    if resource.attributes.get(OI_PROJECT):
+        return resource
+    return resource.merge(Resource({OI_PROJECT: str(resource.attributes.get(SERVICE_NAME, ""))}))
+
+
 def configure_tracing(service_name: str | None = None, *, set_global: bool = False,
                       exporter: SpanExporter | None = None) -> TracerProvider:
     """A ``TracerProvider`` that batches spans to the OTLP endpoint the environment names.
@@ -60,11 +72,13 @@ def configure_tracing(service_name: str | None = None, *, set_global: bool = Fal
     do not name a service. ``exporter`` replaces the OTLP one (tests, other backends).
     With ``set_global`` the provider also becomes OpenTelemetry's global one (it can
     be set once per process). Call ``provider.shutdown()`` before exiting: it
-    flushes the spans still in the batch.
+    flushes the spans still in the batch. The spans land in the OpenInference project
+    (Phoenix) named after the service, unless ``OTEL_RESOURCE_ATTRIBUTES`` names one.
     """
     resource = Resource.create()
     if service_name and str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: service_name}))
+    resource = with_project(resource)
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(exporter if exporter is not None else otlp_exporter()))
     if set_global:

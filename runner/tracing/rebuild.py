@@ -42,6 +42,7 @@ from ..events import (
 )
 from ..ids import derived_span_id, derived_trace_id
 from . import attrs as a
+from .otlp import with_project
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -109,6 +110,8 @@ class _Builder:
         self.shown: list[dict[str, Any]] = []
         self.shown_at_step: dict[int, int] = {}
         self.args: dict[str, Any] = {}
+        self.task: str | None = None
+        self.tool_specs: list[Mapping[str, Any]] = []
         self.service_name: str | None = None
         self.agent = run.agent_name
         self.segment = 0
@@ -150,8 +153,9 @@ class _Builder:
             self.model, self.provider = fact.model or self.model, fact.provider or self.provider
             self.agent = fact.agent_name or self.run.agent_name
             self.service_name = fact.service_name or None
+            self.task, self.tool_specs = fact.task, list(fact.tool_specs)
             self.open(key, a.run_name(self.agent), a.KIND_RUN, event, None,
-                      a.run_start(self.run_id, self.model, self.provider, self.agent))
+                      {**a.run_start(self.run_id, self.model, self.provider, self.agent), **self.run_input()})
         elif isinstance(fact, MessageAppended):
             message = fact.message
             self.shown.append(dict(message))
@@ -175,6 +179,8 @@ class _Builder:
                 if span.key != root:
                     self.close(span.key, event)
             attrs, status = a.run_end(fact.status, fact.error, content=self.record_content)
+            if self.record_content:
+                attrs.update(a.run_output(fact.answer))
             self.close(root, event, attrs, status)
 
     @property
@@ -193,7 +199,11 @@ class _Builder:
         self.model, self.provider = fact.model or self.model, fact.provider or self.provider
         attrs = a.run_start(self.run_id, self.model, self.provider, self.agent)
         attrs[a.RESUMED_FROM] = fact.reason
+        attrs.update(self.run_input())
         self.open(self.root_key, a.run_name(self.agent), a.KIND_RUN, event, "run", attrs)
+
+    def run_input(self) -> a.Attrs:
+        return a.run_input(self.task) if self.record_content else {}
 
     def model_call(self, fact: ModelCalled, key: str, event: StoredEventLike) -> None:
         step = fact.step
@@ -206,7 +216,8 @@ class _Builder:
                                    None if usage is None else (usage.input_tokens, usage.output_tokens),
                                    reply, fact.error, fact.error_type, content=self.record_content)
         if self.record_content:
-            attrs.update(a.chat_content(self.shown[:self.shown_at_step.get(step, len(self.shown))], reply))
+            attrs.update(a.chat_content(self.shown[:self.shown_at_step.get(step, len(self.shown))], reply,
+                                        self.tool_specs))
         span.attrs.update(attrs)
         span.status = status
         span.end = _ns(event.at)
@@ -228,14 +239,15 @@ def run_resource(service_name: str | None) -> Resource:
     as a ``TracerProvider`` would build it, named after ``service_name`` (the live
     run's, from its log) when there is one. A run no SDK recorded has none: it keeps
     the environment's service name, or ``DEFAULT_SERVICE_NAME`` ("runner") rather
-    than OpenTelemetry's ``unknown_service:python``.
+    than OpenTelemetry's ``unknown_service:python``. Its OpenInference project is
+    named after that service unless ``OTEL_RESOURCE_ATTRIBUTES`` names one (``with_project``).
     """
     found = Resource.create()
     if service_name:
-        return found.merge(Resource({SERVICE_NAME: service_name}))
-    if str(found.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
-        return found.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
-    return found
+        found = found.merge(Resource({SERVICE_NAME: service_name}))
+    elif str(found.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        found = found.merge(Resource({SERVICE_NAME: DEFAULT_SERVICE_NAME}))
+    return with_project(found)
 
 
 def rebuild_spans(run: StoredRunLike, *, record_content: bool = False,
