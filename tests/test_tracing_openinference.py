@@ -16,7 +16,7 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from runner import ModelReply, RunStore, ScriptedModel, Usage, resume, run_agent
+from runner import ModelReply, RunStore, ScriptedModel, ToolSpec, Usage, resume, run_agent
 from runner.tracing import configure_tracing, rebuild_spans
 from runner.tracing.rebuild import run_resource
 from tests.loop_helpers import call, reply, weather_registry
@@ -38,7 +38,7 @@ def oi_text(attrs: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in attrs.items() if k in TEXT_KEYS or k.startswith("llm.tools.")}
 
 
-def openai_tool(spec: dict[str, Any]) -> str:
+def openai_tool(spec: ToolSpec) -> str:
     return json.dumps({"type": "function", "function": spec}, ensure_ascii=False)
 
 
