@@ -6,10 +6,11 @@ import os
 import socket
 import subprocess
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -48,7 +49,7 @@ def test_a_timeout_from_the_environment_wins(dead_collector: str, monkeypatch: p
 
 def test_a_failed_export_warns_once_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     class Failing(InMemorySpanExporter):
-        def export(self, spans: object) -> SpanExportResult:  # type: ignore[override]
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
             return SpanExportResult.FAILURE
 
     exporter = loading.WarnOnce(Failing(), "http://127.0.0.1:1/v1/traces")

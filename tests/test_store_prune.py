@@ -65,7 +65,7 @@ def test_prune_never_deletes_running_queued_or_awaiting_approval_runs(store: Run
     registry.register("pay", "Pay.", {"type": "object", "properties": {}}, lambda: "paid", needs_approval=True)
     waiting = run_agent("Pay", ScriptedModel([reply("", call("p1", "pay"))]), registry, store=store).run_id
     queued = record_queued(store, "job", "tipper")
-    running: list[str] = []
+    running: list[list[str]] = []
 
     def model(messages: Any, specs: Any) -> Any:
         running.append(sorted(run.run_id for run in store.prune(LATER).runs))
