@@ -64,7 +64,7 @@ def test_a_read_only_open_of_an_empty_database_creates_nothing(store_url: str) -
         open_store(store_url, read_only=True)
     with open_store(store_url) as store:
         assert sorted(inspect(store.engine).get_table_names()) == [
-            "alembic_version", "events", "run_cancels", "run_labels", "run_tools", "runs"]
+            "alembic_version", "events", "run_cancels", "run_deletions", "run_labels", "run_tools", "runs"]
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The ``runner`` command: query, show, export, replay, spans, stats, db, demo, run, resume and fork.
+"""The ``runner`` command: query, show, export, replay, spans, stats, db, demo, run, resume, fork and prune.
 
 Every command is a thin layer over the Python API. Failures are one line on
 stderr, never a traceback; set ``RUNNER_DEBUG=1`` to see the traceback of an
@@ -89,6 +89,7 @@ COMMANDS = {
     "demo": "running:demo",
     "export": "replaying:export",
     "fork": "continuing:fork",
+    "prune": "prune:prune",
     "replay": "replaying:replay",
     "resume": "continuing:resume",
     "run": "running:run",

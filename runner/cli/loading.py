@@ -5,16 +5,19 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from ..events import RunResumed, decode_all
 from ..messages import Model
 from ..store import StoredRun
 from ..tools import ToolRegistry
 from .options import CliError, CliUsageError
+from .render import clean
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -23,6 +26,7 @@ R = TypeVar("R")
 PROVIDERS = ("openai", "anthropic")
 MODEL_HELP = "openai:NAME (any OpenAI-compatible server) or anthropic:NAME"
 SERVICE_NAME = "runner"
+CLI_EXPORT_TIMEOUT_S = 2.0  # per export, retries included: what a dead collector adds to a CLI run
 
 
 def load_tools(spec: str) -> ToolRegistry:
@@ -87,17 +91,34 @@ def tracer_provider() -> tuple[TracerProvider, Callable[[], None]]:
     """The provider a recorded run is traced with, and how to flush it before exiting.
 
     With ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``..._TRACES_ENDPOINT``) set, an OTLP
-    exporter configured by the standard variables; otherwise OpenTelemetry's
-    global provider (whatever the process set up, a no-op by default).
+    exporter configured by the standard variables (``cli_exporter``); otherwise
+    OpenTelemetry's global provider (whatever the process set up, a no-op by default).
     """
     from opentelemetry import trace
 
     if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
         from ..tracing import configure_tracing
 
-        provider = configure_tracing(SERVICE_NAME)
+        provider = configure_tracing(SERVICE_NAME, exporter=cli_exporter())
         return provider, provider.shutdown
     return trace.get_tracer_provider(), lambda: None
+
+
+def cli_exporter() -> WarnOnce:
+    """The OTLP exporter of a CLI run: each export gives up after ``CLI_EXPORT_TIMEOUT_S``
+    (unless ``OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`` says otherwise), so a collector that is
+    down delays the exit by about that, and its failures are one warning line."""
+    from ..tracing import otlp_exporter
+
+    configured = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT")
+    inner = otlp_exporter(None if configured else CLI_EXPORT_TIMEOUT_S)
+    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    if not endpoint:
+        base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").rstrip("/")
+        grpc = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+                or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "").strip().lower() == "grpc"
+        endpoint = base if grpc else f"{base}/v1/traces"
+    return WarnOnce(inner, endpoint)
 
 
 def continuing_model(spec: str | None, run: StoredRun, base_url: str | None, api_key: str | None) -> Model:
@@ -118,3 +139,37 @@ def continuing_model(spec: str | None, run: StoredRun, base_url: str | None, api
     if spec == "scripted":
         raise CliUsageError("a scripted model cannot continue a run: use --model with " + MODEL_HELP)
     return build_model(spec, base_url, api_key)
+
+
+class WarnOnce(SpanExporter):
+    """``inner``, with its failures (logged warnings, errors, retries) turned into one warning line.
+
+    The exporter's own log lines are kept off stderr while it exports (see ``spans.exporter_logs``);
+    the first failed export prints one line naming the endpoint, later ones nothing.
+    """
+
+    def __init__(self, inner: SpanExporter, endpoint: str) -> None:
+        self.inner, self.endpoint, self.warned = inner, endpoint, False
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        from .spans import exporter_logs
+
+        try:
+            with exporter_logs():
+                result = self.inner.export(spans)
+        except Exception:  # an exporter bug must not cost the run its exit status
+            result = SpanExportResult.FAILURE
+        if result is not SpanExportResult.SUCCESS and not self.warned:
+            self.warned = True
+            click.echo(f"warning: spans not exported to {clean(self.endpoint)} (is the collector running?); the run "
+                       "is recorded: `runner spans RUN` sends its spans later", err=True)
+        return result
+
+    def shutdown(self) -> None:
+        from .spans import exporter_logs
+
+        with exporter_logs():
+            self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)

@@ -17,6 +17,8 @@ from ..core import DEFAULT_SYSTEM
 from ..demo import DEMO_TASK, demo_model, demo_registry
 from ..loop import run_agent
 from ..messages import Model
+from ..progress import ProgressRecorder
+from ..recorder import Recorder
 from ..results import AgentResult
 from ..statuses import AWAITING_APPROVAL
 from ..store import RunStore
@@ -40,9 +42,22 @@ def not_nan(ctx: click.Context, param: click.Parameter, value: float | None) -> 
     return value
 
 
+QUIET = click.option("--quiet", "-q", is_flag=True,
+                     help="No progress lines (one per model call and tool call) on stderr.")
+RECORD_CONTENT = click.option("--record-content", is_flag=True,
+                              help="Put messages, tool arguments and results on the live spans (off: none of that "
+                                   "text leaves the store).")
+
+
+def progress(quiet: bool) -> Recorder | None:
+    """The progress printer of ``runner run``/``demo`` (stderr), unless ``--quiet``."""
+    return None if quiet else ProgressRecorder()
+
+
 def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolRegistry, labels: dict[str, str], *,
            system: str = DEFAULT_SYSTEM, max_steps: int = 8, token_budget: int = 4000,
-           max_tool_calls: int | None = None, timeout_s: float | None = None) -> AgentResult:
+           max_tool_calls: int | None = None, timeout_s: float | None = None,
+           recorder: Recorder | None = None, record_content: bool = False) -> AgentResult:
     """``run_agent`` recorded in ``store`` and traced (see ``traced``).
 
     The run id is chosen here, so that a Ctrl-C can still say which run it stopped.
@@ -51,7 +66,8 @@ def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolReg
 
     def go(provider: TracerProvider) -> AgentResult:
         return run_agent(task, model, registry, system, max_steps, token_budget, store=store, run_id=run_id,
-                         tracer_provider=provider, labels=labels, max_tool_calls=max_tool_calls, timeout_s=timeout_s)
+                         tracer_provider=provider, labels=labels, max_tool_calls=max_tool_calls, timeout_s=timeout_s,
+                         recorder=recorder, record_content=record_content)
 
     return traced(env, store, go, lambda: run_id)
 
@@ -147,8 +163,11 @@ def _next(out: Console, env: Env, short: str, first: list[str], extra: list[str]
 @click.option("--model", "model_spec", default="scripted", show_default=True, metavar="SPEC",
               help=f"'scripted' (the bundled replies), {MODEL_HELP}.")
 @model_options
+@QUIET
+@RECORD_CONTENT
 @common
-def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None) -> None:
+def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, quiet: bool,
+         record_content: bool) -> None:
     """Run the bundled example: an 18% tip on a EUR 127.50 bill split 4 ways, in USD.
 
     Two safe tools (arithmetic on an AST walk, never eval; currency over a fixed,
@@ -157,7 +176,8 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None) -
     """
     model = demo_model() if model_spec == "scripted" else build_model(model_spec, base_url, api_key)
     with env.store(create=True) as store:
-        result = record(env, store, DEMO_TASK, model, demo_registry(), {"example": "demo"})
+        result = record(env, store, DEMO_TASK, model, demo_registry(), {"example": "demo"}, recorder=progress(quiet),
+                        record_content=record_content)
         replay = "runner replay tests/fixtures/run.json --tools runner.demo:demo_registry"
         report(env, store, result, [replay], tools_spec="runner.demo:demo_registry")
     if result.status != "done":
@@ -181,10 +201,13 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None) -
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S),
               callback=not_nan, metavar="SECONDS", help="Wall-clock limit for the whole run (at most a year).")
 @label_option("Label the run (repeatable), for `runner runs --label`.")
+@QUIET
+@RECORD_CONTENT
 @common
 def run(env: Env, task: str, tools_spec: str, model_spec: str | None, base_url: str | None, api_key: str | None,
         parent_ref: str | None, system: str | None, max_steps: int | None, token_budget: int | None,
-        max_tool_calls: int | None, timeout_s: float | None, labels: dict[str, str]) -> None:
+        max_tool_calls: int | None, timeout_s: float | None, labels: dict[str, str], quiet: bool,
+        record_content: bool) -> None:
     """Run TASK with your tools and a real model, recorded and traced; exit 1 unless it ends done.
 
     With --follow-up RUN, TASK is the next user message of RUN's conversation: a new
@@ -192,7 +215,7 @@ def run(env: Env, task: str, tools_spec: str, model_spec: str | None, base_url: 
     """
     if parent_ref is not None:
         follow(env, parent_ref, task, tools_spec, model_spec, base_url, api_key, system,
-               GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s), labels)
+               GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s), labels, progress(quiet), record_content)
         return
     if model_spec is None:
         raise CliUsageError(f"runner run needs --model ({MODEL_HELP}); a scripted model cannot answer a new task")
@@ -204,7 +227,8 @@ def run(env: Env, task: str, tools_spec: str, model_spec: str | None, base_url: 
         result = record(env, store, task, model, registry, labels, system=system or DEFAULT_SYSTEM,
                         max_steps=8 if max_steps is None else max_steps,
                         token_budget=4000 if token_budget is None else token_budget,
-                        max_tool_calls=max_tool_calls, timeout_s=timeout_s)
+                        max_tool_calls=max_tool_calls, timeout_s=timeout_s, recorder=progress(quiet),
+                        record_content=record_content)
         report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"],
                tools_spec=tools_spec)
     if result.status != "done":
@@ -226,7 +250,8 @@ class GivenLimits:
 
 
 def follow(env: Env, parent_ref: str, message: str, tools_spec: str, model_spec: str | None, base_url: str | None,
-           api_key: str | None, system: str | None, limits: GivenLimits, labels: dict[str, str]) -> None:
+           api_key: str | None, system: str | None, limits: GivenLimits, labels: dict[str, str],
+           recorder: Recorder | None = None, record_content: bool = False) -> None:
     """``runner run --follow-up RUN MESSAGE``: a new run continuing RUN's conversation."""
     from ..resume import follow_up
 
@@ -240,7 +265,8 @@ def follow(env: Env, parent_ref: str, message: str, tools_spec: str, model_spec:
 
         def go(provider: TracerProvider) -> AgentResult:
             return follow_up(store, parent.run_id, message, model, registry, tracer_provider=provider,
-                             labels=labels or None, **limits.options())
+                             labels=labels or None, recorder=recorder, record_content=record_content,
+                             **limits.options())
 
         result = traced(env, store, go, lambda: new_child(store, parent.run_id, known))
         short = short_ids(store, [parent.run_id])[parent.run_id]

@@ -29,6 +29,7 @@ from .group import GroupCommitter
 from .lease import Heartbeat, claim
 from .migrate import NoStoreError, ensure_schema, location, probe
 from .owner import owner_id
+from .prune import DEFAULT_BATCH, PrunedRun, PruneResult, count_events, delete_batch, plan, prunable_statuses
 from .recorder import NAME_WIDTH, SpanSource, StoreRecorder, column, statements
 from .records import LIVE, RunSummary, StoredEvent, StoredRun, logged_text, summary_fields
 from .tables import events, run_labels, run_tools, runs
@@ -144,6 +145,40 @@ class RunStore:
                            "it cannot be taken over")
         if not claim(self.engine, seen, owner_id()):
             raise RunInUse(f"run {seen.run_id} was taken over by another process just now")
+
+    def prune(self, before: datetime, *, status: str | Sequence[str] | None = None, dry_run: bool = False,
+              batch_size: int = DEFAULT_BATCH) -> PruneResult:
+        """Delete whole finished runs started before ``before`` (naive means UTC), with their events,
+        labels, tools and cancel requests, ``batch_size`` runs per transaction.
+
+        ``status`` narrows to some finished statuses; ``running``, ``queued`` and
+        ``awaiting_approval`` runs are never deleted (asking for them is a ``ValueError``),
+        nor a run that a kept run was forked or followed up from (``kept_parents``).
+        ``dry_run`` deletes nothing and reports what would go. Single events stay
+        undeletable: only this whole-run path gets past the append-only guard.
+        """
+        self._check_open()
+        statuses = prunable_statuses(status)
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if self.read_only and not dry_run:
+            raise StoreError(f"store {shown(self.url)} is open read-only: it cannot prune runs")
+        with self.reading() as conn:
+            planned, kept = plan(conn, before, statuses)
+            if dry_run:
+                total = count_events(conn, [run.run_id for run in planned])
+                return PruneResult(tuple(planned), total, tuple(kept), dry_run=True)
+        deleted: list[PrunedRun] = []
+        total = 0
+        try:
+            for start in range(0, len(planned), batch_size):
+                gone, removed = delete_batch(self.engine, planned[start:start + batch_size], statuses)
+                deleted += gone
+                total += removed
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot prune runs in {shown(self.url)} (deleted {len(deleted)} before the "
+                             f"failure): {one_line(exc)}") from None
+        return PruneResult(tuple(deleted), total, tuple(kept), dry_run=False)
 
     # -- queries -------------------------------------------------------------
 

@@ -5,6 +5,7 @@
 ``run_labels``  caller labels of a run (key, value), for the label filter
 ``run_tools``   each tool name a run called, for the tool filter
 ``run_cancels`` runs someone asked to cancel (a worker pool polls it)
+``run_deletions`` runs being pruned, only inside the pruning transaction (see ``prune``)
 
 Both filter tables repeat the run's ``started_at``, so a filter on a tool or a
 label walks its own index newest first and stops after ``limit`` rows, whether
@@ -132,8 +133,17 @@ class RunCancel(Base):
     requested_by: Mapped[str | None] = mapped_column(String(300))
 
 
+class RunDeletion(Base):
+    """A run being pruned: the events' DELETE guard lets its events go. Empty outside a prune."""
+
+    __tablename__ = "run_deletions"
+
+    run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+
+
 runs = Base.metadata.tables["runs"]
 events = Base.metadata.tables["events"]
 run_labels = Base.metadata.tables["run_labels"]
 run_tools = Base.metadata.tables["run_tools"]
 run_cancels = Base.metadata.tables["run_cancels"]
+run_deletions = Base.metadata.tables["run_deletions"]

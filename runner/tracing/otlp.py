@@ -33,8 +33,11 @@ class TracingSetupError(RunnerError):
     """The OTLP exporter cannot be set up (missing package, unsupported protocol)."""
 
 
-def otlp_exporter() -> SpanExporter:
-    """The OTLP span exporter the environment asks for (http/protobuf by default)."""
+def otlp_exporter(timeout_s: float | None = None) -> SpanExporter:
+    """The OTLP span exporter the environment asks for (http/protobuf by default).
+
+    ``timeout_s`` bounds each export, retries included (default: ``OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT``, else 10 s).
+    """
     protocol = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
                 or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip().lower()
     if protocol == "http/protobuf":
@@ -42,13 +45,13 @@ def otlp_exporter() -> SpanExporter:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         except ImportError:
             raise TracingSetupError(f"OTLP export needs the OTLP/HTTP exporter: {HTTP_HINT}") from None
-        return OTLPSpanExporter()
+        return OTLPSpanExporter(timeout=timeout_s)
     if protocol == "grpc":
         try:
             grpc = importlib.import_module("opentelemetry.exporter.otlp.proto.grpc.trace_exporter")
         except ImportError:
             raise TracingSetupError(f"OTLP over gRPC needs the gRPC exporter: {GRPC_HINT}") from None
-        exporter: SpanExporter = grpc.OTLPSpanExporter()
+        exporter: SpanExporter = grpc.OTLPSpanExporter(timeout=timeout_s)
         return exporter
     raise TracingSetupError(f"unsupported OTLP protocol {protocol!r}: use 'http/protobuf' or 'grpc'")
 

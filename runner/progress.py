@@ -1,0 +1,63 @@
+"""Progress lines: one per model call and one per tool call, as they happen.
+
+``ProgressRecorder`` is a plain ``Recorder`` (``runner.recorder``): pass it as
+``run_agent(..., recorder=ProgressRecorder())`` and it prints to stderr, styled on a
+terminal and plain when piped, while the store and the tracer record as before.
+``runner run`` and ``runner demo`` use it unless ``--quiet``. Any object with
+``record(event)`` and ``sync()`` is a recorder: write your own for other sinks.
+
+Names and errors come from the model and the tools (untrusted): terminal control
+sequences are stripped before printing.
+"""
+
+from __future__ import annotations
+
+import os
+
+from rich.console import Console
+from rich.text import Text
+
+from .events import ApprovalRequested, Event, ModelCalled, ToolFinished
+
+
+def progress_line(event: Event) -> Text | None:
+    """The line for ``event``, or None when it gets none (only model calls, tool calls and approvals do)."""
+    from .cli.render import clean, one_line
+
+    if isinstance(event, ModelCalled):
+        line = Text(f"step {event.step}  model  {event.latency_s:.2f}s  ")
+        if event.error is not None:
+            line.append(f"error: {one_line(clean(event.error))}", style="red")
+        else:
+            line.append("ok", style="green")
+            line.append(f"  {event.prompt_tokens}+{event.reply_tokens} tokens", style="dim")
+        return line
+    if isinstance(event, ToolFinished):
+        line = Text(f"step {event.step}  tool {one_line(clean(event.name))}  ")
+        if not event.ran:
+            line.append(f"refused ({event.refused})", style="yellow")
+            return line
+        line.append(f"{event.duration_s:.2f}s  ")
+        line.append("ok" if event.ok else "error", style="green" if event.ok else "red")
+        return line
+    if isinstance(event, ApprovalRequested):
+        line = Text(f"step {event.step}  tool {one_line(clean(event.name))}  ")
+        line.append("awaiting approval", style="bold yellow")
+        return line
+    return None
+
+
+class ProgressRecorder:
+    """Prints ``progress_line`` of each fact on ``console`` (default: stderr) as it is recorded."""
+
+    def __init__(self, console: Console | None = None) -> None:
+        self.console = console if console is not None else Console(
+            stderr=True, highlight=False, soft_wrap=True, no_color="NO_COLOR" in os.environ)
+
+    def record(self, event: Event) -> None:
+        line = progress_line(event)
+        if line is not None:
+            self.console.print(line)
+
+    def sync(self) -> None:
+        pass

@@ -1,0 +1,84 @@
+"""The CLI with OTLP export on: a dead collector costs about 2 s and one warning line; --record-content."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SpanExportResult
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+from runner.cli import loading
+from runner.tracing.attrs import TOOL_ARGUMENTS
+from tests.test_cli_helpers import invoke
+from tests.test_cli_run import installed_runner
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def dead_collector(monkeypatch: pytest.MonkeyPatch) -> str:
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_TIMEOUT",
+                 "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_PROTOCOL", "RUNNER_DB"):
+        monkeypatch.delenv(name, raising=False)
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    return endpoint
+
+
+def test_the_cli_exporter_waits_at_most_two_seconds_per_export(dead_collector: str) -> None:
+    exporter = loading.cli_exporter()
+    assert exporter.inner._client._timeout == loading.CLI_EXPORT_TIMEOUT_S == 2.0  # type: ignore[attr-defined]
+
+
+def test_a_timeout_from_the_environment_wins(dead_collector: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "7")
+    assert loading.cli_exporter().inner._client._timeout == 7.0  # type: ignore[attr-defined]
+
+
+def test_a_failed_export_warns_once_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    class Failing(InMemorySpanExporter):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            return SpanExportResult.FAILURE
+
+    exporter = loading.WarnOnce(Failing(), "http://127.0.0.1:1/v1/traces")
+    assert [exporter.export([]), exporter.export([])] == [SpanExportResult.FAILURE] * 2
+    assert capsys.readouterr().err == (
+        "warning: spans not exported to http://127.0.0.1:1/v1/traces (is the collector running?); the run is "
+        "recorded: `runner spans RUN` sends its spans later\n")
+
+
+def test_demo_with_the_collector_down_ends_fast_with_one_warning_line(dead_collector: str, tmp_path: Path) -> None:
+    started = time.monotonic()
+    done = subprocess.run([installed_runner(), "demo", "--quiet", "--db", f"sqlite:///{tmp_path / 'runs.db'}"],
+                          capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (f"warning: spans not exported to {dead_collector}/v1/traces (is the collector running?); "
+                           "the run is recorded: `runner spans RUN` sends its spans later\n")
+    assert elapsed < 5, elapsed
+
+
+@pytest.mark.parametrize(("flag", "arguments"),
+                         [([], None), (["--record-content"], '{"expression": "127.50 * 1.18 / 4"}')])
+def test_demo_record_content_puts_the_tool_arguments_on_the_spans(
+        live: tuple[TracerProvider, InMemorySpanExporter], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        flag: list[str], arguments: str | None) -> None:
+    provider, exporter = live
+    monkeypatch.setattr("runner.cli.running.tracer_provider", lambda: (provider, lambda: None))
+    result = invoke("demo", "--quiet", "--db", f"sqlite:///{tmp_path / 'runs.db'}", *flag)
+    assert result.exit_code == 0, result.output
+    (tool,) = [span for span in exporter.get_finished_spans() if span.name == "execute_tool calculate"]
+    assert tool.attributes is not None
+    assert tool.attributes.get(TOOL_ARGUMENTS) == arguments

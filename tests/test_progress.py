@@ -1,0 +1,91 @@
+"""Progress lines: one per model call and per tool call, on stderr as they happen; --quiet silences them."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+
+from runner import ModelReply, ScriptedModel, run_agent
+from runner.events import Event, ToolFinished
+from runner.progress import ProgressRecorder
+from tests.loop_helpers import call, reply, weather_registry
+from tests.test_cli_helpers import FakeOpenAI, completion, invoke
+
+SECONDS = re.compile(r"\d+\.\d\ds")
+
+
+def plain(text: str) -> list[str]:
+    return SECONDS.sub("Xs", text).splitlines()
+
+
+@pytest.fixture(autouse=True)
+def local_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "RUNNER_DB"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+
+
+def test_demo_prints_a_line_per_model_call_and_tool_call_on_stderr(tmp_path: Path) -> None:
+    result = invoke("demo", "--db", f"sqlite:///{tmp_path / 'runs.db'}")
+    assert result.exit_code == 0, result.output
+    assert plain(result.stderr) == ["step 1  model  Xs  ok  215+44 tokens", "step 1  tool calculate  Xs  ok",
+                                    "step 2  model  Xs  ok  281+44 tokens", "step 2  tool convert_currency  Xs  ok",
+                                    "step 3  model  Xs  ok  375+48 tokens"]
+    assert "step 1" not in result.stdout
+
+
+def test_quiet_silences_the_progress_lines(tmp_path: Path) -> None:
+    result = invoke("demo", "--db", f"sqlite:///{tmp_path / 'runs.db'}", "--quiet")
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ""
+
+
+def test_run_shows_tool_errors_and_refusals(tmp_path: Path) -> None:
+    with FakeOpenAI(completion("", [("c1", "get_weather", {"city": "Atlantis"}), ("c2", "get_forecast", {})]),
+                    completion("Unknown.")) as server:
+        result = invoke("run", "Weather?", "--tools", "tests.loop_helpers:weather_registry", "--model",
+                        "openai:fake", "--base-url", server.url, "--api-key", "k", "--db",
+                        f"sqlite:///{tmp_path / 'runs.db'}", "--json")
+    assert result.exit_code == 0, result.output
+    assert plain(result.stderr) == ["step 1  model  Xs  ok  126+43 tokens", "step 1  tool get_weather  Xs  error",
+                                    "step 1  tool get_forecast  refused (unknown_tool)",
+                                    "step 2  model  Xs  ok  239+16 tokens"]
+
+
+def test_the_progress_recorder_plugs_into_run_agent_plain_when_piped_styled_on_a_terminal() -> None:
+    piped, tty = io.StringIO(), io.StringIO()
+
+    def broken(messages: Any, specs: Any) -> ModelReply:
+        raise ConnectionError("api down\x1b[2J")
+
+    for out, terminal in ((piped, False), (tty, True)):
+        recorder = ProgressRecorder(Console(file=out, force_terminal=terminal, width=200))
+        model = ScriptedModel([reply("", call("c1", "get_weather", city="Paris"))])
+        run_agent("Weather?", model, weather_registry(), max_steps=1, recorder=recorder)
+        run_agent("Hi", broken, weather_registry(), recorder=recorder)
+    assert plain(piped.getvalue()) == ["step 1  model  Xs  ok  126+29 tokens", "step 1  tool get_weather  Xs  ok",
+                                       "step 1  model  Xs  error: ConnectionError: api down"]
+    assert "\x1b[32mok\x1b[0m" in tty.getvalue()
+    assert "\x1b[2J" not in tty.getvalue()
+
+
+def test_any_recorder_sees_every_fact_in_order() -> None:
+    seen: list[Event] = []
+
+    class Collect:
+        def record(self, event: Event) -> None:
+            seen.append(event)
+
+        def sync(self) -> None:
+            pass
+
+    model = ScriptedModel([reply("", call("c1", "get_weather", city="Paris")), "21C."])
+    run_agent("Weather?", model, weather_registry(), recorder=Collect())
+    finished = [event for event in seen if isinstance(event, ToolFinished)]
+    assert [(event.name, event.ok, event.observation) for event in finished] == [
+        ("get_weather", True, '{"celsius": 21}')]
