@@ -39,7 +39,7 @@ CHARS_PER_TOKEN: Final = 4
 __all__ = [
     "AWAITING_APPROVAL", "CANCELLED", "CONTEXT_BUDGET", "DEADLINE", "DONE", "INVALID_REPLY", "MODEL_ERROR",
     "OUTPUT_BUDGET", "RUNNING", "STATUSES", "STEP_LIMIT", "TOKEN_BUDGET", "TOOL_BUDGET", "Limits", "TokenMeter",
-    "NaiveTokenMeter", "cut_observation", "reply_tokens", "tokens_for_chars", "json_len", "naive_prompt_tokens",
+    "NaiveTokenMeter", "cut_observation", "tokens_for_chars", "json_len", "naive_prompt_tokens",
     "context_chars_of",
 ]
 
@@ -176,11 +176,6 @@ class NaiveTokenMeter(TokenMeter):
 
     def prompt_tokens(self) -> int:
         return naive_prompt_tokens(self._specs, self._messages)
-
-
-def reply_tokens(message: Message) -> int:
-    """Estimated tokens of a reply: its appended message's JSON."""
-    return tokens_for_chars(json_len(message))
 
 
 def cut_observation(text: str, max_chars: int | None) -> str:

@@ -179,6 +179,3 @@ def fold(events: Iterable[Event], run_id: str = "") -> RunState:
     return state
 
 
-def fresh_state(run_id: str) -> RunState:
-    return RunState(run_id=run_id)
-

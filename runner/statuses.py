@@ -1,7 +1,7 @@
 """How a run can end, and the status of one that has not.
 
-``RESUMABLE`` is every end ``resume`` may continue from: all but ``done``. A
-``running`` run is resumable too once its process is gone (its lease expired).
+``resume`` may continue a run from every end but ``done``, and a ``running`` run
+once its process is gone (its lease expired).
 """
 
 from __future__ import annotations
@@ -26,4 +26,3 @@ STATUSES: Final = (
     DONE, STEP_LIMIT, TOKEN_BUDGET, TOOL_BUDGET, DEADLINE, CONTEXT_BUDGET,
     OUTPUT_BUDGET, CANCELLED, INVALID_REPLY, MODEL_ERROR, AWAITING_APPROVAL,
 )
-RESUMABLE: Final = frozenset(STATUSES) - {DONE}

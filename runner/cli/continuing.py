@@ -21,7 +21,7 @@ from ..statuses import DONE
 from ..store import StoredRun
 from ..store.records import LIVE
 from .loading import MODEL_HELP, continuing_model, load_tools, model_options
-from .options import EXIT_NO, CliError, CliUsageError, Env, common
+from .options import EXIT_NO, CliError, CliUsageError, Env, common, parse_pairs
 from .queries import short_ids
 from .render import plural
 from .running import MAX_TIMEOUT_S, GivenLimits, new_child, not_nan, report, traced
@@ -167,15 +167,7 @@ def resume(env: Env, run_ref: str, tools_spec: str, model_spec: str | None, base
 
 def parse_observations(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
     """``--observation CALL_ID=TEXT`` (repeatable) as a dict; TEXT may hold ``=`` and be empty."""
-    found: dict[str, str] = {}
-    for value in values:
-        call_id, sep, text = value.partition("=")
-        if not sep or not call_id:
-            raise click.BadParameter(f"expected CALL_ID=TEXT, got {value!r}", ctx, param)
-        if call_id in found:
-            raise click.BadParameter(f"call {call_id!r} is given twice", ctx, param)
-        found[call_id] = text
-    return found
+    return parse_pairs(ctx, param, values, shape="CALL_ID=TEXT", once="call")
 
 
 def model_calls(run: StoredRun) -> int:

@@ -106,15 +106,24 @@ def common(fn: Callable[..., R]) -> Callable[..., R]:
     return wrapper
 
 
-def parse_labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
-    """``--label k=v`` (repeatable) as a dict; a value without ``=`` is a usage error."""
-    labels: dict[str, str] = {}
+def parse_pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...], *, shape: str = "KEY=VALUE",
+                once: str | None = None) -> dict[str, str]:
+    """Repeatable ``KEY=VALUE`` options as a dict (the value may hold ``=`` and be empty); a value
+    without ``=`` is a usage error, and so is a repeated key when ``once`` names what a key is."""
+    found: dict[str, str] = {}
     for value in values:
         key, sep, val = value.partition("=")
         if not sep or not key:
-            raise click.BadParameter(f"expected KEY=VALUE, got {value!r}", ctx, param)
-        labels[key] = val
-    return labels
+            raise click.BadParameter(f"expected {shape}, got {value!r}", ctx, param)
+        if once is not None and key in found:
+            raise click.BadParameter(f"{once} {key!r} is given twice", ctx, param)
+        found[key] = val
+    return found
+
+
+def parse_labels(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> dict[str, str]:
+    """``--label k=v`` (repeatable) as a dict; a later value for a key wins."""
+    return parse_pairs(ctx, param, values)
 
 
 def label_option(help_text: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
