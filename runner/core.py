@@ -131,7 +131,10 @@ class AgentCore:
     def _finish_interrupted_reply(self) -> Generator[Action, Outcome, Stop | None]:
         """A resumed run first answers the calls its last reply still owes."""
         s = self.state
-        if not s.remaining_calls:
+        # Every call answered but the step never closed (the run was killed right after a
+        # side effect's result was committed): the step is closed now, not asked again.
+        unclosed = s.open_step and s.reply is not None and bool(s.reply.tool_calls)
+        if not s.remaining_calls and not unclosed:
             return None
         self._emit(StepStarted(step=s.reply_step))
         if s.resumed_from in (st.OUTPUT_BUDGET, st.INVALID_REPLY):

@@ -1,0 +1,114 @@
+"""A run killed at *any* of its commits resumes to the same end as a run never killed.
+
+A commit is atomic, so a killed process leaves its log at one of the points where
+the loop committed: before a model call, before a tool runs, after a side effect's
+result, at the end. These tests record a run, note each commit point, cut a copy
+of the log there (in a fresh SQLite file, owner gone), resume it, and check the
+whole outcome: status, steps, how often the model was asked, which tools ran again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, insert, select
+
+from runner import open_store, run_agent
+from runner.events import Event, ModelCalled, ModelCallStarted, ToolFinished, ToolStarted, decode_all
+from runner.resume import resume
+from runner.store.tables import events, runs
+from tests.durable_child import Plan, PlanModel, ran, tools
+
+# Step 1 ends on a side effect without a key, step 2 on a keyed one, step 3 is that side effect alone.
+PLAN: Plan = [[["s1a", "lookup", {"ref": "l1"}], ["s1b", "pay", {"ref": "p1"}]],
+        [["s2a", "lookup", {"ref": "l2"}], ["s2b", "charge", {"ref": "c2"}]],
+        [["s3a", "pay", {"ref": "p3"}]]]
+STEPS = len(PLAN) + 1  # and the answer
+
+
+class CommitPoints:
+    """A recorder noting how many facts each commit (``sync``) had seen."""
+
+    def __init__(self) -> None:
+        self.facts, self.points = 0, list[int]()
+
+    def record(self, event: Event) -> None:
+        self.facts += not isinstance(event, ModelCallStarted)
+
+    def sync(self) -> None:
+        if not self.points or self.points[-1] != self.facts:
+            self.points.append(self.facts)
+
+
+def recorded(tmp_path: Path) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]], list[int]]:
+    """One whole run: its ``runs`` row, its event rows, and the event count at each commit."""
+    workdir = tmp_path / "first"
+    workdir.mkdir()
+    url = f"sqlite:///{tmp_path / 'whole.db'}"
+    points = CommitPoints()
+    with open_store(url) as store:
+        result = run_agent("Do the plan.", PlanModel(PLAN), tools(workdir), store=store, recorder=points)
+    assert (result.status, result.steps) == ("done", STEPS)
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        row = dict(conn.execute(select(runs).where(runs.c.run_id == result.run_id)).mappings().one())
+        rows = [dict(r) for r in conn.execute(select(events).where(events.c.run_id == result.run_id)
+                                              .order_by(events.c.seq)).mappings()]
+    engine.dispose()
+    assert points.points[-1] == len(rows)
+    return result.run_id, [row], rows, points.points[:-1]
+
+
+def cut_at(tmp_path: Path, name: str, run_row: dict[str, Any], rows: list[dict[str, Any]], point: int) -> str:
+    """A store holding the run as a process killed right after the commit at ``point`` left it."""
+    url = f"sqlite:///{tmp_path / f'{name}.db'}"
+    open_store(url).close()
+    engine = create_engine(url)
+    long_ago = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+    with engine.begin() as conn:
+        conn.execute(insert(runs), [dict(run_row, status="running", answer=None, finished_at=None,
+                                         owner="a-host-long-gone:1@0", heartbeat_at=long_ago)])
+        conn.execute(insert(events), rows[:point])
+    engine.dispose()
+    return url
+
+
+def test_the_whole_run_commits_at_each_model_call_each_tool_each_side_effect_and_the_end(tmp_path: Path) -> None:
+    _, _, rows, points = recorded(tmp_path)
+    ends = [rows[point - 1]["kind"] for point in points]
+    # the model calls, the tools about to run, the side effects that just ran (their tool message)
+    assert (ends.count("step_started"), ends.count("tool_started"), ends.count("message")) == (STEPS, 5, 3)
+
+
+@pytest.mark.parametrize("index", range(12))
+def test_a_run_killed_right_after_any_commit_resumes_to_the_same_end(tmp_path: Path, index: int) -> None:
+    run_id, (run_row,), rows, points = recorded(tmp_path)
+    assert len(points) == 12
+    point = points[index]
+    url = cut_at(tmp_path, "cut", run_row, rows, point)
+    with open_store(url) as store:
+        facts = decode_all(store.get_run(run_id).events, run_id)
+    replies_logged = sum(1 for f in facts if isinstance(f, ModelCalled) and f.reply is not None)
+    answered = {f.call_id for f in facts if isinstance(f, ToolFinished)}
+    in_doubt = {f.call_id for f in facts if isinstance(f, ToolStarted)} - answered
+    workdir = tmp_path / "again"
+    workdir.mkdir()
+    model = PlanModel(PLAN)
+    with open_store(url) as store:
+        result = resume(store, run_id, model, tools(workdir))
+        run = store.get_run(run_id)
+    assert (result.status, result.answer, result.steps, run.status, run.steps) == (
+        "done", "all done", STEPS, "done", STEPS), (index, rows[point - 1]["kind"])
+    assert sum(1 for m in result.messages if m["role"] == "assistant") == STEPS
+    assert len(model.seen) == STEPS - replies_logged  # no step asked twice, none skipped
+    assert [e.seq for e in run.events] == list(range(1, len(run.events) + 1))
+    calls = [c["id"] for m in run.messages if m["role"] == "assistant" for c in m["tool_calls"]]
+    assert [m["tool_call_id"] for m in run.messages if m["role"] == "tool"] == calls
+    # What runs again: every call without a logged result, except a side effect without a key in doubt.
+    expected = [f"{name} {args['ref']}" + (f" {run_id}:{call_id}" if name == "charge" else "")
+                for step in PLAN for call_id, name, args in step
+                if call_id not in answered and not (name == "pay" and call_id in in_doubt)]
+    assert ran(workdir) == expected
