@@ -43,8 +43,19 @@ class CommitPoints:
             self.points.append(self.facts)
 
 
-def recorded(tmp_path: Path) -> tuple[str, list[dict[str, Any]], list[dict[str, Any]], list[int]]:
-    """One whole run: its ``runs`` row, its event rows, and the event count at each commit."""
+def log_of(url: str, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The run's ``runs`` row and its event rows, as stored."""
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        row = dict(conn.execute(select(runs).where(runs.c.run_id == run_id)).mappings().one())
+        rows = [dict(r) for r in conn.execute(select(events).where(events.c.run_id == run_id)
+                                              .order_by(events.c.seq)).mappings()]
+    engine.dispose()
+    return row, rows
+
+
+def recorded(tmp_path: Path) -> tuple[str, dict[str, Any], list[dict[str, Any]], list[int]]:
+    """One whole run: its ``runs`` row, its event rows, and the event count at each commit before the last."""
     workdir = tmp_path / "first"
     workdir.mkdir()
     url = f"sqlite:///{tmp_path / 'whole.db'}"
@@ -52,14 +63,9 @@ def recorded(tmp_path: Path) -> tuple[str, list[dict[str, Any]], list[dict[str, 
     with open_store(url) as store:
         result = run_agent("Do the plan.", PlanModel(PLAN), tools(workdir), store=store, recorder=points)
     assert (result.status, result.steps) == ("done", STEPS)
-    engine = create_engine(url)
-    with engine.connect() as conn:
-        row = dict(conn.execute(select(runs).where(runs.c.run_id == result.run_id)).mappings().one())
-        rows = [dict(r) for r in conn.execute(select(events).where(events.c.run_id == result.run_id)
-                                              .order_by(events.c.seq)).mappings()]
-    engine.dispose()
+    row, rows = log_of(url, result.run_id)
     assert points.points[-1] == len(rows)
-    return result.run_id, [row], rows, points.points[:-1]
+    return result.run_id, row, rows, points.points[:-1]
 
 
 def cut_at(tmp_path: Path, name: str, run_row: dict[str, Any], rows: list[dict[str, Any]], point: int) -> str:
@@ -76,32 +82,20 @@ def cut_at(tmp_path: Path, name: str, run_row: dict[str, Any], rows: list[dict[s
     return url
 
 
-def test_the_whole_run_commits_at_each_model_call_each_tool_each_side_effect_and_the_end(tmp_path: Path) -> None:
-    _, _, rows, points = recorded(tmp_path)
-    ends = [rows[point - 1]["kind"] for point in points]
-    # the model calls, the tools about to run, the side effects that just ran (their tool message)
-    assert (ends.count("step_started"), ends.count("tool_started"), ends.count("message")) == (STEPS, 5, 3)
-
-
-@pytest.mark.parametrize("index", range(12))
-def test_a_run_killed_right_after_any_commit_resumes_to_the_same_end(tmp_path: Path, index: int) -> None:
-    run_id, (run_row,), rows, points = recorded(tmp_path)
-    assert len(points) == 12
-    point = points[index]
-    url = cut_at(tmp_path, "cut", run_row, rows, point)
+def resume_and_check(url: str, run_id: str, workdir: Path, points: CommitPoints | None = None) -> None:
+    """Resume the cut run and check it ends as the whole run did, running again only what it must."""
     with open_store(url) as store:
         facts = decode_all(store.get_run(run_id).events, run_id)
     replies_logged = sum(1 for f in facts if isinstance(f, ModelCalled) and f.reply is not None)
     answered = {f.call_id for f in facts if isinstance(f, ToolFinished)}
     in_doubt = {f.call_id for f in facts if isinstance(f, ToolStarted)} - answered
-    workdir = tmp_path / "again"
     workdir.mkdir()
     model = PlanModel(PLAN)
     with open_store(url) as store:
-        result = resume(store, run_id, model, tools(workdir))
+        result = resume(store, run_id, model, tools(workdir), recorder=points)
         run = store.get_run(run_id)
     assert (result.status, result.answer, result.steps, run.status, run.steps) == (
-        "done", "all done", STEPS, "done", STEPS), (index, rows[point - 1]["kind"])
+        "done", "all done", STEPS, "done", STEPS), facts[-1]
     assert sum(1 for m in result.messages if m["role"] == "assistant") == STEPS
     assert len(model.seen) == STEPS - replies_logged  # no step asked twice, none skipped
     assert [e.seq for e in run.events] == list(range(1, len(run.events) + 1))
@@ -112,3 +106,33 @@ def test_a_run_killed_right_after_any_commit_resumes_to_the_same_end(tmp_path: P
                 for step in PLAN for call_id, name, args in step
                 if call_id not in answered and not (name == "pay" and call_id in in_doubt)]
     assert ran(workdir) == expected
+
+
+def test_the_whole_run_commits_at_each_model_call_each_tool_each_side_effect_and_the_end(tmp_path: Path) -> None:
+    _, _, rows, points = recorded(tmp_path)
+    ends = [rows[point - 1]["kind"] for point in points]
+    # the model calls, the tools about to run, the side effects that just ran (their tool message)
+    assert (len(points), ends.count("step_started"), ends.count("tool_started"), ends.count("message")) == (
+        12, STEPS, 5, 3)
+
+
+@pytest.mark.parametrize("index", range(12))
+def test_a_run_killed_right_after_any_commit_resumes_to_the_same_end(tmp_path: Path, index: int) -> None:
+    run_id, run_row, rows, points = recorded(tmp_path)
+    resume_and_check(cut_at(tmp_path, "cut", run_row, rows, points[index]), run_id, tmp_path / "again")
+
+
+@pytest.mark.parametrize("index", range(12))
+def test_a_resumed_run_killed_again_after_any_commit_of_its_resume_still_ends_the_same(tmp_path: Path,
+                                                                                        index: int) -> None:
+    run_id, run_row, rows, points = recorded(tmp_path)
+    first_cut = points[index]
+    url = cut_at(tmp_path, "cut", run_row, rows, first_cut)
+    resumed_points = CommitPoints()
+    resume_and_check(url, run_id, tmp_path / "again", resumed_points)
+    _, resumed_rows = log_of(url, run_id)
+    second_cuts = [first_cut + p for p in resumed_points.points[:-1]]
+    assert second_cuts  # every resume commits before it acts
+    for n, second_cut in enumerate(second_cuts):
+        url = cut_at(tmp_path, f"cut-{n}", run_row, resumed_rows, second_cut)
+        resume_and_check(url, run_id, tmp_path / f"again-{n}")
