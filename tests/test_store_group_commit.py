@@ -243,3 +243,46 @@ def test_sigkill_during_twenty_concurrent_runs_leaves_every_log_consistent_and_e
         # Every tool that ran had its tool_started committed first; at most the last one started is unfinished.
         assert executed == started[:len(executed)]
         assert len(started) - len(executed) in (0, 1)
+
+
+def test_the_writer_keeps_one_connection_and_replaces_one_the_server_dropped(store: RunStore,
+                                                                            store_url: str) -> None:
+    first = run_agent("one", _script(1), _registry(), store=store)
+    held = store.committer._conn
+    assert held is not None
+    run_agent("two", _script(2), _registry(), store=store)
+    assert store.committer._conn is held  # one connection for every commit, not one per commit
+    if store.engine.dialect.name == "postgresql":
+        admin = create_engine(store_url)
+        try:
+            with admin.begin() as conn:  # the server ends the writer's session, as a restart would
+                conn.exec_driver_sql(f"SELECT pg_terminate_backend({held.dbapi_connection.info.backend_pid})")
+        finally:
+            admin.dispose()
+    commits = store.committer.commits
+    third = run_agent("three", _script(3), _registry(), store=store)
+    assert (third.status, store.get_run(third.run_id).status) == ("done", "done")
+    assert [e.kind for e in store.get_run(third.run_id).events] == KINDS_PER_RUN
+    assert [e.kind for e in store.get_run(first.run_id).events] == KINDS_PER_RUN
+    # three model calls, two tool starts, the pay's result (a side effect), the end: nothing written twice
+    assert store.committer.commits - commits == 7
+    replaced = store.engine.dialect.name == "postgresql"
+    assert (store.committer._conn is not held) == replaced
+
+
+def test_a_forked_child_commits_on_a_connection_of_its_own(store: RunStore) -> None:
+    parent_first = run_agent("before the fork", _script(1), _registry(), store=store)
+    assert store.committer._conn is not None
+    pid = os.fork()
+    if pid == 0:  # the child: the same store object, so the same committer and its parent's connection
+        code = 1
+        try:
+            child = run_agent("in the child", _script(2), _registry(), store=store, run_id="child-run")
+            code = 0 if child.status == "done" else 1
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    parent_after = run_agent("after the fork", _script(3), _registry(), store=store)
+    for run_id in (parent_first.run_id, "child-run", parent_after.run_id):
+        assert [e.kind for e in store.get_run(run_id).events] == KINDS_PER_RUN

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import event, select
+from sqlalchemy import select
 from sqlalchemy.pool import QueuePool
 
 from runner import Limits, ModelReply, ScriptedModel, StoreError, ToolCall, Usage, run_agent
@@ -170,17 +170,9 @@ def test_a_span_source_supplies_trace_and_span_ids(store: RunStore) -> None:
 
 
 def test_commits_once_per_model_call_and_tool_plus_the_finish(store: RunStore) -> None:
-    checkouts: list[int] = []
-
-    def count(*args: Any) -> None:
-        checkouts.append(1)
-
-    event.listen(store.engine.pool, "checkout", count)  # each commit takes the pool's connection once
-    try:
-        weather_run(store)
-    finally:
-        event.remove(store.engine.pool, "checkout", count)
-    assert len(checkouts) == 4  # model call 1, tool c1, model call 2, run_finished
+    before = store.committer.commits
+    weather_run(store)
+    assert store.committer.commits - before == 4  # model call 1, tool c1, model call 2, run_finished
 
 
 def test_model_call_is_committed_before_the_model_is_called(store: RunStore) -> None:
@@ -264,6 +256,10 @@ def test_a_failed_write_is_one_store_error_line(store: RunStore) -> None:
     assert store.get_run(RUN_ID).task == "Hi"
     pool = store.engine.pool
     assert isinstance(pool, QueuePool)
+    assert pool.checkedout() == 1  # the store's writer connection, nothing left behind by the failure
+    run_agent("Third", ScriptedModel(["hello"]), weather_registry(), run_id="other", store=store)
+    assert (pool.checkedout(), store.get_run("other").status) == (1, "done")
+    store.close()
     assert pool.checkedout() == 0
 
 

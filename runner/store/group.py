@@ -23,6 +23,8 @@ group is not written either (its log must not skip events).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -50,7 +52,9 @@ class Batch:
     events: list[Row]
     tools: list[Row]
     queued: bool = False  # ``new_run`` fills in the row a queued run already has (runner.pool)
+    full_update: bool = True  # ``update`` holds the whole summary, not just the progress columns
     future: Future[None] | None = None
+    waiter: threading.Condition | None = None  # the waiting thread's own condition, if a thread waits
     done: bool = False
     error: StoreError | None = None
 
@@ -62,12 +66,24 @@ class GroupCommitter:
         self.engine = engine
         self._statements = statements
         self._begin = "BEGIN IMMEDIATE" if engine.dialect.name == "sqlite" else ""
-        self._cond = threading.Condition(threading.Lock())
+        self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
+        # One lock; every waiting thread sleeps on a condition of its own, so a commit wakes
+        # the threads it carried and the next leader, never all fifty waiters at once.
+        self._lock = threading.Lock()
+        self._mine = threading.local()
+        self._writer_wake = threading.Condition(self._lock)
+        self._idle = threading.Condition(self._lock)  # notified when a commit ends (``close`` waits on it)
         self._queue: list[Batch] = []
         self._leading = False
         self._writer: threading.Thread | None = None
         self._closed = False
+        # The writer's pooled connection, held between commits: one writer needs one, and a
+        # checkout plus a reset-on-return per commit would cost as much as SQLite's commit.
+        # Only the leader touches it; a forked child (worker pools fork) gets its own.
+        self._conn: Any = None
+        self._conn_pid = 0
         self.largest_group = 0  # the most batches one transaction has carried (for tests and benchmarks)
+        self.commits = 0  # transactions committed (for tests and benchmarks)
 
     @property
     def busy(self) -> bool:
@@ -81,7 +97,7 @@ class GroupCommitter:
 
     def commit(self, batch: Batch) -> None:
         """Commit ``batch`` (in a group with whatever else is queued); raise its ``StoreError``."""
-        with self._cond:
+        with self._lock:
             self._queue.append(batch)
             self._wait_locked(batch)
         if batch.error is not None:
@@ -89,7 +105,7 @@ class GroupCommitter:
 
     def wait(self, batch: Batch) -> None:
         """Block until a batch handed in before is committed (or failed); never raises."""
-        with self._cond:
+        with self._lock:
             self._wait_locked(batch)
 
     def submit(self, batch: Batch) -> Future[None]:
@@ -97,36 +113,63 @@ class GroupCommitter:
         future: Future[None] = Future()
         future.set_running_or_notify_cancel()  # it cannot be called off: the rows are the run's log
         batch.future = future
-        with self._cond:
+        with self._lock:
             self._queue.append(batch)
             if self._writer is None or not self._writer.is_alive():
                 self._closed = False
                 self._writer = threading.Thread(target=self._write_forever, name="runner-group-commit",
                                                 daemon=True)
                 self._writer.start()
-            self._cond.notify_all()
+            self._writer_wake.notify()
         return future
 
     def close(self) -> None:
-        """Let the background writer finish what is queued and stop."""
-        with self._cond:
+        """Let the background writer finish what is queued and stop; hand the connection back."""
+        with self._lock:
             self._closed = True
-            self._cond.notify_all()
+            self._writer_wake.notify()
             writer = self._writer
         if writer is not None and writer is not threading.current_thread():
             writer.join(timeout=60)
+        with self._lock:
+            while self._leading:
+                self._idle.wait()
+            self._drop_connection(broken=False)
+
+    def _connection(self) -> Any:
+        """The held writer connection (a new one after a fork or a failure)."""
+        if self._conn is None or self._conn_pid != os.getpid():
+            self._conn = self.engine.raw_connection()  # a forked child never touches its parent's
+            self._conn_pid = os.getpid()
+        return self._conn
+
+    def _drop_connection(self, *, broken: bool) -> None:
+        conn, self._conn = self._conn, None
+        if conn is None or self._conn_pid != os.getpid():
+            return
+        with contextlib.suppress(Exception):  # a connection that cannot even be closed is gone anyway
+            if broken:
+                conn.invalidate()  # the pool discards it; the next commit connects afresh
+            else:
+                conn.close()
 
     # -- leading ------------------------------------------------------------------
 
     def _wait_locked(self, batch: Batch) -> None:
+        """With the lock held: lead a commit when nobody does, else sleep until this batch is
+        committed or leadership is handed to this thread."""
         while not batch.done:
             if self._leading:
-                self._cond.wait()
+                waiter = getattr(self._mine, "cond", None)
+                if waiter is None:
+                    waiter = self._mine.cond = threading.Condition(self._lock)
+                batch.waiter = waiter
+                waiter.wait()
             else:
                 self._lead_locked()
 
     def _write_forever(self) -> None:
-        with self._cond:
+        with self._lock:
             while True:
                 if self._queue and not self._leading:
                     self._lead_locked()
@@ -134,14 +177,14 @@ class GroupCommitter:
                     self._writer = None
                     return
                 else:
-                    self._cond.wait()
+                    self._writer_wake.wait()
 
     def _lead_locked(self) -> None:
-        """Take everything queued and commit it with the lock released; wake the waiters."""
+        """Take everything queued and commit it with the lock released; wake whom it concerns."""
         self._leading = True
         group, self._queue = self._queue, []
         self.largest_group = max(self.largest_group, len(group))
-        self._cond.release()
+        self._lock.release()
         try:
             self._write(group)
         except BaseException as exc:  # Ctrl-C while writing: the group's fate is unknown, say so
@@ -152,11 +195,25 @@ class GroupCommitter:
                     batch.done = True
             raise
         finally:
-            self._cond.acquire()
+            self._lock.acquire()
             self._leading = False
-            self._cond.notify_all()
             for batch in group:
                 _settle(batch)
+                if batch.waiter is not None:
+                    batch.waiter.notify()
+            self._hand_over_locked()
+            self._idle.notify_all()
+
+    def _hand_over_locked(self) -> None:
+        """Batches queued during the commit: wake the thread that waits on the first one to lead
+        the next, and the background writer when one of them is nobody's to wait on."""
+        if not self._queue:
+            return
+        first = next((b for b in self._queue if b.waiter is not None), None)
+        if first is not None and first.waiter is not None:
+            first.waiter.notify()
+        if first is None or any(b.future is not None for b in self._queue):
+            self._writer_wake.notify()
 
     def _write(self, group: list[Batch]) -> None:
         try:
@@ -184,35 +241,60 @@ class GroupCommitter:
                 failed.add(batch.run_id)
 
     def _transaction(self, group: Sequence[Batch]) -> None:
-        """One transaction for ``group``, on the pooled driver connection (no Core pipeline):
-        new runs first, then summaries, events and tools, so a run's rows keep their order."""
+        """One transaction for ``group``, on the held driver connection (no Core pipeline):
+        new runs first, then summaries, events and tools, so a run's rows keep their order.
+
+        A connection found dead (the server restarted, an idle timeout) is replaced and the
+        transaction tried once more. Should the dead one have committed after all, the retry
+        fails on the events' primary key: never a fact written twice.
+        """
         sql = self._statements()
         new_runs = [b.new_run for b in group if b.new_run is not None and not b.queued]
         starts = [b.new_run for b in group if b.new_run is not None and b.queued]
         labels = [row for b in group for row in b.labels]
-        updates = [b.update for b in group if b.update is not None]
+        updates = [b.update for b in group if b.update is not None and b.full_update]
+        progress = [b.update for b in group if b.update is not None and not b.full_update]
         rows = [row for b in group for row in b.events]
         tools = [row for b in group for row in b.tools]
-        raw = self.engine.raw_connection()
+        parts = [("runs", new_runs), ("start_queued", starts), ("run_labels", labels), ("update_run", updates),
+                 ("update_progress", progress), ("events", rows), ("run_tools", tools)]
+        try:
+            self._attempt(sql, parts)
+        except self._dbapi_error:
+            if self._conn is not None:  # the connection is fine: the rows themselves failed
+                raise
+            self._attempt(sql, parts)  # it was dead (and is dropped): once more, on a new one
+
+    def _attempt(self, sql: dict[str, Prepared], parts: list[tuple[str, list[Row]]]) -> None:
+        raw = self._connection()
+        cursor = None
         try:
             cursor = raw.cursor()
-            try:
-                if self._begin:
-                    cursor.execute(self._begin)
-                sql["runs"].run(cursor, new_runs)
-                sql["start_queued"].run(cursor, starts)
-                sql["run_labels"].run(cursor, labels)
-                sql["update_run"].run(cursor, updates)
-                sql["events"].run(cursor, rows)
-                sql["run_tools"].run(cursor, tools)
-                raw.commit()
-            except BaseException:
-                raw.rollback()
-                raise
-            finally:
-                cursor.close()
+            if self._begin:
+                cursor.execute(self._begin)
+            for name, part in parts:
+                sql[name].run(cursor, part)
+            raw.commit()
+            self.commits += 1
+        except BaseException as exc:
+            self._roll_back(raw, cursor, exc)
+            raise
         finally:
-            raw.close()  # back to the pool: nobody holds a connection between commits
+            if cursor is not None:
+                with contextlib.suppress(Exception):
+                    cursor.close()
+
+    def _roll_back(self, raw: Any, cursor: Any, exc: BaseException) -> None:
+        """Undo a failed transaction; a connection found dead is dropped (``_conn`` becomes None)."""
+        try:
+            raw.rollback()
+        except BaseException:
+            self._drop_connection(broken=True)
+            return
+        gone = isinstance(exc, self._dbapi_error) and self.engine.dialect.is_disconnect(
+            exc, raw.dbapi_connection, cursor)  # type: ignore[arg-type]
+        if gone:
+            self._drop_connection(broken=True)
 
 
 def _error(batch: Batch, exc: BaseException) -> StoreError:

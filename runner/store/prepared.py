@@ -10,6 +10,7 @@ the caller begins (``BEGIN IMMEDIATE`` on SQLite) and commits.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -28,10 +29,17 @@ class Prepared:
         self.names = names
         self.processors: list[tuple[str, Callable[[Any], Any] | None]] = [
             (name, compiled.binds[name].type.bind_processor(dialect)) for name in names]
+        # Most columns have no processor: take the row's values in one C call, then process the few.
+        self._values = operator.itemgetter(*names) if len(names) > 1 else (lambda row: (row[names[0]],))
+        self._processed = [(i, proc) for i, (_, proc) in enumerate(self.processors) if proc is not None]
 
     def params(self, row: Mapping[str, Any]) -> Any:
         """The driver's parameters for one row: a tuple (positional) or a dict (named)."""
-        values = [row[name] if proc is None else proc(row[name]) for name, proc in self.processors]
+        values: Any = self._values(row)
+        if self._processed:
+            values = list(values)
+            for i, proc in self._processed:
+                values[i] = proc(values[i])
         return tuple(values) if self.positional else dict(zip(self.names, values, strict=True))
 
     def run(self, cursor: Any, rows: Sequence[Mapping[str, Any]]) -> None:

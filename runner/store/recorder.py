@@ -4,10 +4,11 @@ Events are buffered and committed in one transaction at the three points where
 the loop is about to act or stop: ``model_call_started`` (before the model is
 called), ``tool_started`` (before the tool function runs) and ``run_finished``.
 The ``runs`` row is inserted with the first commit and its summary updated in
-every later one, so a step costs one commit plus one per tool that runs. A
-connection is taken from the pool for each commit and handed straight back: a
-run never holds one while the model or a tool works, so any number of runs (50
-coroutines in one event loop, or many threads) can share one engine's pool.
+every later one (only its progress columns while the status stays the same), so
+a step costs one commit plus one per tool that runs. Runs hold no connection:
+the store's one writer (``GroupCommitter``) commits for all of them on a single
+connection of its own, so any number of runs (50 coroutines in one event loop,
+or many threads) share one engine's pool.
 """
 
 from __future__ import annotations
@@ -103,6 +104,9 @@ class StoreRecorder:
         self._span_ids: dict[str, str] = {}
         self._started_at = datetime.now(UTC)
         self._summary: dict[str, Any] = {"status": RUNNING, "answer": None, "error": None, "finished_at": None}
+        # Whether the next commit must write the whole summary (status, answer, error, finished_at
+        # changed): otherwise it writes the progress columns only, which leaves the status index alone.
+        self._summary_changed = resume is not None
         self._closing = False
         self._committer = committer if committer is not None else GroupCommitter(
             engine, lambda: statements(engine.dialect))
@@ -127,12 +131,14 @@ class StoreRecorder:
         elif isinstance(event, RunFinished):
             self._summary.update(status=event.status, answer=column(event.answer), error=column(event.error),
                                  finished_at=now)
+            self._summary_changed = True
             if self.heartbeat is not None:
                 self.heartbeat.discard(self.run_id)
         elif isinstance(event, RunResumed):
             self.run_id = event.run_id
             self._closing = False
             self._summary.update(status=RUNNING, answer=None, error=None, finished_at=None)
+            self._summary_changed = True
             if self.heartbeat is not None:
                 self.heartbeat.add(self.run_id)
         kind, data = encode(event)
@@ -224,8 +230,11 @@ class StoreRecorder:
                        updated_at=now, heartbeat_at=now)
         rows = [dict(row, span_id=self._span_id(key)) for row, key in self._pending]
         new_run = None if self._new_run is None else dict(self._new_run, **summary, _run_id=self.run_id)
-        batch = Batch(self.run_id, new_run, self._labels, None if new_run else dict(summary, _run_id=self.run_id),
-                      rows, self._tools, queued=self._queued)
+        full = self._summary_changed or self._queued
+        update = None if new_run else dict(summary if full else _progress(summary), _run_id=self.run_id)
+        batch = Batch(self.run_id, new_run, self._labels, update, rows, self._tools, queued=self._queued,
+                      full_update=full)
+        self._summary_changed = False
         self._unsent = (self._new_run, self._pending)
         self._new_run = None
         self._labels, self._pending, self._tools = [], [], []
@@ -235,6 +244,7 @@ class StoreRecorder:
         """Buffer a failed batch's rows again, ahead of anything recorded since."""
         new_run, pending = self._unsent
         self._new_run = new_run
+        self._summary_changed = self._summary_changed or batch.full_update
         self._labels = batch.labels + self._labels
         self._pending = pending + self._pending
         self._tools = batch.tools + self._tools
@@ -245,19 +255,25 @@ _STATEMENTS: dict[str, dict[str, Prepared]] = {}
 NAME_WIDTH = 200
 SUMMARY_COLUMNS = ("status", "answer", "error", "steps", "tokens", "tool_calls", "updated_at", "heartbeat_at",
                    "finished_at")
+PROGRESS_COLUMNS = ("steps", "tokens", "tool_calls", "updated_at", "heartbeat_at")
+
+
+def _progress(summary: dict[str, Any]) -> dict[str, Any]:
+    return {name: summary[name] for name in PROGRESS_COLUMNS}
 
 
 def statements(dialect: Dialect) -> dict[str, Prepared]:
     """The recorder's statements, compiled once per dialect."""
     found = _STATEMENTS.get(dialect.name)
     if found is None:
-        update = runs.update().where(runs.c.run_id == bindparam("_run_id")).values(
-            {name: bindparam(name, type_=runs.c[name].type) for name in SUMMARY_COLUMNS})
+        def update(columns: tuple[str, ...]) -> Prepared:
+            return Prepared(runs.update().where(runs.c.run_id == bindparam("_run_id")).values(
+                {name: bindparam(name, type_=runs.c[name].type) for name in columns}), dialect)
         found = _STATEMENTS[dialect.name] = {
             "runs": Prepared(runs.insert(), dialect), "run_labels": Prepared(run_labels.insert(), dialect),
             "events": Prepared(events.insert(), dialect),
             "run_tools": Prepared(_insert_new(run_tools, dialect), dialect),
-            "update_run": Prepared(update, dialect),
+            "update_run": update(SUMMARY_COLUMNS), "update_progress": update(PROGRESS_COLUMNS),
             "start_queued": Prepared(runs.update().where(runs.c.run_id == bindparam("_run_id")).values(
                 {c.name: bindparam(c.name, type_=c.type) for c in runs.c if c.name != "run_id"}), dialect)}
     return found
