@@ -38,7 +38,8 @@ def build_recorder(
     state: RunState,
     link: TraceLink | None = None,
 ) -> Recorder:
-    """``state`` is where the loop starts (a resumed run's holds its stored facts); it is read here, never kept."""
+    """``state`` is where the loop starts (a resumed run's holds its stored facts) and the state the
+    loop goes on to advance: the store's recorder reads it as the run moves."""
     from .tracing import TracingRecorder
 
     # Always traced: with no provider given, the global one (a no-op unless the app
@@ -53,7 +54,8 @@ def build_recorder(
     recorders: list[Recorder] = [tracing]
     if store is not None:
         recorders.append(store.recorder(span_source=tracing, resume=state if state.events else None,
-                                        trace_id=link.trace_id if link is not None and link.joins else None))
+                                        trace_id=link.trace_id if link is not None and link.joins else None,
+                                        loop_state=state))
     if extra is not None:
         recorders.append(extra)
     return recorders[0] if len(recorders) == 1 else FanoutRecorder(recorders)

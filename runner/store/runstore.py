@@ -124,13 +124,15 @@ class RunStore:
             self.engine.dispose()
 
     def recorder(self, span_source: SpanSource | None = None, resume: RunState | None = None,
-                 trace_id: str | None = None) -> StoreRecorder:
+                 trace_id: str | None = None, loop_state: RunState | None = None) -> StoreRecorder:
         """A recorder for one run (``run_agent(..., store=store)`` calls this); ``resume``: the
-        stored run's folded state, to continue its log."""
+        stored run's folded state, to continue its log; ``loop_state``: the loop's own state,
+        read instead of folded again (see ``StoreRecorder``)."""
         self._check_open()
         if self.read_only:
             raise StoreError(f"store {shown(self.url)} is open read-only: it cannot record runs")
-        return StoreRecorder(self.engine, span_source, resume, trace_id, self.heartbeat, self.committer)
+        return StoreRecorder(self.engine, span_source, resume, trace_id, self.heartbeat, self.committer,
+                             loop_state=loop_state)
 
     def claim_run(self, seen: RunSummary) -> None:
         """Take over a stopped or orphaned run as this process, if nobody did since ``seen`` was read.
