@@ -279,3 +279,19 @@ def test_two_long_tool_names_sharing_the_column_width_do_not_break_the_run(store
     assert result.status == "done"
     assert store.get_run(result.run_id).status == "done"
     assert [r.run_id for r in store.list_runs(tool="a" * 200)] == [result.run_id]
+
+
+def test_sqlite_timestamps_are_utc_text_whatever_zone_they_come_in() -> None:
+    from datetime import UTC, datetime, timedelta, timezone
+
+    from sqlalchemy.dialects import sqlite
+
+    from runner.store.tables import UTCDateTime
+
+    to_text = UTCDateTime().bind_processor(sqlite.dialect())
+    paris = timezone(timedelta(hours=1))
+    assert [to_text(value) for value in (
+        datetime(2026, 12, 1, 2, 3, 4, 5, tzinfo=UTC), datetime(2026, 12, 1, 3, 3, 4, 5, tzinfo=paris),
+        datetime(2026, 12, 1, 2, 3, 4, 5), datetime(2026, 12, 1, 2, 3, 4, tzinfo=UTC), None)] == [
+        "2026-12-01 02:03:04.000005", "2026-12-01 02:03:04.000005", "2026-12-01 02:03:04.000005",
+        "2026-12-01 02:03:04", None]

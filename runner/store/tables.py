@@ -48,6 +48,21 @@ class UTCDateTime(TypeDecorator[datetime]):
         value = value.astimezone(UTC)
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
+    def bind_processor(self, dialect: Dialect) -> Any:
+        """On SQLite, the text the driver's own adapter would make of ``process_bind_param``'s
+        value, in one step: every event carries a timestamp, and this is on each write's path."""
+        if dialect.name != "sqlite":
+            return super().bind_processor(dialect)
+
+        def to_text(value: datetime | None) -> str | None:
+            if value is None:
+                return None
+            if value.tzinfo is not None:
+                value = (value if value.tzinfo is UTC else value.astimezone(UTC)).replace(tzinfo=None)
+            return value.isoformat(" ")
+
+        return to_text
+
     def process_result_value(self, value: Any, dialect: Dialect) -> datetime | None:
         if value is None:
             return None
