@@ -49,7 +49,7 @@ class Batch:
     new_run: Row | None
     labels: list[Row]
     update: Row | None
-    events: list[Row]
+    events: list[tuple[Any, ...]]  # ``events`` rows, in the insert's column order
     tools: list[Row]
     queued: bool = False  # ``new_run`` fills in the row a queued run already has (runner.pool)
     full_update: bool = True  # ``update`` holds the whole summary, not just the progress columns
@@ -256,8 +256,9 @@ class GroupCommitter:
         progress = [b.update for b in group if b.update is not None and not b.full_update]
         rows = [row for b in group for row in b.events]
         tools = [row for b in group for row in b.tools]
-        parts = [("runs", new_runs), ("start_queued", starts), ("run_labels", labels), ("update_run", updates),
-                 ("update_progress", progress), ("events", rows), ("run_tools", tools)]
+        parts: list[tuple[str, list[Any]]] = [
+            ("runs", new_runs), ("start_queued", starts), ("run_labels", labels), ("update_run", updates),
+            ("update_progress", progress), ("events", rows), ("run_tools", tools)]
         try:
             self._attempt(sql, parts)
         except self._dbapi_error:
@@ -265,7 +266,7 @@ class GroupCommitter:
                 raise
             self._attempt(sql, parts)  # it was dead (and is dropped): once more, on a new one
 
-    def _attempt(self, sql: dict[str, Prepared], parts: list[tuple[str, list[Row]]]) -> None:
+    def _attempt(self, sql: dict[str, Prepared], parts: list[tuple[str, list[Any]]]) -> None:
         raw = self._connection()
         cursor = None
         try:
@@ -273,7 +274,10 @@ class GroupCommitter:
             if self._begin:
                 cursor.execute(self._begin)
             for name, part in parts:
-                sql[name].run(cursor, part)
+                if name == "events":
+                    sql[name].run_values(cursor, part)
+                else:
+                    sql[name].run(cursor, part)
             raw.commit()
             self.commits += 1
         except BaseException as exc:

@@ -35,12 +35,24 @@ class Prepared:
 
     def params(self, row: Mapping[str, Any]) -> Any:
         """The driver's parameters for one row: a tuple (positional) or a dict (named)."""
-        values: Any = self._values(row)
+        return self.values_params(self._values(row))
+
+    def values_params(self, values: Sequence[Any]) -> Any:
+        """``params`` for a row given as its values in ``names`` order."""
         if self._processed:
             values = list(values)
             for i, proc in self._processed:
                 values[i] = proc(values[i])
         return tuple(values) if self.positional else dict(zip(self.names, values, strict=True))
+
+    def run_values(self, cursor: Any, rows: Sequence[Sequence[Any]]) -> None:
+        """``run`` for rows given as value tuples in ``names`` order (no dict per row)."""
+        if not rows:
+            return
+        if len(rows) == 1:
+            cursor.execute(self.sql, self.values_params(rows[0]))
+        else:
+            cursor.executemany(self.sql, [self.values_params(row) for row in rows])
 
     def run(self, cursor: Any, rows: Sequence[Mapping[str, Any]]) -> None:
         """Execute for ``rows`` on a DBAPI cursor; driver errors come out raw (the caller wraps them)."""

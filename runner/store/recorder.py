@@ -99,7 +99,8 @@ class StoreRecorder:
         # A run queued for a worker pool (``runner.pool``) has its row and a ``run_queued``
         # fact, and no ``run_started`` yet: its start fills that row in instead of inserting one.
         self._queued = resume is not None and resume.started is None
-        self._pending: list[tuple[dict[str, Any], str]] = []
+        # Each fact as its ``events`` row in column order (EVENT_COLUMNS), its span key last.
+        self._pending: list[tuple[Any, ...]] = []
         self._new_run: dict[str, Any] | None = None
         self._labels: list[dict[str, Any]] = []
         self._tools: list[dict[str, Any]] = []
@@ -114,7 +115,7 @@ class StoreRecorder:
         self._committer = committer if committer is not None else GroupCommitter(
             engine, lambda: statements(engine.dialect))
         self._inflight: Batch | None = None
-        self._unsent: tuple[dict[str, Any] | None, list[tuple[dict[str, Any], str]]] = (None, [])
+        self._unsent: tuple[dict[str, Any] | None, list[tuple[Any, ...]]] = (None, [])
 
     # -- the Recorder protocol -------------------------------------------------
 
@@ -147,8 +148,7 @@ class StoreRecorder:
                 self.heartbeat.add(self.run_id)
         kind, data = encode(event)
         self._seq += 1
-        self._pending.append(({"run_id": self.run_id, "seq": self._seq, "at": now, "step": event.step,
-                               "kind": kind, "data": dumps(data), "span_id": None},
+        self._pending.append((self.run_id, self._seq, now, event.step, kind, dumps(data),
                               span_key(event, self.state.segment)))
 
     def sync(self) -> None:
@@ -232,7 +232,9 @@ class StoreRecorder:
         state = self.state
         summary = dict(self._summary, steps=state.steps, tokens=state.spent, tool_calls=state.tool_calls_run,
                        updated_at=now, heartbeat_at=now)
-        rows = [dict(row, span_id=self._span_id(key)) for row, key in self._pending]
+        span_id = self._span_id
+        rows = [(run_id, seq, at, step, kind, data, span_id(key))
+                for run_id, seq, at, step, kind, data, key in self._pending]
         new_run = None if self._new_run is None else dict(self._new_run, **summary, _run_id=self.run_id)
         full = self._summary_changed or self._queued
         update = None if new_run else dict(summary if full else _progress(summary), _run_id=self.run_id)
@@ -259,6 +261,7 @@ _STATEMENTS: dict[str, dict[str, Prepared]] = {}
 NAME_WIDTH = 200
 SUMMARY_COLUMNS = ("status", "answer", "error", "steps", "tokens", "tool_calls", "updated_at", "heartbeat_at",
                    "finished_at")
+EVENT_COLUMNS = ("run_id", "seq", "at", "step", "kind", "data", "span_id")
 PROGRESS_COLUMNS = ("steps", "tokens", "tool_calls", "updated_at", "heartbeat_at")
 
 
@@ -280,6 +283,7 @@ def statements(dialect: Dialect) -> dict[str, Prepared]:
             "update_run": update(SUMMARY_COLUMNS), "update_progress": update(PROGRESS_COLUMNS),
             "start_queued": Prepared(runs.update().where(runs.c.run_id == bindparam("_run_id")).values(
                 {c.name: bindparam(c.name, type_=c.type) for c in runs.c if c.name != "run_id"}), dialect)}
+        assert tuple(found["events"].names) == EVENT_COLUMNS  # the order the recorder builds its rows in
     return found
 
 
