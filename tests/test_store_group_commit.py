@@ -16,11 +16,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, update
 
 from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
 from runner.aloop import arun_agent
+from runner.errors import StoreError
 from runner.store import RunStore
+from runner.store.tables import runs
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -286,3 +288,69 @@ def test_a_forked_child_commits_on_a_connection_of_its_own(store: RunStore) -> N
     parent_after = run_agent("after the fork", _script(3), _registry(), store=store)
     for run_id in (parent_first.run_id, "child-run", parent_after.run_id):
         assert [e.kind for e in store.get_run(run_id).events] == KINDS_PER_RUN
+
+
+
+def _take_over(store_url: str, run_id: str, owner: str) -> None:
+    """What another process's resume does once this one's lease has lapsed: it claims the row."""
+    engine = create_engine(store_url)
+    try:
+        with engine.begin() as conn:
+            conn.execute(update(runs).where(runs.c.run_id == run_id).values(owner=owner))
+    finally:
+        engine.dispose()
+
+
+def test_a_process_whose_run_was_taken_over_writes_nothing_more_and_runs_no_tool(store: RunStore,
+                                                                                 store_url: str) -> None:
+    ran: list[str] = []
+
+    def model(messages: Any, specs: Any) -> ModelReply:
+        if len(messages) == 2:  # step 1: meanwhile this process stalls and another one takes the run
+            _take_over(store_url, "stalled", "another-host:7@1")
+        return ModelReply("", [ToolCall("c1", "pay", {"ref": "p", "cents": 1})])
+
+    reg = ToolRegistry()
+    reg.register("pay", "Pay.", {"type": "object", "properties": {"ref": {"type": "string"},
+                                                                   "cents": {"type": "integer"}}},
+                 lambda ref, cents: ran.append(ref), side_effects=True)
+    with pytest.raises(StoreError) as caught:
+        run_agent("t", model, reg, store=store, run_id="stalled")
+    assert str(caught.value) == ("run stalled was taken over by another-host:7@1 while this process was not "
+                                 "renewing its lease; this process writes nothing more to it")
+    assert ran == []  # its tool_started never committed, so the tool never ran
+    run = store.get_run("stalled")
+    assert ([e.kind for e in run.events], run.status, run.owner) == (
+        ["run_started", "message", "message", "step_started"], "running", "another-host:7@1")
+
+
+def test_a_run_taken_over_fails_alone_in_its_group(store: RunStore, store_url: str) -> None:
+    go = threading.Barrier(3)
+    results: dict[str, Any] = {}
+
+    def model_for(run_id: str) -> Any:
+        def model(messages: Any, specs: Any) -> ModelReply:
+            if len(messages) == 2:
+                go.wait(timeout=10)  # all three reach step 1, then one of them is taken over
+                if run_id == "lost":
+                    _take_over(store_url, "lost", "another-host:7@1")
+                go.wait(timeout=10)
+            return ModelReply(f"answer {run_id}") if len(messages) > 3 else ModelReply(
+                "", [ToolCall("c1", "lookup", {"ref": run_id})])
+        return model
+
+    def one(run_id: str) -> None:
+        try:
+            results[run_id] = run_agent("t", model_for(run_id), _registry(), store=store, run_id=run_id).status
+        except StoreError as exc:
+            results[run_id] = str(exc)
+
+    threads = [threading.Thread(target=one, args=(r,)) for r in ("kept-1", "lost", "kept-2")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    assert results == {"kept-1": "done", "kept-2": "done", "lost": (
+        "run lost was taken over by another-host:7@1 while this process was not renewing its lease; "
+        "this process writes nothing more to it")}
+    assert [e.kind for e in store.get_run("lost").events] == ["run_started", "message", "message", "step_started"]

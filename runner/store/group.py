@@ -218,6 +218,15 @@ class GroupCommitter:
     def _write(self, group: list[Batch]) -> None:
         try:
             self._transaction(group)
+        except TakenOver as lost:
+            for batch in group:
+                if batch.run_id in lost.owners:
+                    batch.error = StoreError(
+                        f"run {batch.run_id} was taken over by {lost.owners[batch.run_id]} while this process "
+                        "was not renewing its lease; this process writes nothing more to it")
+            rest = [batch for batch in group if batch.error is None]
+            if rest:
+                self._write(rest)
         except (SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error) as exc:
             if len(group) == 1:
                 group[0].error = _error(group[0], exc)
@@ -236,6 +245,9 @@ class GroupCommitter:
                 continue
             try:
                 self._transaction([batch])
+            except TakenOver as lost:
+                batch.error = StoreError(f"run {batch.run_id} was taken over by {lost.owners[batch.run_id]}")
+                failed.add(batch.run_id)
             except (SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error) as exc:
                 batch.error = _error(batch, exc)
                 failed.add(batch.run_id)
@@ -276,8 +288,8 @@ class GroupCommitter:
             for name, part in parts:
                 if name == "events":
                     sql[name].run_values(cursor, part)
-                else:
-                    sql[name].run(cursor, part)
+                elif sql[name].run(cursor, part) != len(part) and name in FENCED:
+                    raise TakenOver(self._owners_now(cursor, part))
             raw.commit()
             self.commits += 1
         except BaseException as exc:
@@ -287,6 +299,15 @@ class GroupCommitter:
             if cursor is not None:
                 with contextlib.suppress(Exception):
                     cursor.close()
+
+    def _owners_now(self, cursor: Any, updates: list[Row]) -> dict[str, str]:
+        """The runs among ``updates`` whose row names another owner than the batch expected."""
+        run_ids = [row["_run_id"] for row in updates]
+        marks = ", ".join(["?" if self.engine.dialect.name == "sqlite" else "%s"] * len(run_ids))
+        cursor.execute(f"SELECT run_id, owner FROM runs WHERE run_id IN ({marks})", run_ids)
+        owners = dict(cursor.fetchall())
+        return {row["_run_id"]: str(owners.get(row["_run_id"]) or "nobody (the run is gone)")
+                for row in updates if owners.get(row["_run_id"]) != row["_owner"]}
 
     def _roll_back(self, raw: Any, cursor: Any, exc: BaseException) -> None:
         """Undo a failed transaction; a connection found dead is dropped (``_conn`` becomes None)."""
@@ -299,6 +320,17 @@ class GroupCommitter:
             exc, raw.dbapi_connection, cursor)  # type: ignore[arg-type]
         if gone:
             self._drop_connection(broken=True)
+
+
+FENCED = frozenset({"update_run", "update_progress"})  # statements that match only the run's own owner
+
+
+class TakenOver(Exception):
+    """Some runs of a group have another owner now (``owners``: run id -> that owner)."""
+
+    def __init__(self, owners: dict[str, str]) -> None:
+        super().__init__(owners)
+        self.owners = owners
 
 
 def _error(batch: Batch, exc: BaseException) -> StoreError:

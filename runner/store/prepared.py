@@ -54,11 +54,13 @@ class Prepared:
         else:
             cursor.executemany(self.sql, [self.values_params(row) for row in rows])
 
-    def run(self, cursor: Any, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Execute for ``rows`` on a DBAPI cursor; driver errors come out raw (the caller wraps them)."""
+    def run(self, cursor: Any, rows: Sequence[Mapping[str, Any]]) -> int:
+        """Execute for ``rows`` on a DBAPI cursor; how many rows it changed. Driver errors come
+        out raw (the caller wraps them)."""
         if not rows:
-            return
+            return 0
         if len(rows) == 1:
             cursor.execute(self.sql, self.params(rows[0]))
         else:
             cursor.executemany(self.sql, [self.params(row) for row in rows])
+        return int(cursor.rowcount)

@@ -237,7 +237,8 @@ class StoreRecorder:
                 for run_id, seq, at, step, kind, data, key in self._pending]
         new_run = None if self._new_run is None else dict(self._new_run, **summary, _run_id=self.run_id)
         full = self._summary_changed or self._queued
-        update = None if new_run else dict(summary if full else _progress(summary), _run_id=self.run_id)
+        update = None if new_run else dict(summary if full else _progress(summary), _run_id=self.run_id,
+                                           _owner=owner_id())
         batch = Batch(self.run_id, new_run, self._labels, update, rows, self._tools, queued=self._queued,
                       full_update=full)
         self._summary_changed = False
@@ -274,7 +275,9 @@ def statements(dialect: Dialect) -> dict[str, Prepared]:
     found = _STATEMENTS.get(dialect.name)
     if found is None:
         def update(columns: tuple[str, ...]) -> Prepared:
-            return Prepared(runs.update().where(runs.c.run_id == bindparam("_run_id")).values(
+            """A summary update fenced by the owner: it matches only while this process owns the run."""
+            return Prepared(runs.update().where(runs.c.run_id == bindparam("_run_id"),
+                                                runs.c.owner == bindparam("_owner")).values(
                 {name: bindparam(name, type_=runs.c[name].type) for name in columns}), dialect)
         found = _STATEMENTS[dialect.name] = {
             "runs": Prepared(runs.insert(), dialect), "run_labels": Prepared(run_labels.insert(), dialect),
