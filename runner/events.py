@@ -206,18 +206,31 @@ def kind_of(event: Event) -> str:
     return kind
 
 
+_ALWAYS, _UNLESS_DEFAULT, _UNLESS_NONE = 0, 1, 2
+_NO_DEFAULT = object()
+
+
+def _field_rule(cls: type[Any], name: str) -> int:
+    if cls is RunStarted:
+        return _UNLESS_NONE if name in _OPTIONAL - {"provider"} else _ALWAYS
+    return _UNLESS_DEFAULT if name in _OPTIONAL else _ALWAYS
+
+
+# Per stored class, the fields ``data`` holds and when each is left out: ``step`` lives in its
+# column for most facts, ``run_id`` always does, optional fields are written only when set.
+_ENCODED: Final[dict[type[Any], tuple[tuple[str, int, Any], ...]]] = {
+    cls: tuple((name, _field_rule(cls, name), _DEFAULTS.get(name, _NO_DEFAULT)) for name in names
+               if not ((name == "step" and cls in _STEP_IN_COLUMN) or name == "run_id"))
+    for cls, names in _NAMES.items()}
+
+
 def encode(event: Event) -> tuple[str, dict[str, Any]]:
     """``(kind, data)`` for the ``events`` row; ``data`` is JSON-able."""
     kind = kind_of(event)
-    cls = type(event)
     data: dict[str, Any] = {}
-    for name in _NAMES[cls]:
-        if (name == "step" and cls in _STEP_IN_COLUMN) or name == "run_id":
-            continue
+    for name, rule, default in _ENCODED[type(event)]:
         value = getattr(event, name)
-        if name in _OPTIONAL and cls is not RunStarted and (value is None or value == _DEFAULTS.get(name)):
-            continue
-        if cls is RunStarted and name in _OPTIONAL - {"provider"} and value is None:
+        if rule and (value is None or (rule == _UNLESS_DEFAULT and value == default)):
             continue
         data[name] = value
     if isinstance(event, ModelCalled):
