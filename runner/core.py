@@ -366,7 +366,10 @@ def own_copy(args: dict[str, Any]) -> dict[str, Any]:
 
     Flat args (the usual case) need only a new dict: their values cannot be changed in
     place. Nested ones are copied through JSON (they are plain JSON data already)."""
-    if all(type(value) in _SCALARS for value in args.values()):
+    for value in args.values():
+        if type(value) not in _SCALARS:
+            break
+    else:
         return dict(args)
     copied: dict[str, Any] = json.loads(json.dumps(args))
     return copied

@@ -111,24 +111,48 @@ def measure(message: Message) -> tuple[int, int]:
     return chars, context
 
 
+# ``len(json.dumps(key)) + 2`` (the quoted key and its ``": "``) for the keys messages use:
+# the same handful of keys in every message, encoded once.
+_KEY_CHARS: dict[str, int] = {}
+_KEY_CACHE_MAX: Final = 256
+
+
+def _key_chars(key: str) -> int:
+    size = _KEY_CHARS.get(key)
+    if size is None:
+        size = len(encode_basestring_ascii(key)) + 2
+        if len(_KEY_CHARS) < _KEY_CACHE_MAX:
+            _KEY_CHARS[key] = size
+    return size
+
+
 def _dict_len(value: Any) -> tuple[int, int]:
     """JSON length of a dict with string keys, and the part of it that ``args`` values take."""
-    chars, args = (2 + 2 * (len(value) - 1)) if value else 2, 0
+    chars, args = 2 * len(value) or 2, 0  # braces, and ", " between items
     for key, item in value.items():
-        chars += len(encode_basestring_ascii(key)) + 2
-        if type(item) is str:
+        chars += _KEY_CHARS.get(key) or _key_chars(key)
+        kind = type(item)
+        if kind is str:
             chars += len(encode_basestring_ascii(item))
-        elif key == "tool_calls" and type(item) is list and all(type(c) is dict for c in item):
-            chars += (2 + 2 * (len(item) - 1)) if item else 2
+        elif kind is list and key == "tool_calls" and _all_dicts(item):
+            chars += 2 * len(item) or 2
             for call in item:
                 call_chars, call_args = _dict_len(call)
-                chars, args = chars + call_chars, args + call_args
+                chars += call_chars
+                args += call_args
         else:
-            size = json_len(item)
+            size = len(json.dumps(item))
             chars += size
             if key == "args":
                 args += size
     return chars, args
+
+
+_DICT = frozenset({dict})
+
+
+def _all_dicts(items: list[Any]) -> bool:
+    return _DICT.issuperset(map(type, items))
 
 
 class TokenMeter:

@@ -64,6 +64,8 @@ def json_problem(value: Any, max_depth: int = MAX_ARGS_DEPTH) -> str | None:
     encoding and copying call), walked with an explicit stack so depth costs
     memory, never recursion.
     """
+    if type(value) is dict and _flat(value):
+        return None  # the usual arguments: named strings, integers, booleans and nulls
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -83,6 +85,15 @@ def json_problem(value: Any, max_depth: int = MAX_ARGS_DEPTH) -> str | None:
         elif kind not in _SCALARS:
             return f"arguments that are not JSON: a value of type {kind.__name__}"
     return None
+
+
+_STR = frozenset({str})
+_FLAT_VALUES = frozenset({str, int, bool, type(None)})
+
+
+def _flat(args: dict[Any, Any]) -> bool:
+    """Whether a dict is JSON data one level deep without a float (which must be finite)."""
+    return _STR.issuperset(map(type, args)) and _FLAT_VALUES.issuperset(map(type, args.values()))
 
 
 def loggable(reply: object) -> bool:
