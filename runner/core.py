@@ -72,6 +72,7 @@ class AgentCore:
         self.specs = registry.specs()
         self.deadline = (time.monotonic() + limits.timeout_s) if limits.timeout_s else None
         self.meter = meter(self.specs)
+        self._record: Callable[[Event], None] = recorder.record
         for message in self.state.messages:
             self.meter.add(message)
         self.result: AgentResult | None = None  # set once the run's outcome is decided
@@ -103,6 +104,8 @@ class AgentCore:
         s = self.state
         for event in self.opening:
             self._emit(event)
+        if getattr(self.recorder, "idle", False):  # a tracer with nothing recording the run: no more to tell it
+            self._record = _ignore
         stop = yield from self._finish_interrupted_reply()
         if stop:
             return (yield from self._finish(*stop))
@@ -304,7 +307,7 @@ class AgentCore:
         self.state.apply(event)
         if isinstance(event, MessageAppended):
             self.meter.add(event.message)
-        self.recorder.record(event)
+        self._record(event)
 
     def abort(self, exc: BaseException) -> None:
         """Close a run that an exception is leaving (Ctrl-C, a raising callback or recorder).
@@ -356,6 +359,10 @@ class AgentCore:
         self._emit(RunFinished(step=s.steps, status=result.status, answer=result.answer, steps=result.steps,
                                tokens=result.tokens, tool_calls=result.tool_calls, error=result.error))
         return failure
+
+
+def _ignore(event: Event) -> None:
+    pass
 
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})

@@ -98,23 +98,11 @@ def context_chars_of(message: Message) -> int:
     return total
 
 
-def measure(message: Message) -> tuple[int, int]:
-    """``(json_len(message), context_chars_of(message))``, serialising each call's args once.
-
-    ``json.dumps`` of a dict is ``{`` + ``"key": value`` pairs joined by ``, `` + ``}``
-    (of a list, ``[`` + items joined by ``, `` + ``]``), so a message is measured from
-    its strings' JSON (the C string encoder) and its calls' args; nothing else is
-    serialised, and the figures are exactly those of ``json.dumps``.
-    """
-    chars, args = _dict_len(message)
-    context = len(message["content"]) + (args if message["role"] == "assistant" else 0)
-    return chars, context
-
-
 # ``len(json.dumps(key)) + 2`` (the quoted key and its ``": "``) for the keys messages use:
 # the same handful of keys in every message, encoded once.
 _KEY_CHARS: dict[str, int] = {}
 _KEY_CACHE_MAX: Final = 256
+_DICT: Final = frozenset({dict})
 
 
 def _key_chars(key: str) -> int:
@@ -134,7 +122,7 @@ def _dict_len(value: Any) -> tuple[int, int]:
         kind = type(item)
         if kind is str:
             chars += len(encode_basestring_ascii(item))
-        elif kind is list and key == "tool_calls" and _all_dicts(item):
+        elif kind is list and key == "tool_calls" and _DICT.issuperset(map(type, item)):
             chars += 2 * len(item) or 2
             for call in item:
                 call_chars, call_args = _dict_len(call)
@@ -146,13 +134,6 @@ def _dict_len(value: Any) -> tuple[int, int]:
             if key == "args":
                 args += size
     return chars, args
-
-
-_DICT = frozenset({dict})
-
-
-def _all_dicts(items: list[Any]) -> bool:
-    return _DICT.issuperset(map(type, items))
 
 
 class TokenMeter:
@@ -173,11 +154,18 @@ class TokenMeter:
         self.last_chars = 0  # the JSON length of the message added last (a reply's token estimate reuses it)
 
     def add(self, message: Message) -> None:
-        chars, context = measure(message)
+        """Count ``json_len(message)`` and ``context_chars_of(message)``, serialising only each call's args.
+
+        ``json.dumps`` of a dict is ``{`` + ``"key": value`` pairs joined by ``, `` + ``}``
+        (of a list, ``[`` + items joined by ``, `` + ``]``), so a message is measured from
+        its strings' JSON (the C string encoder) and its calls' args; nothing else is
+        serialised, and the figures are exactly those of ``json.dumps``.
+        """
+        chars, args = _dict_len(message)
         self.last_chars = chars
         self._items_chars += chars
         self._count += 1
-        self.context_chars += context
+        self.context_chars += len(message["content"]) + (args if message["role"] == "assistant" else 0)
 
     def prompt_tokens(self) -> int:
         list_chars = 2 + self._items_chars + 2 * max(self._count - 1, 0)
