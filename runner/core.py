@@ -73,6 +73,7 @@ class AgentCore:
         self.deadline = (time.monotonic() + limits.timeout_s) if limits.timeout_s else None
         self.meter = meter(self.specs)
         self._record: Callable[[Event], None] = recorder.record
+        self._commits = True  # False once the recorder is idle: no fact to hand over, nothing to commit
         for message in self.state.messages:
             self.meter.add(message)
         self.result: AgentResult | None = None  # set once the run's outcome is decided
@@ -105,7 +106,7 @@ class AgentCore:
         for event in self.opening:
             self._emit(event)
         if getattr(self.recorder, "idle", False):  # a tracer with nothing recording the run: no more to tell it
-            self._record = _ignore
+            self._record, self._commits = _ignore, False
         stop = yield from self._finish_interrupted_reply()
         if stop:
             return (yield from self._finish(*stop))
@@ -119,7 +120,8 @@ class AgentCore:
             self._emit(StepStarted(step=step))
             prompt_tokens = self.meter.prompt_tokens()
             self._emit(ModelCallStarted(step=step, prompt_tokens=prompt_tokens))
-            yield COMMIT
+            if self._commits:
+                yield COMMIT
             outcome = yield CallModel(self.model, s.messages, self.specs)
             reply, stop = self._take_reply(step, prompt_tokens, outcome)
             if stop:
@@ -261,7 +263,8 @@ class AgentCore:
         started = self.state.started_calls.get(call.id)
         self._emit(ToolStarted(step=step, call_id=call.id, name=call.name, args=call.args,
                                attempt=1 if started is None else started.attempt + 1))
-        yield COMMIT
+        if self._commits:
+            yield COMMIT
         args = own_copy(call.args)  # the tool gets exactly what the log holds (checked JSON data)
         if tool.idempotency_key is not None:
             args[tool.idempotency_key] = idempotency_key(self.run_id, call.id)
@@ -278,7 +281,7 @@ class AgentCore:
         else:
             observation = result_observation(call.name, outcome.value)
         self._observe(step, call, observation, None, outcome.elapsed_s)
-        if tool.side_effects:  # its outcome is known now: never leave it in doubt
+        if tool.side_effects and self._commits:  # its outcome is known now: never leave it in doubt
             yield COMMIT
         return None
 

@@ -100,8 +100,8 @@ class TracingRecorder:
 
     @property
     def idle(self) -> bool:
-        """Whether every later fact of this run will be ignored: its root span is not
-        recorded and no content is kept (the loop then stops handing facts over)."""
+        """Whether every later fact of this run will be ignored (``sync`` never does anything):
+        its root span is not recorded and no content is kept, so the loop stops handing facts over."""
         return self._tracer is not None and not self._live and not self.record_content
 
     def span_id_for(self, key: str) -> str | None:
