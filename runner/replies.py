@@ -15,13 +15,42 @@ import math
 from collections.abc import Collection
 from typing import Any, Final
 
+from . import observations as obs
+from . import statuses as st
+from .errors import StopRun
+from .limits import Limits
 from .messages import CUT_OFF_STOP_REASONS, REFUSAL_STOP_REASONS, ModelReply, ToolCall, Usage
+from .results import Outcome
+from .text import describe_exception
 
 # Deep enough for any real tool's arguments, shallow enough that copying, encoding
 # and logging them stay far from Python's recursion limit.
 MAX_ARGS_DEPTH: Final = 100
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+# A model call that gave the loop nothing to act on: the ``error`` and ``error_type`` its
+# ``model_call`` fact logs, the reply it shows (an invalid one that can still be logged,
+# for replay), and the stop it causes.
+FailedCall = tuple[str, str, ModelReply | None, tuple[str, str]]
+
+
+def failed_call(outcome: Outcome, seen_ids: Collection[str], limits: Limits) -> FailedCall | None:
+    """Why a model call's outcome cannot be acted on, or None for a valid reply. Never raises."""
+    if outcome.stop:
+        return outcome.stop, outcome.stop, None, (outcome.stop, obs.stop_reason(outcome.stop, limits, "the model"))
+    error = outcome.error
+    if isinstance(error, StopRun) and error.status in st.STATUSES and error.status != st.DONE:
+        return error.reason, error.status, None, (error.status, error.reason)
+    if error is not None:
+        text = describe_exception(error)
+        return text, type(error).__name__, None, (st.MODEL_ERROR, text)
+    reply = outcome.value
+    problem = reply_problem(reply, seen_ids)
+    if problem:
+        return problem, st.INVALID_REPLY, reply if loggable(reply) else None, (st.INVALID_REPLY, problem)
+    return None
 
 
 def reply_problem(reply: object, seen_ids: Collection[str]) -> str | None:
