@@ -266,11 +266,14 @@ def _flat_types(schema: Mapping[str, Any]) -> dict[str, str] | None:
         return None
     flat: dict[str, str] = {}
     for name, sub in props.items():
-        if not isinstance(name, str) or not isinstance(sub, Mapping) or sub.get("type") not in _FLAT_TYPES:
+        if not isinstance(name, str) or not isinstance(sub, Mapping):
+            return None
+        kind = sub.get("type")
+        if not isinstance(kind, str) or kind not in _FLAT_TYPES:  # a list of types is the walk's
             return None
         if any(key != "type" and key not in ANNOTATIONS for key in sub):
             return None
-        flat[name] = sub["type"]
+        flat[name] = kind
     return flat
 
 
