@@ -71,7 +71,7 @@ class AgentCore(Closing):
         self.deadline = (time.monotonic() + limits.timeout_s) if limits.timeout_s else None
         self.meter = meter(self.specs)
         self._record: Callable[[Event], None] = recorder.record
-        self._commits = True  # False once the recorder is idle: no fact to hand over, nothing to commit
+        self._listening = True  # False once the recorder is idle: no fact to hand over, nothing to commit
         for message in self.state.messages:
             self.meter.add(message)
         self.result: AgentResult | None = None  # set once the run's outcome is decided
@@ -104,7 +104,7 @@ class AgentCore(Closing):
         for event in self.opening:
             self._emit(event)
         if getattr(self.recorder, "idle", False):  # a tracer with nothing recording the run: no more to tell it
-            self._record, self._commits = _ignore, False
+            self._record, self._listening = _ignore, False
         stop = yield from self._finish_interrupted_reply()
         if stop:
             return (yield from self._finish(*stop))
@@ -117,8 +117,8 @@ class AgentCore(Closing):
             redo = False
             self._emit(StepStarted(step=step))
             prompt_tokens = self.meter.prompt_tokens()
-            self._emit(ModelCallStarted(step=step, prompt_tokens=prompt_tokens))
-            if self._commits:
+            if self._listening:  # the one fact only recorders read (the tracer opens the chat span)
+                self._emit(ModelCallStarted(step=step, prompt_tokens=prompt_tokens))
                 yield COMMIT
             outcome = yield CallModel(self.model, s.messages, self.specs)
             reply, stop = self._take_reply(step, prompt_tokens, outcome)
@@ -157,6 +157,8 @@ class AgentCore(Closing):
 
     def _stop_before(self, call: ToolCall | None) -> Stop | None:
         """A stop due before the next model call (``call`` None) or before ``call``."""
+        if self.external_stop is None and not self.needs_waiting:
+            return None  # no deadline, no cancel event, no replay: nothing can stop the run here
         if self.external_stop is not None:
             stop = self.external_stop(self, call)
             if stop:
@@ -247,7 +249,7 @@ class AgentCore(Closing):
         started = self.state.started_calls.get(call.id)
         self._emit(ToolStarted(step=step, call_id=call.id, name=call.name, args=call.args,
                                attempt=1 if started is None else started.attempt + 1))
-        if self._commits:
+        if self._listening:
             yield COMMIT
         outcome = yield CallTool(tool, call, tool_args(tool, call.args, self.run_id, call.id))
         if outcome.stop:
@@ -262,7 +264,7 @@ class AgentCore(Closing):
         else:
             observation = result_observation(call.name, outcome.value)
         self._observe(step, call, observation, None, outcome.elapsed_s)
-        if tool.side_effects and self._commits:  # its outcome is known now: never leave it in doubt
+        if tool.side_effects and self._listening:  # its outcome is known now: never leave it in doubt
             yield COMMIT
         return None
 

@@ -220,6 +220,8 @@ ArgsCheck = Callable[[Any], "str | None"]
 
 # What a property of a flat schema may say beyond its ``type``: nothing the walk checks.
 _FLAT_TYPES = frozenset({*SCALAR_TYPES, "array"})
+# The Python type whose values are always of a JSON type (a number must also be finite: none).
+_EXACT: dict[str, type] = {"string": str, "integer": int, "boolean": bool, "null": type(None), "array": list}
 
 
 def args_checker(schema: Mapping[str, Any], *, formats: bool) -> ArgsCheck:
@@ -247,8 +249,9 @@ def args_checker(schema: Mapping[str, Any], *, formats: bool) -> ArgsCheck:
             if not isinstance(key, str) or key not in flat:
                 return f"unexpected argument {str(key)!r}"
         for key, item in args.items():
-            if not is_json_type(item, flat[key]):
-                return f"argument {key!r} must be of type {flat[key]}"
+            want = flat[key]
+            if type(item) is not _EXACT.get(want) and not is_json_type(item, want):
+                return f"argument {key!r} must be of type {want}"
         return None
 
     return check

@@ -16,7 +16,7 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 def tool_args(tool: Tool, args: dict[str, Any], run_id: str, call_id: str) -> dict[str, Any]:
     """The keyword arguments ``tool`` runs with: exactly what the log holds (checked JSON
     data), in a copy, plus the key of its ``idempotency_key`` parameter if it has one."""
-    own = own_copy(args)
+    own = dict(args) if _SCALARS.issuperset(map(type, args.values())) else own_copy(args)
     if tool.idempotency_key is not None:
         own[tool.idempotency_key] = idempotency_key(run_id, call_id)
     return own
@@ -27,10 +27,7 @@ def own_copy(args: dict[str, Any]) -> dict[str, Any]:
 
     Flat args (the usual case) need only a new dict: their values cannot be changed in
     place. Nested ones are copied through JSON (they are plain JSON data already)."""
-    for value in args.values():
-        if type(value) not in _SCALARS:
-            break
-    else:
+    if _SCALARS.issuperset(map(type, args.values())):
         return dict(args)
     copied: dict[str, Any] = json.loads(json.dumps(args))
     return copied
