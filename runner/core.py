@@ -8,27 +8,25 @@ driver awaits coroutines, and neither holds a single budget or validation rule.
 The core starts from a ``RunState`` and changes it only by recording facts
 (``_emit`` applies each one to the state, then hands it to the recorder). A new
 run starts from an empty state; resume, fork and follow-up start from a state
-folded from the log, so they are this same loop and nothing else.
+folded from the log, so they are this same loop and nothing else. How a run ends
+(its closing facts, and an abort) is in ``closing``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import time
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
 from . import observations as obs
 from . import statuses as st
-from .errors import StopRun
+from .closing import Closing
 from .events import (
     ApprovalRequested,
     Event,
     MessageAppended,
     ModelCalled,
     ModelCallStarted,
-    RunFinished,
     StepFinished,
     StepStarted,
     ToolFinished,
@@ -37,10 +35,10 @@ from .events import (
 from .limits import Limits, TokenMeter, cut_observation, tokens_for_chars
 from .messages import AnyModel, Message, ModelReply, ToolCall, assistant_message, tool_message
 from .recorder import Recorder
-from .replies import loggable, output_chars, reply_problem, unfinished_reply
+from .replies import failed_call, output_chars, unfinished_reply
 from .results import COMMIT, Action, AgentResult, CallModel, CallTool, Outcome
 from .state import RunState
-from .text import describe_exception
+from .tool_args import tool_args
 from .tools import Tool, ToolRegistry, failure_observation, result_observation, timeout_observation
 
 DEFAULT_SYSTEM = "You are a helpful assistant. Use the tools when they help, then give a final answer."
@@ -48,7 +46,7 @@ DEFAULT_SYSTEM = "You are a helpful assistant. Use the tools when they help, the
 Approver = Callable[[ToolCall], "bool | str | None"]
 Stop = tuple[str, str]
 
-class AgentCore:
+class AgentCore(Closing):
     """One run's rules. ``opening`` are the facts that start (or restart) it."""
 
     def __init__(
@@ -72,6 +70,8 @@ class AgentCore:
         self.specs = registry.specs()
         self.deadline = (time.monotonic() + limits.timeout_s) if limits.timeout_s else None
         self.meter = meter(self.specs)
+        self._record: Callable[[Event], None] = recorder.record
+        self._listening = True  # False once the recorder is idle: no fact to hand over, nothing to commit
         for message in self.state.messages:
             self.meter.add(message)
         self.result: AgentResult | None = None  # set once the run's outcome is decided
@@ -103,6 +103,8 @@ class AgentCore:
         s = self.state
         for event in self.opening:
             self._emit(event)
+        if getattr(self.recorder, "idle", False):  # a tracer with nothing recording the run: no more to tell it
+            self._record, self._listening = _ignore, False
         stop = yield from self._finish_interrupted_reply()
         if stop:
             return (yield from self._finish(*stop))
@@ -115,8 +117,9 @@ class AgentCore:
             redo = False
             self._emit(StepStarted(step=step))
             prompt_tokens = self.meter.prompt_tokens()
-            self._emit(ModelCallStarted(step=step, prompt_tokens=prompt_tokens))
-            yield COMMIT
+            if self._listening:  # the one fact only recorders read (the tracer opens the chat span)
+                self._emit(ModelCallStarted(step=step, prompt_tokens=prompt_tokens))
+                yield COMMIT
             outcome = yield CallModel(self.model, s.messages, self.specs)
             reply, stop = self._take_reply(step, prompt_tokens, outcome)
             if stop:
@@ -154,6 +157,8 @@ class AgentCore:
 
     def _stop_before(self, call: ToolCall | None) -> Stop | None:
         """A stop due before the next model call (``call`` None) or before ``call``."""
+        if self.external_stop is None and not self.needs_waiting:
+            return None  # no deadline, no cancel event, no replay: nothing can stop the run here
         if self.external_stop is not None:
             stop = self.external_stop(self, call)
             if stop:
@@ -180,27 +185,13 @@ class AgentCore:
 
     def _take_reply(self, step: int, prompt_tokens: int, outcome: Outcome) -> tuple[ModelReply | None, Stop | None]:
         """Validate and append a reply; return the stop it causes, if any."""
-        reply = outcome.value
-
-        def failed(error: str, error_type: str, shown: ModelReply | None = None) -> None:
+        failed = failed_call(outcome, self.state.seen_ids, self.limits)
+        if failed is not None:
+            error, error_type, shown, stop = failed
             self._emit(ModelCalled(step=step, prompt_tokens=prompt_tokens, latency_s=outcome.elapsed_s,
                                    reply=shown, error=error, error_type=error_type))
-
-        if outcome.stop:
-            failed(outcome.stop, outcome.stop)
-            return None, (outcome.stop, obs.stop_reason(outcome.stop, self.limits, "the model"))
-        error = outcome.error
-        if isinstance(error, StopRun) and error.status in st.STATUSES and error.status != st.DONE:
-            failed(error.reason, error.status)
-            return None, (error.status, error.reason)
-        if error is not None:
-            text = describe_exception(error)
-            failed(text, type(error).__name__)
-            return None, (st.MODEL_ERROR, text)
-        problem = reply_problem(reply, self.state.seen_ids)
-        if problem:
-            failed(problem, st.INVALID_REPLY, reply if loggable(reply) else None)
-            return None, (st.INVALID_REPLY, problem)
+            return None, stop
+        reply: ModelReply = outcome.value
         message = assistant_message(reply)
         self._emit(MessageAppended(step=step, index=len(self.state.messages), message=message))
         self._emit(ModelCalled(step=step, prompt_tokens=prompt_tokens,
@@ -258,11 +249,9 @@ class AgentCore:
         started = self.state.started_calls.get(call.id)
         self._emit(ToolStarted(step=step, call_id=call.id, name=call.name, args=call.args,
                                attempt=1 if started is None else started.attempt + 1))
-        yield COMMIT
-        args = own_copy(call.args)  # the tool gets exactly what the log holds (checked JSON data)
-        if tool.idempotency_key is not None:
-            args[tool.idempotency_key] = idempotency_key(self.run_id, call.id)
-        outcome = yield CallTool(tool, call, args)
+        if self._listening:
+            yield COMMIT
+        outcome = yield CallTool(tool, call, tool_args(tool, call.args, self.run_id, call.id))
         if outcome.stop:
             abandoned = obs.abandoned(call.name, outcome.stop)
             self._emit(ToolFinished(step=step, call_id=call.id, name=call.name, observation=abandoned,
@@ -275,7 +264,7 @@ class AgentCore:
         else:
             observation = result_observation(call.name, outcome.value)
         self._observe(step, call, observation, None, outcome.elapsed_s)
-        if tool.side_effects:  # its outcome is known now: never leave it in doubt
+        if tool.side_effects and self._listening:  # its outcome is known now: never leave it in doubt
             yield COMMIT
         return None
 
@@ -304,74 +293,8 @@ class AgentCore:
         self.state.apply(event)
         if isinstance(event, MessageAppended):
             self.meter.add(event.message)
-        self.recorder.record(event)
-
-    def abort(self, exc: BaseException) -> None:
-        """Close a run that an exception is leaving (Ctrl-C, a raising callback or recorder).
-
-        A run still going is logged as ``cancelled`` with the exception as its reason; a
-        run whose own close raised (a recorder failed) gets that close tried once more, so
-        the store still shows how it ended. Spans are ended, and the caller's exception
-        goes on: a failure while closing is not allowed to hide it.
-        """
-        if self.closed:
-            return
-        if self.result is None:
-            self._decide(st.CANCELLED, f"aborted by {describe_exception(exc)}", exception=exc)
-        with contextlib.suppress(Exception):
-            failure = self._closing_facts()
-            self.recorder.sync()
-            self.closed = True
-            if failure is not None:
-                raise failure
-
-    def _finish(self, status: str, error: str | None, answer: str | None = None,
-                exception: BaseException | None = None) -> Generator[Action, Outcome, AgentResult]:
-        result = self._decide(status, error, answer, exception)
-        failure = self._closing_facts()
-        yield COMMIT
-        self.closed = True
-        if failure is not None:
-            raise failure
-        return result
-
-    def _decide(self, status: str, error: str | None, answer: str | None = None,
-                exception: BaseException | None = None) -> AgentResult:
-        s = self.state
-        self.result = AgentResult(status, answer, s.steps, s.spent, s.messages, self.run_id, error, s.tool_calls_run,
-                                  exception)
-        return self.result
-
-    def _closing_facts(self) -> Exception | None:
-        """End the open step and the run; ``run_finished`` is told even when ``step_finished`` raised
-        (that failure is returned, to be raised once the close is committed)."""
-        s, result = self.state, self.result
-        assert result is not None
-        failure: Exception | None = None
-        if s.open_step:
-            try:
-                self._emit(StepFinished(step=s.steps))
-            except Exception as exc:
-                failure = exc
-        self._emit(RunFinished(step=s.steps, status=result.status, answer=result.answer, steps=result.steps,
-                               tokens=result.tokens, tool_calls=result.tool_calls, error=result.error))
-        return failure
+        self._record(event)
 
 
-_SCALARS = frozenset({str, int, float, bool, type(None)})
-
-
-def own_copy(args: dict[str, Any]) -> dict[str, Any]:
-    """A copy of checked JSON args that a tool may edit without touching the logged message.
-
-    Flat args (the usual case) need only a new dict: their values cannot be changed in
-    place. Nested ones are copied through JSON (they are plain JSON data already)."""
-    if all(type(value) in _SCALARS for value in args.values()):
-        return dict(args)
-    copied: dict[str, Any] = json.loads(json.dumps(args))
-    return copied
-
-
-def idempotency_key(run_id: str, call_id: str) -> str:
-    """The same on every attempt of one call, different for every other call."""
-    return f"{run_id}:{call_id}"
+def _ignore(event: Event) -> None:
+    pass

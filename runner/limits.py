@@ -98,33 +98,38 @@ def context_chars_of(message: Message) -> int:
     return total
 
 
-def measure(message: Message) -> tuple[int, int]:
-    """``(json_len(message), context_chars_of(message))``, serialising each call's args once.
+# ``len(json.dumps(key)) + 2`` (the quoted key and its ``": "``) for the keys messages use:
+# the same handful of keys in every message, encoded once.
+_KEY_CHARS: dict[str, int] = {}
+_KEY_CACHE_MAX: Final = 256
+_DICT: Final = frozenset({dict})
 
-    ``json.dumps`` of a dict is ``{`` + ``"key": value`` pairs joined by ``, `` + ``}``
-    (of a list, ``[`` + items joined by ``, `` + ``]``), so a message is measured from
-    its strings' JSON (the C string encoder) and its calls' args; nothing else is
-    serialised, and the figures are exactly those of ``json.dumps``.
-    """
-    chars, args = _dict_len(message)
-    context = len(message["content"]) + (args if message["role"] == "assistant" else 0)
-    return chars, context
+
+def _key_chars(key: str) -> int:
+    size = _KEY_CHARS.get(key)
+    if size is None:
+        size = len(encode_basestring_ascii(key)) + 2
+        if len(_KEY_CHARS) < _KEY_CACHE_MAX:
+            _KEY_CHARS[key] = size
+    return size
 
 
 def _dict_len(value: Any) -> tuple[int, int]:
     """JSON length of a dict with string keys, and the part of it that ``args`` values take."""
-    chars, args = (2 + 2 * (len(value) - 1)) if value else 2, 0
+    chars, args = 2 * len(value) or 2, 0  # braces, and ", " between items
     for key, item in value.items():
-        chars += len(encode_basestring_ascii(key)) + 2
-        if type(item) is str:
+        chars += _KEY_CHARS.get(key) or _key_chars(key)
+        kind = type(item)
+        if kind is str:
             chars += len(encode_basestring_ascii(item))
-        elif key == "tool_calls" and type(item) is list and all(type(c) is dict for c in item):
-            chars += (2 + 2 * (len(item) - 1)) if item else 2
+        elif kind is list and key == "tool_calls" and _DICT.issuperset(map(type, item)):
+            chars += 2 * len(item) or 2
             for call in item:
                 call_chars, call_args = _dict_len(call)
-                chars, args = chars + call_chars, args + call_args
+                chars += call_chars
+                args += call_args
         else:
-            size = json_len(item)
+            size = len(json.dumps(item))
             chars += size
             if key == "args":
                 args += size
@@ -149,11 +154,18 @@ class TokenMeter:
         self.last_chars = 0  # the JSON length of the message added last (a reply's token estimate reuses it)
 
     def add(self, message: Message) -> None:
-        chars, context = measure(message)
+        """Count ``json_len(message)`` and ``context_chars_of(message)``, serialising only each call's args.
+
+        ``json.dumps`` of a dict is ``{`` + ``"key": value`` pairs joined by ``, `` + ``}``
+        (of a list, ``[`` + items joined by ``, `` + ``]``), so a message is measured from
+        its strings' JSON (the C string encoder) and its calls' args; nothing else is
+        serialised, and the figures are exactly those of ``json.dumps``.
+        """
+        chars, args = _dict_len(message)
         self.last_chars = chars
         self._items_chars += chars
         self._count += 1
-        self.context_chars += context
+        self.context_chars += len(message["content"]) + (args if message["role"] == "assistant" else 0)
 
     def prompt_tokens(self) -> int:
         list_chars = 2 + self._items_chars + 2 * max(self._count - 1, 0)

@@ -81,34 +81,32 @@ def drive_until(core: AgentCore, halt: Callable[[Action], bool] | None) -> Agent
         raise
 
 
+_NO_ARGS: tuple[Any, ...] = ()
+_NO_KWARGS: dict[str, Any] = {}
+
+
 def perform(core: AgentCore, action: Action) -> Outcome:
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
     if isinstance(action, Commit):
         core.recorder.sync()
         return COMMITTED
     if isinstance(action, CallModel):
-        messages, specs, model = action.messages, action.specs, action.model
-
-        def work() -> Any:
-            return model(messages, specs)
-
-        return call(work, None, core)
-    args, fn = action.args, action.tool.fn
-
-    def run_tool() -> Any:
-        return fn(**args)
-
-    return call(run_tool, action.tool.timeout_s, core)
-
-
-def call(work: Callable[[], Any], timeout_s: float | None, core: AgentCore) -> Outcome:
-    started = time.monotonic()
-    if timeout_s is None and not core.needs_waiting:
+        fn, args, kwargs, timeout_s = action.model, (action.messages, action.specs), _NO_KWARGS, None
+    else:
+        fn, args, kwargs, timeout_s = action.tool.fn, _NO_ARGS, action.args, action.tool.timeout_s
+    if timeout_s is None and not core.needs_waiting:  # on this thread: nothing to wait for
+        started = time.monotonic()
         try:
-            value = work()
+            value = fn(*args, **kwargs)
         except Exception as exc:
             return Outcome(error=exc, elapsed_s=time.monotonic() - started)
         return Outcome(value=value, elapsed_s=time.monotonic() - started)
-    return _call_on_worker(work, started, timeout_s, core)
+
+    def work() -> Any:
+        return fn(*args, **kwargs)
+
+    return _call_on_worker(work, time.monotonic(), timeout_s, core)
 
 
 def _call_on_worker(

@@ -9,6 +9,11 @@ log that says exactly how far the run got. Recorders may be given the facts in
 any order relative to each other: nothing is committed before every recorder has
 seen the fact that ``sync`` follows.
 
+A recorder may say it is ``idle`` once it will ignore every later fact of the run and
+its ``sync`` does nothing (a tracer whose root span nothing records): the loop then
+stops handing it facts and asks for a commit only when the run ends, which spares a
+plain run a call per fact and a round trip through its driver per commit point.
+
 ``run_finished`` may come a second time when closing the run raised the first time
 (the loop retries once): a recorder that has already closed the run ignores the
 repeat, or just commits what it still holds.

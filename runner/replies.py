@@ -15,13 +15,42 @@ import math
 from collections.abc import Collection
 from typing import Any, Final
 
+from . import observations as obs
+from . import statuses as st
+from .errors import StopRun
+from .limits import Limits
 from .messages import CUT_OFF_STOP_REASONS, REFUSAL_STOP_REASONS, ModelReply, ToolCall, Usage
+from .results import Outcome
+from .text import describe_exception
 
 # Deep enough for any real tool's arguments, shallow enough that copying, encoding
 # and logging them stay far from Python's recursion limit.
 MAX_ARGS_DEPTH: Final = 100
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+# A model call that gave the loop nothing to act on: the ``error`` and ``error_type`` its
+# ``model_call`` fact logs, the reply it shows (an invalid one that can still be logged,
+# for replay), and the stop it causes.
+FailedCall = tuple[str, str, ModelReply | None, tuple[str, str]]
+
+
+def failed_call(outcome: Outcome, seen_ids: Collection[str], limits: Limits) -> FailedCall | None:
+    """Why a model call's outcome cannot be acted on, or None for a valid reply. Never raises."""
+    if outcome.stop:
+        return outcome.stop, outcome.stop, None, (outcome.stop, obs.stop_reason(outcome.stop, limits, "the model"))
+    error = outcome.error
+    if isinstance(error, StopRun) and error.status in st.STATUSES and error.status != st.DONE:
+        return error.reason, error.status, None, (error.status, error.reason)
+    if error is not None:
+        text = describe_exception(error)
+        return text, type(error).__name__, None, (st.MODEL_ERROR, text)
+    reply = outcome.value
+    problem = reply_problem(reply, seen_ids)
+    if problem:
+        return problem, st.INVALID_REPLY, reply if loggable(reply) else None, (st.INVALID_REPLY, problem)
+    return None
 
 
 def reply_problem(reply: object, seen_ids: Collection[str]) -> str | None:
@@ -64,6 +93,8 @@ def json_problem(value: Any, max_depth: int = MAX_ARGS_DEPTH) -> str | None:
     encoding and copying call), walked with an explicit stack so depth costs
     memory, never recursion.
     """
+    if type(value) is dict and _flat(value):
+        return None  # the usual arguments: named strings, integers, booleans and nulls
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
         item, depth = stack.pop()
@@ -83,6 +114,15 @@ def json_problem(value: Any, max_depth: int = MAX_ARGS_DEPTH) -> str | None:
         elif kind not in _SCALARS:
             return f"arguments that are not JSON: a value of type {kind.__name__}"
     return None
+
+
+_STR = frozenset({str})
+_FLAT_VALUES = frozenset({str, int, bool, type(None)})
+
+
+def _flat(args: dict[Any, Any]) -> bool:
+    """Whether a dict is JSON data one level deep without a float (which must be finite)."""
+    return _STR.issuperset(map(type, args)) and _FLAT_VALUES.issuperset(map(type, args.values()))
 
 
 def loggable(reply: object) -> bool:

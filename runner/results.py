@@ -74,7 +74,8 @@ class Commit:
     """Make every fact recorded so far durable before going on: the recorder's ``sync``.
 
     The loop asks for it before the model is called, before a tool runs, after a tool
-    with side effects and when the run ends. The sync driver calls ``sync`` (which
+    with side effects and when the run ends (only when the run ends if the recorder is
+    ``idle``: then there is nothing to commit). The sync driver calls ``sync`` (which
     blocks until a commit carrying the facts is done); the async driver awaits the
     commit instead, so the event loop's thread never waits on the store.
     """

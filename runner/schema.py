@@ -17,7 +17,7 @@ is always closed, because its keys become the function's keyword arguments.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from .schema_words import (
@@ -197,21 +197,87 @@ def validate_args(args: Any, schema: Mapping[str, Any]) -> str | None:
     return check_args(args, schema, formats=True)
 
 
-def check_args(args: Any, schema: Mapping[str, Any], *, formats: bool) -> str | None:
-    """:func:`validate_args`, with ``format`` checking optional (see :func:`check_schema`)."""
+def check_args(args: Any, schema: Mapping[str, Any], *, formats: bool, full: bool | None = None) -> str | None:
+    """:func:`validate_args`, with ``format`` checking optional (see :func:`check_schema`).
+
+    ``full`` is ``uses_full(schema)`` when the caller already knows it (None: work it out)."""
     if not isinstance(args, dict):
         if isinstance(args, str):
             return f"arguments must be a JSON object, got a string that did not parse: {_short(args)}"
         return f"arguments must be a JSON object, got {_json_type(args)}"
     try:
         problem = _Walk(schema).object(args, schema, prefix="")
-        if problem is None and uses_full(schema):
+        if problem is None and (uses_full(schema) if full is None else full):
             from .schema_full import full_problem
 
             return full_problem(args, schema, formats=formats)
     except RecursionError:
         return "arguments nest too deeply to check"
     return problem
+
+
+ArgsCheck = Callable[[Any], "str | None"]
+
+# What a property of a flat schema may say beyond its ``type``: nothing the walk checks.
+_FLAT_TYPES = frozenset({*SCALAR_TYPES, "array"})
+# The Python type whose values are always of a JSON type (a number must also be finite: none).
+_EXACT: dict[str, type] = {"string": str, "integer": int, "boolean": bool, "null": type(None), "array": list}
+
+
+def args_checker(schema: Mapping[str, Any], *, formats: bool) -> ArgsCheck:
+    """``check_args`` for one registered schema, with what depends on the schema alone
+    worked out once (a tool's schema is checked per call, and it does not change).
+
+    The usual tool schema is flat: an object of named scalars, each with one ``type``.
+    Its check is a loop over the arguments that gives exactly the walk's sentences, in
+    the walk's order (missing, then unexpected, then wrong type); any other schema gets
+    the walk itself.
+    """
+    full = uses_full(schema)
+    flat = None if full else _flat_types(schema)
+    if flat is None:
+        return lambda args: check_args(args, schema, formats=formats, full=full)
+    required = tuple(schema.get("required", ()))
+
+    def check(args: Any) -> str | None:
+        if not isinstance(args, dict):
+            return check_args(args, schema, formats=formats, full=False)
+        for name in required:
+            if name not in args:
+                return f"missing required argument {name!r}"
+        for key in args:
+            if not isinstance(key, str) or key not in flat:
+                return f"unexpected argument {str(key)!r}"
+        for key, item in args.items():
+            want = flat[key]
+            if type(item) is not _EXACT.get(want) and not is_json_type(item, want):
+                return f"argument {key!r} must be of type {want}"
+        return None
+
+    return check
+
+
+def _flat_types(schema: Mapping[str, Any]) -> dict[str, str] | None:
+    """``{property: type}`` when ``schema`` is a closed object whose properties each say only
+    their one type (and annotations), else None."""
+    if any(key not in ANNOTATIONS and key not in ("type", "properties", "required", "additionalProperties")
+           for key in schema) or schema.get("type", "object") != "object" or _is_open(schema):
+        return None
+    props = schema.get("properties", {})
+    required = schema.get("required", [])
+    if not isinstance(props, Mapping) or not isinstance(required, list):
+        return None
+    flat: dict[str, str] = {}
+    for name, sub in props.items():
+        if not isinstance(name, str) or not isinstance(sub, Mapping):
+            return None
+        kind = sub.get("type")
+        if not isinstance(kind, str) or kind not in _FLAT_TYPES:  # a list of types is the walk's
+            return None
+        if any(key != "type" and key not in ANNOTATIONS for key in sub):
+            return None
+        flat[name] = kind
+    return flat
 
 
 class _Walk:

@@ -11,8 +11,9 @@ doubt (started, never finished: the process died while the tool ran).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from . import statuses as st
 from .events import (
@@ -95,49 +96,67 @@ class RunState:
 
     def apply(self, event: Event) -> None:
         """Advance by one fact (the loop calls this for every fact it records)."""
-        self.events += not isinstance(event, ModelCallStarted)
-        if isinstance(event, MessageAppended):
-            self._message(event.message)
-        elif isinstance(event, ModelCalled):
-            self._model_called(event)
-        elif isinstance(event, StepStarted):
-            if event.step != self.reply_step:
-                self.reply = None
-            self.steps, self.open_step = max(self.steps, event.step), True
-        elif isinstance(event, ToolStarted):
-            self.tool_calls_run += 1
-            self.started_calls[event.call_id] = event
-        elif isinstance(event, ToolFinished):
-            self._tool_finished(event)
-        elif isinstance(event, ApprovalRequested):
-            self.pending_approvals[event.call_id] = event
-        elif isinstance(event, StepFinished):
-            self.open_step = False
-            if not self.remaining_calls:
-                self.reply = None
-        elif isinstance(event, RunFinished):
-            self.status, self.answer, self.error = event.status, event.answer, event.error
-        elif isinstance(event, RunResumed):
-            self.run_id = event.run_id or self.run_id
-            self.segment += 1
-            self.resumed_from, self.resumed_error = self.status, self.error
-            self.status, self.answer, self.error = st.RUNNING, None, None
-            self.decisions.update(event.decisions)
-            self.limits = dict(event.limits)
-        elif isinstance(event, RunStarted):
-            self.started = event
-            self.run_id = event.run_id or self.run_id
-            self.limits = dict(event.limits)
-            if event.forked_at_step:
-                self.steps = event.forked_at_step - 1
+        kind = type(event)
+        (_APPLY.get(kind) or _handler(kind))(self, event)
 
-    def _message(self, message: Message) -> None:
+    def _step_started(self, event: StepStarted) -> None:
+        self.events += 1
+        if event.step != self.reply_step:
+            self.reply = None
+        self.steps, self.open_step = max(self.steps, event.step), True
+
+    def _model_call_started(self, event: ModelCallStarted) -> None:
+        pass  # transient: never stored, so not counted among the run's events
+
+    def _tool_started(self, event: ToolStarted) -> None:
+        self.events += 1
+        self.tool_calls_run += 1
+        self.started_calls[event.call_id] = event
+
+    def _approval_requested(self, event: ApprovalRequested) -> None:
+        self.events += 1
+        self.pending_approvals[event.call_id] = event
+
+    def _step_finished(self, event: StepFinished) -> None:
+        self.events += 1
+        self.open_step = False
+        if self.reply is not None and self.next_call >= len(self.reply.tool_calls):
+            self.reply = None
+
+    def _run_finished(self, event: RunFinished) -> None:
+        self.events += 1
+        self.status, self.answer, self.error = event.status, event.answer, event.error
+
+    def _run_resumed(self, event: RunResumed) -> None:
+        self.events += 1
+        self.run_id = event.run_id or self.run_id
+        self.segment += 1
+        self.resumed_from, self.resumed_error = self.status, self.error
+        self.status, self.answer, self.error = st.RUNNING, None, None
+        self.decisions.update(event.decisions)
+        self.limits = dict(event.limits)
+
+    def _run_started(self, event: RunStarted) -> None:
+        self.events += 1
+        self.started = event
+        self.run_id = event.run_id or self.run_id
+        self.limits = dict(event.limits)
+        if event.forked_at_step:
+            self.steps = event.forked_at_step - 1
+
+    def _not_folded(self, event: Event) -> None:
+        self.events += 1  # a fact the loop's state does not depend on (``run_queued``)
+
+    def _message(self, event: MessageAppended) -> None:
+        self.events += 1
+        message = event.message
         self.messages.append(message)
         if message["role"] == "tool" and self.reply is not None:
             self.next_call += 1
             self.pending_approvals.pop(message["tool_call_id"], None)
 
     def _model_called(self, event: ModelCalled) -> None:
+        self.events += 1
         reply = event.reply
         if reply is None or event.error is not None:
             return
@@ -150,12 +169,18 @@ class RunState:
         self.started_calls, self.finished_calls = {}, {}
 
     def _tool_finished(self, event: ToolFinished) -> None:
+        self.events += 1
         self.finished_calls[event.call_id] = event
         if event.refused in _RESETS_REPEATS:
             self.last_call_key, self.repeats = None, 0
             return
-        call = next((c for c in self.remaining_calls if c.id == event.call_id), None)
-        key = None if call is None else self.key_of(call)
+        key = None
+        if self.reply is not None:
+            calls = self.reply.tool_calls
+            for index in range(self.next_call, len(calls)):  # the remaining calls, without copying them
+                if calls[index].id == event.call_id:
+                    key = self.key_of(calls[index])
+                    break
         self.repeats = self.repeats_if(key)
         self.last_call_key = key
 
@@ -169,6 +194,28 @@ class RunState:
     def repeats_if(self, key: str | None) -> int:
         """How many identical calls in a row there would be with one more call of ``key``."""
         return self.repeats + 1 if key is not None and key == self.last_call_key else 1
+
+
+_APPLY: dict[type, Callable[[RunState, Any], None]] = {
+    MessageAppended: RunState._message,
+    ModelCalled: RunState._model_called,
+    StepStarted: RunState._step_started,
+    ModelCallStarted: RunState._model_call_started,
+    ToolStarted: RunState._tool_started,
+    ToolFinished: RunState._tool_finished,
+    ApprovalRequested: RunState._approval_requested,
+    StepFinished: RunState._step_finished,
+    RunFinished: RunState._run_finished,
+    RunResumed: RunState._run_resumed,
+    RunStarted: RunState._run_started,
+}
+
+
+def _handler(kind: type) -> Callable[[RunState, Any], None]:
+    """The handler of a fact's type: of the fact class it derives from, or none (only counted)."""
+    found = next((h for cls, h in _APPLY.items() if issubclass(kind, cls)), RunState._not_folded)
+    _APPLY[kind] = found
+    return found
 
 
 def fold(events: Iterable[Event], run_id: str = "") -> RunState:

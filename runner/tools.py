@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
 from .messages import ToolSpec
-from .schema import check_args, check_schema
+from .schema import ArgsCheck, args_checker, check_schema
 from .text import describe_exception
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -55,6 +55,7 @@ class ToolRegistry:
 
     def __init__(self) -> None:
         self._tools: dict[str, Tool] = {}
+        self._checks: dict[str, ArgsCheck] = {}  # each tool's schema check, prepared at register
 
     def register(
         self,
@@ -129,6 +130,7 @@ class ToolRegistry:
             raise ValueError(f"tool {name!r}: parameters must have type 'object'")
         if tool.idempotency_key is not None:
             _check_key_parameter(name, tool.idempotency_key, params, tool.fn)
+        self._checks[name] = args_checker(params, formats=tool.check_formats)
         self._tools[name] = tool
         return tool
 
@@ -153,7 +155,7 @@ class ToolRegistry:
         tool = self.get(name)
         if tool is None:
             return f"ERROR: unknown tool {name!r}. Available tools: {self.names()}"
-        problem = check_args(args, tool.parameters, formats=tool.check_formats)
+        problem = self._checks[tool.name](args)
         if problem is None and tool.validate is not None:
             problem = tool.validate(args)
         if problem is not None:

@@ -98,6 +98,12 @@ class TracingRecorder:
         self._task = task
         self._tool_specs: list[Mapping[str, Any]] = list(tool_specs)
 
+    @property
+    def idle(self) -> bool:
+        """Whether every later fact of this run will be ignored (``sync`` never does anything):
+        its root span is not recorded and no content is kept, so the loop stops handing facts over."""
+        return self._tracer is not None and not self._live and not self.record_content
+
     def span_id_for(self, key: str) -> str | None:
         """The span of ``key`` in this run, as 16 hex digits."""
         return self._ids.get(key) or self._derived(key)
