@@ -43,6 +43,7 @@ class RunStarted:
     origin: str | None = None
     forked_at_step: int | None = None
     service_name: str | None = None
+    tools_ref: str | None = None  # where the tools came from (``module:attr``), when the starter knew
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -189,7 +190,7 @@ _STEP_IN_COLUMN: Final = frozenset({MessageAppended, ToolStarted, ToolFinished, 
                                     RunStarted, RunFinished, RunResumed, RunQueued})
 # Fields written only when they differ from their default (added after the first release).
 _OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "service_name", "attempt",
-                              "refused", "decisions", "model", "provider"})
+                              "refused", "decisions", "model", "provider", "tools_ref"})
 _NAMES: Final[dict[type[Any], tuple[str, ...]]] = {cls: tuple(f.name for f in fields(cls)) for cls in KINDS.values()}
 _DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}}
 

@@ -30,7 +30,9 @@ class ContinueOptions(TypedDict, total=False):
     its store and run id come from the stored run.
 
     ``cancel`` is any object with ``is_set()`` (a ``threading.Event``, or an
-    ``asyncio.Event`` for async runs).
+    ``asyncio.Event`` for async runs). ``tools_ref`` says where the registry comes
+    from (``"myapp.tools:registry"``): it is logged with the run so that ``runner
+    show`` can print a ``runner resume`` command that works as it stands.
     """
 
     max_tool_calls: int | None
@@ -43,6 +45,7 @@ class ContinueOptions(TypedDict, total=False):
     approve: Approver | None
     recorder: Recorder | None
     agent_name: str | None
+    tools_ref: str | None
     labels: Mapping[str, str] | None
     tracer_provider: TracerProvider | None
     record_content: bool
@@ -63,16 +66,18 @@ def build_core(
     limits = limits_from(max_steps, token_budget, options)
     run_id = checked_run_id(options.get("run_id"))
     first = new_run_opening(run_id, task, system, limits, registry, model, options.get("agent_name"),
-                            options.get("labels"))
+                            options.get("labels"), options.get("tools_ref"))
     return core_for(model, registry, run_id, limits, first, None, options)
 
 
 def new_run_opening(run_id: str, task: str, system: str, limits: Limits, registry: ToolRegistry, model: AnyModel,
-                    agent_name: str | None = None, labels: Mapping[str, str] | None = None) -> list[Event]:
+                    agent_name: str | None = None, labels: Mapping[str, str] | None = None,
+                    tools_ref: str | None = None) -> list[Event]:
     """The facts a new run opens with: ``run_started``, the system prompt and the task."""
     model_name, provider = model_identity(model)
     started = RunStarted(run_id=run_id, task=task, system=system, limits=limits.to_dict(), tool_specs=registry.specs(),
-                         model=model_name, provider=provider, agent_name=agent_name, labels=dict(labels or {}))
+                         model=model_name, provider=provider, agent_name=agent_name, labels=dict(labels or {}),
+                         tools_ref=tools_ref)
     return opening(started, [{"role": "system", "content": system}, {"role": "user", "content": task}])
 
 

@@ -123,7 +123,7 @@ def _linked_start(parent: StoredRun, messages: list[Message], model: Model, regi
                       system=parent.system, limits=limits.to_dict(), tool_specs=registry.specs(), model=model_name,
                       provider=provider, agent_name=options.get("agent_name") or parent.agent_name,
                       labels=dict(labels if labels is not None else parent.labels), parent_run_id=parent.run_id,
-                      origin=origin, forked_at_step=forked_at_step)
+                      origin=origin, forked_at_step=forked_at_step, tools_ref=options.get("tools_ref"))
 
 
 def _resumed_event(run_id: str, state: RunState, owner: str, reason: str, limits: Limits,

@@ -20,7 +20,7 @@ import pytest
 from click.testing import Result
 from sqlalchemy import update
 
-from runner import ModelReply, ToolCall, open_store
+from runner import ModelReply, ScriptedModel, ToolCall, open_store, run_agent
 from runner.cli.continuing import decisions_from
 from runner.events import MessageAppended, ModelCalled, RunStarted, StepStarted, ToolStarted
 from runner.limits import Limits
@@ -275,7 +275,7 @@ def test_runs_marks_and_filters_runs_awaiting_approval_and_show_says_how_to_cont
     assert shown[-6:] == [
         "stopped: awaiting_approval", "  call t1 (transfer) needs approval (and 1 more)", "",
         "awaiting approval: t1 (transfer), t2 (transfer)",
-        f"  runner resume {waiting[:8]} --tools MODULE:ATTR --approve t1 --approve t2{hint(store_url)}",
+        f"  runner resume {waiting[:8]} --tools {TOOLS} --approve t1 --approve t2{hint(store_url)}",
         "  (--deny CALL_ID [--reason TEXT] refuses a call instead)"]
 
 
@@ -418,3 +418,19 @@ def test_ctrl_c_names_the_run_it_cancelled_and_exits_130(store_url: str, monkeyp
     assert result.stdout.splitlines() == [
         f"interrupted: run {cancelled.run_id} is cancelled (aborted by KeyboardInterrupt)",
         f"  runner show {cancelled.run_id[:8]}{hint(store_url)}"]
+
+
+@pytest.mark.parametrize(("tools_ref", "shown_as"), [
+    ("myapp.tools:registry", "myapp.tools:registry"),
+    (None, "MODULE:ATTR"),
+    ("x; rm -rf ~:registry", "MODULE:ATTR"),  # a log may come from anywhere: never a shell command
+    ("$(reboot):x", "MODULE:ATTR"),
+])
+def test_show_prints_the_tools_the_run_was_started_with_when_the_log_names_them(
+        store_url: str, tools_ref: str | None, shown_as: str) -> None:
+    with open_store(store_url) as store:
+        result = run_agent("Send", ScriptedModel([ModelReply("", [ToolCall("t1", "transfer", {"ref": "a"})])]),
+                           cli_resume_tools.tools(), store=store, tools_ref=tools_ref)
+    assert result.status == "awaiting_approval"
+    shown = lines(invoke("show", result.run_id[:8], "--db", store_url))
+    assert shown[-2] == f"  runner resume {result.run_id[:8]} --tools {shown_as} --approve t1{hint(store_url)}"

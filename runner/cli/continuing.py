@@ -211,7 +211,8 @@ def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], too
         def go(provider: TracerProvider) -> AgentResult:
             try:
                 return fork_run(store, parent.run_id, at_step=at_step, model=model, registry=registry,
-                                observations=observations, tracer_provider=provider, **limits.options())
+                                observations=observations, tracer_provider=provider, tools_ref=tools_spec,
+                                **limits.options())
             except ValueError as exc:  # an --observation for a call with no result before that step
                 raise CliUsageError(f"--observation: {exc}") from None
 

@@ -9,6 +9,7 @@ A run awaiting approval, or one whose process died, is continued with
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -23,7 +24,10 @@ from ..store import RunStore, StoredRun
 from ..store.tables import events
 from .render import clean
 
-TOOLS_PLACEHOLDER = "MODULE:ATTR"  # the log does not say where a run's tools live
+TOOLS_PLACEHOLDER = "MODULE:ATTR"  # for a run whose log does not say where its tools live
+# What a logged ``tools_ref`` must look like to be printed in a command: the log may come
+# from anywhere, and a user copies these commands into a shell.
+TOOLS_REF = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +80,24 @@ def resume_command(short: str, tools: str, approve: Sequence[str] = (), db_hint:
     return f"runner resume {short} --tools {tools}{approvals}{db_hint}"
 
 
+def recorded_tools(run: StoredRun) -> str:
+    """The ``module:attr`` the run's tools were loaded from, as logged when it started (``runner
+    run``, ``demo``, ``fork`` and follow-ups log it), or a placeholder to fill in."""
+    for row in run.events:
+        if row.kind == "run_started":
+            ref = row.data.get("tools_ref") if isinstance(row.data, dict) else None
+            return ref if isinstance(ref, str) and TOOLS_REF.fullmatch(ref) else TOOLS_PLACEHOLDER
+    return TOOLS_PLACEHOLDER
+
+
 def continue_hint(run: StoredRun, short: str, db_hint: str = "") -> Iterator[Text]:
     """For a run awaiting approval or whose process died, how to go on with ``runner resume``."""
     pending = pending_approvals(run)
+    tools = recorded_tools(run)
     if pending:
         asked = ", ".join(f"{clean(call_id)} ({clean(call.name)})" for call_id, call in pending.items())
         yield Text(f"\nawaiting approval: {asked}", style="bold yellow")
-        yield Text("  " + clean(resume_command(short, TOOLS_PLACEHOLDER, list(pending), db_hint)))
+        yield Text("  " + clean(resume_command(short, tools, list(pending), db_hint)))
         yield Text("  (--deny CALL_ID [--reason TEXT] refuses a call instead)", style="dim")
     elif run.status == RUNNING and run.liveness in ("dead", "stale"):
-        yield Text("  " + clean(resume_command(short, TOOLS_PLACEHOLDER, (), db_hint)) + "   # continues it",
-                   style="dim")
+        yield Text("  " + clean(resume_command(short, tools, (), db_hint)) + "   # continues it", style="dim")

@@ -57,7 +57,8 @@ def progress(quiet: bool) -> Recorder | None:
 def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolRegistry, labels: dict[str, str], *,
            system: str = DEFAULT_SYSTEM, max_steps: int = 8, token_budget: int = 4000,
            max_tool_calls: int | None = None, timeout_s: float | None = None,
-           recorder: Recorder | None = None, record_content: bool = False) -> AgentResult:
+           recorder: Recorder | None = None, record_content: bool = False,
+           tools_ref: str | None = None) -> AgentResult:
     """``run_agent`` recorded in ``store`` and traced (see ``traced``).
 
     The run id is chosen here, so that a Ctrl-C can still say which run it stopped.
@@ -67,7 +68,7 @@ def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolReg
     def go(provider: TracerProvider) -> AgentResult:
         return run_agent(task, model, registry, system, max_steps, token_budget, store=store, run_id=run_id,
                          tracer_provider=provider, labels=labels, max_tool_calls=max_tool_calls, timeout_s=timeout_s,
-                         recorder=recorder, record_content=record_content)
+                         recorder=recorder, record_content=record_content, tools_ref=tools_ref)
 
     return traced(env, store, go, lambda: run_id)
 
@@ -177,7 +178,7 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, q
     model = demo_model() if model_spec == "scripted" else build_model(model_spec, base_url, api_key)
     with env.store(create=True) as store:
         result = record(env, store, DEMO_TASK, model, demo_registry(), {"example": "demo"}, recorder=progress(quiet),
-                        record_content=record_content)
+                        record_content=record_content, tools_ref="runner.demo:demo_registry")
         replay = "runner replay tests/fixtures/run.json --tools runner.demo:demo_registry"
         report(env, store, result, [replay], tools_spec="runner.demo:demo_registry")
     if result.status != "done":
@@ -228,7 +229,7 @@ def run(env: Env, task: str, tools_spec: str, model_spec: str | None, base_url: 
                         max_steps=8 if max_steps is None else max_steps,
                         token_budget=4000 if token_budget is None else token_budget,
                         max_tool_calls=max_tool_calls, timeout_s=timeout_s, recorder=progress(quiet),
-                        record_content=record_content)
+                        record_content=record_content, tools_ref=tools_spec)
         report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"],
                tools_spec=tools_spec)
     if result.status != "done":
@@ -266,7 +267,7 @@ def follow(env: Env, parent_ref: str, message: str, tools_spec: str, model_spec:
         def go(provider: TracerProvider) -> AgentResult:
             return follow_up(store, parent.run_id, message, model, registry, tracer_provider=provider,
                              labels=labels or None, recorder=recorder, record_content=record_content,
-                             **limits.options())
+                             tools_ref=tools_spec, **limits.options())
 
         result = traced(env, store, go, lambda: new_child(store, parent.run_id, known))
         short = short_ids(store, [parent.run_id])[parent.run_id]
