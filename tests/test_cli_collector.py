@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import time
@@ -16,7 +17,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from runner.cli import loading
 from runner.tracing.attrs import TOOL_ARGUMENTS
-from tests.test_cli_helpers import invoke
+from tests.test_cli_helpers import FakeOpenAI, completion, invoke
 from tests.test_cli_run import installed_runner
 
 
@@ -80,5 +81,34 @@ def test_demo_record_content_puts_the_tool_arguments_on_the_spans(
     result = invoke("demo", "--quiet", "--db", f"sqlite:///{tmp_path / 'runs.db'}", *flag)
     assert result.exit_code == 0, result.output
     (tool,) = [span for span in exporter.get_finished_spans() if span.name == "execute_tool calculate"]
+    assert tool.attributes is not None
+    assert tool.attributes.get(TOOL_ARGUMENTS) == arguments
+
+
+
+@pytest.mark.parametrize(("command", "flag", "arguments"), [
+    ("resume", [], None), ("resume", ["--record-content"], '{"city": "Oslo"}'),
+    ("fork", [], None), ("fork", ["--record-content"], '{"city": "Oslo"}')])
+def test_resume_and_fork_record_content_put_the_tool_arguments_on_the_spans(
+        live: tuple[TracerProvider, InMemorySpanExporter], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+        command: str, flag: list[str], arguments: str | None) -> None:
+    provider, exporter = live
+    monkeypatch.setattr("runner.cli.running.tracer_provider", lambda: (provider, lambda: None))
+    tools = "tests.loop_helpers:weather_registry"
+    oslo = completion("", [("c2", "get_weather", {"city": "Oslo"})])
+    # resume: the first run stops on its step limit after Paris; fork: it ends at once, the fork asks again
+    first_reply = completion("", [("c1", "get_weather", {"city": "Paris"})]) if command == "resume" else (
+        completion("Let me see."))
+    with FakeOpenAI(first_reply, oslo, completion("Cold.")) as server:
+        model = ("--model", "openai:fake", "--base-url", server.url, "--api-key", "k", "--quiet",
+                 "--db", f"sqlite:///{tmp_path / 'runs.db'}")
+        first = invoke("run", "Weather?", "--tools", tools, "--max-steps", "1", *model)
+        found = re.search(r"^run id: ([0-9a-f]{32})$", first.stdout, re.M)
+        assert found is not None, first.output
+        exporter.clear()
+        then = ("--max-steps", "3") if command == "resume" else ("--at", "1", "--max-steps", "3")
+        go = invoke(command, found[1][:8], "--tools", tools, *then, *model, *flag)
+    assert go.exit_code == 0, go.output
+    (tool,) = [span for span in exporter.get_finished_spans() if span.name == "execute_tool get_weather"]
     assert tool.attributes is not None
     assert tool.attributes.get(TOOL_ARGUMENTS) == arguments

@@ -89,3 +89,28 @@ def test_any_recorder_sees_every_fact_in_order() -> None:
     finished = [event for event in seen if isinstance(event, ToolFinished)]
     assert [(event.name, event.ok, event.observation) for event in finished] == [
         ("get_weather", True, '{"celsius": 21}')]
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_resume_and_fork_print_progress_lines_unless_quiet(tmp_path: Path, quiet: bool) -> None:
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    tools = "tests.loop_helpers:weather_registry"
+    with FakeOpenAI(completion("", [("c1", "get_weather", {"city": "Paris"})]), completion("Warm."),
+                    completion("", [("c2", "get_weather", {"city": "Oslo"})]), completion("Cold."),
+                    completion("Mild.")) as server:
+        model = ("--model", "openai:fake", "--base-url", server.url, "--api-key", "k", "--db", db)
+        first = invoke("run", "Weather?", "--tools", tools, "--max-steps", "1", *model, "--quiet")
+        assert first.exit_code == 1, first.output  # stopped on the step limit, with its tool answered
+        found = re.search(r"^run id: ([0-9a-f]{32})$", first.stdout, re.M)
+        assert found is not None, first.output
+        run_id = found[1]
+        flags = ("--quiet",) if quiet else ()
+        resumed = invoke("resume", run_id[:8], "--tools", tools, "--max-steps", "3", *model, *flags)
+        forked = invoke("fork", run_id[:8], "--at", "1", "--tools", tools, *model, *flags)
+    assert (resumed.exit_code, forked.exit_code) == (0, 0), resumed.output + forked.output
+    if quiet:
+        assert (resumed.stderr, forked.stderr) == ("", "")
+    else:
+        assert plain(resumed.stderr) == ["step 2  model  Xs  ok  179+15 tokens"]
+        assert plain(forked.stderr) == ["step 1  model  Xs  ok  126+29 tokens", "step 1  tool get_weather  Xs  ok",
+                                        "step 2  model  Xs  ok  179+15 tokens"]

@@ -24,7 +24,7 @@ from .loading import MODEL_HELP, continuing_model, load_tools, model_options
 from .options import EXIT_NO, CliError, CliUsageError, Env, common, parse_pairs
 from .queries import short_ids
 from .render import plural
-from .running import MAX_TIMEOUT_S, GivenLimits, new_child, not_nan, report, traced
+from .running import MAX_TIMEOUT_S, QUIET, RECORD_CONTENT, GivenLimits, new_child, not_nan, progress, report, traced
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -129,10 +129,13 @@ def finish(result: AgentResult) -> None:
 @click.option("--deny", multiple=True, metavar="CALL_ID", help="Refuse this call awaiting approval (repeatable).")
 @click.option("--reason", multiple=True, metavar="TEXT",
               help="After a --deny: the reason the model reads for that refusal.")
+@QUIET
+@RECORD_CONTENT
 @common
 def resume(env: Env, run_ref: str, tools_spec: str, model_spec: str | None, base_url: str | None,
            api_key: str | None, max_steps: int | None, token_budget: int | None, max_tool_calls: int | None,
-           timeout_s: float | None, approve: tuple[str, ...], deny: tuple[str, ...], reason: tuple[str, ...]) -> None:
+           timeout_s: float | None, approve: tuple[str, ...], deny: tuple[str, ...], reason: tuple[str, ...],
+           quiet: bool, record_content: bool) -> None:
     """Continue RUN where its log stops: after a limit, an error, a crash, or awaiting approval.
 
     The same run goes on (same id). Calls that finished are not run again; a call the
@@ -157,7 +160,7 @@ def resume(env: Env, run_ref: str, tools_spec: str, model_spec: str | None, base
 
         def go(provider: TracerProvider) -> AgentResult:
             return resume_run(store, run.run_id, model, registry, decisions=decisions, tracer_provider=provider,
-                              **limits.options())
+                              recorder=progress(quiet), record_content=record_content, **limits.options())
 
         result = traced(env, store, go, lambda: run.run_id)
         report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"],
@@ -182,10 +185,13 @@ def model_calls(run: StoredRun) -> int:
               help="Replace that call's tool result with TEXT, exactly (repeatable): a what-if.")
 @tools_and_model
 @limit_options
+@QUIET
+@RECORD_CONTENT
 @common
 def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], tools_spec: str,
          model_spec: str | None, base_url: str | None, api_key: str | None, max_steps: int | None,
-         token_budget: int | None, max_tool_calls: int | None, timeout_s: float | None) -> None:
+         token_budget: int | None, max_tool_calls: int | None, timeout_s: float | None, quiet: bool,
+         record_content: bool) -> None:
     """Branch RUN into a new, linked run from before its STEP-th model call; RUN is untouched.
 
     Steps before STEP are not run again. --observation swaps a tool result the new run
@@ -212,7 +218,7 @@ def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], too
             try:
                 return fork_run(store, parent.run_id, at_step=at_step, model=model, registry=registry,
                                 observations=observations, tracer_provider=provider, tools_ref=tools_spec,
-                                **limits.options())
+                                recorder=progress(quiet), record_content=record_content, **limits.options())
             except ValueError as exc:  # an --observation for a call with no result before that step
                 raise CliUsageError(f"--observation: {exc}") from None
 
