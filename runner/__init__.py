@@ -42,6 +42,7 @@ from .tools import Tool, ToolRegistry
 
 if TYPE_CHECKING:
     from .pool import submit
+    from .progress import ProgressRecorder
     from .store import RunStore, RunSummary, StoredEvent, StoredRun, open_store
     from .tracing import TracingRecorder, TracingSetupError, configure_tracing, export_run, rebuild_spans
 
@@ -51,6 +52,7 @@ _LAZY = {
     "TracingRecorder": "tracing", "TracingSetupError": "tracing", "configure_tracing": "tracing",
     "export_run": "tracing", "rebuild_spans": "tracing",
     "submit": "pool",
+    "ProgressRecorder": "progress",
 }
 
 
@@ -78,6 +80,7 @@ __all__ = [
     "Model",
     "ModelReply",
     "NullRecorder",
+    "ProgressRecorder",
     "Recorder",
     "ReplayDivergence",
     "ReplayModel",
