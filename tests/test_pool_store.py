@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from runner import CannotResume, RunStore, ScriptedModel, ToolRegistry, resume, submit
 from runner.loop import drive_until
@@ -22,7 +22,7 @@ from runner.pool.queued import CANCELLED_QUEUED, StoreCancel, due_for_publish, r
 from runner.pool.submission import BROKER_ENV, submit_run
 from runner.pool.take import _start, take
 from runner.results import CallModel
-from runner.store.tables import runs
+from runner.store.tables import run_labels, runs
 from tests import pool_agents
 from tests.test_cli_helpers import invoke
 
@@ -79,6 +79,21 @@ def test_a_worker_starts_a_queued_run_under_its_own_id(store: RunStore) -> None:
     assert (run.limits["max_steps"], run.limits["token_budget"]) == (6, 100_000)  # submitted, then the agent's
     assert [spec["name"] for spec in run.tool_specs] == ["nap", "charge", "notify"]
     assert [m["role"] for m in run.messages[:2]] == ["system", "user"]
+
+
+def test_a_queued_runs_labels_find_it_while_it_waits_and_after_it_started(store: RunStore) -> None:
+    run_id = record_queued(store, "job 8", "tipper", labels={"team": "a"})
+    other = record_queued(store, "job 9", "tipper", labels={"team": "b"})
+    assert [(r.run_id, r.status) for r in store.list_runs(label=("team", "a"))] == [(run_id, "queued")]
+    assert store.get_run(run_id).labels == {"team": "a"}
+    assert take(store, run_id, pool_agents.agents) == "done"
+    assert [(r.run_id, r.status) for r in store.list_runs(label=("team", "a"))] == [(run_id, "done")]
+    assert [r.run_id for r in store.list_runs(label={"agent": "tipper", "team": "a"})] == [run_id]
+    assert [r.run_id for r in store.list_runs(label=("team", "b"))] == [other]
+    with store.engine.connect() as conn:  # the label rows carry the run's own start, as a direct run's do
+        started = {row.key: row.started_at for row in conn.execute(
+            select(run_labels).where(run_labels.c.run_id == run_id))}
+    assert started == {"agent": store.get_run(run_id).started_at, "team": store.get_run(run_id).started_at}
 
 
 def test_a_delivery_for_a_finished_run_is_dropped(store: RunStore) -> None:

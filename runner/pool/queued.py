@@ -29,9 +29,9 @@ from ..resume import _LIMIT_NAMES
 from ..store import RunStore
 from ..store.engine import one_line
 from ..store.owner import owner_id
-from ..store.recorder import NAME_WIDTH, column, dumps
+from ..store.recorder import NAME_WIDTH, column, dumps, label_rows
 from ..store.records import DEAD, STALE, liveness
-from ..store.tables import events, run_cancels, runs
+from ..store.tables import events, run_cancels, run_labels, runs
 from .agents import PoolError
 
 LIMITS = ("max_steps", "token_budget", *_LIMIT_NAMES)
@@ -61,10 +61,16 @@ def record_queued(store: RunStore, task: str, agent: str, *, labels: Mapping[str
            "error": None, "steps": 0, "tokens": 0, "tool_calls": 0, "limits": dumps(limits), "tool_specs": "[]",
            "trace_id": derived_trace_id(run_id), "owner": None, "started_at": now, "updated_at": now,
            "heartbeat_at": None, "finished_at": None}
-    _write(store, f"cannot queue run {run_id}", lambda conn: (
-        conn.execute(insert(runs), [row]),
+    labelled = label_rows(run_id, labels, now)  # so `runs --label` finds it while it waits
+
+    def write(conn: Any) -> None:
+        conn.execute(insert(runs), [row])
+        if labelled:
+            conn.execute(insert(run_labels), labelled)
         conn.execute(insert(events), [{"run_id": run_id, "seq": 1, "at": now, "step": 0, "kind": kind,
-                                       "data": dumps(data), "span_id": None}])))
+                                       "data": dumps(data), "span_id": None}])
+
+    _write(store, f"cannot queue run {run_id}", write)
     return run_id
 
 

@@ -14,6 +14,7 @@ or many threads) share one engine's pool.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from concurrent.futures import Future
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -171,9 +172,7 @@ class StoreRecorder:
         self._started_at = now
         if self.heartbeat is not None:
             self.heartbeat.add(self.run_id)
-        rendered = {column(k, NAME_WIDTH): column(v) for k, v in reversed(run.labels.items())}  # first of a clash wins
-        self._labels = [{"run_id": self.run_id, "key": k, "value": v, "started_at": now}
-                        for k, v in reversed(rendered.items())]
+        self._labels = label_rows(self.run_id, run.labels, now)
         service = getattr(self.span_source, "service_name", None)
         return replace(run, service_name=service) if service and not run.service_name else run
 
@@ -280,7 +279,7 @@ def statements(dialect: Dialect) -> dict[str, Prepared]:
                                                 runs.c.owner == bindparam("_owner")).values(
                 {name: bindparam(name, type_=runs.c[name].type) for name in columns}), dialect)
         found = _STATEMENTS[dialect.name] = {
-            "runs": Prepared(runs.insert(), dialect), "run_labels": Prepared(run_labels.insert(), dialect),
+            "runs": Prepared(runs.insert(), dialect), "run_labels": Prepared(_labels_upsert(dialect), dialect),
             "events": Prepared(events.insert(), dialect),
             "run_tools": Prepared(_insert_new(run_tools, dialect), dialect),
             "update_run": update(SUMMARY_COLUMNS), "update_progress": update(PROGRESS_COLUMNS),
@@ -288,6 +287,25 @@ def statements(dialect: Dialect) -> dict[str, Prepared]:
                 {c.name: bindparam(c.name, type_=c.type) for c in runs.c if c.name != "run_id"}), dialect)}
         assert tuple(found["events"].names) == EVENT_COLUMNS  # the order the recorder builds its rows in
     return found
+
+
+def label_rows(run_id: str, labels: Mapping[str, str], started_at: datetime) -> list[dict[str, Any]]:
+    """A run's ``run_labels`` rows: keys and values rendered for their columns; of two keys that
+    render alike, the first one given wins."""
+    rendered = {column(k, NAME_WIDTH): column(v) for k, v in reversed(list(labels.items()))}
+    return [{"run_id": run_id, "key": k, "value": v, "started_at": started_at} for k, v in reversed(rendered.items())]
+
+
+def _labels_upsert(dialect: Dialect) -> Insert:
+    """Labels of a run: a queued run has its rows already (from ``submit``); its start moves
+    their ``started_at`` to the run's, so the label filter keeps reading newest first."""
+    table = run_labels
+    if dialect.name in ("postgresql", "sqlite"):
+        insert = postgresql.insert(table) if dialect.name == "postgresql" else sqlite.insert(table)
+        return insert.on_conflict_do_update(index_elements=[table.c.run_id, table.c.key],
+                                            set_={"value": insert.excluded.value,
+                                                  "started_at": insert.excluded.started_at})
+    return table.insert()
 
 
 def _insert_new(table: Table, dialect: Dialect) -> Insert:
