@@ -85,9 +85,14 @@ async def _await_call(
     core: AgentCore,
 ) -> Outcome:
     started = time.monotonic()
-    task = asyncio.ensure_future(_invoke(fn, args, kwargs))
     call_end = started + timeout_s if timeout_s is not None else math.inf
     run_end = core.deadline if core.deadline is not None else math.inf
+    if call_end == math.inf and run_end == math.inf and core.cancel is None:
+        # Nothing can stop the call early: await it in place (a task and a wait per call cost
+        # more than many a tool). A caller's cancellation reaches the call as it would the task.
+        value, error = await _invoke(fn, args, kwargs)
+        return _outcome(value, error, time.monotonic() - started)
+    task = asyncio.ensure_future(_invoke(fn, args, kwargs))
     try:
         return await _wait(task, started, call_end, run_end, core)
     except BaseException:
@@ -105,17 +110,21 @@ async def _wait(task: asyncio.Future[Returned], started: float, call_end: float,
         now = time.monotonic()
         if done:
             value, error = task.result()
-            if error is not None and not isinstance(error, Exception):
-                raise error  # Ctrl-C, SystemExit: raised in this run's task, so adrive closes the run first
-            if error is not None:
-                return Outcome(error=error, elapsed_s=now - started)
-            return Outcome(value=value, elapsed_s=now - started)
+            return _outcome(value, error, now - started)
         stop = core.stop_requested()
         if stop or now >= call_end:
             task.cancel()
             if stop:
                 return Outcome(stop=stop, elapsed_s=now - started)
             return Outcome(timed_out=True, elapsed_s=now - started)
+
+
+def _outcome(value: Any, error: BaseException | None, elapsed_s: float) -> Outcome:
+    if error is not None and not isinstance(error, Exception):
+        raise error  # Ctrl-C, SystemExit: raised in this run's task, so adrive closes the run first
+    if error is not None:
+        return Outcome(error=error, elapsed_s=elapsed_s)
+    return Outcome(value=value, elapsed_s=elapsed_s)
 
 
 async def _invoke(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Returned:

@@ -105,6 +105,8 @@ class GroupCommitter:
 
     def wait(self, batch: Batch) -> None:
         """Block until a batch handed in before is committed (or failed); never raises."""
+        if batch.done:  # set once, under the lock, after the batch's outcome: nothing to wait for
+            return
         with self._lock:
             self._wait_locked(batch)
 
