@@ -36,10 +36,14 @@ from .messages import Message, ModelReply, ToolCall
 _RESETS_REPEATS = frozenset({"unknown_tool", "invalid_args"})
 
 
+# ``json.dumps(value, sort_keys=True)``, without building an encoder on every call.
+_sorted_json = json.JSONEncoder(sort_keys=True).encode
+
+
 def call_key(call: ToolCall) -> str | None:
     """What makes two calls identical for the repeat guard; None when the args cannot be keyed."""
     try:
-        return call.name + "\x00" + json.dumps(call.args, sort_keys=True)
+        return call.name + "\x00" + _sorted_json(call.args)
     except (TypeError, ValueError, RecursionError):
         return None
 

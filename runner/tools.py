@@ -20,6 +20,10 @@ from .text import describe_exception
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+# ``json.dumps(value, allow_nan=False)``, without building an encoder on every call.
+_strict_json = json.JSONEncoder(allow_nan=False).encode
+
+
 @dataclass(frozen=True, slots=True)
 class Tool:
     """A registered tool and its per-tool options.
@@ -196,7 +200,7 @@ def _check_key_parameter(name: str, key: str, params: Mapping[str, Any], fn: Cal
 def result_observation(name: str, value: Any) -> str:
     """``json.dumps`` of a tool's result, or an ``ERROR:`` if it is not valid JSON."""
     try:
-        return json.dumps(value, allow_nan=False)
+        return _strict_json(value)
     except Exception as exc:  # a dict subclass's own items() may raise anything
         return f"ERROR: {name} returned a value that is not JSON-serialisable: {describe_exception(exc)}"
 

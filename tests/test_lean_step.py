@@ -21,17 +21,17 @@ def _registry(seen: list[dict[str, Any]]) -> ToolRegistry:
     return reg
 
 
-def test_a_plain_step_calls_json_dumps_three_times(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_plain_step_serialises_three_values(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = [0]
-    real = json.dumps
+    real = json.JSONEncoder.iterencode  # every encoder's way to serialise a dict or a list
 
-    def counting(value: Any, *args: Any, **kwargs: Any) -> str:
+    def counting(self: json.JSONEncoder, value: Any, _one_shot: bool = False) -> Any:
         calls[0] += 1
-        return real(value, *args, **kwargs)
+        return real(self, value, _one_shot)
 
     model = ScriptedModel([ModelReply("", [ToolCall(f"c{i}", "echo", {"n": i})]) for i in range(10)] + ["done"])
     registry = _registry([])
-    monkeypatch.setattr(json, "dumps", counting)
+    monkeypatch.setattr(json.JSONEncoder, "iterencode", counting)
     before = calls[0]
     result = run_agent("t", model, registry, max_steps=20, token_budget=10**9)
     assert result.status == "done"
