@@ -250,10 +250,10 @@ def test_sigkill_during_twenty_concurrent_runs_leaves_every_log_consistent_and_e
 def test_the_writer_keeps_one_connection_and_replaces_one_the_server_dropped(store: RunStore,
                                                                             store_url: str) -> None:
     first = run_agent("one", _script(1), _registry(), store=store)
-    held = store.committer._conn
+    held = store.committer.writer.connection
     assert held is not None
     run_agent("two", _script(2), _registry(), store=store)
-    assert store.committer._conn is held  # one connection for every commit, not one per commit
+    assert store.committer.writer.connection is held  # one connection for every commit, not one per commit
     if store.engine.dialect.name == "postgresql":
         admin = create_engine(store_url)
         try:
@@ -269,26 +269,31 @@ def test_the_writer_keeps_one_connection_and_replaces_one_the_server_dropped(sto
     # three model calls, two tool starts, the pay's result (a side effect), the end: nothing written twice
     assert store.committer.commits - commits == 7
     replaced = store.engine.dialect.name == "postgresql"
-    assert (store.committer._conn is not held) == replaced
+    assert (store.committer.writer.connection is not held) == replaced
 
 
 def test_a_forked_child_commits_on_a_connection_of_its_own(store: RunStore) -> None:
+    import gc
+
     parent_first = run_agent("before the fork", _script(1), _registry(), store=store)
-    assert store.committer._conn is not None
+    held = store.committer.writer.connection
+    assert held is not None
     pid = os.fork()
     if pid == 0:  # the child: the same store object, so the same committer and its parent's connection
         code = 1
         try:
             child = run_agent("in the child", _script(2), _registry(), store=store, run_id="child-run")
+            store.committer.close()  # hands back the child's own connection, never the parent's
+            gc.collect()  # nor may a finaliser close the parent's (on PostgreSQL: end its session)
             code = 0 if child.status == "done" else 1
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     parent_after = run_agent("after the fork", _script(3), _registry(), store=store)
+    assert store.committer.writer.connection is held  # still alive: never replaced
     for run_id in (parent_first.run_id, "child-run", parent_after.run_id):
         assert [e.kind for e in store.get_run(run_id).events] == KINDS_PER_RUN
-
 
 
 def _take_over(store_url: str, run_id: str, owner: str) -> None:

@@ -18,13 +18,13 @@ batch only after the previous one is committed (the loop waits for each before i
 acts), so each run's events stay contiguous and in order. When a group's transaction
 fails, its batches are retried one transaction each, so a run whose rows cannot be
 written (a taken run id, say) fails alone; a later batch of that run in the same
-group is not written either (its log must not skip events).
+group is not written either (its log must not skip events). A run another process
+took over fails alone too. The transaction itself (the held connection, the order of
+the rows, the owner fence) is ``transaction.Writer``'s.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -37,6 +37,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..errors import StoreError
 from .engine import one_line
 from .prepared import Prepared
+from .transaction import Parts, TakenOver, Writer
 
 Row = dict[str, Any]
 
@@ -64,9 +65,7 @@ class GroupCommitter:
 
     def __init__(self, engine: Engine, statements: Callable[[], dict[str, Prepared]]) -> None:
         self.engine = engine
-        self._statements = statements
-        self._begin = "BEGIN IMMEDIATE" if engine.dialect.name == "sqlite" else ""
-        self._dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
+        self.writer = Writer(engine, statements)
         # One lock; every waiting thread sleeps on a condition of its own, so a commit wakes
         # the threads it carried and the next leader, never all fifty waiters at once.
         self._lock = threading.Lock()
@@ -77,13 +76,12 @@ class GroupCommitter:
         self._leading = False
         self._writer: threading.Thread | None = None
         self._closed = False
-        # The writer's pooled connection, held between commits: one writer needs one, and a
-        # checkout plus a reset-on-return per commit would cost as much as SQLite's commit.
-        # Only the leader touches it; a forked child (worker pools fork) gets its own.
-        self._conn: Any = None
-        self._conn_pid = 0
         self.largest_group = 0  # the most batches one transaction has carried (for tests and benchmarks)
-        self.commits = 0  # transactions committed (for tests and benchmarks)
+
+    @property
+    def commits(self) -> int:
+        """Transactions committed (for tests and benchmarks)."""
+        return self.writer.commits
 
     @property
     def busy(self) -> bool:
@@ -136,24 +134,7 @@ class GroupCommitter:
         with self._lock:
             while self._leading:
                 self._idle.wait()
-            self._drop_connection(broken=False)
-
-    def _connection(self) -> Any:
-        """The held writer connection (a new one after a fork or a failure)."""
-        if self._conn is None or self._conn_pid != os.getpid():
-            self._conn = self.engine.raw_connection()  # a forked child never touches its parent's
-            self._conn_pid = os.getpid()
-        return self._conn
-
-    def _drop_connection(self, *, broken: bool) -> None:
-        conn, self._conn = self._conn, None
-        if conn is None or self._conn_pid != os.getpid():
-            return
-        with contextlib.suppress(Exception):  # a connection that cannot even be closed is gone anyway
-            if broken:
-                conn.invalidate()  # the pool discards it; the next commit connects afresh
-            else:
-                conn.close()
+            self.writer.close()
 
     # -- leading ------------------------------------------------------------------
 
@@ -219,17 +200,15 @@ class GroupCommitter:
 
     def _write(self, group: list[Batch]) -> None:
         try:
-            self._transaction(group)
+            self.writer.write(_parts(group))
         except TakenOver as lost:
             for batch in group:
                 if batch.run_id in lost.owners:
-                    batch.error = StoreError(
-                        f"run {batch.run_id} was taken over by {lost.owners[batch.run_id]} while this process "
-                        "was not renewing its lease; this process writes nothing more to it")
+                    batch.error = _taken_over(batch, lost.owners[batch.run_id])
             rest = [batch for batch in group if batch.error is None]
             if rest:
                 self._write(rest)
-        except (SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error) as exc:
+        except (SQLAlchemyError, self.writer.dbapi_error) as exc:
             if len(group) == 1:
                 group[0].error = _error(group[0], exc)
             else:
@@ -246,93 +225,29 @@ class GroupCommitter:
                                          "an earlier commit of the run failed")
                 continue
             try:
-                self._transaction([batch])
+                self.writer.write(_parts([batch]))
             except TakenOver as lost:
-                batch.error = StoreError(f"run {batch.run_id} was taken over by {lost.owners[batch.run_id]}")
+                batch.error = _taken_over(batch, lost.owners[batch.run_id])
                 failed.add(batch.run_id)
-            except (SQLAlchemyError, self.engine.dialect.loaded_dbapi.Error) as exc:
+            except (SQLAlchemyError, self.writer.dbapi_error) as exc:
                 batch.error = _error(batch, exc)
                 failed.add(batch.run_id)
 
-    def _transaction(self, group: Sequence[Batch]) -> None:
-        """One transaction for ``group``, on the held driver connection (no Core pipeline):
-        new runs first, then summaries, events and tools, so a run's rows keep their order.
 
-        A connection found dead (the server restarted, an idle timeout) is replaced and the
-        transaction tried once more. Should the dead one have committed after all, the retry
-        fails on the events' primary key: never a fact written twice.
-        """
-        sql = self._statements()
-        new_runs = [b.new_run for b in group if b.new_run is not None and not b.queued]
-        starts = [b.new_run for b in group if b.new_run is not None and b.queued]
-        labels = [row for b in group for row in b.labels]
-        updates = [b.update for b in group if b.update is not None and b.full_update]
-        progress = [b.update for b in group if b.update is not None and not b.full_update]
-        rows = [row for b in group for row in b.events]
-        tools = [row for b in group for row in b.tools]
-        parts: list[tuple[str, list[Any]]] = [
-            ("runs", new_runs), ("start_queued", starts), ("run_labels", labels), ("update_run", updates),
-            ("update_progress", progress), ("events", rows), ("run_tools", tools)]
-        try:
-            self._attempt(sql, parts)
-        except self._dbapi_error:
-            if self._conn is not None:  # the connection is fine: the rows themselves failed
-                raise
-            self._attempt(sql, parts)  # it was dead (and is dropped): once more, on a new one
-
-    def _attempt(self, sql: dict[str, Prepared], parts: list[tuple[str, list[Any]]]) -> None:
-        raw = self._connection()
-        cursor = None
-        try:
-            cursor = raw.cursor()
-            if self._begin:
-                cursor.execute(self._begin)
-            for name, part in parts:
-                if name == "events":
-                    sql[name].run_values(cursor, part)
-                elif sql[name].run(cursor, part) != len(part) and name in FENCED:
-                    raise TakenOver(self._owners_now(cursor, part))
-            raw.commit()
-            self.commits += 1
-        except BaseException as exc:
-            self._roll_back(raw, cursor, exc)
-            raise
-        finally:
-            if cursor is not None:
-                with contextlib.suppress(Exception):
-                    cursor.close()
-
-    def _owners_now(self, cursor: Any, updates: list[Row]) -> dict[str, str]:
-        """The runs among ``updates`` whose row names another owner than the batch expected."""
-        run_ids = [row["_run_id"] for row in updates]
-        marks = ", ".join(["?" if self.engine.dialect.name == "sqlite" else "%s"] * len(run_ids))
-        cursor.execute(f"SELECT run_id, owner FROM runs WHERE run_id IN ({marks})", run_ids)
-        owners = dict(cursor.fetchall())
-        return {row["_run_id"]: str(owners.get(row["_run_id"]) or "nobody (the run is gone)")
-                for row in updates if owners.get(row["_run_id"]) != row["_owner"]}
-
-    def _roll_back(self, raw: Any, cursor: Any, exc: BaseException) -> None:
-        """Undo a failed transaction; a connection found dead is dropped (``_conn`` becomes None)."""
-        try:
-            raw.rollback()
-        except BaseException:
-            self._drop_connection(broken=True)
-            return
-        gone = isinstance(exc, self._dbapi_error) and self.engine.dialect.is_disconnect(
-            exc, raw.dbapi_connection, cursor)  # type: ignore[arg-type]
-        if gone:
-            self._drop_connection(broken=True)
+def _parts(group: Sequence[Batch]) -> Parts:
+    return Parts(
+        new_runs=[b.new_run for b in group if b.new_run is not None and not b.queued],
+        starts=[b.new_run for b in group if b.new_run is not None and b.queued],
+        labels=[row for b in group for row in b.labels],
+        updates=[b.update for b in group if b.update is not None and b.full_update],
+        progress=[b.update for b in group if b.update is not None and not b.full_update],
+        events=[row for b in group for row in b.events],
+        tools=[row for b in group for row in b.tools])
 
 
-FENCED = frozenset({"update_run", "update_progress"})  # statements that match only the run's own owner
-
-
-class TakenOver(Exception):
-    """Some runs of a group have another owner now (``owners``: run id -> that owner)."""
-
-    def __init__(self, owners: dict[str, str]) -> None:
-        super().__init__(owners)
-        self.owners = owners
+def _taken_over(batch: Batch, owner: str) -> StoreError:
+    return StoreError(f"run {batch.run_id} was taken over by {owner} while this process was not renewing "
+                      "its lease; this process writes nothing more to it")
 
 
 def _error(batch: Batch, exc: BaseException) -> StoreError:

@@ -1,0 +1,144 @@
+"""One group's transaction: the writer's held connection, the rows in order, the owner fence.
+
+The store's one writer (``GroupCommitter``) keeps one pooled driver connection between
+commits: a checkout plus a reset-on-return per commit would cost as much as SQLite's own
+commit. A connection the server dropped (a restart, an idle timeout) is replaced and the
+transaction tried once more; should the dead one have committed after all, the retry fails
+on the events' primary key, so a fact is never written twice. A forked child (worker pools
+fork) never touches its parent's connection: it opens its own.
+
+Every summary update is fenced by the run's owner (``... AND owner = <this process>``): a
+process that stalled past its lease while another took the run over matches nothing, and
+its rows are not written (``TakenOver``), so it never runs a tool whose start it cannot log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Engine
+
+from .prepared import Prepared
+
+Row = dict[str, Any]
+FENCED = frozenset({"update_run", "update_progress"})  # statements that match only the run's own owner
+
+
+@dataclass(slots=True)
+class Parts:
+    """A group's rows by statement, in the order they are written: new runs first, then
+    summaries, events and tools, so each run's rows keep their order."""
+
+    new_runs: list[Row]
+    starts: list[Row]  # queued runs whose row their start fills in (runner.pool)
+    labels: list[Row]
+    updates: list[Row]  # whole summaries (the status changed)
+    progress: list[Row]  # progress columns only
+    events: list[tuple[Any, ...]]  # ``events`` rows in the insert's column order
+    tools: list[Row]
+
+
+class TakenOver(Exception):
+    """Some runs of a group have another owner now (``owners``: run id -> that owner)."""
+
+    def __init__(self, owners: dict[str, str]) -> None:
+        super().__init__(owners)
+        self.owners = owners
+
+
+class Writer:
+    """Writes groups of rows in transactions on one held connection (see the module docstring)."""
+
+    def __init__(self, engine: Engine, statements: Callable[[], dict[str, Prepared]]) -> None:
+        self.engine = engine
+        self._statements = statements
+        self._begin = "BEGIN IMMEDIATE" if engine.dialect.name == "sqlite" else ""
+        self._mark = "?" if engine.dialect.name == "sqlite" else "%s"
+        self.dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
+        self._conn: Any = None
+        self._conn_pid = 0
+        self.commits = 0  # transactions committed (for tests and benchmarks)
+
+    @property
+    def connection(self) -> Any:
+        """The held connection, or None (not opened yet, dropped, or a parent's after a fork)."""
+        return self._conn if self._conn_pid == os.getpid() else None
+
+    def write(self, parts: Parts) -> None:
+        """One transaction for ``parts``; raises the driver's error or ``TakenOver``."""
+        try:
+            self._attempt(parts)
+        except self.dbapi_error:
+            if self.connection is not None:  # the connection is fine: the rows themselves failed
+                raise
+            self._attempt(parts)  # it was dead (and is dropped): once more, on a new one
+
+    def close(self) -> None:
+        """Hand the connection back to the pool."""
+        self._drop(broken=False)
+
+    def _attempt(self, parts: Parts) -> None:
+        sql = self._statements()
+        raw = self._connect()
+        cursor = None
+        try:
+            cursor = raw.cursor()
+            if self._begin:
+                cursor.execute(self._begin)
+            for name, rows in (("runs", parts.new_runs), ("start_queued", parts.starts),
+                               ("run_labels", parts.labels), ("update_run", parts.updates),
+                               ("update_progress", parts.progress)):
+                if sql[name].run(cursor, rows) != len(rows) and name in FENCED:
+                    raise TakenOver(self._owners_now(cursor, rows))
+            sql["events"].run_values(cursor, parts.events)
+            sql["run_tools"].run(cursor, parts.tools)
+            raw.commit()
+            self.commits += 1
+        except BaseException as exc:
+            self._roll_back(raw, cursor, exc)
+            raise
+        finally:
+            if cursor is not None:
+                with contextlib.suppress(Exception):
+                    cursor.close()
+
+    def _connect(self) -> Any:
+        if self.connection is None:
+            self._conn = self.engine.raw_connection()
+            self._conn_pid = os.getpid()
+        return self._conn
+
+    def _drop(self, *, broken: bool) -> None:
+        conn, self._conn = self.connection, None  # a forked child never closes its parent's
+        if conn is None:
+            return
+        with contextlib.suppress(Exception):  # a connection that cannot even be closed is gone anyway
+            if broken:
+                conn.invalidate()  # the pool discards it; the next commit connects afresh
+            else:
+                conn.close()
+
+    def _roll_back(self, raw: Any, cursor: Any, exc: BaseException) -> None:
+        """Undo a failed transaction; a connection found dead is dropped."""
+        try:
+            raw.rollback()
+        except BaseException:
+            self._drop(broken=True)
+            return
+        gone = isinstance(exc, self.dbapi_error) and self.engine.dialect.is_disconnect(
+            exc, raw.dbapi_connection, cursor)  # type: ignore[arg-type]
+        if gone:
+            self._drop(broken=True)
+
+    def _owners_now(self, cursor: Any, updates: Sequence[Row]) -> dict[str, str]:
+        """The runs among ``updates`` whose row names another owner than the batch expected."""
+        run_ids = [row["_run_id"] for row in updates]
+        cursor.execute(f"SELECT run_id, owner FROM runs WHERE run_id IN ({', '.join([self._mark] * len(run_ids))})",
+                       run_ids)
+        owners = dict(cursor.fetchall())
+        return {row["_run_id"]: str(owners.get(row["_run_id"]) or "nobody (the run is gone)")
+                for row in updates if owners.get(row["_run_id"]) != row["_owner"]}
