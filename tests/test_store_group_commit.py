@@ -21,7 +21,7 @@ from sqlalchemy import create_engine, update
 from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
 from runner.aloop import arun_agent
 from runner.errors import StoreError
-from runner.store import RunStore
+from runner.store import RunStore, open_store
 from runner.store.tables import runs
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -359,3 +359,19 @@ def test_a_run_taken_over_fails_alone_in_its_group(store: RunStore, store_url: s
         "run lost was taken over by another-host:7@1 while this process was not renewing its lease; "
         "this process writes nothing more to it")}
     assert [e.kind for e in store.get_run("lost").events] == ["run_started", "message", "message", "step_started"]
+
+
+def test_a_run_still_going_when_its_store_is_closed_is_logged_and_holds_no_connection(store: RunStore,
+                                                                                       store_url: str) -> None:
+    def model(messages: Any, specs: Any) -> ModelReply:
+        if len(messages) == 2:
+            store.close()  # the application shuts the store while this run is still going
+            return ModelReply("", [ToolCall("c1", "lookup", {"ref": "r"})])
+        return ModelReply("late")
+
+    result = run_agent("t", model, _registry(), store=store)
+    assert (result.status, result.answer) == ("done", "late")
+    assert store.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    with open_store(store_url) as again:
+        assert [e.kind for e in again.get_run(result.run_id).events] == [
+            *KINDS_PER_RUN[:10], "step_started", "message", "model_call", "step_finished", "run_finished"]

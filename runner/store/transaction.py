@@ -61,6 +61,7 @@ class Writer:
         self.dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         self._conn: Any = None
         self._conn_pid = 0
+        self._closed = False  # after ``close``, a late commit (a run still going) holds nothing
         self.commits = 0  # transactions committed (for tests and benchmarks)
 
     @property
@@ -78,7 +79,9 @@ class Writer:
             self._attempt(parts)  # it was dead (and is dropped): once more, on a new one
 
     def close(self) -> None:
-        """Hand the connection back to the pool."""
+        """Hand the connection back to the pool; later commits (of a run the store's owner did
+        not wait for) each take one from the pool and give it back, as before the first."""
+        self._closed = True
         self._drop(broken=False)
 
     def _attempt(self, parts: Parts) -> None:
@@ -105,6 +108,8 @@ class Writer:
             if cursor is not None:
                 with contextlib.suppress(Exception):
                     cursor.close()
+            if self._closed:
+                self._drop(broken=False)
 
     def _connect(self) -> Any:
         if self.connection is None:
