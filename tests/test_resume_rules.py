@@ -159,6 +159,12 @@ def test_a_callers_mistakes_are_one_line(store: RunStore) -> None:
         follow_up(store, waiting.run_id, "and?", ScriptedModel([]), weather_registry())
     with pytest.raises(TypeError, match="unknown run option"):
         resume(store, waiting.run_id, ScriptedModel([]), weather_registry(), max_stepz=3)  # type: ignore[call-arg]
+    wrong = r"^tools_ref must be a string like 'myapp.tools:registry', got (int|bytes)$"
+    with pytest.raises(TypeError, match=wrong):
+        run_agent("t", ScriptedModel(["x"]), weather_registry(), store=store, tools_ref=7)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=wrong):
+        fork(store, parent.run_id, at_step=1, model=ScriptedModel([]), registry=weather_registry(),
+             tools_ref=b"m:a")  # type: ignore[arg-type]
 
 
 def test_an_idempotency_key_must_be_a_parameter_the_model_cannot_send() -> None:
