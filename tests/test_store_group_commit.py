@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, update
+from sqlalchemy import create_engine, event, update
 
 from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
 from runner.aloop import arun_agent
@@ -361,17 +362,31 @@ def test_a_run_taken_over_fails_alone_in_its_group(store: RunStore, store_url: s
     assert [e.kind for e in store.get_run("lost").events] == ["run_started", "message", "message", "step_started"]
 
 
-def test_a_run_still_going_when_its_store_is_closed_is_logged_and_holds_no_connection(store: RunStore,
-                                                                                       store_url: str) -> None:
+def _closed(dbapi_connection: Any) -> bool:
+    if hasattr(dbapi_connection, "closed"):  # psycopg
+        return bool(dbapi_connection.closed)
+    try:  # sqlite3 says so only when used
+        dbapi_connection.execute("SELECT 1")
+    except sqlite3.ProgrammingError:
+        return True
+    return False
+
+
+def test_a_run_still_going_when_its_store_is_closed_is_logged_and_leaves_no_connection_open(
+        store: RunStore, store_url: str) -> None:
+    opened: list[Any] = []
+
     def model(messages: Any, specs: Any) -> ModelReply:
         if len(messages) == 2:
             store.close()  # the application shuts the store while this run is still going
+            event.listen(store.engine, "connect", lambda dbapi, _record: opened.append(dbapi))
             return ModelReply("", [ToolCall("c1", "lookup", {"ref": "r"})])
         return ModelReply("late")
 
     result = run_agent("t", model, _registry(), store=store)
     assert (result.status, result.answer) == ("done", "late")
     assert store.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+    assert [_closed(c) for c in opened] == [True, True, True]  # each late commit's own, closed after it
     with open_store(store_url) as again:
         assert [e.kind for e in again.get_run(result.run_id).events] == [
             *KINDS_PER_RUN[:10], "step_started", "message", "model_call", "step_finished", "run_finished"]

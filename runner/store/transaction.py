@@ -109,7 +109,7 @@ class Writer:
                 with contextlib.suppress(Exception):
                     cursor.close()
             if self._closed:
-                self._drop(broken=False)
+                self._drop(broken=False, keep=False)
 
     def _connect(self) -> Any:
         if self.connection is None:
@@ -117,14 +117,19 @@ class Writer:
             self._conn_pid = os.getpid()
         return self._conn
 
-    def _drop(self, *, broken: bool) -> None:
+    def _drop(self, *, broken: bool, keep: bool = True) -> None:
+        """Let go of the held connection: back to the pool (``keep``), or closed for good
+        (``broken``, or a late commit after ``close``: the pool was disposed already)."""
         conn, self._conn = self.connection, None  # a forked child never closes its parent's
         if conn is None:
             return
         with contextlib.suppress(Exception):  # a connection that cannot even be closed is gone anyway
             if broken:
                 conn.invalidate()  # the pool discards it; the next commit connects afresh
+            elif keep:
+                conn.close()
             else:
+                conn.detach()
                 conn.close()
 
     def _roll_back(self, raw: Any, cursor: Any, exc: BaseException) -> None:
