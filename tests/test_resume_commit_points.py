@@ -18,7 +18,7 @@ from sqlalchemy import create_engine, insert, select
 
 from runner import open_store, run_agent
 from runner.events import Event, ModelCalled, ModelCallStarted, ToolFinished, ToolStarted, decode_all
-from runner.resume import resume
+from runner.resume import fork, resume
 from runner.store.tables import events, runs
 from tests.durable_child import Plan, PlanModel, ran, tools
 
@@ -68,13 +68,18 @@ def recorded(tmp_path: Path) -> tuple[str, dict[str, Any], list[dict[str, Any]],
     return result.run_id, row, rows, points.points[:-1]
 
 
-def cut_at(tmp_path: Path, name: str, run_row: dict[str, Any], rows: list[dict[str, Any]], point: int) -> str:
-    """A store holding the run as a process killed right after the commit at ``point`` left it."""
+def cut_at(tmp_path: Path, name: str, run_row: dict[str, Any], rows: list[dict[str, Any]], point: int,
+           parent: tuple[dict[str, Any], list[dict[str, Any]]] | None = None) -> str:
+    """A store holding the run as a process killed right after the commit at ``point`` left it
+    (with its ``parent`` run whole, for a fork)."""
     url = f"sqlite:///{tmp_path / f'{name}.db'}"
     open_store(url).close()
     engine = create_engine(url)
     long_ago = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
     with engine.begin() as conn:
+        if parent is not None:
+            conn.execute(insert(runs), [parent[0]])
+            conn.execute(insert(events), parent[1])
         conn.execute(insert(runs), [dict(run_row, status="running", answer=None, finished_at=None,
                                          owner="a-host-long-gone:1@0", heartbeat_at=long_ago)])
         conn.execute(insert(events), rows[:point])
@@ -136,3 +141,50 @@ def test_a_resumed_run_killed_again_after_any_commit_of_its_resume_still_ends_th
     for n, second_cut in enumerate(second_cuts):
         url = cut_at(tmp_path, f"cut-{n}", run_row, resumed_rows, second_cut)
         resume_and_check(url, run_id, tmp_path / f"again-{n}")
+
+
+def test_a_fork_killed_right_after_any_commit_resumes_to_the_same_end(tmp_path: Path) -> None:
+    """A fork starts from its parent's history with its steps numbered on: resumed from any
+    commit, it must end as the uninterrupted fork did, asking the model for no step twice."""
+    parent_id, parent_row, parent_rows, _ = recorded(tmp_path)
+    url = f"sqlite:///{tmp_path / 'whole.db'}"
+    points = CommitPoints()
+    workdir = tmp_path / "fork"
+    workdir.mkdir()
+    with open_store(url) as store:
+        forked = fork(store, parent_id, at_step=2, model=PlanModel(PLAN), registry=tools(workdir), recorder=points)
+    assert (forked.status, forked.steps) == ("done", STEPS)
+    fork_row, fork_rows = log_of(url, forked.run_id)
+    assert points.points[-1] == len(fork_rows)
+    for n, point in enumerate(points.points[:-1]):
+        cut = cut_at(tmp_path, f"fork-{n}", fork_row, fork_rows, point, parent=(parent_row, parent_rows))
+        with open_store(cut) as store:
+            facts = decode_all(store.get_run(forked.run_id).events, forked.run_id)
+            replies = sum(1 for f in facts if isinstance(f, ModelCalled) and f.reply is not None)
+            model = PlanModel(PLAN)
+            again = tmp_path / f"fork-again-{n}"
+            again.mkdir()
+            result = resume(store, forked.run_id, model, tools(again))
+            run = store.get_run(forked.run_id)
+        assert (result.status, result.steps, run.steps) == ("done", STEPS, STEPS), (n, facts[-1])
+        assert len(model.seen) == (STEPS - 1) - replies  # the fork asks for steps 2..4 only, each once
+        assert sum(1 for m in result.messages if m["role"] == "assistant") == STEPS
+        assert [e.seq for e in run.events] == list(range(1, len(run.events) + 1))
+
+
+def test_the_async_driver_commits_at_exactly_the_same_points(tmp_path: Path) -> None:
+    """So every cut above is also every state a killed ``arun_agent`` can leave."""
+    import asyncio
+
+    from runner.aloop import arun_agent
+
+    _, _, rows, points = recorded(tmp_path)
+    workdir = tmp_path / "async"
+    workdir.mkdir()
+    async_points = CommitPoints()
+    with open_store(f"sqlite:///{tmp_path / 'async.db'}") as store:
+        result = asyncio.run(arun_agent("Do the plan.", PlanModel(PLAN), tools(workdir), store=store,
+                                        recorder=async_points))
+        kinds = [e.kind for e in store.get_run(result.run_id).events]
+    assert (result.status, kinds) == ("done", [row["kind"] for row in rows])
+    assert async_points.points[:-1] == points
