@@ -62,6 +62,7 @@ class Writer:
         self._conn: Any = None
         self._conn_pid = 0
         self._closed = False  # after ``close``, a late commit (a run still going) holds nothing
+        self._lost = False  # the last attempt found its connection dead
         self.commits = 0  # transactions committed (for tests and benchmarks)
 
     @property
@@ -74,17 +75,18 @@ class Writer:
         try:
             self._attempt(parts)
         except self.dbapi_error:
-            if self.connection is not None:  # the connection is fine: the rows themselves failed
+            if not self._lost:  # the connection is fine: the rows themselves failed
                 raise
             self._attempt(parts)  # it was dead (and is dropped): once more, on a new one
 
     def close(self) -> None:
-        """Hand the connection back to the pool; later commits (of a run the store's owner did
-        not wait for) each take one from the pool and give it back, as before the first."""
+        """Hand the connection back to the pool. A later commit (of a run the store's owner did
+        not wait for) opens a connection of its own and closes it when done."""
         self._closed = True
         self._drop(broken=False)
 
     def _attempt(self, parts: Parts) -> None:
+        self._lost = False
         sql = self._statements()
         raw = self._connect()
         cursor = None
@@ -137,11 +139,11 @@ class Writer:
         try:
             raw.rollback()
         except BaseException:
-            self._drop(broken=True)
-            return
-        gone = isinstance(exc, self.dbapi_error) and self.engine.dialect.is_disconnect(
-            exc, raw.dbapi_connection, cursor)  # type: ignore[arg-type]
-        if gone:
+            self._lost = True
+        else:
+            self._lost = isinstance(exc, self.dbapi_error) and self.engine.dialect.is_disconnect(
+                exc, raw.dbapi_connection, cursor)  # type: ignore[arg-type]
+        if self._lost:
             self._drop(broken=True)
 
     def _owners_now(self, cursor: Any, updates: Sequence[Row]) -> dict[str, str]:
