@@ -8,7 +8,9 @@ checks that the events written are exactly the events expected (7 per tool step,
 ``7 * STEPS + 1`` per run). In the same run, the raw floor: plain ``sqlite3``
 inserting the same rows, one commit per batch of 50 runs' facts (each run's facts
 up to the same sync point). Read the ratios, not the absolute figures (machines are
-noisy).
+noisy). The last two columns are this process's CPU time per step and per second of
+wall time: at 1.00 one core is busy all along, which is where the GIL caps a process
+however many runs it drives.
 
     .venv/bin/python bench/concurrency.py [--steps 20] [--repeats 3]
 """
@@ -18,12 +20,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import resource
 import sqlite3
 import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -94,15 +98,32 @@ def run_coroutines(store: RunStore, runs: int, steps: int) -> list[str]:
     return asyncio.run(main())
 
 
+@dataclass(frozen=True)
+class Figure:
+    """One configuration's best repeat: steps/s, and this process's CPU in it (user + system):
+    per step, and per second of wall time (1.00 is one core busy all along: the GIL's ceiling)."""
+
+    rate: float
+    cpu_us_per_step: float
+    cpu_per_wall: float
+
+
+def cpu_s() -> float:
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    return used.ru_utime + used.ru_stime
+
+
 def measure(store: RunStore, drive: Callable[[RunStore, int, int], list[str]], runs: int, steps: int,
-            repeats: int) -> tuple[float, list[str]]:
-    """Best steps/s over ``repeats``; checks every run's event count."""
-    best, ids = 0.0, []
+            repeats: int) -> tuple[Figure, list[str]]:
+    """The best of ``repeats``; checks every run's event count."""
+    best, ids = Figure(0.0, 0.0, 0.0), []
     for _ in range(repeats):
-        started = time.perf_counter()
+        started, cpu_before = time.perf_counter(), cpu_s()
         ids = drive(store, runs, steps)
-        rate = runs * steps / (time.perf_counter() - started)
-        best = max(best, rate)
+        wall, cpu = time.perf_counter() - started, cpu_s() - cpu_before
+        rate = runs * steps / wall
+        if rate > best.rate:
+            best = Figure(rate, cpu / (runs * steps) * 1e6, cpu / wall)
         with store.engine.connect() as conn:
             written = sum(conn.execute(text("SELECT count(*) FROM events WHERE run_id = :r"), {"r": r}).scalar_one()
                           for r in ids)
@@ -170,7 +191,7 @@ def main() -> None:
     args = parser.parse_args()
     steps, repeats = args.steps, args.repeats
     drivers = {"threads": run_threads, "coroutines": run_coroutines}
-    table: list[tuple[str, str, int, float]] = []
+    table: list[tuple[str, str, int, Figure]] = []
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         backends: list[tuple[str, RunStore, Callable[[], None]]] = []
@@ -184,19 +205,21 @@ def main() -> None:
             try:
                 for how, drive in drivers.items():
                     for runs in SIZES:
-                        rate, ids = measure(store, drive, runs, steps, repeats)
-                        table.append((name, how, runs, rate))
+                        figure, ids = measure(store, drive, runs, steps, repeats)
+                        table.append((name, how, runs, figure))
                         if name == "sqlite" and how == "threads" and runs == SIZES[-1]:
                             raw = floor(store, ids, steps, work / "raw.db", repeats)
             finally:
                 close()
     print(f"{STEPS_NOTE.format(steps=steps, events=events_per_run(steps))}")
-    print(f"{'store':<11} {'driver':<11} {'runs':>5} {'steps/s':>9} {'vs 1 run':>9} {'vs floor':>9}")
+    print(f"{'store':<11} {'driver':<11} {'runs':>5} {'steps/s':>9} {'vs 1 run':>9} {'vs floor':>9} "
+          f"{'cpu us/step':>12} {'cpu/wall':>9}")
     single: dict[tuple[str, str], float] = {}
-    for name, how, runs, rate in table:
+    for name, how, runs, figure in table:
+        rate = figure.rate
         single.setdefault((name, how), rate)
         print(f"{name:<11} {how:<11} {runs:>5} {rate:>9.0f} {rate / single[(name, how)]:>8.2f}x "
-              f"{rate / raw:>8.2f}x")
+              f"{rate / raw:>8.2f}x {figure.cpu_us_per_step:>12.0f} {figure.cpu_per_wall:>9.2f}")
     print(f"{'sqlite3 raw':<11} {'floor':<11} {SIZES[-1]:>5} {raw:>9.0f} {'':>9} {1.0:>8.2f}x")
 
 
