@@ -37,9 +37,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..errors import StoreError
 from .engine import one_line
 from .prepared import Prepared
-from .transaction import Parts, TakenOver, Writer
-
-Row = dict[str, Any]
+from .transaction import Parts, Row, TakenOver, Writer
 
 
 @dataclass(slots=True, eq=False)
