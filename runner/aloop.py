@@ -65,9 +65,9 @@ async def adrive(core: AgentCore) -> AgentResult:
 async def aperform(core: AgentCore, action: Action) -> Outcome:
     if isinstance(action, Commit):
         for committed in sync_later(core.recorder):
-            # Shielded: a cancelled caller must not call off a commit already under way (the
-            # run's close, in ``adrive``, waits for it and then commits the rest).
-            await asyncio.shield(asyncio.wrap_future(committed))
+            # A cancelled caller calls no commit off (the future only tells of it): the run's
+            # close, in ``adrive``, waits for the commit under way and then commits the rest.
+            await committed
         return COMMITTED
     if isinstance(action, CallModel):
         return await _await_call(action.model, (action.messages, action.specs), {}, None, core)

@@ -22,10 +22,12 @@ repeat, or just commits what it still holds.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .events import Event, RunFinished, StepFinished
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 class Recorder(Protocol):
@@ -37,10 +39,10 @@ class LaterSync(Protocol):
     """A recorder that can commit without blocking: ``sync_later`` hands what ``sync``
     would commit to a writer thread and returns the futures of those commits."""
 
-    def sync_later(self) -> list[Future[None]]: ...
+    def sync_later(self) -> list[asyncio.Future[None]]: ...
 
 
-def sync_later(recorder: Recorder) -> list[Future[None]]:
+def sync_later(recorder: Recorder) -> list[asyncio.Future[None]]:
     """``recorder.sync()`` for a driver that must not block (async): the commits to await.
 
     Recorders without ``sync_later`` are synced in place (theirs is cheap or a no-op)."""
@@ -48,7 +50,7 @@ def sync_later(recorder: Recorder) -> list[Future[None]]:
     if later is None:
         recorder.sync()
         return []
-    futures: list[Future[None]] = later()
+    futures: list[asyncio.Future[None]] = later()
     return futures
 
 
@@ -84,8 +86,8 @@ class FanoutRecorder:
     def sync(self) -> None:
         self._tell_all(lambda r: r.sync())
 
-    def sync_later(self) -> list[Future[None]]:
-        futures: list[Future[None]] = []
+    def sync_later(self) -> list[asyncio.Future[None]]:
+        futures: list[asyncio.Future[None]] = []
         self._tell_all(lambda r: futures.extend(sync_later(r)))
         return futures
 

@@ -167,6 +167,55 @@ def test_an_async_run_waiting_on_the_store_does_not_block_the_event_loop(store: 
         "run_finished"]
 
 
+def test_a_commit_carrying_many_coroutines_wakes_their_event_loop_once(store: RunStore, store_url: str) -> None:
+    """Each batch's own cross-thread wake-up (a write to the loop's self-pipe, a callback, a
+    future chained to a future) cost the loop more than its share of the commit."""
+    wakeups: list[int] = []
+    release = threading.Event()
+    locked = threading.Event()
+
+    def hold_lock() -> None:
+        with _write_lock(store_url):
+            locked.set()
+            release.wait(30)
+
+    async def model(messages: Any, specs: Any) -> ModelReply:
+        return ModelReply(f"answer {messages[1]['content']}")
+
+    async def main() -> list[Any]:
+        loop = asyncio.get_running_loop()
+        threadsafe = loop.call_soon_threadsafe
+
+        def counted(callback: Any, *args: Any, **kwargs: Any) -> Any:
+            wakeups.append(1)
+            return threadsafe(callback, *args, **kwargs)
+
+        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        runs = [asyncio.ensure_future(arun_agent(f"task {i}", model, ToolRegistry(), store=store))
+                for i in range(20)]
+        for _ in range(3000):  # the first commit waits on the lock; the others queue behind it
+            if store.committer.queued == 19:
+                break
+            await asyncio.sleep(0.01)
+        release.set()
+        return list(await asyncio.gather(*runs))
+
+    holder = threading.Thread(target=hold_lock)
+    holder.start()
+    locked.wait(30)
+    commits_before = store.committer.commits
+    try:
+        results = asyncio.run(main())
+    finally:
+        release.set()
+        holder.join()
+    assert [r.status for r in results] == ["done"] * 20
+    commits = store.committer.commits - commits_before
+    assert store.committer.largest_group >= 19
+    assert commits < 40  # 20 runs, two commits each, in fewer transactions
+    assert len(wakeups) == commits  # one wake-up per commit, not one per run it carried
+
+
 CHILD = textwrap.dedent("""
     import asyncio, os, sys, threading, time
     from pathlib import Path

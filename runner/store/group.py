@@ -11,7 +11,9 @@ rows to the store's ``GroupCommitter`` as a ``Batch``:
   therefore commits on its own thread with no hand-off, as it always did;
 - a batch nobody blocks on (``submit``, the async driver's way, so the event loop's
   thread never waits on the database) is committed by a background writer thread,
-  and its ``future`` completes when the commit that carries it is done.
+  and its ``future`` (an asyncio future of the submitting loop) completes when the
+  commit that carries it is done. One callback per loop and commit completes them
+  all: fifty coroutines' commits cost the loop one wake-up, not fifty.
 
 Batches are committed in the order they were handed in, and a run hands in its next
 batch only after the previous one is committed (the loop waits for each before it
@@ -25,11 +27,11 @@ the rows, the owner fence) is ``transaction.Writer``'s.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -38,6 +40,9 @@ from ..errors import StoreError
 from .engine import one_line
 from .prepared import Prepared
 from .transaction import Parts, Row, TakenOver, Writer
+
+if TYPE_CHECKING:
+    import asyncio
 
 
 @dataclass(slots=True, eq=False)
@@ -52,7 +57,7 @@ class Batch:
     tools: list[Row]
     queued: bool = False  # ``new_run`` fills in the row a queued run already has (runner.pool)
     full_update: bool = True  # ``update`` holds the whole summary, not just the progress columns
-    future: Future[None] | None = None
+    future: asyncio.Future[None] | None = None  # the submitting event loop's, for ``submit``
     waiter: threading.Condition | None = None  # the waiting thread's own condition, if a thread waits
     done: bool = False
     error: StoreError | None = None
@@ -106,10 +111,13 @@ class GroupCommitter:
         with self._lock:
             self._wait_locked(batch)
 
-    def submit(self, batch: Batch) -> Future[None]:
-        """Queue ``batch`` for the background writer; the future completes with its commit."""
-        future: Future[None] = Future()
-        future.set_running_or_notify_cancel()  # it cannot be called off: the rows are the run's log
+    def submit(self, batch: Batch) -> asyncio.Future[None]:
+        """Queue ``batch`` for the background writer; the future, of the running event loop,
+        completes with its commit. Cancelling the future calls nothing off: the rows are the
+        run's log, and ``wait`` still blocks until they are committed."""
+        import asyncio  # only async runs come here: a plain run does not load it
+
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         batch.future = future
         with self._lock:
             self._queue.append(batch)
@@ -176,10 +184,10 @@ class GroupCommitter:
                     batch.done = True
             raise
         finally:
+            _complete_futures(group)
             self._lock.acquire()
             self._leading = False
             for batch in group:
-                _settle(batch)
                 if batch.waiter is not None:
                     batch.waiter.notify()
             self._hand_over_locked()
@@ -252,11 +260,24 @@ def _error(batch: Batch, exc: BaseException) -> StoreError:
     return StoreError(f"cannot write run {batch.run_id} to the store: {one_line(exc)}")
 
 
-def _settle(batch: Batch) -> None:
-    future = batch.future
-    if future is None or future.done():
-        return
-    if batch.error is not None:
-        future.set_exception(batch.error)
-    else:
-        future.set_result(None)
+def _complete_futures(group: Sequence[Batch]) -> None:
+    """Hand each event loop the outcomes of its batches in one callback (one wake-up of
+    the loop per commit, however many of its coroutines the commit carried)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[Batch]] = {}
+    for batch in group:
+        if batch.future is not None:
+            by_loop.setdefault(batch.future.get_loop(), []).append(batch)
+    for loop, batches in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody awaits these any more
+            loop.call_soon_threadsafe(_settle_all, batches)
+
+
+def _settle_all(batches: Sequence[Batch]) -> None:
+    for batch in batches:
+        future = batch.future
+        if future is None or future.done():  # its coroutine was cancelled meanwhile
+            continue
+        if batch.error is not None:
+            future.set_exception(batch.error)
+        else:
+            future.set_result(None)

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from concurrent.futures import Future
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, Protocol, overload
+from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from sqlalchemy import Dialect, Engine, Insert, Table, bindparam
 from sqlalchemy.dialects import postgresql, sqlite
@@ -44,6 +43,9 @@ from .lease import Heartbeat
 from .owner import owner_id
 from .prepared import Prepared
 from .tables import events, run_labels, run_tools, runs
+
+if TYPE_CHECKING:
+    import asyncio
 
 _encode = json.JSONEncoder(separators=(",", ":"), default=repr).encode
 
@@ -210,9 +212,10 @@ class StoreRecorder:
             self._restore(batch)
             raise
 
-    def sync_later(self) -> list[Future[None]]:
-        """``sync`` without blocking: the buffered rows go to the store's writer thread,
-        and the future completes once they are committed (the async driver awaits it)."""
+    def sync_later(self) -> list[asyncio.Future[None]]:
+        """``sync`` without blocking, on an event loop's thread: the buffered rows go to the
+        store's writer thread, and the future completes once they are committed (the async
+        driver awaits it)."""
         self._settle_inflight()
         batch = self._inflight = self._batch()
         return [self._committer.submit(batch)]
