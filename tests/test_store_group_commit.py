@@ -167,7 +167,8 @@ def test_an_async_run_waiting_on_the_store_does_not_block_the_event_loop(store: 
         "run_finished"]
 
 
-def test_a_commit_carrying_many_coroutines_wakes_their_event_loop_once(store: RunStore, store_url: str) -> None:
+def test_a_commit_carrying_many_coroutines_wakes_their_event_loop_once(store: RunStore, store_url: str,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Each batch's own cross-thread wake-up (a write to the loop's self-pipe, a callback, a
     future chained to a future) cost the loop more than its share of the commit."""
     wakeups: list[int] = []
@@ -190,7 +191,7 @@ def test_a_commit_carrying_many_coroutines_wakes_their_event_loop_once(store: Ru
             wakeups.append(1)
             return threadsafe(callback, *args, **kwargs)
 
-        loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+        monkeypatch.setattr(loop, "call_soon_threadsafe", counted)
         runs = [asyncio.ensure_future(arun_agent(f"task {i}", model, ToolRegistry(), store=store))
                 for i in range(20)]
         for _ in range(3000):  # the first commit waits on the lock; the others queue behind it
