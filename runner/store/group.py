@@ -15,9 +15,15 @@ rows to the store's ``GroupCommitter`` as a ``Batch``:
   commit that carries it is done. One callback per loop and commit completes them
   all: fifty coroutines' commits cost the loop one wake-up, not fifty.
 
-Batches are committed in the order they were handed in, and a run hands in its next
-batch only after the previous one is committed (the loop waits for each before it
-acts), so each run's events stay contiguous and in order. When a group's transaction
+On PostgreSQL a commit mostly waits for the server to flush its log, so up to
+``leaders`` groups are under way at once, each on a connection of its own: while one
+group's commit waits, the runs it does not carry go on and the next group is written
+(the server flushes concurrent commits together). SQLite has a single writer: one
+leader at a time.
+
+A run hands in its next batch only after the previous one is committed (the loop
+waits for each before it acts), so a run has at most one batch under way, and its
+events stay contiguous and in order whichever leader carries each batch. When a group's transaction
 fails, its batches are retried one transaction each, so a run whose rows cannot be
 written (a taken run id, say) fails alone; a later batch of that run in the same
 group is not written either (its log must not skip events). A run another process
@@ -58,17 +64,27 @@ class Batch:
     queued: bool = False  # ``new_run`` fills in the row a queued run already has (runner.pool)
     full_update: bool = True  # ``update`` holds the whole summary, not just the progress columns
     future: asyncio.Future[None] | None = None  # the submitting event loop's, for ``submit``
+    taken: bool = False  # a leader has it in its group
     waiter: threading.Condition | None = None  # the waiting thread's own condition, if a thread waits
     done: bool = False
     error: StoreError | None = None
 
 
-class GroupCommitter:
-    """The one writer of a store's run logs: commits queued batches in groups, in order."""
+# Groups under way at once on a server database (see the module docstring).
+SERVER_LEADERS = 2
 
-    def __init__(self, engine: Engine, statements: Callable[[], dict[str, Prepared]]) -> None:
+
+class GroupCommitter:
+    """The writer of a store's run logs: commits queued batches in groups, each run's in order."""
+
+    def __init__(self, engine: Engine, statements: Callable[[], dict[str, Prepared]],
+                 leaders: int | None = None) -> None:
         self.engine = engine
-        self.writer = Writer(engine, statements)
+        self._statements = statements
+        self.leaders = leaders or (1 if engine.dialect.name == "sqlite" else SERVER_LEADERS)
+        self.writer = Writer(engine, statements)  # the first leader's (one connection per leader)
+        self._writers = [self.writer]
+        self._free = [self.writer]
         # One lock; every waiting thread sleeps on a condition of its own, so a commit wakes
         # the threads it carried and the next leader, never all fifty waiters at once.
         self._lock = threading.Lock()
@@ -76,20 +92,20 @@ class GroupCommitter:
         self._writer_wake = threading.Condition(self._lock)
         self._idle = threading.Condition(self._lock)  # notified when a commit ends (``close`` waits on it)
         self._queue: list[Batch] = []
-        self._leading = False
-        self._writer: threading.Thread | None = None
+        self._leading = 0  # groups under way
+        self._background: list[threading.Thread] = []
         self._closed = False
         self.largest_group = 0  # the most batches one transaction has carried (for tests and benchmarks)
 
     @property
     def commits(self) -> int:
         """Transactions committed (for tests and benchmarks)."""
-        return self.writer.commits
+        return sum(writer.commits for writer in self._writers)
 
     @property
     def busy(self) -> bool:
         """Whether a commit is under way right now."""
-        return self._leading
+        return self._leading > 0
 
     @property
     def queued(self) -> int:
@@ -121,11 +137,12 @@ class GroupCommitter:
         batch.future = future
         with self._lock:
             self._queue.append(batch)
-            if self._writer is None or not self._writer.is_alive():
+            self._background = [thread for thread in self._background if thread.is_alive()]
+            if len(self._background) < self.leaders:
                 self._closed = False
-                self._writer = threading.Thread(target=self._write_forever, name="runner-group-commit",
-                                                daemon=True)
-                self._writer.start()
+                thread = threading.Thread(target=self._write_forever, name="runner-group-commit", daemon=True)
+                self._background.append(thread)
+                thread.start()
             self._writer_wake.notify()
         return future
 
@@ -133,14 +150,16 @@ class GroupCommitter:
         """Let the background writer finish what is queued and stop; hand the connection back."""
         with self._lock:
             self._closed = True
-            self._writer_wake.notify()
-            writer = self._writer
-        if writer is not None and writer is not threading.current_thread():
-            writer.join(timeout=60)
+            self._writer_wake.notify_all()
+            background = list(self._background)
+        for thread in background:
+            if thread is not threading.current_thread():
+                thread.join(timeout=60)
         with self._lock:
             while self._leading:
                 self._idle.wait()
-            self.writer.close()
+            for writer in self._writers:
+                writer.close()
 
     # -- leading ------------------------------------------------------------------
 
@@ -148,7 +167,7 @@ class GroupCommitter:
         """With the lock held: lead a commit when nobody does, else sleep until this batch is
         committed or leadership is handed to this thread."""
         while not batch.done:
-            if self._leading:
+            if batch.taken or self._leading >= self.leaders:
                 waiter = getattr(self._mine, "cond", None)
                 if waiter is None:
                     waiter = self._mine.cond = threading.Condition(self._lock)
@@ -160,22 +179,26 @@ class GroupCommitter:
     def _write_forever(self) -> None:
         with self._lock:
             while True:
-                if self._queue and not self._leading:
+                if self._queue and self._leading < self.leaders:
                     self._lead_locked()
                 elif self._closed and not self._queue:
-                    self._writer = None
+                    self._background.remove(threading.current_thread())
+                    self._writer_wake.notify()  # the next background writer sees the close too
                     return
                 else:
                     self._writer_wake.wait()
 
     def _lead_locked(self) -> None:
         """Take everything queued and commit it with the lock released; wake whom it concerns."""
-        self._leading = True
+        self._leading += 1
+        writer = self._free.pop() if self._free else self._new_writer()
         group, self._queue = self._queue, []
+        for batch in group:
+            batch.taken = True
         self.largest_group = max(self.largest_group, len(group))
         self._lock.release()
         try:
-            self._write(group)
+            self._write(group, writer)
         except BaseException as exc:  # Ctrl-C while writing: the group's fate is unknown, say so
             for batch in group:
                 if not batch.done:
@@ -186,17 +209,23 @@ class GroupCommitter:
         finally:
             _complete_futures(group)
             self._lock.acquire()
-            self._leading = False
+            self._leading -= 1
+            self._free.append(writer)
             for batch in group:
                 if batch.waiter is not None:
                     batch.waiter.notify()
             self._hand_over_locked()
             self._idle.notify_all()
 
+    def _new_writer(self) -> Writer:
+        writer = Writer(self.engine, self._statements)
+        self._writers.append(writer)
+        return writer
+
     def _hand_over_locked(self) -> None:
         """Batches queued during the commit: wake the thread that waits on the first one to lead
-        the next, and the background writer when one of them is nobody's to wait on."""
-        if not self._queue:
+        the next, and a background writer when one of them is nobody's to wait on."""
+        if not self._queue or self._leading >= self.leaders:
             return
         first = next((b for b in self._queue if b.waiter is not None), None)
         if first is not None and first.waiter is not None:
@@ -204,25 +233,25 @@ class GroupCommitter:
         if first is None or any(b.future is not None for b in self._queue):
             self._writer_wake.notify()
 
-    def _write(self, group: list[Batch]) -> None:
+    def _write(self, group: list[Batch], writer: Writer) -> None:
         try:
-            self.writer.write(_parts(group))
+            writer.write(_parts(group))
         except TakenOver as lost:
             for batch in group:
                 if batch.run_id in lost.owners:
                     batch.error = _taken_over(batch, lost.owners[batch.run_id])
             rest = [batch for batch in group if batch.error is None]
             if rest:
-                self._write(rest)
-        except (SQLAlchemyError, self.writer.dbapi_error) as exc:
+                self._write(rest, writer)
+        except (SQLAlchemyError, writer.dbapi_error) as exc:
             if len(group) == 1:
                 group[0].error = _error(group[0], exc)
             else:
-                self._one_by_one(group)
+                self._one_by_one(group, writer)
         for batch in group:
             batch.done = True
 
-    def _one_by_one(self, group: list[Batch]) -> None:
+    def _one_by_one(self, group: list[Batch], writer: Writer) -> None:
         """After a failed group: each batch in its own transaction, so only the faulty run fails."""
         failed: set[str] = set()
         for batch in group:
@@ -231,11 +260,11 @@ class GroupCommitter:
                                          "an earlier commit of the run failed")
                 continue
             try:
-                self.writer.write(_parts([batch]))
+                writer.write(_parts([batch]))
             except TakenOver as lost:
                 batch.error = _taken_over(batch, lost.owners[batch.run_id])
                 failed.add(batch.run_id)
-            except (SQLAlchemyError, self.writer.dbapi_error) as exc:
+            except (SQLAlchemyError, writer.dbapi_error) as exc:
                 batch.error = _error(batch, exc)
                 failed.add(batch.run_id)
 

@@ -41,6 +41,7 @@ from ..text import storable
 from .group import Batch, GroupCommitter
 from .lease import Heartbeat
 from .owner import owner_id
+from .pg_bulk import CopyInsert
 from .prepared import Prepared
 from .tables import events, run_labels, run_tools, runs
 
@@ -274,16 +275,19 @@ def _progress(summary: dict[str, Any]) -> dict[str, Any]:
 
 def statements(dialect: Dialect) -> dict[str, Prepared]:
     """The recorder's statements, compiled once per dialect."""
-    found = _STATEMENTS.get(dialect.name)
+    key = f"{dialect.name}+{dialect.driver}"
+    found = _STATEMENTS.get(key)
     if found is None:
+        copy = dialect.name == "postgresql" and dialect.driver == "psycopg"  # see pg_bulk
+
         def update(columns: tuple[str, ...]) -> Prepared:
             """A summary update fenced by the owner: it matches only while this process owns the run."""
             return Prepared(runs.update().where(runs.c.run_id == bindparam("_run_id"),
                                                 runs.c.owner == bindparam("_owner")).values(
                 {name: bindparam(name, type_=runs.c[name].type) for name in columns}), dialect)
-        found = _STATEMENTS[dialect.name] = {
+        found = _STATEMENTS[key] = {
             "runs": Prepared(runs.insert(), dialect), "run_labels": Prepared(_labels_upsert(dialect), dialect),
-            "events": Prepared(events.insert(), dialect),
+            "events": CopyInsert(events, dialect) if copy else Prepared(events.insert(), dialect),
             "run_tools": Prepared(_insert_new(run_tools, dialect), dialect),
             "update_run": update(SUMMARY_COLUMNS), "update_progress": update(PROGRESS_COLUMNS),
             "start_queued": Prepared(runs.update().where(runs.c.run_id == bindparam("_run_id")).values(
