@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, event, update
+from sqlalchemy import create_engine, event, select, update
 
 from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
 from runner.aloop import arun_agent
@@ -196,13 +196,14 @@ def test_a_commit_carrying_many_coroutines_wakes_their_event_loop_once(store: Ru
         monkeypatch.setattr(loop, "call_soon_threadsafe", counted)
         runs = [asyncio.ensure_future(arun_agent(f"task {i}", model, ToolRegistry(), store=store))
                 for i in range(20)]
-        for _ in range(3000):  # the first commits wait on the lock; the others queue behind them
-            if store.committer.queued == 20 - store.committer.leaders:
+        for _ in range(3000):  # the first commit waits on the lock; the others queue behind it
+            if store.committer.queued == 19:
                 break
             await asyncio.sleep(0.01)
         release.set()
         return list(await asyncio.gather(*runs))
 
+    store.committer.leaders = 1  # one group at a time, so the 19 later runs' batches all queue
     holder = threading.Thread(target=hold_lock)
     holder.start()
     locked.wait(30)
@@ -214,9 +215,57 @@ def test_a_commit_carrying_many_coroutines_wakes_their_event_loop_once(store: Ru
         holder.join()
     assert [r.status for r in results] == ["done"] * 20
     commits = store.committer.commits - commits_before
-    assert store.committer.largest_group >= 20 - store.committer.leaders
+    assert store.committer.largest_group >= 19
     assert commits < 40  # 20 runs, two commits each, in fewer transactions
     assert len(wakeups) == commits  # one wake-up per commit, not one per run it carried
+
+
+def test_on_a_server_database_a_commit_held_up_does_not_hold_up_the_other_runs(store: RunStore,
+                                                                               store_url: str) -> None:
+    if store_url.startswith("sqlite"):
+        pytest.skip("SQLite has one writer: its commits go one group at a time")
+    engine = create_engine(store_url)
+    release = threading.Event()
+    row_locked = threading.Event()
+    finished: list[str] = []
+
+    def lock_row(run_id: str) -> None:
+        with engine.connect() as conn:
+            conn.execute(select(runs.c.run_id).where(runs.c.run_id == run_id).with_for_update())
+            row_locked.set()
+            release.wait(30)
+            conn.rollback()
+
+    def slow_model(messages: Any, specs: Any) -> ModelReply:
+        if len(messages) == 2:  # its row exists now: lock it, so the run's next commit waits
+            threading.Thread(target=lock_row, args=("held-up",)).start()
+            row_locked.wait(30)
+            return ModelReply("", [ToolCall("c1", "lookup", {"ref": "x"})])
+        return ModelReply("answer")
+
+    def one(run_id: str, model: Any) -> None:
+        result = run_agent("t", model, _registry(), store=store, run_id=run_id)
+        finished.append(f"{run_id} {result.status}")
+
+    held_up = threading.Thread(target=one, args=("held-up", slow_model))
+    held_up.start()
+    try:
+        _until(lambda: store.committer.busy and row_locked.is_set(), "the held-up run's commit under way")
+        others = [threading.Thread(target=one, args=(f"other-{i}", _script(i))) for i in range(3)]
+        for t in others:
+            t.start()
+        for t in others:
+            t.join(timeout=30)
+        assert sorted(finished) == ["other-0 done", "other-1 done", "other-2 done"]  # while one still waits
+    finally:
+        release.set()
+        held_up.join(timeout=30)
+        engine.dispose()
+    assert finished[-1] == "held-up done"
+    assert [e.kind for e in store.get_run("held-up").events] == [
+        "run_started", "message", "message", "step_started", "message", "model_call", "tool_started",
+        "tool_finished", "message", "step_finished", "step_started", "message", "model_call", "step_finished",
+        "run_finished"]
 
 
 CHILD = textwrap.dedent("""
