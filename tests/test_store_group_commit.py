@@ -24,6 +24,7 @@ from runner.aloop import arun_agent
 from runner.errors import StoreError
 from runner.store import RunStore, open_store
 from runner.store.tables import runs
+from runner.store.transaction import Parts, TakenOver, Writer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -491,3 +492,31 @@ def test_a_run_still_going_when_its_store_is_closed_is_logged_and_leaves_no_conn
     with open_store(store_url) as again:
         assert [e.kind for e in again.get_run(result.run_id).events] == [
             *KINDS_PER_RUN[:10], "step_started", "message", "model_call", "step_finished", "run_finished"]
+
+
+def test_a_fence_that_matched_too_few_runs_yet_found_no_other_owner_fails_the_runs_once(
+        store: RunStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fence's check cannot be confirmed (no run of the group has another owner): the
+    group's runs fail with one line each, and nothing is retried forever."""
+    attempts: list[int] = []
+    real_write = Writer.write
+
+    def write(self: Writer, parts: Parts) -> None:
+        if parts.progress:
+            attempts.append(len(parts.progress))
+            raise TakenOver({})
+        real_write(self, parts)
+
+    monkeypatch.setattr(Writer, "write", write)
+    with pytest.raises(StoreError) as caught:
+        run_agent("t", _script(1), _registry(), store=store, run_id="unconfirmed")
+    assert str(caught.value) == ("cannot write run unconfirmed to the store: its summary update matched fewer "
+                                 "runs than it carried, none of them taken over")
+    assert attempts == [1]
+    monkeypatch.undo()
+    run = store.get_run("unconfirmed")  # the run's close logged how it ended, as for any failed commit
+    assert ([e.kind for e in run.events], run.status, run.error) == (
+        ["run_started", "message", "message", "step_started", "message", "model_call", "tool_started",
+         "step_finished", "run_finished"], "cancelled",
+        "aborted by StoreError: cannot write run unconfirmed to the store: its summary update matched fewer "
+        "runs than it carried, none of them taken over")

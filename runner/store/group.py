@@ -23,8 +23,8 @@ leader at a time.
 
 A run hands in its next batch only after the previous one is committed (the loop
 waits for each before it acts), so a run has at most one batch under way, and its
-events stay contiguous and in order whichever leader carries each batch. When a group's transaction
-fails, its batches are retried one transaction each, so a run whose rows cannot be
+events stay contiguous and in order whichever leader carries each batch. When a group's
+transaction fails, its batches are retried one transaction each, so a run whose rows cannot be
 written (a taken run id, say) fails alone; a later batch of that run in the same
 group is not written either (its log must not skip events). A run another process
 took over fails alone too. The transaction itself (the held connection, the order of
@@ -241,7 +241,11 @@ class GroupCommitter:
                 if batch.run_id in lost.owners:
                     batch.error = _taken_over(batch, lost.owners[batch.run_id])
             rest = [batch for batch in group if batch.error is None]
-            if rest:
+            if len(rest) == len(group):  # no run of this group was taken over: nothing to retry without
+                for batch in rest:
+                    batch.error = StoreError(f"cannot write run {batch.run_id} to the store: its summary "
+                                             "update matched fewer runs than it carried, none of them taken over")
+            elif rest:
                 self._write(rest, writer)
         except (SQLAlchemyError, writer.dbapi_error) as exc:
             if len(group) == 1:
