@@ -10,11 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import update
+from sqlalchemy import create_engine, select, update
 
 from runner import CannotResume, ModelReply, ScriptedModel, ToolCall, ToolRegistry, follow_up, fork, resume, run_agent
 from runner.store import RunStore
 from runner.store.lease import claim
+from runner.store.owner import owner_id
 from runner.store.tables import runs
 from tests.durable_child import PlanModel, ran, tools
 from tests.loop_helpers import Calls, call, reply, weather_registry
@@ -219,3 +220,35 @@ def test_a_model_call_that_never_came_back_is_asked_again_as_the_same_step_withi
     _killed_in_its_first_model_call(store, "n" * 32)
     stopped = resume(store, "n" * 32, ScriptedModel([]), weather_registry(), max_steps=0)
     assert (stopped.status, stopped.error) == ("step_limit", "made 0 model calls (max_steps=0)")
+
+
+def test_a_heartbeat_skips_a_run_whose_row_a_commit_holds_instead_of_waiting(store: RunStore,
+                                                                             store_url: str) -> None:
+    if store_url.startswith("sqlite"):
+        pytest.skip("SQLite locks the whole file, not rows: a beat waits its turn as any writer does")
+    held, free = "held" + "0" * 28, "free" + "0" * 28
+    for run_id in (held, free):
+        run_agent("t", ScriptedModel(["ok"]), ToolRegistry(), store=store, run_id=run_id)
+    old = datetime(2026, 1, 1, tzinfo=UTC)
+    with store.engine.begin() as conn:
+        conn.execute(update(runs).where(runs.c.run_id.in_([held, free])).values(
+            status="running", owner=owner_id(), heartbeat_at=old))
+    store.heartbeat.interval_s = 3600.0  # no beat of its own thread: this test calls beat() itself
+    store.heartbeat.add(held)
+    store.heartbeat.add(free)
+    locker = create_engine(store_url)
+    try:
+        with locker.connect() as conn:  # what a group commit carrying the run holds until it commits
+            conn.execute(select(runs.c.run_id).where(runs.c.run_id == held).with_for_update())
+            beat = threading.Thread(target=store.heartbeat.beat)
+            beat.start()
+            beat.join(timeout=5)
+            still_waiting = beat.is_alive()
+            conn.rollback()
+        beat.join(timeout=30)
+    finally:
+        store.heartbeat.stop()
+        locker.dispose()
+    assert not still_waiting
+    assert store.get_run(held).heartbeat_at == old  # skipped: its own commit refreshes it
+    assert store.get_run(free).heartbeat_at != old

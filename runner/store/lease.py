@@ -20,7 +20,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Final
 
-from sqlalchemy import Engine, update
+from sqlalchemy import Engine, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import StoreError
@@ -89,10 +89,18 @@ class Heartbeat:
         if not run_ids or engine is None:
             return
         now = datetime.now(UTC)
+        mine = (runs.c.run_id.in_(run_ids), runs.c.owner == self._owner(), runs.c.status == "running")
+        if engine.dialect.name == "postgresql":
+            # A row another transaction holds is a run's own commit under way, which refreshes its
+            # heartbeat anyway: skip it rather than wait for it (or deadlock with a group commit
+            # that locks the same runs in another order).
+            free = select(runs.c.run_id).where(*mine).with_for_update(skip_locked=True).scalar_subquery()
+            statement = update(runs).where(runs.c.run_id.in_(free)).values(heartbeat_at=now)
+        else:
+            statement = update(runs).where(*mine).values(heartbeat_at=now)
         try:
             with engine.begin() as conn:
-                conn.execute(update(runs).where(runs.c.run_id.in_(run_ids), runs.c.owner == self._owner(),
-                                                runs.c.status == "running").values(heartbeat_at=now))
+                conn.execute(statement)
         except SQLAlchemyError:
             pass  # the next beat, or the run's next commit, refreshes it
 
