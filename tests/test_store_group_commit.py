@@ -520,3 +520,40 @@ def test_a_fence_that_matched_too_few_runs_yet_found_no_other_owner_fails_the_ru
          "step_finished", "run_finished"], "cancelled",
         "aborted by StoreError: cannot write run unconfirmed to the store: its summary update matched fewer "
         "runs than it carried, none of them taken over")
+
+
+def test_a_coroutine_cancelled_while_its_commit_waits_is_still_logged_and_closed(store: RunStore,
+                                                                                store_url: str) -> None:
+    release = threading.Event()
+    locked = threading.Event()
+
+    def hold_lock() -> None:
+        with _write_lock(store_url):
+            locked.set()
+            release.wait(30)
+
+    async def main() -> None:
+        run = asyncio.ensure_future(arun_agent("task", ScriptedModel(["answer"]), ToolRegistry(), store=store,
+                                               run_id="cancelled-mid-commit"))
+        for _ in range(3000):
+            if store.committer.busy:
+                break
+            await asyncio.sleep(0.01)
+        assert store.committer.busy  # its first commit waits on the lock
+        threading.Timer(0.3, release.set).start()  # the run's close waits for that commit, then logs the rest
+        run.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await run
+
+    holder = threading.Thread(target=hold_lock)
+    holder.start()
+    locked.wait(30)
+    try:
+        asyncio.run(main())
+    finally:
+        release.set()
+        holder.join()
+    run = store.get_run("cancelled-mid-commit")
+    assert (run.status, [e.kind for e in run.events], [e.seq for e in run.events]) == (
+        "cancelled", ["run_started", "message", "message", "step_started", "step_finished", "run_finished"],
+        [1, 2, 3, 4, 5, 6])
