@@ -201,7 +201,9 @@ def main() -> None:
         if pg_url:
             backends.append(("postgresql", *pg_store(pg_url)))
         raw = 0.0
+        leaders: list[str] = []
         for name, store, close in backends:
+            leaders.append(f"{name} {store.committer.leaders}")
             try:
                 for how, drive in drivers.items():
                     for runs in SIZES:
@@ -212,6 +214,7 @@ def main() -> None:
             finally:
                 close()
     print(f"{STEPS_NOTE.format(steps=steps, events=events_per_run(steps))}")
+    print(f"groups committed at once (leaders): {', '.join(leaders)}")
     print(f"{'store':<11} {'driver':<11} {'runs':>5} {'steps/s':>9} {'vs 1 run':>9} {'vs floor':>9} "
           f"{'cpu us/step':>12} {'cpu/wall':>9}")
     single: dict[tuple[str, str], float] = {}
