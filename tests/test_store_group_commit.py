@@ -104,6 +104,27 @@ def _write_lock(store_url: str) -> Iterator[None]:
     engine.dispose()
 
 
+@contextmanager
+def _write_lock_in_thread(store_url: str) -> Iterator[threading.Event]:
+    """``_write_lock`` held by another thread, so an event loop can go on while commits wait on it;
+    setting the event it yields releases the lock."""
+    release, locked = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with _write_lock(store_url):
+            locked.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    locked.wait(30)
+    try:
+        yield release
+    finally:
+        release.set()
+        holder.join()
+
+
 def _until(condition: Any, what: str, timeout_s: float = 30.0) -> None:
     deadline = time.monotonic() + timeout_s
     while not condition():
@@ -136,19 +157,8 @@ def test_runs_waiting_on_a_commit_are_committed_together_in_one_transaction(stor
 
 def test_an_async_run_waiting_on_the_store_does_not_block_the_event_loop(store: RunStore, store_url: str) -> None:
     seen_busy: list[bool] = []
-    release = threading.Event()
 
-    def hold_lock() -> None:
-        with _write_lock(store_url):
-            locked.set()
-            release.wait(30)
-
-    locked = threading.Event()
-    holder = threading.Thread(target=hold_lock)
-    holder.start()
-    locked.wait(30)
-
-    async def main() -> Any:
+    async def main(release: threading.Event) -> Any:
         run = asyncio.ensure_future(arun_agent("task", ScriptedModel(["answer"]), ToolRegistry(), store=store))
         for _ in range(3000):  # this coroutine keeps running while the run's first commit waits
             if store.committer.busy:
@@ -158,11 +168,8 @@ def test_an_async_run_waiting_on_the_store_does_not_block_the_event_loop(store: 
         release.set()
         return await run
 
-    try:
-        result = asyncio.run(main())
-    finally:
-        release.set()
-        holder.join()
+    with _write_lock_in_thread(store_url) as release:
+        result = asyncio.run(main(release))
     assert seen_busy == [True]
     assert result.status == "done"
     assert [e.kind for e in store.get_run(result.run_id).events] == [
@@ -175,18 +182,11 @@ def test_a_commit_carrying_many_coroutines_wakes_their_event_loop_once(store: Ru
     """Each batch's own cross-thread wake-up (a write to the loop's self-pipe, a callback, a
     future chained to a future) cost the loop more than its share of the commit."""
     wakeups: list[int] = []
-    release = threading.Event()
-    locked = threading.Event()
-
-    def hold_lock() -> None:
-        with _write_lock(store_url):
-            locked.set()
-            release.wait(30)
 
     async def model(messages: Any, specs: Any) -> ModelReply:
         return ModelReply(f"answer {messages[1]['content']}")
 
-    async def main() -> list[Any]:
+    async def main(release: threading.Event) -> list[Any]:
         loop = asyncio.get_running_loop()
         threadsafe = loop.call_soon_threadsafe
 
@@ -208,15 +208,9 @@ def test_a_commit_carrying_many_coroutines_wakes_their_event_loop_once(store: Ru
         return list(await asyncio.gather(*runs))
 
     store.committer.leaders = 1  # one group at a time: the later runs' batches all queue behind the first
-    holder = threading.Thread(target=hold_lock)
-    holder.start()
-    locked.wait(30)
-    commits_before = store.committer.commits
-    try:
-        results = asyncio.run(main())
-    finally:
-        release.set()
-        holder.join()
+    with _write_lock_in_thread(store_url) as release:
+        commits_before = store.committer.commits
+        results = asyncio.run(main(release))
     assert [r.status for r in results] == ["done"] * 20
     commits = store.committer.commits - commits_before
     assert commits < 40  # 20 runs, two commits each: the queued batches went in one transaction
@@ -526,15 +520,7 @@ def test_a_fence_that_matched_too_few_runs_yet_found_no_other_owner_fails_the_ru
 
 def test_a_coroutine_cancelled_while_its_commit_waits_is_still_logged_and_closed(store: RunStore,
                                                                                 store_url: str) -> None:
-    release = threading.Event()
-    locked = threading.Event()
-
-    def hold_lock() -> None:
-        with _write_lock(store_url):
-            locked.set()
-            release.wait(30)
-
-    async def main() -> None:
+    async def main(release: threading.Event) -> None:
         run = asyncio.ensure_future(arun_agent("task", ScriptedModel(["answer"]), ToolRegistry(), store=store,
                                                run_id="cancelled-mid-commit"))
         for _ in range(3000):
@@ -547,14 +533,8 @@ def test_a_coroutine_cancelled_while_its_commit_waits_is_still_logged_and_closed
         with pytest.raises(asyncio.CancelledError):
             await run
 
-    holder = threading.Thread(target=hold_lock)
-    holder.start()
-    locked.wait(30)
-    try:
-        asyncio.run(main())
-    finally:
-        release.set()
-        holder.join()
+    with _write_lock_in_thread(store_url) as release:
+        asyncio.run(main(release))
     run = store.get_run("cancelled-mid-commit")
     assert (run.status, [e.kind for e in run.events], [e.seq for e in run.events]) == (
         "cancelled", ["run_started", "message", "message", "step_started", "step_finished", "run_finished"],
