@@ -9,12 +9,12 @@ size of the new messages rather than the size of the history.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
+from . import jsontext
 from .messages import Message, ToolSpec
 
 # The statuses live in ``statuses``; these names stay importable from here.
@@ -82,7 +82,8 @@ def tokens_for_chars(chars: int) -> int:
 
 
 def json_len(value: Any) -> int:
-    return len(json.dumps(value))
+    """``len(json.dumps(value))``."""
+    return len(jsontext.standard(value))
 
 
 def naive_prompt_tokens(specs: Sequence[ToolSpec], messages: Sequence[Message]) -> int:
@@ -129,7 +130,7 @@ def _dict_len(value: Any) -> tuple[int, int]:
                 chars += call_chars
                 args += call_args
         else:
-            size = len(json.dumps(item))
+            size = len(jsontext.standard(item))
             chars += size
             if key == "args":
                 args += size

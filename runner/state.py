@@ -10,11 +10,11 @@ doubt (started, never finished: the process died while the tool ran).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from . import jsontext
 from . import statuses as st
 from .events import (
     ApprovalRequested,
@@ -36,14 +36,11 @@ from .messages import Message, ModelReply, ToolCall
 _RESETS_REPEATS = frozenset({"unknown_tool", "invalid_args"})
 
 
-# ``json.dumps(value, sort_keys=True)``, without building an encoder on every call.
-_sorted_json = json.JSONEncoder(sort_keys=True).encode
-
 
 def call_key(call: ToolCall) -> str | None:
     """What makes two calls identical for the repeat guard; None when the args cannot be keyed."""
     try:
-        return call.name + "\x00" + _sorted_json(call.args)
+        return call.name + "\x00" + jsontext.sorted_keys(call.args)
     except (TypeError, ValueError, RecursionError):
         return None
 

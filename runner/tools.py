@@ -13,15 +13,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
+from . import jsontext
 from .messages import ToolSpec
 from .schema import ArgsCheck, args_checker, check_schema
 from .text import describe_exception
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-
-# ``json.dumps(value, allow_nan=False)``, without building an encoder on every call.
-_strict_json = json.JSONEncoder(allow_nan=False).encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +198,7 @@ def _check_key_parameter(name: str, key: str, params: Mapping[str, Any], fn: Cal
 def result_observation(name: str, value: Any) -> str:
     """``json.dumps`` of a tool's result, or an ``ERROR:`` if it is not valid JSON."""
     try:
-        return _strict_json(value)
+        return jsontext.strict(value)
     except Exception as exc:  # a dict subclass's own items() may raise anything
         return f"ERROR: {name} returned a value that is not JSON-serialisable: {describe_exception(exc)}"
 

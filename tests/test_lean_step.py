@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
+from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, jsontext, run_agent
 
 
 def _registry(seen: list[dict[str, Any]]) -> ToolRegistry:
@@ -23,11 +23,20 @@ def _registry(seen: list[dict[str, Any]]) -> ToolRegistry:
 
 def test_a_plain_step_serialises_three_values(monkeypatch: pytest.MonkeyPatch) -> None:
     calls = [0]
-    real = json.JSONEncoder.iterencode  # every encoder's way to serialise a dict or a list
+    real = json.JSONEncoder.iterencode  # every standard encoder's way to serialise a dict or a list
 
     def counting(self: json.JSONEncoder, value: Any, _one_shot: bool = False) -> Any:
         calls[0] += 1
         return real(self, value, _one_shot)
+
+    def counted(encode: Any) -> Any:
+        def counting_encode(value: Any) -> str:
+            calls[0] += 1
+            return encode(value)  # type: ignore[no-any-return]
+        return counting_encode
+
+    for name in ("standard", "sorted_keys", "strict", "compact"):  # the encoders kept in runner.jsontext
+        monkeypatch.setattr(jsontext, name, counted(getattr(jsontext, name)))
 
     model = ScriptedModel([ModelReply("", [ToolCall(f"c{i}", "echo", {"n": i})]) for i in range(10)] + ["done"])
     registry = _registry([])

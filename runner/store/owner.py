@@ -18,7 +18,7 @@ import functools
 import os
 import re
 import socket
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 PROC = Path("/proc")
@@ -34,16 +34,21 @@ class Owner:
     pid: int
     start: int | None = None
     boot: str | None = None
+    text: str = field(init=False, repr=False, compare=False)  # as written to ``owner``, formatted once
+
+    def __post_init__(self) -> None:
+        text = f"{self.host}:{self.pid}"
+        if self.start is not None:
+            text += f"@{self.start}/{self.boot or ''}"
+        object.__setattr__(self, "text", text)
 
     def __str__(self) -> str:
-        if self.start is None:
-            return f"{self.host}:{self.pid}"
-        return f"{self.host}:{self.pid}@{self.start}/{self.boot or ''}"
+        return self.text
 
 
 def owner_id() -> str:
-    """This process's identity, as recorded on each run it writes."""
-    return str(this_process(os.getpid()))
+    """This process's identity, as recorded on each run it writes (every commit fences on it)."""
+    return this_process(os.getpid()).text
 
 
 @functools.cache

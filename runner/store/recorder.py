@@ -13,7 +13,6 @@ or many threads) share one engine's pool.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, overload
 from sqlalchemy import Dialect, Engine, Insert, Table, bindparam
 from sqlalchemy.dialects import postgresql, sqlite
 
+from .. import jsontext
 from ..errors import StoreError
 from ..events import (
     Event,
@@ -48,8 +48,6 @@ from .tables import events, run_labels, run_tools, runs
 if TYPE_CHECKING:
     import asyncio
 
-_encode = json.JSONEncoder(separators=(",", ":"), default=repr).encode
-
 
 class SpanSource(Protocol):
     """What the tracing recorder offers: the run's trace id and each span key's span id.
@@ -65,7 +63,7 @@ class SpanSource(Protocol):
 
 
 def dumps(value: Any) -> str:
-    return _encode(value)
+    return jsontext.compact(value)
 
 
 @overload

@@ -1,0 +1,58 @@
+"""JSON text at the loop's pace: the standard library's encoders, each built once.
+
+``json.dumps`` with any option set builds a ``JSONEncoder`` on every call, and even a
+kept ``JSONEncoder.encode`` builds its C encoder anew each time; the loop encodes a
+few small values per fact (the log's ``data``, the token meter's lengths, the repeat
+guard's key, a tool's result), so that set-up was a large share of a logged step.
+Here the C encoder is made once per set of options and called directly: the text is
+the standard library's own, byte for byte.
+
+One difference is hidden: a kept C encoder cannot keep a fresh circular-reference
+memo per call, so it runs without one. A circular value then recurses until Python's
+recursion limit; that ``RecursionError`` is caught and the value is encoded again by
+the standard library, which raises its usual error (or encodes it, should it be a deep
+value after all). Without the C accelerator (another Python) every call is the standard
+library's.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from json import encoder as _stdlib
+from typing import Any
+
+Encode = Callable[[Any], str]
+
+
+def _kept(**options: Any) -> Encode:
+    """``json.dumps(value, **options)`` with the encoder built once."""
+    reference = json.JSONEncoder(**options)
+    make = getattr(_stdlib, "c_make_encoder", None)
+    if make is None or reference.indent is not None:
+        return reference.encode
+    text = _stdlib.encode_basestring_ascii if reference.ensure_ascii else _stdlib.encode_basestring
+    fast = make(None, reference.default, text, None, reference.key_separator, reference.item_separator,
+                reference.sort_keys, reference.skipkeys, reference.allow_nan)
+    join = "".join
+
+    def encode(value: Any) -> str:
+        try:
+            return join(fast(value, 0))
+        except RecursionError:
+            return reference.encode(value)  # circular: the standard library's own ValueError
+
+    return encode
+
+
+standard: Encode = _kept()
+"""``json.dumps(value)``: what the token estimate measures."""
+
+sorted_keys: Encode = _kept(sort_keys=True)
+"""``json.dumps(value, sort_keys=True)``: one text for equal values (the repeat guard's key)."""
+
+strict: Encode = _kept(allow_nan=False)
+"""``json.dumps(value, allow_nan=False)``: a tool's result as the model reads it."""
+
+compact: Encode = _kept(separators=(",", ":"), default=repr)
+"""The log's ``data``: no spaces, and anything that is not JSON as its ``repr``."""
