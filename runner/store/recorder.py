@@ -24,11 +24,16 @@ from sqlalchemy.dialects import postgresql, sqlite
 from .. import jsontext
 from ..errors import StoreError
 from ..events import (
+    ApprovalRequested,
     Event,
+    MessageAppended,
+    ModelCalled,
     ModelCallStarted,
     RunFinished,
     RunResumed,
     RunStarted,
+    StepFinished,
+    StepStarted,
     ToolFinished,
     ToolStarted,
     encode,
@@ -106,7 +111,8 @@ class StoreRecorder:
         self._new_run: dict[str, Any] | None = None
         self._labels: list[dict[str, Any]] = []
         self._tools: list[dict[str, Any]] = []
-        self._tool_names: set[str] = set()
+        self._tool_names: set[str] = set()  # as the facts name them
+        self._tool_columns: set[str] = set()  # as ``run_tools`` holds them
         self._span_ids: dict[str, str] = {}
         self._started_at = datetime.now(UTC)
         self._summary: dict[str, Any] = {"status": RUNNING, "answer": None, "error": None, "finished_at": None}
@@ -122,20 +128,33 @@ class StoreRecorder:
     # -- the Recorder protocol -------------------------------------------------
 
     def record(self, event: Event) -> None:
-        if isinstance(event, ModelCallStarted):
-            return
-        if isinstance(event, RunFinished):
-            if self._closing:  # a retry after a failed commit: the close is buffered already
+        kind = type(event)
+        if kind not in _PLAIN_FACTS:  # the few facts that change the run's row, not just its log
+            if kind is ModelCallStarted:
                 return
-            self._closing = True
+            if kind is RunFinished:
+                if self._closing:  # a retry after a failed commit: the close is buffered already
+                    return
+                self._closing = True
         if self._folds:
             self.state.apply(event)
         now = datetime.now(UTC)
+        if kind is ToolStarted or kind is ToolFinished:
+            assert isinstance(event, (ToolStarted, ToolFinished))
+            if event.name not in self._tool_names:
+                self._used(event.name)  # refused calls count too: "which runs tried the tool we removed?"
+        elif kind not in _PLAIN_FACTS:
+            event = self._run_changed(event, now)
+        code, data = encode(event)
+        self._seq += 1
+        self._pending.append((self.run_id, self._seq, now, event.step, code, dumps(data),
+                              span_key(event, self.state.segment)))
+
+    def _run_changed(self, event: Event, now: datetime) -> Event:
+        """A fact that starts, ends or resumes the run: its row changes too. The fact as logged."""
         if isinstance(event, RunStarted):
-            event = self._run_started(event, now)
-        elif isinstance(event, (ToolStarted, ToolFinished)):
-            self._used(event.name)  # refused calls count too: "which runs tried the tool we removed?"
-        elif isinstance(event, RunFinished):
+            return self._run_started(event, now)
+        if isinstance(event, RunFinished):
             self._summary.update(status=event.status, answer=column(event.answer), error=column(event.error),
                                  finished_at=now)
             self._summary_changed = True
@@ -148,10 +167,7 @@ class StoreRecorder:
             self._summary_changed = True
             if self.heartbeat is not None:
                 self.heartbeat.add(self.run_id)
-        kind, data = encode(event)
-        self._seq += 1
-        self._pending.append((self.run_id, self._seq, now, event.step, kind, dumps(data),
-                              span_key(event, self.state.segment)))
+        return event
 
     def sync(self) -> None:
         self.flush()
@@ -190,9 +206,12 @@ class StoreRecorder:
     # -- buffering and commits ---------------------------------------------------
 
     def _used(self, name: str) -> None:
-        key = column(name, NAME_WIDTH)  # two long names that share the column's width are one row
-        if key not in self._tool_names:
-            self._tool_names.add(key)
+        """A tool name this run has not named yet: its ``run_tools`` row, unless another name
+        renders to the same column text (two long names that share the column's width are one row)."""
+        self._tool_names.add(name)
+        key = column(name, NAME_WIDTH)
+        if key not in self._tool_columns:
+            self._tool_columns.add(key)
             self._tools.append({"run_id": self.run_id, "name": key, "started_at": self._started_at})
 
     def flush(self) -> None:
@@ -231,15 +250,23 @@ class StoreRecorder:
         """The buffered rows as one batch (the buffers start empty again)."""
         now = datetime.now(UTC)
         state = self.state
-        summary = dict(self._summary, steps=state.steps, tokens=state.spent, tool_calls=state.tool_calls_run,
-                       updated_at=now, heartbeat_at=now)
-        span_id = self._span_id
-        rows = [(run_id, seq, at, step, kind, data, span_id(key))
-                for run_id, seq, at, step, kind, data, key in self._pending]
-        new_run = None if self._new_run is None else dict(self._new_run, **summary, _run_id=self.run_id)
+        progress = {"steps": state.steps, "tokens": state.spent, "tool_calls": state.tool_calls_run,
+                    "updated_at": now, "heartbeat_at": now}
+        rows = []
+        ids: dict[str, str] = {}  # a step's facts share a few spans: each span's id looked up once
+        for run_id, seq, at, step, code, data, key in self._pending:
+            span_id = ids.get(key)
+            if span_id is None:
+                span_id = ids[key] = self._span_id(key)
+            rows.append((run_id, seq, at, step, code, data, span_id))
         full = self._summary_changed or self._queued
-        update = None if new_run else dict(summary if full else _progress(summary), _run_id=self.run_id,
-                                           _owner=owner_id())
+        new_run = update = None
+        if self._new_run is not None:
+            new_run = dict(self._new_run, **self._summary, **progress, _run_id=self.run_id)
+        elif full:
+            update = dict(self._summary, **progress, _run_id=self.run_id, _owner=owner_id())
+        else:
+            update = dict(progress, _run_id=self.run_id, _owner=owner_id())  # the progress columns only
         batch = Batch(self.run_id, new_run, self._labels, update, rows, self._tools, queued=self._queued,
                       full_update=full)
         self._summary_changed = False
@@ -258,6 +285,9 @@ class StoreRecorder:
         self._tools = batch.tools + self._tools
 
 
+# Facts that leave the run's row as it is: only its log and progress columns change.
+_PLAIN_FACTS: frozenset[type] = frozenset({StepStarted, StepFinished, MessageAppended, ModelCalled, ToolStarted,
+                                           ToolFinished, ApprovalRequested})
 _STATEMENTS: dict[str, dict[str, Prepared]] = {}
 # The width of the name columns (runs.model, provider, agent_name; run_labels.key; run_tools.name).
 NAME_WIDTH = 200
@@ -265,10 +295,6 @@ SUMMARY_COLUMNS = ("status", "answer", "error", "steps", "tokens", "tool_calls",
                    "finished_at")
 EVENT_COLUMNS = ("run_id", "seq", "at", "step", "kind", "data", "span_id")
 PROGRESS_COLUMNS = ("steps", "tokens", "tool_calls", "updated_at", "heartbeat_at")
-
-
-def _progress(summary: dict[str, Any]) -> dict[str, Any]:
-    return {name: summary[name] for name in PROGRESS_COLUMNS}
 
 
 def statements(dialect: Dialect) -> dict[str, Prepared]:

@@ -57,8 +57,10 @@ class UTCDateTime(TypeDecorator[datetime]):
         def to_text(value: datetime | None) -> str | None:
             if value is None:
                 return None
+            if value.tzinfo is UTC:  # the recorder's own timestamps: drop the "+00:00" the text ends with
+                return value.isoformat(" ")[:-6]
             if value.tzinfo is not None:
-                value = (value if value.tzinfo is UTC else value.astimezone(UTC)).replace(tzinfo=None)
+                value = value.astimezone(UTC).replace(tzinfo=None)
             return value.isoformat(" ")
 
         return to_text
