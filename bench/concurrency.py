@@ -203,7 +203,8 @@ def main() -> None:
         raw = 0.0
         leaders: list[str] = []
         for name, store, close in backends:
-            leaders.append(f"{name} {store.committer.leaders}")
+            committer = getattr(store, "committer", None)  # an older version's runner/ may have none
+            leaders.append(f"{name} {getattr(committer, 'leaders', 'n/a')}")
             try:
                 for how, drive in drivers.items():
                     for runs in SIZES:

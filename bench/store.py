@@ -124,6 +124,10 @@ def fill(path: Path, count: int) -> None:
     db.close()
 
 
+def goal(met: bool) -> str:
+    return "ok" if met else "MISSED"
+
+
 def latency_ms(fn: Any, repeats: int = 30) -> float:
     times = []
     for _ in range(repeats):
@@ -149,6 +153,10 @@ def main() -> None:
         for n, (plain, logged, floor) in rows.items():
             print(f"{n:>6} {plain:>14.1f} {logged:>15.1f} {floor:>14.1f} {logged / floor:>12.2f}x "
                   f"{(logged - plain) / floor:>20.2f}x {logged / base:>12.2f}x")
+        worst = max(logged / floor for _, logged, floor in rows.values())
+        flat = rows[SIZES[-1]][1] / base
+        print(f"logged within 2x of the floor at every size: worst {worst:.2f}x -> {goal(worst <= 2.0)}; "
+              f"{SIZES[-1]} steps within 1.2x of {SIZES[0]}: {flat:.2f}x -> {goal(flat <= 1.2)}")
 
         big = work / "big.db"
         started = time.perf_counter()
@@ -165,7 +173,8 @@ def main() -> None:
             status_ms = latency_ms(lambda: store.list_runs(status="done", limit=50))
         empty_100 = rows[100][1]
         print(f"logged loop, 100 steps: {logged_big:8.1f} us/step on {BIG:,} runs vs {empty_100:.1f} on a "
-              f"near-empty file ({logged_big / empty_100:.2f}x)")
+              f"near-empty file ({logged_big / empty_100:.2f}x, goal within 1.2x -> "
+              f"{goal(logged_big / empty_100 <= 1.2)})")
         print(f"list_runs(limit=50), newest:       {list_ms:8.2f} ms")
         print(f"list_runs(status='done'):          {status_ms:8.2f} ms")
         print(f"list_runs(tool='echo'), all match: {tool_ms:8.2f} ms")

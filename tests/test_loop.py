@@ -415,6 +415,20 @@ def test_non_json_tool_result_is_an_error_observation() -> None:
         "serializable")
 
 
+def test_a_circular_tool_result_is_an_error_observation_and_the_run_goes_on() -> None:
+    def looped() -> dict[str, Any]:
+        value: dict[str, Any] = {}
+        value["self"] = value
+        return value
+
+    registry = ToolRegistry()
+    registry.register("loop", "A value that holds itself.", {"type": "object"}, looped)
+    result = run_agent("t", ScriptedModel([reply("", call("c1", "loop")), "ok"]), registry)
+    assert (result.status, result.answer) == ("done", "ok")
+    assert result.messages[3]["content"] == (
+        "ERROR: loop returned a value that is not JSON-serialisable: ValueError: Circular reference detected")
+
+
 def test_a_tool_that_edits_its_arguments_cannot_rewrite_the_history() -> None:
     registry = ToolRegistry()
 
