@@ -225,6 +225,16 @@ def main() -> None:
         print(f"{name:<11} {how:<11} {runs:>5} {rate:>9.0f} {rate / single[(name, how)]:>8.2f}x "
               f"{rate / raw:>8.2f}x {figure.cpu_us_per_step:>12.0f} {figure.cpu_per_wall:>9.2f}")
     print(f"{'sqlite3 raw':<11} {'floor':<11} {SIZES[-1]:>5} {raw:>9.0f} {'':>9} {1.0:>8.2f}x")
+    rates = {(name, how, runs): figure.rate for name, how, runs, figure in table}
+    for (name, how), target in GOALS.items():
+        reached = rates.get((name, how, SIZES[-1]))
+        if reached is not None:
+            print(f"goal: {name} {how}, {SIZES[-1]} runs >= {target:,} steps/s: {reached:,.0f} -> "
+                  f"{'ok' if reached >= target else 'MISSED'}")
+
+
+# The targets of the issue that asked for group commit (steps/s from 50 concurrent runs).
+GOALS = {("sqlite", "threads"): 10_000, ("sqlite", "coroutines"): 10_000, ("postgresql", "coroutines"): 3_000}
 
 
 STEPS_NOTE = "{steps} steps a run, {events} events a run; every configuration wrote exactly the events expected"
