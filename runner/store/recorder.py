@@ -129,7 +129,7 @@ class StoreRecorder:
 
     def record(self, event: Event) -> None:
         kind = type(event)
-        if kind not in _PLAIN_FACTS:  # the few facts that change the run's row, not just its log
+        if kind not in _PLAIN_FACTS:  # the transient fact, or one that changes the run's row
             if kind is ModelCallStarted:
                 return
             if kind is RunFinished:
@@ -251,7 +251,7 @@ class StoreRecorder:
         now = datetime.now(UTC)
         state = self.state
         progress = {"steps": state.steps, "tokens": state.spent, "tool_calls": state.tool_calls_run,
-                    "updated_at": now, "heartbeat_at": now}
+                    "updated_at": now, "heartbeat_at": now}  # PROGRESS_COLUMNS
         rows = []
         ids: dict[str, str] = {}  # a step's facts share a few spans: each span's id looked up once
         for run_id, seq, at, step, code, data, key in self._pending:
