@@ -6,6 +6,7 @@ import hashlib
 import os
 import sqlite3
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -93,6 +94,52 @@ def test_reopening_at_head_needs_no_write_lock(tmp_path: Path) -> None:
     finally:
         locker.execute("ROLLBACK")
         locker.close()
+
+
+def _writer_mid_transaction_on_a_new_file(path: Path) -> sqlite3.Connection:
+    """Another process's connection creating the file: it holds the write lock, the file is not WAL yet."""
+    writer = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("CREATE TABLE scratch (x)")
+    return writer
+
+
+def test_a_new_store_another_writer_is_creating_opens_once_that_writer_is_done(tmp_path: Path) -> None:
+    """Switching a new file to WAL needs it to itself; SQLite says "database is locked" at once,
+    without its busy handler, while another connection writes. Opening waits, as any write does."""
+    path = tmp_path / "runs.db"
+    writer = _writer_mid_transaction_on_a_new_file(path)
+    done: list[str] = []
+
+    def finish() -> None:
+        writer.execute("ROLLBACK")
+        done.append("writer finished")
+
+    timer = threading.Timer(0.3, finish)
+    timer.start()
+    try:
+        with open_store(path, busy_timeout_s=10) as store:
+            done.append("store opened")
+            result = run_agent("t", ScriptedModel(["hi"]), weather_registry(), store=store)
+            assert store.get_run(result.run_id).status == "done"
+    finally:
+        timer.join()
+        writer.close()
+    assert done == ["writer finished", "store opened"]
+    assert sqlite3.connect(path).execute("PRAGMA journal_mode").fetchone() == ("wal",)
+
+
+def test_a_writer_holding_a_new_file_past_the_busy_timeout_is_one_store_error(tmp_path: Path) -> None:
+    path = tmp_path / "runs.db"
+    writer = _writer_mid_transaction_on_a_new_file(path)
+    try:
+        with pytest.raises(StoreError, match=rf"^cannot migrate store sqlite:///{path}: database is locked$"):
+            open_store(path, busy_timeout_s=0.2)
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    with open_store(path) as store:  # nothing was left half-made: the file opens as a new store
+        assert store.list_runs() == []
 
 
 def test_a_foreign_sqlite_file_is_refused_untouched(tmp_path: Path) -> None:

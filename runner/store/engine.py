@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -153,7 +154,10 @@ def _sqlite_events(engine: Engine, synchronous: str, busy_timeout_s: float, *, w
         cursor = dbapi_connection.cursor()
         try:
             for pragma in pragmas:
-                cursor.execute(pragma)
+                if pragma.startswith("PRAGMA journal_mode"):
+                    _waiting_for_writers(cursor, pragma, busy_timeout_s)
+                else:
+                    cursor.execute(pragma)
         finally:
             cursor.close()
 
@@ -176,6 +180,27 @@ def _sqlite_events(engine: Engine, synchronous: str, busy_timeout_s: float, *, w
                     dbapi_connection.execute("PRAGMA query_only = OFF")
                 except sqlite3.Error as exc:
                     record.invalidate(exc)  # never hand a writer a connection stuck read-only
+
+
+def _waiting_for_writers(cursor: Any, statement: str, busy_timeout_s: float) -> None:
+    """Run ``statement`` (the switch to WAL), waiting for another writer as long as the busy timeout.
+
+    Switching a new file to WAL needs it to itself. When another connection holds the write
+    lock meanwhile (a second process creating the same store), SQLite answers "database is
+    locked" at once, without its busy handler (waiting could deadlock a reader upgrading to
+    a writer): so the wait is done here, and the store opens once the other one has.
+    """
+    deadline = time.monotonic() + busy_timeout_s
+    pause = 0.005
+    while True:
+        try:
+            cursor.execute(statement)
+            return
+        except sqlite3.OperationalError as exc:
+            if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_BUSY or time.monotonic() >= deadline:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.1)
 
 
 def _unicode_lower(value: object) -> object:
