@@ -271,8 +271,9 @@ def main() -> None:
     rates = {(name, how, runs): figure.rate for name, how, runs, figure in table}
     if spread_rate:
         one = rates[("sqlite", "coroutines", SIZES[-1])]
-        print(f"sqlite      coroutines {SIZES[-1]:>5} {spread_rate:>9.0f} spread over {args.processes} processes "
-              f"(mean of {repeats} rounds): {spread_rate / one:.2f}x one process, {spread_rate / raw:.2f}x the floor")
+        print(f"{'sqlite':<11} {'coroutines':<11} {SIZES[-1]:>5} {spread_rate:>9.0f} spread over "
+              f"{args.processes} processes (mean of {repeats} rounds): {spread_rate / one:.2f}x one process, "
+              f"{spread_rate / raw:.2f}x the floor")
     for (name, how), target in GOALS.items():
         reached = rates.get((name, how, SIZES[-1]))
         if reached is not None:
