@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, event, select, update
+from sqlalchemy.pool import QueuePool
 
 from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
 from runner.aloop import arun_agent
@@ -392,6 +393,79 @@ def test_a_forked_child_commits_on_a_connection_of_its_own(store: RunStore) -> N
     parent_after = run_agent("after the fork", _script(3), _registry(), store=store)
     assert store.committer.writer.connection is held  # still alive: never replaced
     for run_id in (parent_first.run_id, "child-run", parent_after.run_id):
+        assert [e.kind for e in store.get_run(run_id).events] == KINDS_PER_RUN
+
+
+def _idle_connections(store: RunStore) -> int:
+    pool = store.engine.pool
+    assert isinstance(pool, QueuePool)
+    return pool.checkedin()
+
+
+@contextmanager
+def _write_lock_in_another_process(store_url: str) -> Iterator[subprocess.Popen[str]]:
+    """``_write_lock`` held by another process until its stdin closes. (A lock held in this process
+    would stay held in a forked child for ever: SQLite's locks are the process's, not the connection's.)"""
+    script = textwrap.dedent(f"""
+        import sys
+        from sqlalchemy import create_engine
+        engine = create_engine({store_url!r})
+        with engine.connect() as conn:
+            if conn.dialect.name == "sqlite":
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            else:
+                conn.exec_driver_sql("LOCK TABLE events IN SHARE ROW EXCLUSIVE MODE")
+            print("locked", flush=True)
+            sys.stdin.read()
+            conn.rollback()
+    """)
+    holder = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline() == "locked\n"
+        yield holder
+    finally:
+        for pipe in (holder.stdin, holder.stdout):
+            if pipe is not None:
+                pipe.close()
+        holder.wait(30)
+
+
+def test_a_child_forked_while_a_commit_waits_writes_and_reads_on_connections_of_its_own(
+        store: RunStore, store_url: str) -> None:
+    """A fork copies the committer mid-commit (its leader thread is not in the child) and the pool's
+    idle connections (the parent's: SQLite must never use one across a fork). The child starts
+    afresh: no connection of the parent's, no commit waiting on a leader that does not exist."""
+    first = run_agent("before the fork", _script(0), _registry(), store=store)
+    assert store.get_run(first.run_id).status == "done"  # a read: the pool keeps its connection, idle
+    assert _idle_connections(store) > 0
+    with _write_lock_in_another_process(store_url) as holder:
+        waiting = threading.Thread(target=run_agent, args=("in the parent", _script(1), _registry()),
+                                   kwargs={"store": store, "run_id": "parent-run"})
+        waiting.start()
+        _until(lambda: store.committer.busy, "the parent's commit under way")
+        pid = os.fork()
+        if pid == 0:  # the child
+            code = 1
+            try:
+                assert holder.stdin is not None
+                holder.stdin.close()  # the holder's stdin ends once the parent closes it too
+                signal.signal(signal.SIGALRM, signal.SIG_DFL)
+                signal.alarm(20)  # a commit waiting on the parent's leader would wait for ever: killed
+                fresh = _idle_connections(store) == 0
+                child = run_agent("in the child", _script(2), _registry(), store=store, run_id="child-run")
+                read = store.get_run("child-run").status
+                code = 0 if (fresh, child.status, read) == (True, "done", "done") else 2
+            finally:
+                os._exit(code)
+        time.sleep(0.2)  # the child's first commit now waits for the write lock too
+        assert holder.stdin is not None
+        holder.stdin.close()  # the lock goes
+        _, status = os.waitpid(pid, 0)
+        waiting.join()
+    assert os.waitstatus_to_exitcode(status) == 0
+    for run_id in ("parent-run", "child-run"):
         assert [e.kind for e in store.get_run(run_id).events] == KINDS_PER_RUN
 
 

@@ -84,7 +84,13 @@ class GroupCommitter:
         self.leaders = leaders or (1 if engine.dialect.name == "sqlite" else SERVER_LEADERS)
         self.writer = Writer(engine, statements)  # the first leader's (one connection per leader)
         self._writers = [self.writer]
-        self._free = [self.writer]
+        self._closed = False
+        self.largest_group = 0  # the most batches one transaction has carried (for tests and benchmarks)
+        self._start_afresh()
+
+    def _start_afresh(self) -> None:
+        """No commit under way, nothing queued, no writer thread (at start, and in a forked child)."""
+        self._free = list(self._writers)  # a writer opens a connection of its own in a new process
         # One lock; every waiting thread sleeps on a condition of its own, so a commit wakes
         # the threads it carried and the next leader, never all fifty waiters at once.
         self._lock = threading.Lock()
@@ -94,8 +100,11 @@ class GroupCommitter:
         self._queue: list[Batch] = []
         self._leading = 0  # groups under way
         self._background: list[threading.Thread] = []
-        self._closed = False
-        self.largest_group = 0  # the most batches one transaction has carried (for tests and benchmarks)
+
+    def after_fork(self) -> None:
+        """In a forked child: the parent's commits under way, queued batches and threads are not
+        this process's (its leaders do not exist here, and its lock may be held for ever)."""
+        self._start_afresh()
 
     @property
     def commits(self) -> int:

@@ -59,6 +59,11 @@ class Heartbeat:
         self._engine = weakref.ref(engine)
         self._owner = owner
         self.interval_s = interval_s
+        self.after_fork()
+
+    def after_fork(self) -> None:
+        """No run to beat for and no thread (at start, and in a forked child: the parent's runs
+        are the parent's, and its lock may have been held by its beating thread)."""
         self._runs: set[str] = set()
         self._lock = threading.Lock()
         self._wake = threading.Event()

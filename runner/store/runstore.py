@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -39,6 +40,18 @@ AMBIGUOUS_SHOWN = 5  # run ids an ambiguous prefix's error names before "and N m
 
 
 _T = TypeVar("_T")
+
+# Every store open in this process, so a forked child can start each one afresh (see ``_after_fork``).
+_OPEN: weakref.WeakSet[RunStore] = weakref.WeakSet()
+
+
+def _stores_after_fork() -> None:
+    for store in list(_OPEN):
+        store._after_fork()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX: Windows has no fork
+    os.register_at_fork(after_in_child=_stores_after_fork)
 
 
 def _stored(value: _T, width: int | None = None) -> _T:
@@ -104,6 +117,15 @@ class RunStore:
         self.heartbeat = Heartbeat(engine, owner_id)
         # One writer for every run this store records: concurrent runs share its commits.
         self.committer = GroupCommitter(engine, lambda: statements(engine.dialect))
+        _OPEN.add(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: let go of the parent's connections without closing them (they are
+        the parent's; SQLite must never use one across a fork) and of its threads and commits."""
+        if not self.closed:
+            self.engine.dispose(close=False)
+            self.heartbeat.after_fork()
+            self.committer.after_fork()
 
     def __repr__(self) -> str:
         return f"RunStore({shown(self.url)!r})"
