@@ -469,6 +469,24 @@ def test_a_child_forked_while_a_commit_waits_writes_and_reads_on_connections_of_
         assert [e.kind for e in store.get_run(run_id).events] == KINDS_PER_RUN
 
 
+def test_a_child_forked_from_a_process_with_an_in_memory_store_keeps_its_copy_of_the_database() -> None:
+    """An in-memory store's one connection is the database itself: the child keeps its copy."""
+    with open_store("sqlite://") as store:
+        parent = run_agent("before the fork", _script(0), _registry(), store=store)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                child = run_agent("in the child", _script(1), _registry(), store=store, run_id="child-run")
+                seen = sorted(run.run_id for run in store.list_runs())
+                code = 0 if (child.status, seen) == ("done", sorted([parent.run_id, "child-run"])) else 2
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert [run.run_id for run in store.list_runs()] == [parent.run_id]  # the child's run is the child's
+
+
 def _take_over(store_url: str, run_id: str, owner: str) -> None:
     """What another process's resume does once this one's lease has lapsed: it claims the row."""
     engine = create_engine(store_url)

@@ -25,7 +25,7 @@ from ..errors import RunInUse, StoreError
 from ..events import MessageAppended, decode_all
 from ..state import RunState
 from ..statuses import RUNNING
-from .engine import DEFAULT_BUSY_TIMEOUT_S, make_engine, one_line, parse_url, read_connection, shown
+from .engine import DEFAULT_BUSY_TIMEOUT_S, is_memory, make_engine, one_line, parse_url, read_connection, shown
 from .group import GroupCommitter
 from .lease import Heartbeat, claim
 from .migrate import NoStoreError, ensure_schema, location, probe
@@ -121,9 +121,11 @@ class RunStore:
 
     def _after_fork(self) -> None:
         """In a forked child: let go of the parent's connections without closing them (they are
-        the parent's; SQLite must never use one across a fork) and of its threads and commits."""
+        the parent's; SQLite must never use one across a fork) and of its threads and commits.
+        An in-memory store keeps its one connection: it is the database, and the child's copy."""
         if not self.closed:
-            self.engine.dispose(close=False)
+            if not is_memory(self.url):
+                self.engine.dispose(close=False)
             self.heartbeat.after_fork()
             self.committer.after_fork()
 
