@@ -36,7 +36,6 @@ from .messages import Message, ModelReply, ToolCall
 _RESETS_REPEATS = frozenset({"unknown_tool", "invalid_args"})
 
 
-
 def call_key(call: ToolCall) -> str | None:
     """What makes two calls identical for the repeat guard; None when the args cannot be keyed."""
     try:

@@ -21,7 +21,6 @@ from .text import describe_exception
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-
 @dataclass(frozen=True, slots=True)
 class Tool:
     """A registered tool and its per-tool options.
