@@ -158,7 +158,9 @@ def test_cancel_ends_a_queued_run_cancelled_at_once(store: RunStore) -> None:
 def test_cancel_stops_a_running_run_at_its_next_step_boundary(store: RunStore) -> None:
     run_id = record_queued(store, "job", "sleeper")
     ended: list[str] = []
-    worker = threading.Thread(target=lambda: ended.append(take(store, run_id, pool_agents.agents, cancel_poll_s=0.05)))
+    # The worker reads the cancel at most every 0.25 s (a step naps 0.2-0.25 s), so request_cancel's own read,
+    # right after its insert, still sees the run running even on a loaded machine (at 0.05 s it raced).
+    worker = threading.Thread(target=lambda: ended.append(take(store, run_id, pool_agents.agents, cancel_poll_s=0.25)))
     worker.start()
     deadline = time.monotonic() + 10
     while store.get_run(run_id).steps < 2 and time.monotonic() < deadline:
