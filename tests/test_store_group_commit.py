@@ -445,10 +445,12 @@ def test_a_child_forked_while_a_commit_waits_writes_and_reads_on_connections_of_
                                    kwargs={"store": store, "run_id": "parent-run"})
         waiting.start()
         _until(lambda: store.committer.busy, "the parent's commit under way")
+        told, tell = os.pipe()
         pid = os.fork()
         if pid == 0:  # the child
-            code = 1
+            code, seen = 1, "nothing"
             try:
+                os.close(told)
                 assert holder.stdin is not None
                 holder.stdin.close()  # the holder's stdin ends once the parent closes it too
                 signal.signal(signal.SIGALRM, signal.SIG_DFL)
@@ -456,15 +458,22 @@ def test_a_child_forked_while_a_commit_waits_writes_and_reads_on_connections_of_
                 fresh = _idle_connections(store) == 0
                 child = run_agent("in the child", _script(2), _registry(), store=store, run_id="child-run")
                 read = store.get_run("child-run").status
+                seen = repr((fresh, child.status, read))
                 code = 0 if (fresh, child.status, read) == (True, "done", "done") else 2
+            except BaseException as exc:
+                seen = f"{type(exc).__name__}: {exc}"
             finally:
+                os.write(tell, seen.encode()[:4000])
                 os._exit(code)
+        os.close(tell)
         time.sleep(0.2)  # the child's first commit now waits for the write lock too
         assert holder.stdin is not None
         holder.stdin.close()  # the lock goes
         _, status = os.waitpid(pid, 0)
+        with os.fdopen(told, "rb") as pipe:
+            said = pipe.read().decode()
         waiting.join()
-    assert os.waitstatus_to_exitcode(status) == 0
+    assert os.waitstatus_to_exitcode(status) == 0, f"the child exited {os.waitstatus_to_exitcode(status)}: {said}"
     for run_id in ("parent-run", "child-run"):
         assert [e.kind for e in store.get_run(run_id).events] == KINDS_PER_RUN
 

@@ -294,4 +294,42 @@ def test_sqlite_timestamps_are_utc_text_whatever_zone_they_come_in() -> None:
         datetime(2026, 12, 1, 2, 3, 4, 5, tzinfo=UTC), datetime(2026, 12, 1, 3, 3, 4, 5, tzinfo=paris),
         datetime(2026, 12, 1, 2, 3, 4, 5), datetime(2026, 12, 1, 2, 3, 4, tzinfo=UTC), None)] == [
         "2026-12-01 02:03:04.000005", "2026-12-01 02:03:04.000005", "2026-12-01 02:03:04.000005",
-        "2026-12-01 02:03:04", None]
+        "2026-12-01 02:03:04.000000", None]
+
+
+def test_sqlite_timestamps_are_the_text_sqlalchemy_writes_even_on_a_whole_second() -> None:
+    """Rows written before (by SQLAlchemy's own ``DATETIME``) and now must compare as text:
+    ``02:03:04`` sorts before ``02:03:04.000000``, which broke keyset pagination on such rows."""
+    from datetime import UTC, datetime
+
+    from sqlalchemy.dialects import sqlite
+    from sqlalchemy.dialects.sqlite import DATETIME
+
+    from runner.store.tables import UTCDateTime
+
+    ours = UTCDateTime().bind_processor(sqlite.dialect())
+    theirs = DATETIME().bind_processor(sqlite.dialect())
+    for naive in (datetime(2026, 12, 1, 2, 3, 4), datetime(2026, 12, 1, 2, 3, 4, 5), datetime(1999, 1, 2, 0, 0, 0)):
+        assert ours(naive.replace(tzinfo=UTC)) == ours(naive) == theirs(naive)
+
+
+def test_the_recorders_clock_gives_the_text_the_column_keeps_and_reads_back() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from sqlalchemy.dialects import sqlite
+
+    from runner.store.clock import clock_for, utc_text
+    from runner.store.tables import UTCDateTime
+
+    column = UTCDateTime()
+    before = datetime.now(UTC).replace(microsecond=0)
+    texts = [utc_text() for _ in range(3)]
+    after = datetime.now(UTC)
+    read = [column.process_result_value(datetime.fromisoformat(t), sqlite.dialect()) for t in texts]
+    assert all(len(t) == 26 and t[10] == " " and t[19] == "." for t in texts)
+    assert texts == sorted(texts)
+    assert all(before <= r <= after + timedelta(microseconds=1) for r in read)
+    assert [column.bind_processor(sqlite.dialect())(t) for t in texts] == texts  # goes through as it is
+    assert clock_for("sqlite") is utc_text
+    assert isinstance(clock_for("postgresql")(), datetime)
+    assert clock_for("postgresql")().tzinfo is UTC

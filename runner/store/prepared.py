@@ -19,16 +19,20 @@ from sqlalchemy.sql.dml import UpdateBase
 
 
 class Prepared:
-    """``statement`` compiled for ``dialect``; ``run`` executes it for rows given as dicts."""
+    """``statement`` compiled for ``dialect``; ``run`` executes it for rows given as dicts.
 
-    def __init__(self, statement: UpdateBase, dialect: Dialect) -> None:
+    ``rendered`` names the parameters whose values come as the driver takes them already
+    (their type's bind processor is skipped)."""
+
+    def __init__(self, statement: UpdateBase, dialect: Dialect, rendered: Sequence[str] = ()) -> None:
         compiled = statement.compile(dialect=dialect)
         self.sql = str(compiled)
         self.positional = bool(compiled.positional)
         names = list(compiled.positiontup or []) if self.positional else list(compiled.binds)
         self.names = names
         self.processors: list[tuple[str, Callable[[Any], Any] | None]] = [
-            (name, compiled.binds[name].type.bind_processor(dialect)) for name in names]
+            (name, None if name in rendered else compiled.binds[name].type.bind_processor(dialect))
+            for name in names]
         # Most columns have no processor: take the row's values in one C call, then process the few.
         self._values = operator.itemgetter(*names) if len(names) > 1 else (lambda row: (row[names[0]],))
         self._processed = [(i, proc) for i, (_, proc) in enumerate(self.processors) if proc is not None]
@@ -49,7 +53,9 @@ class Prepared:
         """``run`` for rows given as value tuples in ``names`` order (no dict per row)."""
         if not rows:
             return
-        if len(rows) == 1:
+        if not self._processed and self.positional:  # the rows are the driver's parameters as they are
+            cursor.executemany(self.sql, rows)
+        elif len(rows) == 1:
             cursor.execute(self.sql, self.values_params(rows[0]))
         else:
             cursor.executemany(self.sql, [self.values_params(row) for row in rows])

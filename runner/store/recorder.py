@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from sqlalchemy import Dialect, Engine, Insert, Table, bindparam
@@ -43,6 +43,7 @@ from ..ids import derived_span_id, derived_trace_id
 from ..limits import RUNNING
 from ..state import RunState
 from ..text import storable
+from .clock import clock_for
 from .group import Batch, GroupCommitter
 from .lease import Heartbeat
 from .owner import owner_id
@@ -114,7 +115,8 @@ class StoreRecorder:
         self._tool_names: set[str] = set()  # as the facts name them
         self._tool_columns: set[str] = set()  # as ``run_tools`` holds them
         self._span_ids: dict[str, str] = {}
-        self._started_at = datetime.now(UTC)
+        self._now = clock_for(engine.dialect.name)  # timestamps as the store keeps them (text on SQLite)
+        self._started_at = self._now()
         self._summary: dict[str, Any] = {"status": RUNNING, "answer": None, "error": None, "finished_at": None}
         # Whether the next commit must write the whole summary (status, answer, error, finished_at
         # changed): otherwise it writes the progress columns only, which leaves the status index alone.
@@ -138,7 +140,7 @@ class StoreRecorder:
                 self._closing = True
         if self._folds:
             self.state.apply(event)
-        now = datetime.now(UTC)
+        now = self._now()
         if kind is ToolStarted or kind is ToolFinished:
             assert isinstance(event, (ToolStarted, ToolFinished))
             if event.name not in self._tool_names:
@@ -150,7 +152,7 @@ class StoreRecorder:
         self._pending.append((self.run_id, self._seq, now, event.step, code, dumps(data),
                               span_key(event, self.state.segment)))
 
-    def _run_changed(self, event: Event, now: datetime) -> Event:
+    def _run_changed(self, event: Event, now: datetime | str) -> Event:
         """A fact that starts, ends or resumes the run: its row changes too. The fact as logged."""
         if isinstance(event, RunStarted):
             return self._run_started(event, now)
@@ -172,7 +174,7 @@ class StoreRecorder:
     def sync(self) -> None:
         self.flush()
 
-    def _run_started(self, run: RunStarted, now: datetime) -> RunStarted:
+    def _run_started(self, run: RunStarted, now: datetime | str) -> RunStarted:
         """Prepare the run's row; the fact as logged (with the live service name, if any)."""
         self.run_id = self.state.run_id
         if self.span_source is not None:
@@ -248,7 +250,7 @@ class StoreRecorder:
 
     def _batch(self) -> Batch:
         """The buffered rows as one batch (the buffers start empty again)."""
-        now = datetime.now(UTC)
+        now = self._now()
         state = self.state
         progress = {"steps": state.steps, "tokens": state.spent, "tool_calls": state.tool_calls_run,
                     "updated_at": now, "heartbeat_at": now}  # PROGRESS_COLUMNS
@@ -311,7 +313,9 @@ def statements(dialect: Dialect) -> dict[str, Prepared]:
                 {name: bindparam(name, type_=runs.c[name].type) for name in columns}), dialect)
         found = _STATEMENTS[key] = {
             "runs": Prepared(runs.insert(), dialect), "run_labels": Prepared(_labels_upsert(dialect), dialect),
-            "events": CopyInsert(events, dialect) if copy else Prepared(events.insert(), dialect),
+            # On SQLite the recorder's clock gives ``at`` as the column's text already (``clock``).
+            "events": CopyInsert(events, dialect) if copy else Prepared(
+                events.insert(), dialect, rendered=("at",) if dialect.name == "sqlite" else ()),
             "run_tools": Prepared(_insert_new(run_tools, dialect), dialect),
             "update_run": update(SUMMARY_COLUMNS), "update_progress": update(PROGRESS_COLUMNS),
             "start_queued": Prepared(runs.update().where(runs.c.run_id == bindparam("_run_id")).values(
@@ -320,7 +324,7 @@ def statements(dialect: Dialect) -> dict[str, Prepared]:
     return found
 
 
-def label_rows(run_id: str, labels: Mapping[str, str], started_at: datetime) -> list[dict[str, Any]]:
+def label_rows(run_id: str, labels: Mapping[str, str], started_at: datetime | str) -> list[dict[str, Any]]:
     """A run's ``run_labels`` rows: keys and values rendered for their columns; of two keys that
     render alike, the first one given wins."""
     rendered = {column(k, NAME_WIDTH): column(v) for k, v in reversed(list(labels.items()))}

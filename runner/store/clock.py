@@ -1,0 +1,40 @@
+"""The recorder's clock: each fact's timestamp, already in the form its store keeps.
+
+Every fact carries a timestamp. On SQLite a timestamp is UTC text, so a ``datetime``
+made for each fact was turned into text again when its row was written, and those two
+steps cost more than a fact's own JSON. ``utc_text`` reads the clock and writes the
+text in one go, formatting the date and time of day once per second: only the
+microseconds change between the facts of one second. The text is the one SQLAlchemy's
+SQLite ``DATETIME`` writes (``YYYY-MM-DD HH:MM:SS.ffffff``), which the store's
+``UTCDateTime`` reads back as an aware UTC ``datetime`` and writes for a ``datetime``.
+A server database takes the ``datetime`` itself.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+# The second last formatted, and its text: replaced whole, so threads never see half of it.
+_second: tuple[int, str] = (-1, "")
+
+
+def utc_text() -> str:
+    """Now, as SQLite's UTC text."""
+    global _second
+    micro = time.time_ns() // 1000
+    second, fraction = divmod(micro, 1_000_000)
+    known = _second
+    if known[0] != second:
+        known = _second = (second, time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(second)))
+    return f"{known[1]}.{fraction:06d}"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def clock_for(dialect_name: str) -> Callable[[], datetime | str]:
+    """The recorder's timestamps for a store of ``dialect_name``: text on SQLite, else ``datetime``."""
+    return utc_text if dialect_name == "sqlite" else utc_now
