@@ -283,6 +283,13 @@ class GroupCommitter:
 
 
 def _parts(group: Sequence[Batch]) -> Parts:
+    if len(group) == 1:  # a run alone (the common case): its rows as they are
+        b = group[0]
+        new_run = [b.new_run] if b.new_run is not None else []
+        update = [b.update] if b.update is not None else []
+        return Parts(new_runs=[] if b.queued else new_run, starts=new_run if b.queued else [], labels=b.labels,
+                     updates=update if b.full_update else [], progress=[] if b.full_update else update,
+                     events=b.events, tools=b.tools)
     return Parts(
         new_runs=[b.new_run for b in group if b.new_run is not None and not b.queued],
         starts=[b.new_run for b in group if b.new_run is not None and b.queued],

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol, overload
 
 from sqlalchemy import Dialect, Engine, Insert, Table, bindparam
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.sql.dml import UpdateBase
 
 from .. import jsontext
 from ..errors import StoreError
@@ -297,6 +298,8 @@ SUMMARY_COLUMNS = ("status", "answer", "error", "steps", "tokens", "tool_calls",
                    "finished_at")
 EVENT_COLUMNS = ("run_id", "seq", "at", "step", "kind", "data", "span_id")
 PROGRESS_COLUMNS = ("steps", "tokens", "tool_calls", "updated_at", "heartbeat_at")
+# Every timestamp parameter of the recorder's statements (the columns' names are their parameters' names).
+_TIMESTAMPS = ("at", "started_at", "updated_at", "heartbeat_at", "finished_at")
 
 
 def statements(dialect: Dialect) -> dict[str, Prepared]:
@@ -305,21 +308,24 @@ def statements(dialect: Dialect) -> dict[str, Prepared]:
     found = _STATEMENTS.get(key)
     if found is None:
         copy = dialect.name == "postgresql" and dialect.driver == "psycopg"  # see pg_bulk
+        # On SQLite every timestamp the recorder writes is its clock's text already (``clock``).
+        rendered = _TIMESTAMPS if dialect.name == "sqlite" else ()
+
+        def prepared(statement: UpdateBase) -> Prepared:
+            return Prepared(statement, dialect, rendered)
 
         def update(columns: tuple[str, ...]) -> Prepared:
             """A summary update fenced by the owner: it matches only while this process owns the run."""
-            return Prepared(runs.update().where(runs.c.run_id == bindparam("_run_id"),
+            return prepared(runs.update().where(runs.c.run_id == bindparam("_run_id"),
                                                 runs.c.owner == bindparam("_owner")).values(
-                {name: bindparam(name, type_=runs.c[name].type) for name in columns}), dialect)
+                {name: bindparam(name, type_=runs.c[name].type) for name in columns}))
         found = _STATEMENTS[key] = {
-            "runs": Prepared(runs.insert(), dialect), "run_labels": Prepared(_labels_upsert(dialect), dialect),
-            # On SQLite the recorder's clock gives ``at`` as the column's text already (``clock``).
-            "events": CopyInsert(events, dialect) if copy else Prepared(
-                events.insert(), dialect, rendered=("at",) if dialect.name == "sqlite" else ()),
-            "run_tools": Prepared(_insert_new(run_tools, dialect), dialect),
+            "runs": prepared(runs.insert()), "run_labels": prepared(_labels_upsert(dialect)),
+            "events": CopyInsert(events, dialect) if copy else prepared(events.insert()),
+            "run_tools": prepared(_insert_new(run_tools, dialect)),
             "update_run": update(SUMMARY_COLUMNS), "update_progress": update(PROGRESS_COLUMNS),
-            "start_queued": Prepared(runs.update().where(runs.c.run_id == bindparam("_run_id")).values(
-                {c.name: bindparam(c.name, type_=c.type) for c in runs.c if c.name != "run_id"}), dialect)}
+            "start_queued": prepared(runs.update().where(runs.c.run_id == bindparam("_run_id")).values(
+                {c.name: bindparam(c.name, type_=c.type) for c in runs.c if c.name != "run_id"}))}
         assert tuple(found["events"].names) == EVENT_COLUMNS  # the order the recorder builds its rows in
     return found
 

@@ -97,10 +97,11 @@ class Writer:
             for name, rows in (("runs", parts.new_runs), ("start_queued", parts.starts),
                                ("run_labels", parts.labels), ("update_run", parts.updates),
                                ("update_progress", parts.progress)):
-                if sql[name].run(cursor, rows) != len(rows) and name in FENCED:
+                if rows and sql[name].run(cursor, rows) != len(rows) and name in FENCED:
                     raise TakenOver(self._owners_now(cursor, rows))
             sql["events"].run_values(cursor, parts.events)
-            sql["run_tools"].run(cursor, parts.tools)
+            if parts.tools:
+                sql["run_tools"].run(cursor, parts.tools)
             raw.commit()
             self.commits += 1
         except BaseException as exc:
