@@ -96,7 +96,8 @@ class GroupCommitter:
         self._lock = threading.Lock()
         self._mine = threading.local()
         self._writer_wake = threading.Condition(self._lock)
-        self._idle = threading.Condition(self._lock)  # notified when a commit ends (``close`` waits on it)
+        self._idle = threading.Condition(self._lock)  # notified when a commit ends, if ``close`` waits on it
+        self._closers = 0  # threads in ``close`` waiting for the commits under way
         self._queue: list[Batch] = []
         self._leading = 0  # groups under way
         self._background: list[threading.Thread] = []
@@ -165,8 +166,12 @@ class GroupCommitter:
             if thread is not threading.current_thread():
                 thread.join(timeout=60)
         with self._lock:
-            while self._leading:
-                self._idle.wait()
+            self._closers += 1
+            try:
+                while self._leading:
+                    self._idle.wait()
+            finally:
+                self._closers -= 1
             for writer in self._writers:
                 writer.close()
 
@@ -224,7 +229,8 @@ class GroupCommitter:
                 if batch.waiter is not None:
                     batch.waiter.notify()
             self._hand_over_locked()
-            self._idle.notify_all()
+            if self._closers:
+                self._idle.notify_all()
 
     def _new_writer(self) -> Writer:
         writer = Writer(self.engine, self._statements)

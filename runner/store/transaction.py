@@ -56,11 +56,13 @@ class Writer:
     def __init__(self, engine: Engine, statements: Callable[[], dict[str, Prepared]]) -> None:
         self.engine = engine
         self._statements = statements
+        self._sql: dict[str, Prepared] | None = None  # the statements, once the first commit asked for them
         self._begin = "BEGIN IMMEDIATE" if engine.dialect.name == "sqlite" else ""
         self._mark = "?" if engine.dialect.name == "sqlite" else "%s"
         self.dbapi_error: type[Exception] = engine.dialect.loaded_dbapi.Error
         self._conn: Any = None
         self._conn_pid = 0
+        self._cursor: Any = None  # the held connection's cursor, kept with it
         self._closed = False  # after ``close``, a late commit (a run still going) holds nothing
         self._lost = False  # the last attempt found its connection dead
         self.commits = 0  # transactions committed (for tests and benchmarks)
@@ -87,11 +89,15 @@ class Writer:
 
     def _attempt(self, parts: Parts) -> None:
         self._lost = False
-        sql = self._statements()
+        sql = self._sql
+        if sql is None:
+            sql = self._sql = self._statements()
         raw = self._connect()
         cursor = None
         try:
-            cursor = raw.cursor()
+            cursor = self._cursor
+            if cursor is None:
+                cursor = self._cursor = raw.cursor()
             if self._begin:
                 cursor.execute(self._begin)
             for name, rows in (("runs", parts.new_runs), ("start_queued", parts.starts),
@@ -108,14 +114,12 @@ class Writer:
             self._roll_back(raw, cursor, exc)
             raise
         finally:
-            if cursor is not None:
-                with contextlib.suppress(Exception):
-                    cursor.close()
             if self._closed:
                 self._drop(broken=False, keep=False)
 
     def _connect(self) -> Any:
         if self.connection is None:
+            self._cursor = None  # a parent's (after a fork), or none
             self._conn = self.engine.raw_connection()
             self._conn_pid = os.getpid()
         return self._conn
@@ -124,8 +128,12 @@ class Writer:
         """Let go of the held connection: back to the pool (``keep``), or closed for good
         (``broken``, or a late commit after ``close``: the pool was disposed already)."""
         conn, self._conn = self.connection, None  # a forked child never closes its parent's
+        cursor, self._cursor = self._cursor, None
         if conn is None:
             return
+        if cursor is not None:
+            with contextlib.suppress(Exception):
+                cursor.close()
         with contextlib.suppress(Exception):  # a connection that cannot even be closed is gone anyway
             if broken:
                 conn.invalidate()  # the pool discards it; the next commit connects afresh
