@@ -14,6 +14,7 @@ folded from the log, so they are this same loop and nothing else. How a run ends
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
@@ -38,6 +39,7 @@ from .recorder import Recorder
 from .replies import failed_call, output_chars, unfinished_reply
 from .results import COMMIT, Action, AgentResult, CallModel, CallTool, Outcome
 from .state import RunState
+from .text import describe_exception
 from .tool_args import tool_args
 from .tools import Tool, ToolRegistry, failure_observation, result_observation, timeout_observation
 
@@ -75,6 +77,8 @@ class AgentCore(Closing):
         for message in self.state.messages:
             self.meter.add(message)
         self.result: AgentResult | None = None  # set once the run's outcome is decided
+        # The call whose ``tool_started`` is being committed: its tool has not been handed over yet.
+        self._starting: tuple[int, ToolCall] | None = None
         self.closed = False  # set once every recorder has been told that outcome
         # Replay's hook to reproduce a recorded stop (deadline, cancel) at the same point.
         self.external_stop: Callable[[AgentCore, ToolCall | None], Stop | None] | None = None
@@ -250,7 +254,9 @@ class AgentCore(Closing):
         self._emit(ToolStarted(step=step, call_id=call.id, name=call.name, args=call.args,
                                attempt=1 if started is None else started.attempt + 1))
         if self._listening:
-            yield COMMIT
+            self._starting = (step, call)
+            yield COMMIT  # should this commit fail, the run is aborted with the tool never run (``abort``)
+            self._starting = None
         outcome = yield CallTool(tool, call, tool_args(tool, call.args, self.run_id, call.id))
         if outcome.stop:
             abandoned = obs.abandoned(call.name, outcome.stop)
@@ -276,6 +282,18 @@ class AgentCore(Closing):
                                 ok=not observation.startswith("ERROR:"), duration_s=duration_s,
                                 ran=refused is None, refused=refused))
         self._emit(MessageAppended(step=step, index=len(self.state.messages), message=tool_message(call, observation)))
+
+    def abort(self, exc: BaseException) -> None:
+        """``Closing.abort``; a call whose start was being committed when the run was aborted (the
+        commit failed, or Ctrl-C while it waited) is logged as not run before the close: its tool was
+        never called, so a resume must not show it as in doubt (a side effect's call would be refused)."""
+        starting, self._starting = self._starting, None
+        if starting is not None and not self.closed and self.result is None:
+            step, call = starting
+            with contextlib.suppress(Exception):  # a failing recorder: the close below still goes on
+                self._observe(step, call, obs.not_run(f"the run was aborted by {describe_exception(exc)} "
+                                                      "before the call was made"), "not_run")
+        super().abort(exc)
 
     def _await_approval(self, step: int) -> Stop:
         """Log every remaining call that waits for a decision, so all can be decided at once."""

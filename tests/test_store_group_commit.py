@@ -23,6 +23,7 @@ from sqlalchemy.pool import QueuePool
 from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
 from runner.aloop import arun_agent
 from runner.errors import StoreError
+from runner.resume import resume
 from runner.store import RunStore, open_store
 from runner.store.tables import runs
 from runner.store.transaction import Parts, TakenOver, Writer
@@ -614,7 +615,7 @@ def test_a_fence_that_matched_too_few_runs_yet_found_no_other_owner_fails_the_ru
     run = store.get_run("unconfirmed")  # the run's close logged how it ended, as for any failed commit
     assert ([e.kind for e in run.events], run.status, run.error) == (
         ["run_started", "message", "message", "step_started", "message", "model_call", "tool_started",
-         "step_finished", "run_finished"], "cancelled",
+         "tool_finished", "message", "step_finished", "run_finished"], "cancelled",
         "aborted by StoreError: cannot write run unconfirmed to the store: its summary update matched fewer "
         "runs than it carried, none of them taken over")
 
@@ -640,3 +641,58 @@ def test_a_coroutine_cancelled_while_its_commit_waits_is_still_logged_and_closed
     assert (run.status, [e.kind for e in run.events], [e.seq for e in run.events]) == (
         "cancelled", ["run_started", "message", "message", "step_started", "step_finished", "run_finished"],
         [1, 2, 3, 4, 5, 6])
+
+
+@pytest.mark.parametrize("driver", ["threads", "coroutines"])
+def test_a_side_effect_whose_start_could_not_be_committed_is_logged_not_run_and_a_resume_runs_it_once(
+        store: RunStore, monkeypatch: pytest.MonkeyPatch, driver: str) -> None:
+    """The commit of ``tool_started`` fails (the disk, the server) and the run is aborted: the tool was
+    never called. Its close still commits that start, so the call is logged as not run (refused
+    ``not_run``), never left in doubt: a resume would refuse a side effect in doubt, though nothing
+    happened. The model is told, calls it again, and the payment is made once."""
+    paid: list[int] = []
+    reg = ToolRegistry()
+    reg.register("pay", "Pay (writes).", {"type": "object", "properties": {"cents": {"type": "integer"}}},
+                 lambda cents: paid.append(cents) or f"paid {cents}", side_effects=True)
+    failed: list[int] = []
+    real_write = Writer.write
+
+    def write(self: Writer, parts: Parts) -> None:
+        if not failed and any(row[4] == "tool_started" for row in parts.events):
+            failed.append(len(parts.events))
+            raise self.dbapi_error("disk I/O error")
+        real_write(self, parts)
+
+    monkeypatch.setattr(Writer, "write", write)
+    model = ScriptedModel([ModelReply("", [ToolCall("p1", "pay", {"cents": 5})]), "never asked"])
+
+    def start() -> None:
+        if driver == "threads":
+            run_agent("pay 5", model, reg, store=store, run_id="start-failed")
+        else:
+            asyncio.run(arun_agent("pay 5", model, reg, store=store, run_id="start-failed"))
+
+    with pytest.raises(StoreError, match=r"^cannot write run start-failed to the store: disk I/O error$"):
+        start()
+    assert (failed, paid) == ([3], [])
+    run = store.get_run("start-failed")
+    finished = run.events[7]
+    assert ([e.kind for e in run.events][6:], finished.data["refused"], finished.data["ran"], run.status) == (
+        ["tool_started", "tool_finished", "message", "step_finished", "run_finished"], "not_run", False,
+        "cancelled")
+    told = ("ERROR: not run: the run was aborted by StoreError: cannot write run start-failed to the store: "
+            "disk I/O error before the call was made")
+    assert finished.data["observation"] == run.events[8].data["message"]["content"] == told
+
+    replies = [ModelReply("", [ToolCall("p2", "pay", {"cents": 5})]), ModelReply("paid once")]
+    shown: list[Any] = []
+
+    def again(messages: Any, specs: Any) -> ModelReply:
+        shown.append(messages[-1])
+        return replies.pop(0)
+
+    result = resume(store, "start-failed", again, reg)
+    assert (result.status, result.answer, paid) == ("done", "paid once", [5])
+    assert shown[0] == {"role": "tool", "tool_call_id": "p1", "name": "pay", "content": told}
+    refusals = [e.data.get("refused") for e in store.get_run("start-failed").events if e.kind == "tool_finished"]
+    assert refusals == ["not_run", None]
