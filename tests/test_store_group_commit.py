@@ -651,9 +651,14 @@ def test_a_side_effect_whose_start_could_not_be_committed_is_logged_not_run_and_
     ``not_run``), never left in doubt: a resume would refuse a side effect in doubt, though nothing
     happened. The model is told, calls it again, and the payment is made once."""
     paid: list[int] = []
+
+    def pay(cents: int) -> str:
+        paid.append(cents)
+        return f"paid {cents}"
+
     reg = ToolRegistry()
-    reg.register("pay", "Pay (writes).", {"type": "object", "properties": {"cents": {"type": "integer"}}},
-                 lambda cents: paid.append(cents) or f"paid {cents}", side_effects=True)
+    reg.register("pay", "Pay (writes).", {"type": "object", "properties": {"cents": {"type": "integer"}}}, pay,
+                 side_effects=True)
     failed: list[int] = []
     real_write = Writer.write
 
