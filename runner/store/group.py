@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -96,8 +97,8 @@ class GroupCommitter:
         self._lock = threading.Lock()
         self._mine = threading.local()
         self._writer_wake = threading.Condition(self._lock)
-        self._idle = threading.Condition(self._lock)  # notified when a commit ends, if ``close`` waits on it
-        self._closers = 0  # threads in ``close`` waiting for the commits under way
+        self._idle = threading.Condition(self._lock)  # notified when a commit ends, if someone waits on it
+        self._closers = 0  # threads waiting for the commits under way (``close``, ``hold_for_fork``)
         self._queue: list[Batch] = []
         self._leading = 0  # groups under way
         self._background: list[threading.Thread] = []
@@ -106,6 +107,25 @@ class GroupCommitter:
         """In a forked child: the parent's commits under way, queued batches and threads are not
         this process's (its leaders do not exist here, and its lock may be held for ever)."""
         self._start_afresh()
+
+    def hold_for_fork(self, wait_s: float) -> None:
+        """Before a fork: wait for the commits under way to end (at most ``wait_s``), then hold
+        the lock so none starts until ``release_after_fork``. SQLite keeps the locks of every
+        connection to a file in one table per process, and a fork copies it: a child forked
+        while a commit held the file would find it locked for ever by a connection it does not
+        have. (The child starts afresh, with a lock of its own.)"""
+        self._lock.acquire()
+        deadline = time.monotonic() + wait_s
+        self._closers += 1
+        try:
+            while self._leading and (left := deadline - time.monotonic()) > 0:
+                self._idle.wait(left)
+        finally:
+            self._closers -= 1
+
+    def release_after_fork(self) -> None:
+        """In the parent, after the fork: commits go on."""
+        self._lock.release()
 
     @property
     def commits(self) -> int:

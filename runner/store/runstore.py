@@ -45,13 +45,30 @@ _T = TypeVar("_T")
 _OPEN: weakref.WeakSet[RunStore] = weakref.WeakSet()
 
 
+# The stores whose commits ``_stores_before_fork`` held off, to let go of in the parent.
+_HELD: list[RunStore] = []
+
+
+def _stores_before_fork() -> None:
+    for store in list(_OPEN):
+        if store._hold_for_fork():
+            _HELD.append(store)
+
+
+def _stores_after_fork_in_parent() -> None:
+    while _HELD:
+        _HELD.pop().committer.release_after_fork()
+
+
 def _stores_after_fork() -> None:
+    _HELD.clear()
     for store in list(_OPEN):
         store._after_fork()
 
 
 if hasattr(os, "register_at_fork"):  # POSIX: Windows has no fork
-    os.register_at_fork(after_in_child=_stores_after_fork)
+    os.register_at_fork(before=_stores_before_fork, after_in_parent=_stores_after_fork_in_parent,
+                        after_in_child=_stores_after_fork)
 
 
 def _stored(value: _T, width: int | None = None) -> _T:
@@ -83,7 +100,7 @@ def open_store(url: str | os.PathLike[str] | URL = "sqlite:///runs.db", *, synch
     except BaseException:
         engine.dispose()
         raise
-    return RunStore(engine, parsed)
+    return RunStore(engine, parsed, busy_timeout_s=busy_timeout_s)
 
 
 def _open_read_only(url: URL, synchronous: str | None, busy_timeout_s: float) -> RunStore:
@@ -99,7 +116,7 @@ def _open_read_only(url: URL, synchronous: str | None, busy_timeout_s: float) ->
     except BaseException:
         engine.dispose()
         raise
-    return RunStore(engine, url, read_only=True)
+    return RunStore(engine, url, read_only=True, busy_timeout_s=busy_timeout_s)
 
 
 class RunStore:
@@ -109,15 +126,27 @@ class RunStore:
     shared connection: use it from one thread (tests), and a file for anything more.
     """
 
-    def __init__(self, engine: Engine, url: URL, *, read_only: bool = False) -> None:
+    def __init__(self, engine: Engine, url: URL, *, read_only: bool = False,
+                 busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
         self.engine = engine
         self.url = url
         self.read_only = read_only
+        self.busy_timeout_s = busy_timeout_s
         self.closed = False
         self.heartbeat = Heartbeat(engine, owner_id)
         # One writer for every run this store records: concurrent runs share its commits.
         self.committer = GroupCommitter(engine, lambda: statements(engine.dialect))
         _OPEN.add(self)
+
+    def _hold_for_fork(self) -> bool:
+        """Before a fork, on a SQLite file: let the commits under way end and start no other until
+        the fork is done (see ``GroupCommitter.hold_for_fork``). A commit ends within the busy
+        timeout; a server database needs no wait (its connections are sockets, nothing the child
+        shares). Whether the commits are held."""
+        if self.closed or self.engine.dialect.name != "sqlite" or is_memory(self.url):
+            return False
+        self.committer.hold_for_fork(self.busy_timeout_s + 1.0)
+        return True
 
     def _after_fork(self) -> None:
         """In a forked child: let go of the parent's connections without closing them (they are
