@@ -707,3 +707,29 @@ def test_a_side_effect_whose_start_could_not_be_committed_is_logged_not_run_and_
     assert shown[0] == {"role": "tool", "tool_call_id": "p1", "name": "pay", "content": told}
     refusals = [e.data.get("refused") for e in store.get_run("start-failed").events if e.kind == "tool_finished"]
     assert refusals == ["not_run", None]
+
+
+def test_a_fork_waits_for_a_commit_under_way_no_longer_than_it_was_told(
+        store: RunStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit that never ends (a wedged thread) holds a fork off for the wait given, not for ever;
+    a Ctrl-C while it waits lets go of the committer, so the parent's commits go on."""
+    committer = store.committer
+    monkeypatch.setattr(committer, "_leading", 1)  # a commit under way that does not end
+    started = time.monotonic()
+    committer.hold_for_fork(0.2)
+    waited = time.monotonic() - started
+    assert not committer._lock.acquire(blocking=False)  # held across the fork
+    committer.release_after_fork()
+    assert 0.2 <= waited < 5
+
+    def interrupted(timeout: float | None = None) -> bool:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(committer._idle, "wait", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        committer.hold_for_fork(10)
+    assert committer._lock.acquire(blocking=False)  # let go of
+    committer._lock.release()
+    assert committer._closers == 0
+    monkeypatch.undo()
+    assert run_agent("after", _script(4), _registry(), store=store).status == "done"

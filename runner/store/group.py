@@ -120,8 +120,11 @@ class GroupCommitter:
         try:
             while self._leading and (left := deadline - time.monotonic()) > 0:
                 self._idle.wait(left)
-        finally:
+        except BaseException:  # Ctrl-C while waiting: no fork follows, the commits go on
             self._closers -= 1
+            self._lock.release()
+            raise
+        self._closers -= 1
 
     def release_after_fork(self) -> None:
         """In the parent, after the fork: commits go on."""
