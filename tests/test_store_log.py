@@ -330,7 +330,6 @@ def test_the_recorders_clock_gives_the_text_the_column_keeps_and_reads_back() ->
     assert all(len(t) == 26 and t[10] == " " and t[19] == "." for t in texts)
     assert texts == sorted(texts)
     assert all(before <= r <= after + timedelta(microseconds=1) for r in read)
-    assert [column.bind_processor(sqlite.dialect())(t) for t in texts] == texts  # goes through as it is
     assert clock_for("sqlite") is utc_text
     server_now = clock_for("postgresql")()
     assert isinstance(server_now, datetime)

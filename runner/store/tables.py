@@ -50,16 +50,14 @@ class UTCDateTime(TypeDecorator[datetime]):
 
     def bind_processor(self, dialect: Dialect) -> Any:
         """On SQLite, the text SQLAlchemy's ``DATETIME`` would make of ``process_bind_param``'s
-        value (always with six digits of microseconds), in one step: every event carries a
-        timestamp, and this is on each write's path. Text from the recorder's clock is in
-        that form already and goes through as it is."""
+        value (always with six digits of microseconds), in one step. The recorder's own
+        statements skip it: its clock gives that text already (``clock``)."""
         if dialect.name != "sqlite":
             return super().bind_processor(dialect)
 
-        def to_text(value: datetime | str | None) -> str | None:
-            if value is None or type(value) is str:  # None, or the recorder's clock's text (``clock``)
-                return value
-            assert isinstance(value, datetime)
+        def to_text(value: datetime | None) -> str | None:
+            if value is None:
+                return None
             if value.tzinfo is UTC:  # drop the "+00:00" the text ends with
                 return value.isoformat(" ", "microseconds")[:-6]
             if value.tzinfo is not None:
