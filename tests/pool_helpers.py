@@ -58,14 +58,35 @@ class Pool:
                 raise AssertionError(f"timed out after {timeout_s} s waiting for {what}; logs in {self.logs}")
             time.sleep(0.1)
 
+    def wait_for_runs(self, found: Callable[[], set[str]], timeout_s: float, what: str) -> set[str]:
+        """Poll ``found`` until it names some runs, and return them (as they were at that poll)."""
+        seen: set[str] = set()
+
+        def some() -> bool:
+            seen.update(found())
+            return bool(seen)
+
+        self.wait(some, timeout_s, what)
+        return seen
+
     def drives_a_run(self, worker: subprocess.Popen[bytes]) -> Callable[[], bool]:
         """A condition for ``wait``: ``worker`` drives at least one run now."""
         return lambda: self.driving(worker) > 0
 
     def driving(self, worker: subprocess.Popen[bytes]) -> int:
         """How many runs ``worker`` drives now."""
-        return sum(1 for run in self.store.list_runs(status="running", limit=10_000)
-                   if run.owner is not None and f":{worker.pid}@" in run.owner)
+        return len(self.driven(worker))
+
+    def driven(self, worker: subprocess.Popen[bytes], min_steps: int = 0, max_steps: int | None = None) -> set[str]:
+        """The ids of the runs ``worker`` drives now, with ``min_steps``..``max_steps`` steps committed.
+
+        A run claimed but not yet started shows as driven with 0 steps: a kill then leaves
+        nothing to resume (the next worker starts it afresh), so a test that means to kill a
+        run mid-flight asks for at least one step.
+        """
+        return {run.run_id for run in self.store.list_runs(status="running", limit=10_000)
+                if run.owner is not None and f":{worker.pid}@" in run.owner and run.steps >= min_steps
+                and (max_steps is None or run.steps <= max_steps)}
 
     def statuses(self) -> dict[str, str]:
         return {run.run_id: run.status for run in self.store.list_runs(limit=10_000)}

@@ -22,6 +22,7 @@ from runner.pool.queued import CANCELLED_QUEUED, StoreCancel, due_for_publish, r
 from runner.pool.submission import BROKER_ENV, submit_run
 from runner.pool.take import _start, take
 from runner.results import CallModel
+from runner.store.owner import owner_id
 from runner.store.tables import run_labels, runs
 from tests import pool_agents
 from tests.test_cli_helpers import invoke
@@ -135,6 +136,21 @@ def test_a_run_whose_worker_died_is_resumed_not_started_again(store: RunStore) -
     resumed = next(e for e in store.get_run(run_id).events if e.kind == "run_resumed")
     assert resumed.data["reason"] == "its process is gone (dead)"
     assert store.get_run(run_id).steps == 4
+
+
+def test_a_run_whose_worker_died_between_its_claim_and_its_first_commit_is_started_once_afresh(
+        store: RunStore) -> None:
+    run_id = record_queued(store, "job 4", "tipper")
+    with store.engine.begin() as conn:  # claimed (running, owned) by a worker killed before run_started
+        conn.execute(update(runs).where(runs.c.run_id == run_id).values(
+            status="running", owner=f"{socket.gethostname()}:4194999"))
+    assert take(store, run_id, pool_agents.agents) == "done"
+    run = store.get_run(run_id)
+    logged = kinds(store, run_id)
+    assert (logged[:2], logged.count("run_started"), logged.count("run_resumed")) == (
+        ["run_queued", "run_started"], 1, 0)
+    assert (run.status, run.steps, run.owner) == ("done", 4, owner_id())  # this worker, not the dead one
+    assert take(store, run_id, pool_agents.agents) == "dropped"  # a redelivery after that finds it finished
 
 
 def test_an_unknown_agent_leaves_the_run_queued(store: RunStore) -> None:

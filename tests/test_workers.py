@@ -3,6 +3,7 @@ real ``runner worker`` processes, real SIGKILL. (The full 200-run version is ben
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import signal
@@ -52,22 +53,29 @@ def test_killed_workers_lose_no_run_and_repeat_no_side_effect_blindly(pool: Pool
     for _ in range(3):
         pool.start_worker(4)
     rng = random.Random()
+    mid_flight: set[str] = set()
     for victim in (0, 1):  # two workers die at random moments while they drive runs
         time.sleep(rng.uniform(0.0, 0.6))
-        # killed right after the store shows it driving a run, so the kill hits a run in flight
-        pool.wait(pool.drives_a_run(pool.workers[victim]), 30, f"worker {victim} to drive a run")
-        pool.workers[victim].send_signal(signal.SIGKILL)
-        pool.workers[victim].wait()
+        # Killed right after the store shows it driving a run that has taken one or two of its four
+        # steps (at least two naps of 0.2 s still to go), so the kill hits a started run in flight.
+        # (A run only claimed has nothing to resume: killed then, it is started afresh.)
+        worker = pool.workers[victim]
+        hit = pool.wait_for_runs(functools.partial(pool.driven, worker, min_steps=1, max_steps=2), 30,
+                                 f"worker {victim} to drive a started run")
+        worker.send_signal(signal.SIGKILL)
+        mid_flight |= hit
+        worker.wait()
         pool.start_worker(4)
     pool.wait(lambda: all(s == "done" for s in pool.statuses().values()), 90, "every run to end done")
 
-    resumed_runs = 0
+    resumed_runs = set[str]()
     for run_id in run_ids:
         run = pool.store.get_run(run_id)
         assert (run.status, run.steps) == ("done", 4)
         facts = decode_all(run.events, run_id)
         resumes = [f for f in facts if isinstance(f, RunResumed)]
-        resumed_runs += bool(resumes)
+        if resumes:
+            resumed_runs.add(run_id)
         assert len(resumes) <= 2
         assert all(r.reason == "its process is gone (dead)" for r in resumes)
         assert len({r.owner for r in resumes}) == len(resumes)  # a new owner each time
@@ -85,7 +93,8 @@ def test_killed_workers_lose_no_run_and_repeat_no_side_effect_blindly(pool: Pool
         # A charge ran again only as an in-doubt re-run (attempt 2, same key).
         reruns = {f.call_id for f in facts if isinstance(f, ToolStarted) and f.attempt == 2}
         assert reruns <= {"charge-2", "nap-1", "nap-2", "nap-3"}
-    assert resumed_runs >= 1  # the kills hit runs in flight
+    assert mid_flight
+    assert mid_flight <= resumed_runs  # every run the kills hit in flight was resumed
 
     charges = Counter(key for (key,) in pool.rows("SELECT key FROM charges"))
     assert len(charges) == len(run_ids)  # every run charged, each under its own key
