@@ -90,6 +90,7 @@ class TracingRecorder:
         self._ids: dict[str, str] = {}
         self._root: Span | None = None
         self._step: Span | None = None
+        self._step_context: Any = None  # the open step span as a parent context, made once per step
         self._chat: Span | None = None
         self._tools: dict[str, Span] = {}
         self._tracer: Tracer | None = None
@@ -122,8 +123,10 @@ class TracingRecorder:
 
     def _child(self, parent: Span | None, name: str, attributes: a.Attrs, kind: SpanKind) -> Span:
         """A span under ``parent`` (the root when none is open), never under the current context."""
-        parent = parent if parent is not None else self._root
         assert self._tracer is not None
+        if parent is not None and parent is self._step and self._step_context is not None:
+            return self._tracer.start_span(name, self._step_context, kind, attributes)
+        parent = parent if parent is not None else self._root
         assert parent is not None
         return self._tracer.start_span(name, trace.set_span_in_context(parent), kind, attributes)
 
@@ -144,6 +147,7 @@ class TracingRecorder:
         if isinstance(event, StepStarted):
             self._step = self._child(self._root, a.step_name(event.step), a.step_start(self._run_id, event.step),
                                      a.KIND_STEP)
+            self._step_context = trace.set_span_in_context(self._step)  # its chat and tool spans' parent
             self._remember(self._key(event), self._step)
         elif isinstance(event, ModelCallStarted):
             self._shown_count = len(self._shown)
@@ -162,7 +166,7 @@ class TracingRecorder:
         elif isinstance(event, StepFinished):
             if self._step is not None:
                 self._step.end()
-                self._step = None
+                self._step = self._step_context = None
         elif isinstance(event, RunFinished):
             self._run_finished(event)
 
@@ -170,7 +174,7 @@ class TracingRecorder:
         pass
 
     def _open_root(self, event: RunStarted | RunResumed) -> None:
-        self._ids, self._tools, self._step, self._chat = {}, {}, None, None
+        self._ids, self._tools, self._step, self._chat, self._step_context = {}, {}, None, None, None
         self._run_id = event.run_id or self._run_id
         if isinstance(event, RunStarted):
             self._model, self._provider, self._agent = event.model, event.provider, event.agent_name
@@ -225,7 +229,8 @@ class TracingRecorder:
         if self.record_content:
             attributes.update(a.chat_content(self._shown[:self._shown_count], described, self._tool_specs))
         span.set_attributes(attributes)
-        span.set_status(status)
+        if status is not a.UNSET:  # a span's status is unset until set: one lock and check fewer
+            span.set_status(status)
         span.end()
 
     def _tool_finished(self, event: ToolFinished) -> None:
@@ -239,7 +244,8 @@ class TracingRecorder:
         if self.record_content:
             attributes.update(a.tool_content(self._args(event.call_id), event.observation))
         span.set_attributes(attributes)
-        span.set_status(status)
+        if status is not a.UNSET:  # a span's status is unset until set: one lock and check fewer
+            span.set_status(status)
         span.end()
 
     def _args(self, call_id: str) -> Any:
@@ -256,7 +262,7 @@ class TracingRecorder:
         for open_span in (self._chat, self._step):
             if open_span is not None:
                 open_span.end()
-        self._chat = self._step = None
+        self._chat = self._step = self._step_context = None
         root, self._root = self._root, None
         if root is not None:
             attributes, status = a.run_end(event.status, event.error, content=self.record_content)
