@@ -42,17 +42,19 @@ class Closing:
             return
         if self.result is None:
             self._decide(st.CANCELLED, f"aborted by {describe_exception(exc)}", exception=exc)
-        with contextlib.suppress(Exception):
-            failure = self._closing_facts()
+        with contextlib.suppress(BaseException):  # a recorder failing on the close: the rest still heard it
+            self._closing_facts()
+        with contextlib.suppress(Exception):  # so what they hold is committed, whatever one of them raised
             self.recorder.sync()
             self.closed = True
-            if failure is not None:
-                raise failure
 
     def _finish(self, status: str, error: str | None, answer: str | None = None,
                 exception: BaseException | None = None) -> Generator[Action, Outcome, AgentResult]:
         result = self._decide(status, error, answer, exception)
-        failure = self._closing_facts()
+        try:
+            failure = self._closing_facts()
+        except Exception as exc:  # a recorder refused run_finished after the others took it: commit, then raise
+            failure = exc
         yield COMMIT
         self.closed = True
         if failure is not None:

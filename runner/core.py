@@ -238,23 +238,24 @@ class AgentCore(Closing):
         if lim is not None and s.tool_calls_run >= lim:
             return st.TOOL_BUDGET, (f"call {call.id} ({call.name}) would be tool call "
                                     f"{s.tool_calls_run + 1} (max_tool_calls={lim}); not run")
-        if tool.needs_approval and not in_doubt:
+        if not in_doubt and (tool.needs_approval or call.id in s.decisions):
             verdict = s.decisions.get(call.id)
-            if verdict is None and self.approve is not None:
-                verdict = self.approve(call)
-            if verdict is None:
-                return self._await_approval(step)
-            if verdict is not True:
+            if tool.needs_approval and verdict is None:
+                verdict = self.approve(call) if self.approve is not None else None
+                if verdict is None:
+                    return self._await_approval(step)
+            if verdict is not True:  # a denial given holds, even where the registry no longer asks for one
                 self._observe(step, call, obs.denied(call.name, verdict), "denied")
                 return None
         return (yield from self._run_tool(step, call, tool))
 
     def _run_tool(self, step: int, call: ToolCall, tool: Tool) -> Generator[Action, Outcome, Stop | None]:
         started = self.state.started_calls.get(call.id)
+        if self._listening:  # from here until its start is committed, an abort logs the call not run
+            self._starting = (step, call)  # (a recorder may raise on the start after the store took it)
         self._emit(ToolStarted(step=step, call_id=call.id, name=call.name, args=call.args,
                                attempt=1 if started is None else started.attempt + 1))
         if self._listening:
-            self._starting = (step, call)
             yield COMMIT  # should this commit fail, the run is aborted with the tool never run (``abort``)
             self._starting = None
         outcome = yield CallTool(tool, call, tool_args(tool, call.args, self.run_id, call.id))
@@ -277,9 +278,10 @@ class AgentCore(Closing):
     def _observe(self, step: int, call: ToolCall, observation: str, refused: str | None,
                  duration_s: float = 0.0) -> None:
         """Log a call's observation and append it as the call's tool message."""
+        ok = not observation.startswith("ERROR:")  # judged on the whole text: a cut may shorten "ERROR:"
         observation = cut_observation(observation, self.limits.max_result_chars)
         self._emit(ToolFinished(step=step, call_id=call.id, name=call.name, observation=observation,
-                                ok=not observation.startswith("ERROR:"), duration_s=duration_s,
+                                ok=ok, duration_s=duration_s,
                                 ran=refused is None, refused=refused))
         self._emit(MessageAppended(step=step, index=len(self.state.messages), message=tool_message(call, observation)))
 

@@ -85,6 +85,9 @@ def check_options(options: Mapping[str, Any]) -> None:
     unknown = set(options) - set(RunOptions.__annotations__)
     if unknown:
         raise TypeError(f"unknown run option(s): {', '.join(sorted(unknown))}")
+    recorder = options.get("recorder")
+    if recorder is not None and not all(callable(getattr(recorder, name, None)) for name in ("record", "sync")):
+        raise TypeError(f"recorder must have record(event) and sync() methods, got {type(recorder).__name__}")
     tools_ref = options.get("tools_ref")
     if tools_ref is not None and not isinstance(tools_ref, str):
         raise TypeError(f"tools_ref must be a string like 'myapp.tools:registry', got {type(tools_ref).__name__}")

@@ -16,9 +16,9 @@ from click.testing import CliRunner
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from sqlalchemy import select
 
-from runner import ModelReply, ScriptedModel, StoreError, ToolCall, ToolRegistry, replay, run_agent
+from runner import ModelReply, ScriptedModel, StoreError, ToolCall, ToolRegistry, replay, resume, run_agent
 from runner.cli import cli
-from runner.events import Event, RunFinished, StepFinished
+from runner.events import Event, RunFinished, StepFinished, ToolStarted
 from runner.recorder import NullRecorder
 from runner.store import RunStore, open_store
 from runner.store.tables import run_labels, run_tools, runs
@@ -178,6 +178,72 @@ def test_a_recorder_failing_while_the_run_closes_still_closes_it(store: RunStore
     run = store.get_run(RUN_ID)
     assert (run.status, run.answer, run.error) == ("done", "hi", None)
     assert [e.kind for e in run.events][-3:] == ["model_call", "step_finished", "run_finished"]
+
+
+class RaisingOn(NullRecorder):
+    """A caller's recorder that raises on one kind of fact (the store, listed first, has taken it)."""
+
+    def __init__(self, kind: type[Event]) -> None:
+        self.kind = kind
+
+    def record(self, event: Event) -> None:
+        if isinstance(event, self.kind):
+            raise RuntimeError("dashboard down")
+
+
+def test_a_recorder_failing_on_run_finished_still_leaves_the_run_closed_in_the_log(store: RunStore) -> None:
+    calls = Calls()
+    registry = weather_registry(calls)
+    with pytest.raises(RuntimeError, match=r"^dashboard down$"):
+        run_agent("t", ScriptedModel([reply("", call("c1", "get_weather", city="Paris")), "warm"]), registry,
+                  store=store, run_id=RUN_ID, recorder=RaisingOn(RunFinished))
+    run = store.get_run(RUN_ID)
+    assert (run.status, run.answer, run.liveness, run.steps) == ("done", "warm", "finished", 2)
+    assert [e.kind for e in run.events][-4:] == ["message", "model_call", "step_finished", "run_finished"]
+    assert [e.kind for e in run.events].count("run_finished") == 1
+    assert calls.names() == ["get_weather"]
+
+
+def test_a_recorder_failing_on_tool_started_leaves_the_call_not_run_and_a_resume_runs_it_once(
+        store: RunStore) -> None:
+    paid: list[int] = []
+    registry = ToolRegistry()
+    def pay(cents: int) -> str:
+        paid.append(cents)
+        return "paid"
+
+    registry.register("pay", "Pay.", {"type": "object", "properties": {"cents": {"type": "integer"}},
+                                      "required": ["cents"]}, pay, side_effects=True)
+    with pytest.raises(RuntimeError, match=r"^dashboard down$"):
+        run_agent("t", ScriptedModel([reply("", call("c1", "pay", cents=5))]), registry, store=store, run_id=RUN_ID,
+                  recorder=RaisingOn(ToolStarted))
+    run = store.get_run(RUN_ID)
+    assert (run.status, run.error) == ("cancelled", "aborted by RuntimeError: dashboard down")
+    finished = [e.data for e in run.events if e.kind == "tool_finished"]
+    assert [(f["call_id"], f["ran"], f["refused"]) for f in finished] == [("c1", False, "not_run")]
+    assert paid == []
+    seen: list[str] = []
+
+    def model(messages: Any, specs: Any) -> ModelReply:
+        seen.append(messages[-1]["content"])
+        return reply("", call("c2", "pay", cents=5)) if len(seen) == 1 else ModelReply("paid once")
+
+    result = resume(store, RUN_ID, model, registry)
+    assert (result.status, result.answer, paid) == ("done", "paid once", [5])
+    assert seen[0] == ("ERROR: not run: the run was aborted by RuntimeError: dashboard down before the call was made")
+
+
+def test_a_resume_with_something_that_is_not_a_recorder_is_refused_before_it_takes_the_run(
+        store: RunStore) -> None:
+    registry = weather_registry()
+    stopped = run_agent("t", ScriptedModel([reply("", call("c1", "get_weather", city="Paris"))]), registry,
+                        store=store, run_id=RUN_ID, max_tool_calls=0)
+    before = [e.kind for e in store.get_run(RUN_ID).events]
+    with pytest.raises(TypeError, match=r"^recorder must have record\(event\) and sync\(\) methods, got object$"):
+        resume(store, stopped.run_id, ScriptedModel(["warm"]), registry, recorder=object())  # type: ignore[arg-type]
+    run = store.get_run(RUN_ID)
+    assert (run.status, [e.kind for e in run.events]) == ("tool_budget", before)
+    assert resume(store, RUN_ID, ScriptedModel(["warm"]), registry, max_tool_calls=1).status == "done"
 
 
 class RaisingOnRunEnd(SpanProcessor):

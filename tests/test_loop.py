@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from runner import AgentStopped, ModelReply, ScriptedModel, ToolCall, ToolRegistry, Usage, run_agent
+from runner.events import ToolFinished
 from runner.limits import naive_prompt_tokens
+from runner.recorder import NullRecorder
 
 from .loop_helpers import Calls, call, reply, weather_registry
 
@@ -283,6 +285,26 @@ def test_long_observation_is_cut_with_a_marker() -> None:
     registry.register("big", "big", {"type": "object"}, lambda: "a" * 100)
     result = run_agent("t", ScriptedModel([reply("", call("c1", "big")), "ok"]), registry, max_result_chars=10)
     assert result.messages[3]["content"] == '"aaaaaaaaa... [cut: 92 more characters]'
+
+
+def test_a_failed_call_whose_observation_is_cut_short_of_its_error_prefix_is_still_logged_failed() -> None:
+    registry = ToolRegistry()
+
+    def broken() -> None:
+        raise RuntimeError("disk full")
+
+    registry.register("broken", "broken", {"type": "object"}, broken)
+    facts: list[Any] = []
+
+    class Facts(NullRecorder):
+        def record(self, event: Any) -> None:
+            facts.append(event)
+
+    result = run_agent("t", ScriptedModel([reply("", call("c1", "broken")), "ok"]), registry, max_result_chars=4,
+                       recorder=Facts())
+    finished = [f for f in facts if isinstance(f, ToolFinished)]
+    assert [(f.observation[:7], f.ok) for f in finished] == [("ERRO...", False)]
+    assert result.messages[3]["content"].startswith("ERRO... [cut: ")
 
 
 def test_third_identical_consecutive_call_is_not_run() -> None:
