@@ -96,6 +96,9 @@ def follow_up(store: RunStore, run_id: str, message: str, model: Model, registry
         raise CannotResume(f"run {parent.run_id} has not finished ({parent.liveness}); "
                            "a follow-up continues a finished run")
     state = fold(decode_all(parent.events, parent.run_id), parent.run_id)
+    if state.started is None:  # queued, or cancelled before a worker started it: no conversation to continue
+        raise CannotResume(f"run {parent.run_id} never started ({parent.status}); there is no conversation "
+                           "to follow up")
     if state.remaining_calls:
         raise CannotResume(f"run {parent.run_id} stopped with {len(state.remaining_calls)} call(s) unanswered "
                            f"({parent.status}); resume it instead")
@@ -136,8 +139,11 @@ def _resumed_event(run_id: str, state: RunState, owner: str, reason: str, limits
 
 def _check_decisions(run_id: str, state: RunState, decisions: dict[str, Decision]) -> None:
     for call_id, decision in decisions.items():
+        if state.in_doubt(call_id):  # approved and started before the run stopped: too late to decide again
+            raise CannotResume(f"run {run_id}: call {call_id!r} was approved and started before the run stopped; "
+                               "it can no longer be decided")
         if call_id not in state.pending_approvals:
-            pending = sorted(state.pending_approvals) or "none"
+            pending = sorted(c for c in state.pending_approvals if not state.in_doubt(c)) or "none"
             raise CannotResume(f"run {run_id} has no call {call_id!r} awaiting approval (pending: {pending})")
         if not isinstance(decision, (bool, str)):
             raise ValueError(f"decision for {call_id!r} must be True, False or a reason string, got {decision!r}")
@@ -166,20 +172,29 @@ def _root_span_id(run: StoredRun) -> str:
 
 
 def _messages_before_step(run_id: str, facts: list[Event], at_step: int) -> list[Message]:
-    messages: list[Message] = []
-    for fact in facts:
-        if isinstance(fact, StepStarted) and fact.step == at_step:
-            return messages
-        if isinstance(fact, MessageAppended):
-            messages.append(fact.message)
-    steps = max((f.step for f in facts if isinstance(f, StepStarted)), default=0)
-    raise ValueError(f"run {run_id} made {steps} model call(s); at_step must be between 1 and {steps}, "
-                     f"got {at_step!r}")
+    if isinstance(at_step, int) and not isinstance(at_step, bool):
+        messages: list[Message] = []
+        for fact in facts:
+            if isinstance(fact, StepStarted) and fact.step == at_step:
+                return messages
+            if isinstance(fact, MessageAppended):
+                messages.append(fact.message)
+    steps = sorted({f.step for f in facts if isinstance(f, StepStarted)})
+    if not steps:
+        raise ValueError(f"run {run_id} made no model call; there is no step to fork at (got at_step={at_step!r})")
+    # A fork's own steps are numbered on from where it was forked, so they need not start at 1.
+    raise ValueError(f"run {run_id} made {len(steps)} model call(s); at_step must be an integer between "
+                     f"{steps[0]} and {steps[-1]}, got {at_step!r}")
 
 
 def _swap_observations(run_id: str, messages: list[Message], observations: dict[str, str]) -> list[Message]:
     out: list[Message] = []
     left = dict(observations)
+    answered = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+    twice = sorted({call_id for call_id in left if answered.count(call_id) > 1})
+    if twice:  # a log from before call ids were checked across runs: which result is meant is unclear
+        raise ValueError(f"run {run_id} answers call id(s) {twice} more than once before that step; "
+                         "cannot tell which result to swap")
     for message in messages:
         if message["role"] == "tool" and message["tool_call_id"] in left:
             content = left.pop(message["tool_call_id"])

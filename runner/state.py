@@ -151,7 +151,9 @@ class RunState:
         self.events += 1
         message = event.message
         self.messages.append(message)
-        if message["role"] == "tool" and self.reply is not None:
+        if message["role"] == "assistant" and message.get("tool_calls"):  # carried in by a fork or follow-up too
+            self.seen_ids.update(call["id"] for call in message["tool_calls"])
+        elif message["role"] == "tool" and self.reply is not None:
             self.next_call += 1
             self.pending_approvals.pop(message["tool_call_id"], None)
 

@@ -3,6 +3,7 @@ and the mistakes a caller can make (each one line)."""
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -99,6 +100,56 @@ def test_every_call_awaiting_approval_is_logged_and_decided_at_once(store: RunSt
     assert result.messages[-2]["content"] == "ERROR: the call to transfer was denied by the approver; do not retry it"
 
 
+def payments(paid: list[int], *, needs_approval: bool, interrupt_first: bool = False) -> ToolRegistry:
+    """``pay``, a side effect that appends to ``paid`` (the first call is Ctrl-C'd, if asked)."""
+    registry = ToolRegistry()
+
+    def pay(cents: int) -> str:
+        if interrupt_first and not paid:
+            paid.append(-1)  # it ran: the process is interrupted before its result is logged
+            raise KeyboardInterrupt
+        paid.append(cents)
+        return "paid"
+
+    registry.register("pay", "Pay.", {"type": "object", "properties": {"cents": {"type": "integer"}},
+                                      "required": ["cents"]}, pay, side_effects=True, needs_approval=needs_approval)
+    return registry
+
+
+def test_a_denial_given_on_resume_holds_where_the_registry_no_longer_asks_for_approval(store: RunStore) -> None:
+    paid: list[int] = []
+    pay_c1 = reply("", call("c1", "pay", cents=500))
+    stopped = run_agent("t", ScriptedModel([pay_c1]), payments(paid, needs_approval=True), store=store)
+    assert stopped.status == "awaiting_approval"
+    model = ScriptedModel(["not paid"])
+    result = finish(store, stopped.run_id, model, payments(paid, needs_approval=False),
+                    decisions={"c1": "over budget"})
+    assert (result.status, paid) == ("done", [])
+    assert model.seen[0][-1]["content"] == ("ERROR: the call to pay was denied by the approver: over budget; "
+                                            "do not retry it")
+    finished = [e.data for e in store.get_run(stopped.run_id).events if e.kind == "tool_finished"]
+    assert [(f["call_id"], f["ran"], f["refused"]) for f in finished] == [("c1", False, "denied")]
+
+
+def test_a_call_approved_and_started_before_the_run_stopped_can_no_longer_be_decided(store: RunStore) -> None:
+    paid: list[int] = []
+    registry = payments(paid, needs_approval=True, interrupt_first=True)
+    stopped = run_agent("t", ScriptedModel([reply("", call("c1", "pay", cents=500))]), registry, store=store)
+    assert stopped.status == "awaiting_approval"
+    with pytest.raises(KeyboardInterrupt):
+        resume(store, stopped.run_id, ScriptedModel([]), registry, decisions={"c1": True})
+    assert (store.get_run(stopped.run_id).status, paid) == ("cancelled", [-1])  # in doubt: it may have paid
+    before = len(store.get_run(stopped.run_id).events)
+    with pytest.raises(CannotResume, match=rf"^run {stopped.run_id}: call 'c1' was approved and started before "
+                                           r"the run stopped; it can no longer be decided$"):
+        resume(store, stopped.run_id, ScriptedModel([]), registry, decisions={"c1": "changed my mind"})
+    assert len(store.get_run(stopped.run_id).events) == before
+    model = ScriptedModel(["unsure"])
+    assert finish(store, stopped.run_id, model, registry).status == "done"
+    assert paid == [-1]  # in doubt and without a key: never re-run blindly
+    assert model.seen[0][-1]["content"].startswith("ERROR: the outcome of this call is unknown")
+
+
 def test_an_approve_callback_still_decides_what_no_decision_covers(store: RunStore, tmp_path: Path) -> None:
     plan = [[["t1", "transfer", {"ref": "a"}]]]
     result = run_agent("t", PlanModel(plan), tools(tmp_path), store=store, approve=lambda c: "not on Sundays")
@@ -150,8 +201,15 @@ def test_the_heartbeat_moves_while_a_tool_works(store: RunStore) -> None:
 
 def test_a_callers_mistakes_are_one_line(store: RunStore) -> None:
     parent = run_agent("t", ScriptedModel([PARIS, "warm"]), weather_registry(), store=store)
-    with pytest.raises(ValueError, match=r"^run \w+ made 2 model call\(s\); at_step must be between 1 and 2, got 3$"):
-        fork(store, parent.run_id, at_step=3, model=ScriptedModel([]), registry=weather_registry())
+    wrong_step = r"^run \w+ made 2 model call\(s\); at_step must be an integer between 1 and 2, got "
+    for at_step, shown in ((3, "3"), (2.0, "2.0"), (True, "True"), ("2", "'2'")):
+        with pytest.raises(ValueError, match=wrong_step + re.escape(shown) + "$"):
+            fork(store, parent.run_id, at_step=at_step, model=ScriptedModel([]),  # type: ignore[arg-type]
+                 registry=weather_registry())
+    forked = fork(store, parent.run_id, at_step=2, model=ScriptedModel(["mild"]), registry=weather_registry())
+    with pytest.raises(ValueError, match=rf"^run {forked.run_id} made 1 model call\(s\); at_step must be an "
+                                         r"integer between 2 and 2, got 1$"):  # a fork's steps go on from its parent's
+        fork(store, forked.run_id, at_step=1, model=ScriptedModel([]), registry=weather_registry())
     with pytest.raises(ValueError, match=r"has no tool result for call\(s\) \['zz'\] before that step$"):
         fork(store, parent.run_id, at_step=2, model=ScriptedModel([]), registry=weather_registry(),
              observations={"zz": "x"})
@@ -166,6 +224,42 @@ def test_a_callers_mistakes_are_one_line(store: RunStore) -> None:
     with pytest.raises(TypeError, match=wrong):
         fork(store, parent.run_id, at_step=1, model=ScriptedModel([]), registry=weather_registry(),
              tools_ref=b"m:a")  # type: ignore[arg-type]
+
+
+def test_a_run_that_never_started_cannot_be_followed_up(store: RunStore) -> None:
+    from runner.pool.queued import record_queued, request_cancel
+
+    queued = record_queued(store, "job", "tipper")
+    cancelled = record_queued(store, "job", "tipper")
+    request_cancel(store, cancelled)
+    for run_id, status in ((queued, "queued"), (cancelled, "cancelled")):
+        with pytest.raises(CannotResume, match=rf"^run {run_id} never started \({status}\); there is no "
+                                               r"conversation to follow up$"):
+            follow_up(store, run_id, "and?", ScriptedModel(["x"]), weather_registry())
+    assert len(store.list_runs(limit=10)) == 2  # no child was made
+
+
+def test_a_call_id_of_the_conversation_a_follow_up_or_fork_carries_cannot_be_used_again(store: RunStore) -> None:
+    parent = run_agent("t", ScriptedModel([PARIS, "warm"]), weather_registry(), store=store)
+    again = reply("", call("c1", "get_weather", city="Oslo"))
+    child = follow_up(store, parent.run_id, "and Oslo?", ScriptedModel([again]), weather_registry())
+    assert (child.status, child.error) == ("invalid_reply", "duplicate call id 'c1'")
+    forked = fork(store, parent.run_id, at_step=2, model=ScriptedModel([again]), registry=weather_registry())
+    assert (forked.status, forked.error) == ("invalid_reply", "duplicate call id 'c1'")
+    fresh = follow_up(store, parent.run_id, "and Oslo?", ScriptedModel([OSLO, "cold"]), weather_registry())
+    assert (fresh.status, [m.get("tool_call_id") for m in fresh.messages if m["role"] == "tool"]) == (
+        "done", ["c1", "c2"])
+
+
+def test_a_fork_will_not_guess_which_of_two_results_of_one_call_id_to_swap() -> None:
+    from runner.resume import _swap_observations
+
+    messages: list[Any] = [{"role": "tool", "tool_call_id": "c1", "name": "f", "content": "a"},
+                           {"role": "tool", "tool_call_id": "c1", "name": "f", "content": "b"}]
+    with pytest.raises(ValueError, match=r"^run r answers call id\(s\) \['c1'\] more than once before that step; "
+                                         r"cannot tell which result to swap$"):
+        _swap_observations("r", messages, {"c1": "x"})
+    assert [m["content"] for m in _swap_observations("r", messages, {})] == ["a", "b"]
 
 
 def test_an_idempotency_key_must_be_a_parameter_the_model_cannot_send() -> None:
