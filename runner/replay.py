@@ -220,10 +220,11 @@ def _resumed_core(before: AgentCore, model: ReplayModel, tools: ToolRegistry, bo
     """The recording's next part: the same loop resumed with the limits and decisions it was resumed with."""
     state = before.state
     model_name, provider = model_identity(model)
+    # Keys a later version may add are ignored, as everywhere in a fixture.
+    known = {name: value for name, value in boundary["limits"].items() if name in Limits.__dataclass_fields__}
     resumed = RunResumed(run_id=before.run_id, step=state.steps, owner="replay", reason=str(boundary["reason"]),
-                         limits=dict(boundary["limits"]), decisions=dict(boundary["decisions"]), model=model_name,
-                         provider=provider)
-    return core_for(model, tools, before.run_id, Limits(**boundary["limits"]), [resumed], state, options)
+                         limits=known, decisions=dict(boundary["decisions"]), model=model_name, provider=provider)
+    return core_for(model, tools, before.run_id, Limits(**known), [resumed], state, options)
 
 
 def _final_end(fixture: Fixture) -> dict[str, Any]:

@@ -62,8 +62,7 @@ def reply_problem(reply: object, seen_ids: Collection[str]) -> str | None:
     if not isinstance(reply.tool_calls, (list, tuple)):
         return f"reply tool_calls must be a list, got {type(reply.tool_calls).__name__}"
     usage = reply.usage
-    if usage is not None and not (isinstance(usage, Usage) and all(
-            type(n) is int and n >= 0 for n in (usage.input_tokens, usage.output_tokens))):
+    if not _counts(usage):
         shown = (f"Usage(input_tokens={_scalar(usage.input_tokens)}, output_tokens={_scalar(usage.output_tokens)})"
                  if isinstance(usage, Usage) else type(usage).__name__)
         return f"reply usage must be Usage(input_tokens, output_tokens) of non-negative ints, got {shown}"
@@ -125,12 +124,23 @@ def _flat(args: dict[Any, Any]) -> bool:
     return _STR.issuperset(map(type, args)) and _FLAT_VALUES.issuperset(map(type, args.values()))
 
 
+def _counts(usage: object) -> bool:
+    """Whether a reply's usage is absent or two non-negative ints."""
+    return usage is None or (isinstance(usage, Usage) and all(
+        type(n) is int and n >= 0 for n in (usage.input_tokens, usage.output_tokens)))
+
+
 def loggable(reply: object) -> bool:
-    """Whether an invalid reply can still be logged as data (so replay can replay it)."""
+    """Whether an invalid reply can still be logged as data that a fixture holds as it is (so replay
+    replays that very reply). One that cannot (an empty call id, usage that is not two counts) is
+    logged as the stop it caused, its error text saying what was wrong."""
     if not isinstance(reply, ModelReply) or type(reply.content) is not str or type(reply.tool_calls) is not list:
         return False
-    return all(isinstance(c, ToolCall) and type(c.id) is str and type(c.name) is str and json_problem(c.args) is None
-               and (reply.stop_reason is None or type(reply.stop_reason) is str) for c in reply.tool_calls)
+    if not _counts(reply.usage):
+        return False
+    return (reply.stop_reason is None or type(reply.stop_reason) is str) and all(
+        isinstance(c, ToolCall) and type(c.id) is str and c.id != "" and type(c.name) is str
+        and json_problem(c.args) is None for c in reply.tool_calls)
 
 
 def _scalar(value: object) -> str:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from runner import ModelReply, ScriptedModel, ToolRegistry, Usage, run_agent
+from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, Usage, resume, run_agent
 from runner.errors import FixtureError, ReplayDivergence
 from runner.fixture import fixture_from_run, load_fixture
 from runner.replay import ReplayModel, replay
@@ -250,6 +250,35 @@ def test_a_run_stopped_on_a_duplicate_call_id_replays_cleanly(store: RunStore, t
     assert fixture.messages() == result.messages
     report = replay(fixture, weather_registry())
     assert (report.ok, report.result.status, report.result.error) == (True, "invalid_reply", "duplicate call id 'c1'")
+
+
+@pytest.mark.parametrize("bad", [
+    pytest.param(ModelReply("", [ToolCall("", "get_weather", {"city": "Paris"})]), id="empty-call-id"),
+    pytest.param(ModelReply("hi", [], Usage(-1, 2)), id="negative-usage"),
+    pytest.param(ModelReply("hi", [], Usage(True, 2)), id="bool-usage"),
+])
+def test_a_refused_reply_a_fixture_cannot_hold_as_it_is_exports_as_its_stop_and_replays_to_it(
+        store: RunStore, tmp_path: Path, bad: ModelReply) -> None:
+    result = run_agent("t", ScriptedModel([bad]), weather_registry(), store=store)
+    assert result.status == "invalid_reply"
+    path = tmp_path / "bad.json"
+    fixture_from_run(store.get_run(result.run_id)).write(path)
+    fixture = load_fixture(path)
+    assert fixture.replies == [{"step": 1, "stop": {"status": "invalid_reply", "reason": result.error}}]
+    report = replay(fixture, weather_registry())
+    assert (report.ok, report.result.status, report.result.error) == (True, "invalid_reply", result.error)
+
+
+def test_a_limit_unknown_to_this_version_in_a_resumes_limits_is_ignored(store: RunStore, tmp_path: Path) -> None:
+    stopped = run_agent("t", ScriptedModel([reply("", call("c1", "get_weather", city="Paris"))]), weather_registry(),
+                        store=store, max_tool_calls=0)
+    resume(store, stopped.run_id, ScriptedModel(["warm"]), weather_registry(), max_tool_calls=1)
+    data = fixture_from_run(store.get_run(stopped.run_id)).data
+    data["resumes"][0]["limits"]["max_cost_usd"] = 2.5  # written by a later version, say
+    path = tmp_path / "later.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    report = replay(load_fixture(path), weather_registry())
+    assert (report.ok, report.result.status, report.result.answer) == (True, "done", "warm")
 
 
 def test_an_unfinished_run_cannot_become_a_fixture(store: RunStore) -> None:
