@@ -53,6 +53,10 @@ class StoreError(RunnerError):
     """The event log cannot be used; the message is one line saying why and what to do."""
 
 
+class RunNotFound(StoreError):
+    """The store holds no run of that id (every other ``StoreError`` says the store could not answer)."""
+
+
 class StopRun(RunnerError):
     """Raised by a model to end the run with ``status`` (never ``done``).
 

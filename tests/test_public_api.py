@@ -10,7 +10,8 @@ import runner
 EXPECTED = {
     "AgentResult", "AgentStopped", "AsyncModel", "CannotResume", "DEFAULT_SYSTEM", "Event", "FanoutRecorder",
     "Fixture", "FixtureError", "Limits", "Message", "Model", "ModelReply", "NullRecorder", "ProgressRecorder",
-    "Recorder", "ReplayDivergence", "ReplayModel", "ReplayReport", "RunInUse", "RunOptions", "RunState", "RunStore",
+    "Recorder", "ReplayDivergence", "ReplayModel", "ReplayReport", "RunInUse", "RunNotFound", "RunOptions",
+    "RunState", "RunStore",
     "RunSummary", "RunnerError", "STATUSES", "ScriptError", "ScriptExhausted", "ScriptedModel", "StopRun",
     "StoreError", "StoredEvent", "StoredRun", "Tool", "ToolCall", "ToolRegistry", "ToolSpec", "TracingRecorder",
     "TracingSetupError", "Usage", "arun_agent", "configure_tracing", "export_run", "fold", "follow_up", "fork",

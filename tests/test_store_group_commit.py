@@ -373,6 +373,49 @@ def test_the_writer_keeps_one_connection_and_replaces_one_the_server_dropped(sto
     assert (store.committer.writer.connection is not held) == replaced
 
 
+@pytest.mark.postgres
+def test_a_run_goes_on_when_the_server_drops_every_connection_of_its_store(pg_admin: Any) -> None:
+    """A failover, a server restart or a proxy's restart ends the writer's session and the idle
+    pooled ones alike: the commit's retry must not take one of those (the run ended cancelled)."""
+    import uuid
+
+    from sqlalchemy import text
+    from sqlalchemy.engine import make_url
+
+    from tests.conftest import SESSION_PREFIX, drop_pg_schema, pg_schema_url
+
+    schema, tag = f"{SESSION_PREFIX}_{uuid.uuid4().hex[:8]}", f"runner-drop-{uuid.uuid4().hex[:8]}"
+    url = make_url(pg_schema_url(pg_admin, schema)).update_query_dict({"application_name": tag})
+    store = open_store(url.render_as_string(hide_password=False))
+    dropped: list[int] = []
+
+    def drop_all(n: int) -> dict[str, int]:
+        with pg_admin.connect() as conn:
+            dropped.append(conn.execute(text("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                             "WHERE application_name = :tag"), {"tag": tag}).scalar_one())
+        return {"n": n}
+
+    registry = ToolRegistry()
+    registry.register("drop", "Drop the store's connections.", {"type": "object", "properties": {
+        "n": {"type": "integer"}}, "required": ["n"]}, drop_all)
+    try:
+        warm = run_agent("warm", _script(1), _registry(), store=store)
+        with store.reading() as one, store.reading() as two:  # two idle connections left in the pool
+            one.exec_driver_sql("SELECT 1")
+            two.exec_driver_sql("SELECT 1")
+        model = ScriptedModel([ModelReply("", [ToolCall("c1", "drop", {"n": 1})]), "still here"])
+        result = run_agent("t", model, registry, store=store)
+        assert dropped[0] >= 3  # the writer's and both idle ones
+        assert (result.status, result.answer) == ("done", "still here")
+        run = store.get_run(result.run_id)
+        assert (run.status, [e.seq for e in run.events]) == ("done", list(range(1, len(run.events) + 1)))
+        assert [e.kind for e in run.events].count("tool_finished") == 1
+        assert store.get_run(warm.run_id).status == "done"
+    finally:
+        store.close()
+        drop_pg_schema(pg_admin, schema)
+
+
 def test_a_forked_child_commits_on_a_connection_of_its_own(store: RunStore) -> None:
     import gc
 

@@ -97,6 +97,10 @@ def make_engine(url: URL, *, synchronous: str | None = None, busy_timeout_s: flo
             raise StoreError(f"cannot open store {shown(url)}: synchronous applies to SQLite only")
         if "connect_timeout" not in url.query:  # an unreachable host fails in seconds, not minutes
             kwargs["connect_args"] = {"connect_timeout": PG_CONNECT_TIMEOUT_S}
+        # A connection the server dropped while it sat in the pool (a restart, a failover, a proxy's
+        # idle timeout) is replaced when it is checked out, not handed to a read that then fails.
+        # The writer holds its own connection between commits, so its commits pay nothing for this.
+        kwargs["pool_pre_ping"] = True
         if read_only:
             kwargs["execution_options"] = {"postgresql_readonly": True}
     try:

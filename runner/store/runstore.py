@@ -21,7 +21,7 @@ from sqlalchemy import ColumnElement, Connection, Engine, FromClause, Select, ex
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
-from ..errors import RunInUse, StoreError
+from ..errors import RunInUse, RunNotFound, StoreError
 from ..events import MessageAppended, decode_all
 from ..state import RunState
 from ..statuses import RUNNING
@@ -324,11 +324,11 @@ class RunStore:
         return [RunSummary(**summary_fields(row, labels.get(row["run_id"], {}), json.loads)) for row in rows]
 
     def get_run(self, run_id: str) -> StoredRun:
-        """The run with its events and rebuilt messages; ``StoreError`` if there is none."""
+        """The run with its events and rebuilt messages; ``RunNotFound`` (a ``StoreError``) if there is none."""
         with self.reading() as conn:
             row = conn.execute(select(runs).where(runs.c.run_id == run_id)).mappings().first()
             if row is None:
-                raise StoreError(f"no run {run_id!r} in {shown(self.url)}")
+                raise RunNotFound(f"no run {run_id!r} in {shown(self.url)}")
             labels = self._labels(conn, [run_id]).get(run_id, {})
             rows = conn.execute(select(events.c.seq, events.c.at, events.c.step, events.c.kind,
                                        events.c.data, events.c.span_id)

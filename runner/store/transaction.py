@@ -2,9 +2,10 @@
 
 The store's one writer (``GroupCommitter``) keeps one pooled driver connection between
 commits: a checkout plus a reset-on-return per commit would cost as much as SQLite's own
-commit. A connection the server dropped (a restart, an idle timeout) is replaced and the
-transaction tried once more; should the dead one have committed after all, the retry fails
-on the events' primary key, so a fact is never written twice. A forked child (worker pools
+commit. A connection the server dropped (a restart, an idle timeout) is replaced, with the
+pool's idle ones (dropped with it, most likely), and the transaction tried once more; should
+the dead one have committed after all, the retry fails on the events' primary key, so a fact
+is never written twice. A forked child (worker pools
 fork) never touches its parent's connection: it opens its own.
 
 Every summary update is fenced by the run's owner (``... AND owner = <this process>``): a
@@ -154,6 +155,9 @@ class Writer:
                 exc, raw.dbapi_connection, cursor)  # type: ignore[arg-type]
         if self._lost:
             self._drop(broken=True)
+            if self.engine.dialect.name != "sqlite":  # a server that dropped this one likely dropped the
+                self.engine.dispose()  # idle ones too: the retry connects afresh (an in-memory SQLite
+                # file must never be disposed of: its one connection is the database)
 
     def _owners_now(self, cursor: Any, updates: Sequence[Row]) -> dict[str, str]:
         """The runs among ``updates`` whose row names another owner than the batch expected."""
