@@ -63,13 +63,18 @@ class Limits:
     max_identical_calls: int = 2
 
     def __post_init__(self) -> None:
-        for name in ("max_steps", "token_budget", "max_tool_calls", "max_context_chars",
-                     "max_output_chars", "max_result_chars", "max_identical_calls"):
+        for name in ("max_steps", "token_budget", "max_identical_calls"):  # always set: None is no value here
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+        for name in ("max_tool_calls", "max_context_chars", "max_output_chars", "max_result_chars"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
                 raise ValueError(f"{name} must be a non-negative integer or None, got {value!r}")
-        if self.timeout_s is not None and not self.timeout_s > 0:
-            raise ValueError(f"timeout_s must be positive or None, got {self.timeout_s!r}")
+        timeout_s = self.timeout_s
+        if timeout_s is not None and (isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float))
+                                      or not timeout_s > 0):
+            raise ValueError(f"timeout_s must be positive or None, got {timeout_s!r}")
         if self.max_identical_calls < 1:
             raise ValueError("max_identical_calls must be at least 1")
 

@@ -419,9 +419,15 @@ def test_raise_for_status() -> None:
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"max_steps": -1}, "max_steps must be a non-negative integer or None, got -1"),
+    ({"max_steps": -1}, "max_steps must be a non-negative integer, got -1"),
     ({"timeout_s": 0}, "timeout_s must be positive or None, got 0"),
-    ({"token_budget": True}, "token_budget must be a non-negative integer or None, got True"),
+    ({"token_budget": True}, "token_budget must be a non-negative integer, got True"),
+    # None is no value for the limits that always apply (it raised TypeError deep in the loop)
+    ({"max_steps": None}, "max_steps must be a non-negative integer, got None"),
+    ({"token_budget": None}, "token_budget must be a non-negative integer, got None"),
+    ({"max_identical_calls": None}, "max_identical_calls must be a non-negative integer, got None"),
+    ({"timeout_s": "5"}, "timeout_s must be positive or None, got '5'"),
+    ({"max_tool_calls": 1.5}, "max_tool_calls must be a non-negative integer or None, got 1.5"),
 ])
 def test_bad_limits_raise_at_call_time(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match="^" + message.replace("(", r"\(").replace(")", r"\)") + "$"):

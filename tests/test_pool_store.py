@@ -7,6 +7,7 @@ address nothing listens on (publishing fails, the run stays queued).
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -15,10 +16,17 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
-from runner import CannotResume, RunStore, ScriptedModel, ToolRegistry, resume, submit
+from runner import CannotResume, RunStore, ScriptedModel, StoreError, ToolRegistry, resume, run_agent, submit
 from runner.loop import drive_until
 from runner.pool.agents import PoolError, build_agent
-from runner.pool.queued import CANCELLED_QUEUED, StoreCancel, due_for_publish, record_queued, request_cancel
+from runner.pool.queued import (
+    CANCELLED_QUEUED,
+    StoreCancel,
+    due_for_publish,
+    record_queued,
+    request_cancel,
+    untouch,
+)
 from runner.pool.submission import BROKER_ENV, submit_run
 from runner.pool.take import _start, take
 from runner.results import CallModel
@@ -160,6 +168,62 @@ def test_an_unknown_agent_leaves_the_run_queued(store: RunStore) -> None:
     assert (store.get_run(run_id).status, kinds(store, run_id)) == ("queued", ["run_queued"])
 
 
+@pytest.mark.parametrize(("options", "why"), [
+    ({"max_step": 10}, "unknown run option(s): max_step"),
+    ({"labels": "team=a"}, "dictionary update sequence element #0 has length 1; 2 is required"),
+    ({"max_steps": "ten"}, "max_steps must be a non-negative integer, got 'ten'"),
+], ids=["unknown-option", "labels-not-a-mapping", "bad-limit"])
+def test_an_agent_whose_options_are_wrong_leaves_the_run_queued_and_cancellable(
+        store: RunStore, options: dict[str, Any], why: str) -> None:
+    run_id = record_queued(store, "job", "typo")
+    agents = {"typo": lambda: (pool_agents.plan_model, pool_agents.registry(), options)}
+    with pytest.raises(PoolError, match=rf"^agent 'typo' cannot start run {run_id}: {re.escape(why)}$"):
+        take(store, run_id, agents)
+    run = store.get_run(run_id)
+    assert (run.status, run.owner, kinds(store, run_id)) == ("queued", None, ["run_queued"])  # not claimed
+    assert request_cancel(store, run_id) == "cancelled"
+
+
+@pytest.mark.parametrize(("limits", "error", "why"), [
+    ({"max_steps": "ten"}, ValueError, "max_steps must be a non-negative integer, got 'ten'"),
+    ({"token_budget": -1}, ValueError, "token_budget must be a non-negative integer, got -1"),
+    ({"max_tool_calls": "3"}, ValueError, "max_tool_calls must be a non-negative integer or None, got '3'"),
+    ({"timeout_s": 0}, ValueError, "timeout_s must be positive or None, got 0"),
+    ({"max_identical_calls": 0}, ValueError, "max_identical_calls must be at least 1"),
+])
+def test_a_limit_a_worker_would_refuse_is_refused_at_submission(store: RunStore, limits: dict[str, Any],
+                                                               error: type[Exception], why: str) -> None:
+    with pytest.raises(error, match=f"^{re.escape(why)}$"):
+        record_queued(store, "job", "tipper", **limits)
+    assert store.list_runs(limit=10) == []
+
+
+def test_a_delivery_the_store_cannot_answer_fails_the_task_instead_of_being_dropped(store: RunStore) -> None:
+    run_id = record_queued(store, "job", "tipper")
+    store.close()
+    with pytest.raises(StoreError, match="closed"):
+        take(store, run_id, pool_agents.agents)
+
+
+def test_the_sweep_publishes_only_its_own_queues_pool_runs_and_gives_back_what_it_could_not_publish(
+        store: RunStore) -> None:
+    default = record_queued(store, "default", "tipper")
+    other = record_queued(store, "other", "tipper", queue="gpu")
+    crashed = run_agent("not a pool's", ScriptedModel(["x"]), ToolRegistry(), store=store).run_id
+    with store.engine.begin() as conn:  # a run of a plain run_agent whose process died
+        conn.execute(update(runs).where(runs.c.run_id == crashed).values(
+            status="running", owner=f"{socket.gethostname()}:4194999"))
+    time.sleep(0.01)
+    assert [t.run_id for t in due_for_publish(store, 0.0)] == [default]
+    assert due_for_publish(store, 60.0, "celery") == []  # touched just now
+    submitted_at = store.get_run(other).updated_at
+    touched = due_for_publish(store, 0.0, "gpu")
+    assert [t.run_id for t in touched] == [other]
+    assert store.get_run(other).updated_at > submitted_at
+    untouch(store, touched)  # its publish failed: not pushed back a whole interval for the other workers
+    assert store.get_run(other).updated_at == submitted_at
+
+
 def test_cancel_ends_a_queued_run_cancelled_at_once(store: RunStore) -> None:
     run_id = record_queued(store, "job", "tipper")
     assert request_cancel(store, run_id) == "cancelled"
@@ -200,7 +264,7 @@ def test_the_sweep_publishes_queued_and_orphaned_runs_once_per_interval(store: R
             status="running", owner=f"{socket.gethostname()}:4194999"))
         conn.execute(update(runs).where(runs.c.run_id == live).values(status="running", owner=_this_process()))
     time.sleep(0.01)
-    assert sorted(due_for_publish(store, 0.0)) == sorted([queued, orphan])
+    assert sorted(t.run_id for t in due_for_publish(store, 0.0)) == sorted([queued, orphan])
     assert due_for_publish(store, 60.0) == []  # touched just now: not again before the interval
 
 

@@ -110,6 +110,30 @@ def test_killed_workers_lose_no_run_and_repeat_no_side_effect_blindly(pool: Pool
     assert max(notices.values()) == 1  # without a key: at most once, never re-run
 
 
+def test_a_message_that_is_not_a_task_is_rejected_and_the_worker_goes_on(pool: Pool) -> None:
+    from kombu.connection import Connection
+    from kombu.messaging import Producer
+
+    worker = pool.start_worker(2)
+    log = pool.logs / "worker-0.log"
+    pool.wait(lambda: " ready." in log.read_text(encoding="utf-8", errors="replace"), 60, "the worker to be ready")
+    with Connection(pool.broker) as conn:  # type: ignore[no-untyped-call]
+        producer = Producer(conn.channel())  # type: ignore[no-untyped-call]
+        for body in (b'"just a string"', b'[1, 2]', b'{"no": "args"}'):  # the first two stopped the worker
+            producer.publish(  # type: ignore[no-untyped-call]
+                body, content_type="application/json", content_encoding="utf-8", routing_key=pool.queue,
+                headers={"task": "runner.run", "id": str(uuid.uuid4())}, exchange="")
+    run_id = submit(pool, "job after the poison")
+    pool.wait(lambda: pool.statuses() == {run_id: "done"}, 60, "the real run to end done")
+    assert worker.poll() is None  # still serving
+    with Connection(pool.broker) as conn:  # type: ignore[no-untyped-call]
+        assert conn.channel().queue_declare(pool.queue, passive=True).message_count == 0  # nothing left to die on
+    refused = [line.rsplit(": ", 1)[-1] for line in log.read_text(encoding="utf-8", errors="replace").splitlines()
+               if "Received invalid task message: a runner.run message whose body is not [args, kwargs, embed]"
+               in line]
+    assert refused == ["str", "list", "dict"]
+
+
 def test_a_run_submitted_while_the_broker_is_down_runs_once_it_is_back(pool: Pool) -> None:
     done = pool.cli("submit", "job late", "--agent", "tipper", "--db", pool.db, "--queue", pool.queue,
                     "--broker", NOWHERE)

@@ -21,16 +21,16 @@ import os
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from celery import Celery
 
 from ..store import RunStore, open_store
 from .agents import Factory
-from .queued import due_for_publish
+from .queued import DEFAULT_QUEUE, due_for_publish, untouch
 from .take import take
 
 TASK_NAME = "runner.run"
-DEFAULT_QUEUE = "celery"
 log = logging.getLogger("runner.pool")
 
 
@@ -66,8 +66,38 @@ def make_app(broker: str, queue: str | None = None) -> Celery:
         broker_transport_options={"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5},
         worker_cancel_long_running_tasks_on_connection_loss=True,
     )
-    app.task(name=TASK_NAME, acks_late=True, reject_on_worker_lost=True, ignore_result=True)(run_task)
+    app.task(name=TASK_NAME, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
+             Strategy=f"{__name__}:checked_strategy")(run_task)
     return app
+
+
+def checked_strategy(task: Any, app: Celery, consumer: Any, **options: Any) -> Any:
+    """Celery's own strategy, behind a check that a message's body has the task protocol's shape.
+
+    A body that is JSON but not ``[args, kwargs, embed]`` (anyone who can publish to the queue can
+    send one) raised deep inside Celery, which stopped the worker, with exit status 0, and left the
+    message queued for the next worker to die on. Refused here, it is logged and rejected (Celery's
+    way with an invalid task message) and the worker goes on.
+    """
+    from celery.exceptions import InvalidTaskError
+    from celery.worker.strategy import default
+
+    handle = default(task, app, consumer, **options)
+
+    def on_message(message: Any, body: Any, ack: Any, reject: Any, callbacks: Any, **more: Any) -> Any:
+        if body is None:  # protocol 2: Celery reads the body itself later
+            payload = message.payload
+            if not (isinstance(payload, dict) and "args" in payload) and not _protocol_body(payload):
+                raise InvalidTaskError(f"a {TASK_NAME} message whose body is not [args, kwargs, embed]: "
+                                       f"{type(payload).__name__}")
+        return handle(message, body, ack, reject, callbacks, **more)
+
+    return on_message
+
+
+def _protocol_body(payload: Any) -> bool:
+    return (isinstance(payload, (list, tuple)) and len(payload) == 3 and isinstance(payload[0], (list, tuple))
+            and isinstance(payload[1], dict) and (payload[2] is None or isinstance(payload[2], dict)))
 
 
 def publish(broker: str, run_id: str, queue: str | None = None) -> None:
@@ -100,9 +130,15 @@ def serve(db: str, broker: str, agents: Mapping[str, Factory], *, concurrency: i
 def _sweep(store: RunStore, broker: str, queue: str | None, sweep_s: float, requeue_after_s: float,
            stop: threading.Event) -> None:
     while not stop.wait(sweep_s):
+        due = []
         try:
-            for run_id in due_for_publish(store, requeue_after_s):
-                publish(broker, run_id, queue)
-                log.info("sweep: published run %s again", run_id)
+            due = due_for_publish(store, requeue_after_s, queue)
+            while due:
+                publish(broker, due[0].run_id, queue)
+                log.info("sweep: published run %s again", due.pop(0).run_id)
         except Exception as exc:  # the broker or the store is down: try again next time
             log.warning("sweep failed: %s: %s", type(exc).__name__, exc)
+            try:  # what it could not publish is due again for the other workers, not in requeue_after_s
+                untouch(store, due)
+            except Exception as again:
+                log.warning("sweep could not give back %d run(s): %s", len(due), again)

@@ -12,9 +12,11 @@ it after that) and appends its ``run_finished`` in the same transaction.
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -24,6 +26,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from .. import statuses as st
 from ..events import RunFinished, RunQueued, encode
 from ..ids import derived_trace_id
+from ..options import limits_from
 from ..results import checked_run_id
 from ..resume import _LIMIT_NAMES
 from ..store import RunStore
@@ -35,6 +38,8 @@ from ..store.tables import events, run_cancels, run_labels, runs
 from .agents import PoolError
 
 LIMITS = ("max_steps", "token_budget", *_LIMIT_NAMES)
+DEFAULT_QUEUE = "celery"  # Celery's own default
+RUN_QUEUED = encode(RunQueued(task="", agent_name=""))[0]
 CANCELLED_QUEUED = "cancelled before a worker started it"
 CANCELLED_RUNNING = "cancel requested"
 
@@ -49,6 +54,7 @@ def record_queued(store: RunStore, task: str, agent: str, *, labels: Mapping[str
     unknown = sorted(set(limits) - set(LIMITS))
     if unknown:
         raise TypeError(f"unknown limit(s): {', '.join(unknown)} (known: {', '.join(LIMITS)})")
+    _check_limits(limits)
     labels = dict(labels or {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
         raise ValueError("labels must map strings to strings")
@@ -72,6 +78,12 @@ def record_queued(store: RunStore, task: str, agent: str, *, labels: Mapping[str
 
     _write(store, f"cannot queue run {run_id}", write)
     return run_id
+
+
+def _check_limits(limits: Mapping[str, Any]) -> None:
+    """Refuse at submission the limit values a worker would refuse when it starts the run."""
+    rest = {name: value for name, value in limits.items() if name not in ("max_steps", "token_budget")}
+    limits_from(limits.get("max_steps", 1), limits.get("token_budget", 1), rest)
 
 
 def request_cancel(store: RunStore, run_id: str) -> str:
@@ -136,10 +148,24 @@ class StoreCancel:
         return self._set
 
 
-def due_for_publish(store: RunStore, older_than_s: float) -> list[str]:
-    """Runs a worker should get (again): queued, or running with the owner gone, and untouched for
-    ``older_than_s``. Each is touched (``updated_at``) by compare-and-set, so of several workers
-    sweeping at once one publishes it, and it is not published again before ``older_than_s``."""
+@dataclass(frozen=True, slots=True)
+class Touched:
+    """A run a sweep is to publish: touched at ``at``, its ``updated_at`` having been ``was``."""
+
+    run_id: str
+    was: datetime
+    at: datetime
+
+
+def due_for_publish(store: RunStore, older_than_s: float, queue: str | None = None) -> list[Touched]:
+    """Runs a worker on ``queue`` (None: the default queue) should get (again): submitted to that
+    queue, queued or running with the owner gone, and untouched for ``older_than_s``.
+
+    Each is touched (``updated_at``) by compare-and-set, so of several workers sweeping at once
+    one publishes it, and it is not published again before ``older_than_s`` (``untouch`` gives
+    it back when publishing fails). A run of another queue is left to that queue's workers (they
+    may be the only ones that know its agent), and a run started without a pool to its own process.
+    """
     now = datetime.now(UTC)
     cutoff = now - timedelta(seconds=older_than_s)
     query = (select(runs.c.run_id, runs.c.status, runs.c.owner, runs.c.heartbeat_at, runs.c.updated_at)
@@ -147,15 +173,39 @@ def due_for_publish(store: RunStore, older_than_s: float) -> list[str]:
              .order_by(runs.c.updated_at).limit(1000))
     with store.reading() as conn:
         rows = conn.execute(query).all()
-    due: list[str] = []
+        submitted = _queues(conn, [row[0] for row in rows])
+    mine = queue or DEFAULT_QUEUE
+    due: list[Touched] = []
     for run_id, status, owner, heartbeat_at, updated_at in rows:
+        if run_id not in submitted or (submitted[run_id] or DEFAULT_QUEUE) != mine:
+            continue
         if status == st.RUNNING and liveness(status, owner, heartbeat_at, now) not in (DEAD, STALE):
             continue
         touch = (update(runs).where(runs.c.run_id == run_id, runs.c.status == status,
                                     runs.c.updated_at == updated_at).values(updated_at=now))
         if _write(store, f"cannot sweep run {run_id}", lambda conn, s=touch: conn.execute(s).rowcount) == 1:
-            due.append(str(run_id))
+            due.append(Touched(str(run_id), updated_at, now))
     return due
+
+
+def untouch(store: RunStore, touched: list[Touched]) -> None:
+    """Give back runs a sweep touched but could not publish: as due as if never touched, so the
+    other workers' sweeps are not held off a whole interval (unless something changed them since)."""
+    for run in touched:
+        _write(store, f"cannot sweep run {run.run_id}", lambda conn, r=run: conn.execute(
+            update(runs).where(runs.c.run_id == r.run_id, runs.c.updated_at == r.at).values(updated_at=r.was)))
+
+
+def _queues(conn: Any, run_ids: list[str]) -> dict[str, str | None]:
+    """The queue each of ``run_ids`` was submitted to, for those a pool's ``submit`` queued."""
+    found: dict[str, str | None] = {}
+    for start in range(0, len(run_ids), 500):
+        chunk = run_ids[start:start + 500]
+        for run_id, data in conn.execute(select(events.c.run_id, events.c.data).where(
+                events.c.run_id.in_(chunk), events.c.kind == RUN_QUEUED)):
+            queue = json.loads(data).get("queue")
+            found[run_id] = queue if isinstance(queue, str) and queue else None
+    return found
 
 
 def _write(store: RunStore, what: str, work: Any) -> Any:

@@ -6,7 +6,9 @@ Celery delivers at least once, so every delivery decides from the store alone:
 - a run live in another process: dropped (the sweep publishes it again if that
   process dies without the broker noticing);
 - a run whose log has no ``run_started`` (queued, or its worker died before the
-  first commit): claimed by compare-and-set and started under its own id;
+  first commit): its start is built first (an agent whose options are wrong raises
+  ``PoolError`` and the run stays queued), then it is claimed by compare-and-set and
+  started under its own id;
 - a run that has started: ``resume``, which claims it the same way and follows the
   in-doubt rules for calls its dead worker left started and unfinished.
 
@@ -21,7 +23,7 @@ from typing import Any
 
 from .. import statuses as st
 from ..core import DEFAULT_SYSTEM
-from ..errors import RunInUse, StoreError
+from ..errors import RunInUse, RunNotFound
 from ..events import RunQueued, RunStarted, decode_all
 from ..loop import drive
 from ..options import core_for, limits_from, new_run_opening
@@ -29,7 +31,7 @@ from ..resume import resume
 from ..state import fold
 from ..store import RunStore, StoredRun
 from ..store.records import LIVE
-from .agents import Agent, Factory, build_agent
+from .agents import Agent, Factory, PoolError, build_agent
 from .queued import StoreCancel
 
 log = logging.getLogger("runner.pool")
@@ -43,8 +45,8 @@ def take(store: RunStore, run_id: str, agents: Mapping[str, Factory], *, cancel_
     """Drive run ``run_id`` to its end if it is this worker's to drive; what happened, in a few words."""
     try:
         run = store.get_run(run_id)
-    except StoreError as exc:
-        return _dropped(run_id, str(exc))
+    except RunNotFound as exc:
+        return _dropped(run_id, str(exc))  # a store that cannot answer raises: the task fails, visibly
     if run.status not in (st.QUEUED, st.RUNNING):
         return _dropped(run_id, f"it has finished ({run.status})")
     if run.status == st.RUNNING and run.liveness == LIVE:
@@ -57,12 +59,21 @@ def take(store: RunStore, run_id: str, agents: Mapping[str, Factory], *, cancel_
             options = {k: v for k, v in agent.options.items() if k in _RESUME_OPTIONS}
             result = resume(store, run.run_id, agent.model, agent.registry, cancel=cancel, **options)
         else:
+            core = _core_to_start(store, run, agent, cancel)  # before the claim: a mistake leaves it queued
             store.claim_run(run)
-            result = drive(_start(store, run, agent, cancel))
+            result = drive(core)
     except RunInUse as exc:
         return _dropped(run_id, str(exc))
     log.info("run %s ended %s after %d step(s)", run.run_id, result.status, result.steps)
     return result.status
+
+
+def _core_to_start(store: RunStore, run: StoredRun, agent: Agent, cancel: StoreCancel) -> Any:
+    """``_start``, a wrong option of the agent's (``TypeError``, ``ValueError``) as one ``PoolError``."""
+    try:
+        return _start(store, run, agent, cancel)
+    except (TypeError, ValueError) as exc:
+        raise PoolError(f"agent {run.agent_name!r} cannot start run {run.run_id}: {exc}") from None
 
 
 def _start(store: RunStore, run: StoredRun, agent: Agent, cancel: StoreCancel) -> Any:
