@@ -208,6 +208,50 @@ def test_a_bad_url_is_a_store_error(url: str, message: str) -> None:
         open_store(url)
 
 
+@pytest.mark.parametrize(("url", "message"), [
+    ("sqlite:///x.db?timeout=abc", r"^cannot open store sqlite:///x.db\?timeout=abc: ValueError: could not convert "
+                                   r"string to float: 'abc'$"),
+    ("sqlite:///%00", r"^cannot open store '\\x00': a file name cannot hold a NUL character$"),
+    ("a\x00b.db", r"^cannot open store 'a\\x00b.db': a file name cannot hold a NUL character$"),
+    ("postgresql+psycopg://bob:s3cret@[::1:5432/test",
+     r"^cannot open store: bad URL 'postgresql\+psycopg://bob:\*\*\*@\[::1:5432/test': invalid literal for "
+     r"int\(\) with base 10: ':1:5432'$"),
+    ("postgresql+psycopg://bob:s3cret@db:abc/x",
+     r"^cannot open store: bad URL 'postgresql\+psycopg://bob:\*\*\*@db:abc/x': invalid literal for int\(\) "
+     r"with base 10: 'abc'$"),
+])
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_url_the_driver_refuses_is_one_store_error_that_never_shows_a_password(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str, message: str, read_only: bool) -> None:
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(StoreError, match=message):  # each was a bare ValueError
+        open_store(url, read_only=read_only)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_sqlite_uri_filename_is_refused_and_the_file_it_names_left_untouched(tmp_path: Path,
+                                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    app = tmp_path / "app.db"
+    with sqlite3.connect(app) as conn:
+        conn.execute("CREATE TABLE invoices (id INTEGER)")
+    before = digest(app)
+    for url in ("sqlite:///file:app.db?uri=true", f"sqlite:///file:{app}?mode=rw&uri=true"):
+        with pytest.raises(StoreError, match=r": SQLite URI filenames \(uri=true\) are not supported; give the "
+                                             r"file's path, as in sqlite:///path/to/runs.db$"):
+            open_store(url)  # its checks read a file named 'file:app.db'; the driver would migrate app.db
+    assert (digest(app), siblings(app)) == (before, ["app.db"])
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_is_refused_at_once_instead_of_blocking_for_ever(tmp_path: Path) -> None:
+    fifo = tmp_path / "runs.db"
+    os.mkfifo(fifo)
+    for read_only in (False, True):
+        with pytest.raises(StoreError, match=rf"^cannot open store sqlite:///{fifo}: {fifo} is not a regular file$"):
+            open_store(f"sqlite:///{fifo}", read_only=read_only)
+
+
 def test_a_missing_directory_is_a_store_error(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match=r"directory .*nowhere does not exist$"):
         open_store(tmp_path / "nowhere" / "runs.db")

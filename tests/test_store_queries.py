@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from sqlalchemy import event, update
 
-from runner import ScriptedModel, run_agent
+from runner import ScriptedModel, ToolRegistry, run_agent
 from runner.store import RunStore, open_store
 from runner.store.tables import runs
 from tests.loop_helpers import call, reply, weather_registry
@@ -81,6 +81,12 @@ def test_text_filter_matches_task_or_answer_case_insensitively(filled: RunStore)
     assert ids(filled.list_runs(text="100%_")) == [3]
     assert ids(filled.list_runs(text="0%")) == [3]
     assert ids(filled.list_runs(text="_r")) == [3]
+
+
+def test_text_filter_finds_a_runs_own_text_whatever_its_case_folding(store: RunStore) -> None:
+    run_id = run_agent("İstanbul weather", ScriptedModel(["Ağir yağmur"]), ToolRegistry(), store=store).run_id
+    for needle in ("İstanbul", "İSTANBUL WEATHER", "Ağir", "YAĞMUR", "weather"):  # the needle folds as the
+        assert [r.run_id for r in store.list_runs(text=needle)] == [run_id], needle  # column does, on each backend
 
 
 def test_label_filter_takes_a_pair_or_a_mapping(filled: RunStore) -> None:

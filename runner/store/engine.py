@@ -25,6 +25,7 @@ e.g. a read-only mount: only safe while nobody writes the file) with
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import time
 from collections.abc import Callable
@@ -49,19 +50,35 @@ QUERY_ONLY = "runner_query_only"  # set in a pooled connection's info while a re
 def parse_url(url: str | os.PathLike[str] | URL) -> URL:
     """A SQLAlchemy URL; a path (or a string without ``://``) means a SQLite file."""
     if isinstance(url, os.PathLike):
-        return URL.create("sqlite", database=os.fspath(url))
+        return _no_nul(URL.create("sqlite", database=os.fspath(url)))
     if isinstance(url, str) and "://" not in url:
         if not url.strip():
             raise StoreError("cannot open store: empty URL (use sqlite:///runs.db or postgresql+psycopg://...)")
-        return URL.create("sqlite", database=url)
+        return _no_nul(URL.create("sqlite", database=url))
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
-        raise StoreError(f"cannot open store: bad URL {str(url)!r}: {exc}") from None
+    except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number, say
+        raise StoreError(f"cannot open store: bad URL {_masked(str(url))!r}: {_masked(str(exc))}") from None
     if parsed.get_backend_name() not in ("sqlite", "postgresql"):
         raise StoreError(f"cannot open store {shown(parsed)}: unsupported backend "
                          f"{parsed.get_backend_name()!r} (use sqlite or postgresql+psycopg)")
-    return parsed
+    if parsed.get_backend_name() == "sqlite" and "uri" in parsed.query:
+        # The driver would open the file the URI names, while every check of the store (is it a
+        # runner store? which revision?) would look at a file named like the URI text itself.
+        raise StoreError(f"cannot open store {shown(parsed)}: SQLite URI filenames (uri=true) are not "
+                         "supported; give the file's path, as in sqlite:///path/to/runs.db")
+    return _no_nul(parsed) if parsed.get_backend_name() == "sqlite" else parsed
+
+
+def _masked(text: str) -> str:
+    """``text`` with the password of any URL in it starred (an unparsable URL cannot be rendered)."""
+    return re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
+
+
+def _no_nul(url: URL) -> URL:
+    if "\x00" in (url.database or ""):
+        raise StoreError(f"cannot open store {url.database!r}: a file name cannot hold a NUL character")
+    return url
 
 
 def shown(url: URL) -> str:
@@ -109,7 +126,7 @@ def make_engine(url: URL, *, synchronous: str | None = None, busy_timeout_s: flo
         if url.get_backend_name() == "postgresql" and "psycopg" in str(exc):
             raise StoreError(f"cannot open store {shown(url)}: {PG_DRIVER_HINT}") from None
         raise StoreError(f"cannot open store {shown(url)}: {type(exc).__name__}: {exc}") from None
-    except (ArgumentError, NoSuchModuleError) as exc:
+    except (ArgumentError, NoSuchModuleError, ValueError) as exc:  # ValueError: a query value of the wrong kind
         raise StoreError(f"cannot open store {shown(url)}: {type(exc).__name__}: {exc}") from None
     if url.get_backend_name() == "sqlite":
         _sqlite_events(engine, chosen, busy_timeout_s, wal=not is_memory(url) and not read_only,

@@ -178,6 +178,8 @@ def _sqlite_probe(path: Path, where: str) -> Probe:
         return Probe(None)
     if path.is_dir():
         raise StoreError(f"cannot open store {where}: {path} is a directory")
+    if not path.is_file():  # a FIFO, a device, a socket: opening one can block for ever
+        raise StoreError(f"cannot open store {where}: {path} is not a regular file")
     try:
         with path.open("rb") as fh:
             header = fh.read(len(SQLITE_HEADER))

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import ColumnElement, Connection, Engine, FromClause, Select, exists, func, or_, select
+from sqlalchemy import ColumnElement, Connection, Engine, FromClause, Select, exists, func, literal, or_, select
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -304,9 +304,12 @@ class RunStore:
         if until is not None:
             query = query.where(driver.c.started_at < until)
         if text is not None:
-            needle = text.lower()
-            query = query.where(or_(func.lower(runs.c.task).contains(needle, autoescape=True),
-                                    func.lower(runs.c.answer).contains(needle, autoescape=True)))
+            # Both sides lowered by the database, so the needle folds as the column does: Python's
+            # 'İ'.lower() is two code points where PostgreSQL's lower() gives one.
+            escaped = text.replace("/", "//").replace("%", "/%").replace("_", "/_")
+            pattern = func.lower(literal(f"%{escaped}%"))
+            query = query.where(or_(func.lower(runs.c.task).like(pattern, escape="/"),
+                                    func.lower(runs.c.answer).like(pattern, escape="/")))
         for key, value in pairs:
             query = query.where(exists().where(
                 run_labels.c.run_id == runs.c.run_id, run_labels.c.key == key, run_labels.c.value == value))
