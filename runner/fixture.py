@@ -166,6 +166,8 @@ def _block_messages(block: Mapping[str, Any]) -> list[Message]:
 def load_fixture(path: str | Path) -> Fixture:
     """Read and check a fixture file; ``FixtureError`` says what is wrong in one line."""
     file = Path(path)
+    if file.exists() and not file.is_file():  # a directory, a FIFO (reading one can block for ever), a device
+        raise FixtureError(f"fixture {str(file)!r} is not a regular file")
     try:
         data = json.loads(file.read_text(encoding="utf-8"))
     except FileNotFoundError:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from runner import ScriptedModel, ToolRegistry, run_agent
 from runner.errors import StoreError
 from runner.store import RunStore, open_store
 from tests.test_cli_helpers import R1, R4, FakeOpenAI, completion, fill, invoke, one_error_line
@@ -90,6 +91,28 @@ def test_non_utf8_bytes_in_a_real_argv_are_a_usage_error_and_record_nothing(tmp_
             f"Error: argument {shown} is not valid UTF-8 text without NUL characters"]
         assert found.stdout == b""
     assert not db.exists()
+
+
+def test_a_reader_that_stops_early_is_no_failure(tmp_path: Path) -> None:
+    runner = str(Path(sys.executable).parent / "runner")
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with open_store(db) as store:  # more output than a pipe holds, so the writer meets the closed end
+        for i in range(1200):
+            run_agent(f"task {i} " + "x" * 60, ScriptedModel(["done " + "y" * 60]), ToolRegistry(), store=store)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "RUNNER_"))}
+    for args in (["runs", "--limit", "1200"], ["runs", "--limit", "1200", "--json"],
+                 ["prune", "--before", "0s", "--dry-run"]):
+        shell = f"set -o pipefail; {runner} {' '.join(args)} --db {db} | head -1 >/dev/null"
+        done = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, env=env, timeout=60, check=False)
+        assert (done.returncode, done.stderr) == (0, ""), args  # a table's broken pipe exited 1 (a "no")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fixture_that_is_a_fifo_is_one_error_line(tmp_path: Path) -> None:
+    fifo = tmp_path / "run.json"
+    os.mkfifo(fifo)
+    result = invoke("replay", str(fifo), "--tools", "tests.loop_helpers:weather_registry")
+    assert (result.exit_code, one_error_line(result)) == (3, f"Error: fixture '{fifo}' is not a regular file")
 
 
 def test_exit_statuses_tell_a_no_from_an_error(db: str, tmp_path: Path) -> None:

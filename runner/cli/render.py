@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -73,13 +74,24 @@ def ellipsis(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+class _PipedConsole(Console):
+    """A reader that stops early (``runner runs | head``) is no failure: exit 0 as the ``--json``
+    output does (rich's own console exits 1, which every command here uses for a "no" answer)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        raise SystemExit(0)
+
+
 def console() -> Console:
     """A console on the current stdout: colour only on a terminal, and never with NO_COLOR.
 
     Text is soft-wrapped (long lines left to the terminal); tables get the terminal's
     width, or ``COLUMNS``, or ``PIPE_WIDTH`` when the output is not a terminal.
     """
-    out = Console(highlight=False, no_color="NO_COLOR" in os.environ, soft_wrap=True)
+    out = _PipedConsole(highlight=False, no_color="NO_COLOR" in os.environ, soft_wrap=True)
     if not out.is_terminal and not os.environ.get("COLUMNS", "").isdigit():
         out.width = PIPE_WIDTH
     return out
