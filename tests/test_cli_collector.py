@@ -6,8 +6,9 @@ import os
 import re
 import socket
 import subprocess
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -53,11 +54,71 @@ def test_a_failed_export_warns_once_in_one_line(capsys: pytest.CaptureFixture[st
         def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
             return SpanExportResult.FAILURE
 
-    exporter = loading.WarnOnce(Failing(), "http://127.0.0.1:1/v1/traces")
+    exporter = loading.WarnOnce(Failing(), "http://127.0.0.1:1/v1/traces", 3.0)
     assert [exporter.export([]), exporter.export([])] == [SpanExportResult.FAILURE] * 2
     assert capsys.readouterr().err == (
         "warning: spans not exported to http://127.0.0.1:1/v1/traces (is the collector running?); the run is "
         "recorded: `runner spans RUN` sends its spans later\n")
+
+
+@pytest.fixture
+def stuck_collector(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A collector that takes the request, then answers one header line a second, for ever: each read
+    from the socket is quick, so the exporters' own (per-read) timeout never fires."""
+    for name in ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_TIMEOUT",
+                 "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_PROTOCOL", "RUNNER_DB"):
+        monkeypatch.delenv(name, raising=False)
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    stop = threading.Event()
+
+    def drip(conn: socket.socket) -> None:
+        with conn:
+            try:
+                conn.recv(1 << 20)
+                conn.sendall(b"HTTP/1.1 200 OK\r\n")
+                while not stop.wait(0.5):
+                    conn.sendall(b"X-Wait: 1\r\n")
+            except OSError:
+                pass
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            threading.Thread(target=drip, args=(conn,), daemon=True).start()
+
+    threading.Thread(target=serve, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{server.getsockname()[1]}"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    yield endpoint
+    stop.set()
+    server.close()
+
+
+def test_demo_with_a_collector_that_never_finishes_answering_gives_up_with_one_warning_line(
+        stuck_collector: str, tmp_path: Path) -> None:
+    done = subprocess.run([installed_runner(), "demo", "--quiet", "--db", f"sqlite:///{tmp_path / 'runs.db'}"],
+                          capture_output=True, text=True, timeout=25, env=os.environ.copy())  # it took 32 s
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (f"warning: spans not exported to {stuck_collector}/v1/traces (no answer within 3 s); "
+                           "the run is recorded: `runner spans RUN` sends its spans later\n")
+
+
+def test_spans_to_a_collector_that_never_finishes_answering_is_one_error_line(
+        stuck_collector: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    assert invoke("demo", "--quiet", "--db", db, env={"OTEL_EXPORTER_OTLP_ENDPOINT": ""}).exit_code == 0
+    run_id = invoke("runs", "--db", db, "--json").stdout.split('"run_id": "')[1].split('"')[0]
+    env = dict(os.environ, OTEL_EXPORTER_OTLP_TIMEOUT="1")
+    done = subprocess.run([installed_runner(), "spans", run_id, "--db", db, "--endpoint",
+                           f"{stuck_collector}/v1/traces"], capture_output=True, text=True, timeout=25, env=env)
+    assert (done.returncode, done.stderr) == (3, f"Error: exporting the spans of run {run_id} to "
+                                                 f"{stuck_collector}/v1/traces failed: no answer within 2 s\n")
 
 
 def test_demo_with_the_collector_down_ends_fast_with_one_warning_line(dead_collector: str, tmp_path: Path) -> None:

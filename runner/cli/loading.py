@@ -106,19 +106,22 @@ def tracer_provider() -> tuple[TracerProvider, Callable[[], None]]:
 
 def cli_exporter() -> WarnOnce:
     """The OTLP exporter of a CLI run: each export gives up after ``CLI_EXPORT_TIMEOUT_S``
-    (unless ``OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`` says otherwise), so a collector that is
-    down delays the exit by about that, and its failures are one warning line."""
+    (unless ``OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`` says otherwise), in all, even with a
+    collector that answers a byte at a time, so a collector that is down or stuck delays the
+    exit by about that, and its failures are one warning line."""
     from ..tracing import otlp_exporter
+    from .spans import EXPORT_GRACE_S, export_timeout_s
 
     configured = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT")
     inner = otlp_exporter(None if configured else CLI_EXPORT_TIMEOUT_S)
+    deadline_s = export_timeout_s(CLI_EXPORT_TIMEOUT_S) + EXPORT_GRACE_S
     endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     if not endpoint:
         base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").rstrip("/")
         grpc = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
                 or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "").strip().lower() == "grpc"
         endpoint = base if grpc else f"{base}/v1/traces"
-    return WarnOnce(inner, endpoint)
+    return WarnOnce(inner, endpoint, deadline_s)
 
 
 def continuing_model(spec: str | None, run: StoredRun, base_url: str | None, api_key: str | None) -> Model:
@@ -148,26 +151,30 @@ class WarnOnce(SpanExporter):
     the first failed export prints one line naming the endpoint, later ones nothing.
     """
 
-    def __init__(self, inner: SpanExporter, endpoint: str) -> None:
-        self.inner, self.endpoint, self.warned = inner, endpoint, False
+    def __init__(self, inner: SpanExporter, endpoint: str, deadline_s: float) -> None:
+        self.inner, self.endpoint, self.deadline_s = inner, endpoint, deadline_s
+        self.warned = self.hung = False
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        from .spans import exporter_logs
+        from .spans import bounded_export, exporter_logs
 
-        try:
-            with exporter_logs():
-                result = self.inner.export(spans)
-        except Exception:  # an exporter bug must not cost the run its exit status
-            result = SpanExportResult.FAILURE
+        if self.hung:  # the collector never answered the last one: do not wait on it again
+            return SpanExportResult.FAILURE
+        with exporter_logs():
+            result = bounded_export(self.inner, spans, self.deadline_s)  # an exporter bug: FAILURE
+        self.hung = result is None
         if result is not SpanExportResult.SUCCESS and not self.warned:
             self.warned = True
-            click.echo(f"warning: spans not exported to {clean(self.endpoint)} (is the collector running?); the run "
+            why = f"no answer within {self.deadline_s:g} s" if self.hung else "is the collector running?"
+            click.echo(f"warning: spans not exported to {clean(self.endpoint)} ({why}); the run "
                        "is recorded: `runner spans RUN` sends its spans later", err=True)
-        return result
+        return result if result is not None else SpanExportResult.FAILURE
 
     def shutdown(self) -> None:
         from .spans import exporter_logs
 
+        if self.hung:  # its shutdown would wait on the export that never ended
+            return
         with exporter_logs():
             self.inner.shutdown()
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+import os
+import threading
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import click
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -14,6 +17,43 @@ from ..tracing import otlp_exporter, rebuild_spans
 from .options import CliError, Env, common
 from .queries import find
 from .render import console, plural, print_json
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import ReadableSpan
+
+DEFAULT_EXPORT_TIMEOUT_S = 10.0  # the OTLP exporters' own default
+EXPORT_GRACE_S = 1.0  # past the exporter's own timeout, before an export counts as hung
+
+
+def export_timeout_s(default: float = DEFAULT_EXPORT_TIMEOUT_S) -> float:
+    """The export timeout the ``OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`` variables set (seconds), or ``default``."""
+    configured = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT")
+    try:
+        value = float(configured) if configured else default
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
+def bounded_export(exporter: SpanExporter, spans: Sequence[ReadableSpan], deadline_s: float) -> SpanExportResult | None:
+    """``exporter.export(spans)``, given up after ``deadline_s`` in all (None then).
+
+    The exporters' timeout bounds each read from the socket, not the export: a collector that
+    answers a byte at a time holds an export for ever. The export runs on a daemon thread, so
+    one that never ends is left behind and cannot keep the process from exiting.
+    """
+    box: list[SpanExportResult] = []
+
+    def work() -> None:
+        try:
+            box.append(exporter.export(spans))
+        except Exception:
+            box.append(SpanExportResult.FAILURE)
+
+    worker = threading.Thread(target=work, name="runner-export", daemon=True)
+    worker.start()
+    worker.join(deadline_s)
+    return box[0] if box else None
 
 
 def exporter_for(endpoint: str | None) -> SpanExporter:
@@ -70,15 +110,21 @@ def spans(env: Env, run_refs: tuple[str, ...], endpoint: str | None, record_cont
         stored = [find(store, ref) for ref in run_refs]
     built = [(run.run_id, rebuild_spans(run, record_content=record_content)) for run in stored]
     exporter = exporter_for(endpoint)
+    deadline_s = export_timeout_s() + EXPORT_GRACE_S
+    hung = False
     try:
         with exporter_logs() as logged:
             for run_id, run_spans in built:
-                if exporter.export(run_spans) is not SpanExportResult.SUCCESS:
+                result = bounded_export(exporter, run_spans, deadline_s)
+                if result is not SpanExportResult.SUCCESS:
+                    hung = result is None
                     target = endpoint or "the OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT)"
-                    why = f": {logged[-1]}" if logged else ""
+                    why = (f": no answer within {deadline_s:g} s" if hung
+                           else f": {logged[-1]}" if logged else "")
                     raise CliError(f"exporting the spans of run {run_id} to {target} failed{why}")
     finally:
-        exporter.shutdown()
+        if not hung:  # a hung export holds the exporter: its shutdown would wait on it
+            exporter.shutdown()
     sent = [{"run_id": run_id, "trace_id": f"{s[0].context.trace_id:032x}" if s else None, "spans": len(s)}
             for run_id, s in built]
     if env.as_json:
