@@ -8,6 +8,7 @@ them), the summary columns hold a rendering: NUL dropped, a lone surrogate as U+
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -440,3 +441,21 @@ def test_a_tool_result_whose_encoding_raises_is_an_error_observation(store: RunS
     assert result.messages[3]["content"] == (
         "ERROR: hostile returned a value that is not JSON-serialisable: KeyError: 'boom'")
     assert store.get_run(RUN_ID).status == "done"
+
+
+def test_an_event_whose_data_is_not_json_is_one_store_error_line(store: RunStore, store_url: str) -> None:
+    from sqlalchemy import insert
+
+    from runner.store.tables import events
+
+    run_agent("t", ScriptedModel(["hi"]), ToolRegistry(), store=store, run_id=RUN_ID)
+    last = store.get_run(RUN_ID).events[-1]
+    with store.engine.begin() as conn:  # written by something other than runner
+        conn.execute(insert(events), [{"run_id": RUN_ID, "seq": last.seq + 1, "at": last.at, "step": 1,
+                                       "kind": "message", "data": "{not json", "span_id": None}])
+    wrong = (f"run {RUN_ID}: event {last.seq + 1} holds data that is not JSON (Expecting property name enclosed in "
+             "double quotes: line 1 column 2 (char 1)); the log was written by something other than runner")
+    with pytest.raises(StoreError, match=f"^{re.escape(wrong)}$"):
+        store.get_run(RUN_ID)
+    result = CliRunner().invoke(cli, ["show", RUN_ID, "--db", store_url])
+    assert (result.exit_code, result.stderr) == (3, f"Error: {wrong}\n")

@@ -336,7 +336,7 @@ class RunStore:
             rows = conn.execute(select(events.c.seq, events.c.at, events.c.step, events.c.kind,
                                        events.c.data, events.c.span_id)
                                 .where(events.c.run_id == run_id).order_by(events.c.seq)).all()
-        stored = [StoredEvent(seq, at, step, kind, json.loads(data), span_id)
+        stored = [StoredEvent(seq, at, step, kind, _event_data(run_id, seq, data), span_id)
                   for seq, at, step, kind, data, span_id in rows]
         facts = decode_all(stored, run_id)
         messages = [fact.message for fact in facts if isinstance(fact, MessageAppended)]
@@ -425,3 +425,10 @@ class RunStore:
         return found
 
 
+def _event_data(run_id: str, seq: int, data: str) -> Any:
+    """An event's ``data``; text that is not JSON (a hand edit, a foreign writer) is one ``StoreError``."""
+    try:
+        return json.loads(data)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
+        raise StoreError(f"run {run_id}: event {seq} holds data that is not JSON ({exc}); "
+                         "the log was written by something other than runner") from None
