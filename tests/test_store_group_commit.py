@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sqlite3
@@ -414,6 +415,120 @@ def test_a_run_goes_on_when_the_server_drops_every_connection_of_its_store(pg_ad
     finally:
         store.close()
         drop_pg_schema(pg_admin, schema)
+
+
+class CuttableProxy:
+    """A TCP proxy to the PostgreSQL server that can be cut as a restart or failover cuts a server:
+    every open connection dropped, new ones refused, for a while."""
+
+    def __init__(self, host: str, port: int) -> None:
+        import socket
+
+        self.target = (host, port)
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.down_until = 0.0
+        self.open: list[Any] = []
+        self.refused = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        import socket
+
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return
+            if time.monotonic() < self.down_until:
+                self.refused += 1
+                client.close()
+                continue
+            upstream = socket.create_connection(self.target)
+            self.open += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a: Any, b: Any) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        for sock in (a, b):
+            with contextlib.suppress(OSError):
+                sock.close()
+
+    def cut(self, seconds: float) -> None:
+        self.down_until = time.monotonic() + seconds
+        for sock in self.open:
+            with contextlib.suppress(OSError):
+                sock.shutdown(2)
+                sock.close()
+        self.open = []
+
+    def close(self) -> None:
+        self.cut(0)
+        self.server.close()
+
+
+@contextmanager
+def store_behind_a_proxy(pg_admin: Any) -> Iterator[tuple[RunStore, CuttableProxy]]:
+    import uuid
+
+    from sqlalchemy.engine import make_url
+
+    from tests.conftest import SESSION_PREFIX, drop_pg_schema, pg_schema_url
+
+    schema = f"{SESSION_PREFIX}_{uuid.uuid4().hex[:8]}"
+    url = make_url(pg_schema_url(pg_admin, schema))
+    proxy = CuttableProxy(url.host or "127.0.0.1", url.port or 5432)
+    store = open_store(url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False))
+    try:
+        yield store, proxy
+    finally:
+        proxy.down_until = 0.0
+        store.close()
+        proxy.close()
+        drop_pg_schema(pg_admin, schema)
+
+
+def _cutting(proxy: CuttableProxy, seconds: float) -> ToolRegistry:
+    registry = ToolRegistry()
+
+    def cut(n: int) -> dict[str, int]:
+        proxy.cut(seconds)
+        return {"n": n}
+
+    registry.register("cut", "Cut the server off.", {"type": "object", "properties": {"n": {"type": "integer"}},
+                                                     "required": ["n"]}, cut)
+    return registry
+
+
+@pytest.mark.postgres
+def test_a_commit_waits_out_a_server_restart_and_the_run_goes_on(pg_admin: Any) -> None:
+    with store_behind_a_proxy(pg_admin) as (store, proxy):
+        model = ScriptedModel([ModelReply("", [ToolCall("c1", "cut", {"n": 1})]), "still here"])
+        result = run_agent("t", model, _cutting(proxy, 2.0), store=store)  # a restart of 2 s after the tool
+        assert proxy.refused >= 1  # the commit after the tool met a server refusing connections
+        assert (result.status, result.answer) == ("done", "still here")
+        run = store.get_run(result.run_id)
+        assert (run.status, [e.seq for e in run.events]) == ("done", list(range(1, len(run.events) + 1)))
+        assert [e.kind for e in run.events].count("tool_finished") == 1
+
+
+@pytest.mark.postgres
+def test_a_commit_gives_up_on_a_server_gone_for_longer_than_it_waits(pg_admin: Any,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import runner.store.transaction as transaction
+
+    monkeypatch.setattr(transaction, "RECONNECT_S", 0.5)
+    with store_behind_a_proxy(pg_admin) as (store, proxy):
+        model = ScriptedModel([ModelReply("", [ToolCall("c1", "cut", {"n": 1})]), "never"])
+        with pytest.raises(StoreError, match=r"^cannot write run \w+ to the store: "):
+            run_agent("t", model, _cutting(proxy, 60.0), store=store)
+        assert proxy.refused >= 3  # it tried again, with pauses, then gave up
 
 
 def test_a_forked_child_commits_on_a_connection_of_its_own(store: RunStore) -> None:

@@ -46,7 +46,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from ..errors import StoreError
 from .engine import one_line
 from .prepared import Prepared
-from .transaction import Parts, Row, TakenOver, Writer
+from .transaction import Parts, Row, ServerGone, TakenOver, Writer
 
 if TYPE_CHECKING:
     import asyncio
@@ -285,6 +285,9 @@ class GroupCommitter:
                                              "update matched fewer runs than it carried, none of them taken over")
             elif rest:
                 self._write(rest, writer)
+        except ServerGone as gone:  # every run of the group fails alike: no use trying them one by one
+            for batch in group:
+                batch.error = _error(batch, gone.cause)
         except (SQLAlchemyError, writer.dbapi_error) as exc:
             if len(group) == 1:
                 group[0].error = _error(group[0], exc)
@@ -305,6 +308,9 @@ class GroupCommitter:
                 writer.write(_parts([batch]))
             except TakenOver as lost:
                 batch.error = _taken_over(batch, lost.owners[batch.run_id])
+                failed.add(batch.run_id)
+            except ServerGone as gone:
+                batch.error = _error(batch, gone.cause)
                 failed.add(batch.run_id)
             except (SQLAlchemyError, writer.dbapi_error) as exc:
                 batch.error = _error(batch, exc)

@@ -17,15 +17,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError
 
 from .prepared import Prepared
 
 Row = dict[str, Any]
+RECONNECT_S = 15.0  # a server restart or failover, not an outage: past this the commit fails
+RECONNECT_FIRST_PAUSE_S = 0.1
+RECONNECT_MAX_PAUSE_S = 2.0
 FENCED = frozenset({"update_run", "update_progress"})  # statements that match only the run's own owner
 
 
@@ -41,6 +46,15 @@ class Parts:
     progress: list[Row]  # progress columns only
     events: list[tuple[Any, ...]]  # ``events`` rows in the insert's column order
     tools: list[Row]
+
+
+class ServerGone(Exception):
+    """The server could not be reached again within ``Writer.reconnect_s``: the group fails as one
+    (trying its runs one by one would wait that long for each)."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
 
 
 class TakenOver(Exception):
@@ -67,6 +81,8 @@ class Writer:
         self._closed = False  # after ``close``, a late commit (a run still going) holds nothing
         self._lost = False  # the last attempt found its connection dead
         self.commits = 0  # transactions committed (for tests and benchmarks)
+        # How long a commit waits for a server that cannot be reached; SQLite has no server to wait for.
+        self.reconnect_s = 0.0 if engine.dialect.name == "sqlite" else RECONNECT_S
 
     @property
     def connection(self) -> Any:
@@ -74,13 +90,28 @@ class Writer:
         return self._conn if self._conn_pid == os.getpid() else None
 
     def write(self, parts: Parts) -> None:
-        """One transaction for ``parts``; raises the driver's error or ``TakenOver``."""
-        try:
-            self._attempt(parts)
-        except self.dbapi_error:
-            if not self._lost:  # the connection is fine: the rows themselves failed
-                raise
-            self._attempt(parts)  # it was dead (and is dropped): once more, on a new one
+        """One transaction for ``parts``; raises the driver's error, ``TakenOver`` or ``ServerGone``.
+
+        A connection found dead is replaced and the transaction tried again at once (the server
+        dropped idle connections); on a server database, while the server cannot be reached (a
+        restart, a failover), again with a growing pause for up to ``reconnect_s``.
+        """
+        waited, pause = 0.0, RECONNECT_FIRST_PAUSE_S
+        retried = False
+        while True:
+            try:
+                self._attempt(parts)
+                return
+            except (self.dbapi_error, DBAPIError) as exc:
+                if not self._lost:  # the connection is fine: the rows themselves failed
+                    raise
+                if not retried:
+                    retried = True  # once more at once, on a new connection
+                    continue
+                if waited >= self.reconnect_s:
+                    raise ServerGone(exc) from exc
+                time.sleep(pause)
+                waited, pause = waited + pause, min(pause * 2, RECONNECT_MAX_PAUSE_S)
 
     def close(self) -> None:
         """Hand the connection back to the pool. A later commit (of a run the store's owner did
@@ -93,7 +124,11 @@ class Writer:
         sql = self._sql
         if sql is None:
             sql = self._sql = self._statements()
-        raw = self._connect()
+        try:
+            raw = self._connect()
+        except (self.dbapi_error, DBAPIError):  # the server refuses connections: as lost as a dead one
+            self._lost = self.reconnect_s > 0
+            raise
         cursor = None
         try:
             cursor = self._cursor
