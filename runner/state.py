@@ -151,8 +151,8 @@ class RunState:
         self.events += 1
         message = event.message
         self.messages.append(message)
-        if message["role"] == "assistant" and message.get("tool_calls"):  # carried in by a fork or follow-up too
-            self.seen_ids.update(call["id"] for call in message["tool_calls"])
+        if message["role"] == "assistant" and message.get("tool_calls"):  # every accepted reply's, and the
+            self.seen_ids.update(call["id"] for call in message["tool_calls"])  # ones a fork or follow-up carries
         elif message["role"] == "tool" and self.reply is not None:
             self.next_call += 1
             self.pending_approvals.pop(message["tool_call_id"], None)
@@ -162,7 +162,6 @@ class RunState:
         reply = event.reply
         if reply is None or event.error is not None:
             return
-        self.seen_ids.update(call.id for call in reply.tool_calls)
         if reply.usage is not None:
             self.spent += reply.usage.input_tokens + reply.usage.output_tokens
         else:

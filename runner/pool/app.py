@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from celery import Celery
+from celery.exceptions import InvalidTaskError
+from celery.worker.strategy import default as default_strategy
 
 from ..store import RunStore, open_store
 from .agents import Factory
@@ -79,10 +81,7 @@ def checked_strategy(task: Any, app: Celery, consumer: Any, **options: Any) -> A
     message queued for the next worker to die on. Refused here, it is logged and rejected (Celery's
     way with an invalid task message) and the worker goes on.
     """
-    from celery.exceptions import InvalidTaskError
-    from celery.worker.strategy import default
-
-    handle = default(task, app, consumer, **options)
+    handle = default_strategy(task, app, consumer, **options)
 
     def on_message(message: Any, body: Any, ack: Any, reject: Any, callbacks: Any, **more: Any) -> Any:
         if body is None:  # protocol 2: Celery reads the body itself later

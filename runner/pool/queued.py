@@ -24,7 +24,7 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from .. import statuses as st
-from ..events import RunFinished, RunQueued, encode
+from ..events import KIND_OF, RunFinished, RunQueued, encode
 from ..ids import derived_trace_id
 from ..options import limits_from
 from ..results import checked_run_id
@@ -39,7 +39,7 @@ from .agents import PoolError
 
 LIMITS = ("max_steps", "token_budget", *_LIMIT_NAMES)
 DEFAULT_QUEUE = "celery"  # Celery's own default
-RUN_QUEUED = encode(RunQueued(task="", agent_name=""))[0]
+RUN_QUEUED = KIND_OF[RunQueued]
 CANCELLED_QUEUED = "cancelled before a worker started it"
 CANCELLED_RUNNING = "cancel requested"
 

@@ -299,7 +299,11 @@ class GroupCommitter:
     def _one_by_one(self, group: list[Batch], writer: Writer) -> None:
         """After a failed group: each batch in its own transaction, so only the faulty run fails."""
         failed: set[str] = set()
+        gone: ServerGone | None = None
         for batch in group:
+            if gone is not None:  # waited for the server once already: not again for each run
+                batch.error = _error(batch, gone.cause)
+                continue
             if batch.run_id in failed:
                 batch.error = StoreError(f"cannot write run {batch.run_id} to the store: "
                                          "an earlier commit of the run failed")
@@ -309,9 +313,9 @@ class GroupCommitter:
             except TakenOver as lost:
                 batch.error = _taken_over(batch, lost.owners[batch.run_id])
                 failed.add(batch.run_id)
-            except ServerGone as gone:
-                batch.error = _error(batch, gone.cause)
-                failed.add(batch.run_id)
+            except ServerGone as exc:
+                batch.error = _error(batch, exc.cause)
+                gone = exc
             except (SQLAlchemyError, writer.dbapi_error) as exc:
                 batch.error = _error(batch, exc)
                 failed.add(batch.run_id)

@@ -3,10 +3,11 @@
 The store's one writer (``GroupCommitter``) keeps one pooled driver connection between
 commits: a checkout plus a reset-on-return per commit would cost as much as SQLite's own
 commit. A connection the server dropped (a restart, an idle timeout) is replaced, with the
-pool's idle ones (dropped with it, most likely), and the transaction tried once more; should
-the dead one have committed after all, the retry fails on the events' primary key, so a fact
-is never written twice. A forked child (worker pools
-fork) never touches its parent's connection: it opens its own.
+pool's idle ones (dropped with it, most likely), and the transaction tried again: at once,
+then, while the server refuses connections, with a growing pause for up to ``RECONNECT_S``.
+Should the dead one have committed after all, the retry fails on the events' primary key, so
+a fact is never written twice. A forked child (worker pools fork) never touches its parent's
+connection: it opens its own.
 
 Every summary update is fenced by the run's owner (``... AND owner = <this process>``): a
 process that stalled past its lease while another took the run over matches nothing, and
