@@ -13,12 +13,12 @@ import time
 
 from workload import registry, script
 
-from runner.core import AgentCore
-from runner.limits import Limits, NaiveTokenMeter, TokenMeter
-from runner.loop import drive
-from runner.options import new_run_opening
-from runner.state import RunState
-from runner.wiring import build_recorder
+from runner._log.state import RunState
+from runner._loop.build import new_run_opening
+from runner._loop.core import AgentCore
+from runner._loop.limits import Limits, NaiveTokenMeter, TokenMeter
+from runner._loop.sync import drive
+from runner._loop.wiring import build_recorder
 
 SIZES = (10, 100, 1000)
 REPEATS = 5

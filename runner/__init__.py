@@ -10,8 +10,20 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .aloop import arun_agent
-from .core import DEFAULT_SYSTEM
+from ._log.state import RunState, fold
+from ._loop.aio import arun_agent
+from ._loop.build import RunOptions
+from ._loop.core import DEFAULT_SYSTEM
+from ._loop.limits import STATUSES, Limits
+from ._loop.plan import run_plan
+from ._loop.results import AgentResult
+from ._loop.resume import follow_up, fork, resume
+from ._loop.sync import run_agent
+from ._replay.fixture import Fixture, load_fixture
+from ._replay.replayer import ReplayModel, ReplayReport, replay
+from ._replay.scripted import ScriptedModel
+from ._tools.registry import Tool, ToolRegistry
+from ._tools.schema import validate_args
 from .errors import (
     AgentStopped,
     CannotResume,
@@ -26,20 +38,8 @@ from .errors import (
     StoreError,
 )
 from .events import Event
-from .fixture import Fixture, load_fixture
-from .limits import STATUSES, Limits
-from .loop import run_agent
 from .messages import AsyncModel, Message, Model, ModelReply, ToolCall, ToolSpec, Usage
-from .options import RunOptions
-from .plan import run_plan
 from .recorder import FanoutRecorder, NullRecorder, Recorder
-from .replay import ReplayModel, ReplayReport, replay
-from .results import AgentResult
-from .resume import follow_up, fork, resume
-from .schema import validate_args
-from .scripted import ScriptedModel
-from .state import RunState, fold
-from .tools import Tool, ToolRegistry
 
 if TYPE_CHECKING:
     from .pool import submit

@@ -12,9 +12,9 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
+from ._replay.scripted import ScriptedModel
+from ._tools.registry import ToolRegistry
 from .messages import ModelReply, ToolCall
-from .scripted import ScriptedModel
-from .tools import ToolRegistry
 
 DEMO_TASK = "What does each person pay, in USD, for an 18% tip on a EUR 127.50 bill split 4 ways?"
 RATES_LABEL = "fixed demo rates, not live market data"
@@ -91,7 +91,7 @@ def demo_model() -> ScriptedModel:
 
 
 def main() -> None:
-    from .loop import run_agent
+    from ._loop.sync import run_agent
 
     result = run_agent(DEMO_TASK, demo_model(), demo_registry())
     for message in result.messages:

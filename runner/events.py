@@ -3,7 +3,7 @@
 The loop emits these values; the store writes them with ``encode``; everything that
 reads a stored run (fixtures, rebuilt spans, ``show``/``stats``, resume) gets them
 back with ``decode``. Recording and resuming therefore speak one vocabulary, and a
-stored run folds back into the exact state the loop had (``runner.state``).
+stored run folds back into the exact state the loop had (``runner._log.state``).
 
 Each kind's JSON keeps the shape the log has always had (the ``events`` table is a
 supported interface): the step of ``message``, ``tool_started`` and ``tool_finished``

@@ -26,14 +26,14 @@ from typing import Any, Unpack
 
 import pytest
 
-from .fixture import fixture_from_run
-from .loop import run_agent
+from ._loop.build import RunOptions
+from ._loop.sync import run_agent
+from ._replay.fixture import fixture_from_run
+from ._replay.replayer import ReplayReport, replay
+from ._replay.scripted import ScriptedModel
+from ._tools.registry import ToolRegistry
 from .messages import Model, ModelReply
-from .options import RunOptions
-from .replay import ReplayReport, replay
-from .scripted import ScriptedModel
 from .store import RunStore, open_store
-from .tools import ToolRegistry
 
 ADAPTERS = (("runner.adapters.openai", ("OpenAIModel", "AsyncOpenAIModel")),
             ("runner.adapters.anthropic", ("AnthropicModel", "AsyncAnthropicModel")))

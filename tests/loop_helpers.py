@@ -60,8 +60,8 @@ def hanging_model(release: threading.Event) -> Any:
 
 def record_unfinished_run(store: Any, run_id: str, task: str = "t") -> None:
     """A run's first commit and nothing more, as a process killed right after it leaves it."""
+    from runner._loop.limits import Limits
     from runner.events import RunStarted
-    from runner.limits import Limits
 
     recorder = store.recorder()
     recorder.record(RunStarted(run_id=run_id, task=task, system="s", limits=Limits().to_dict(), tool_specs=[],

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from runner.cli import loading
+from runner.cli import specs as loading
 from runner.tracing.attrs import TOOL_ARGUMENTS
 from tests.test_cli_helpers import FakeOpenAI, completion, invoke
 from tests.test_cli_run import installed_runner

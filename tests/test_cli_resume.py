@@ -21,10 +21,10 @@ from click.testing import Result
 from sqlalchemy import update
 
 from runner import ModelReply, ScriptedModel, ToolCall, open_store, run_agent
+from runner._loop.limits import Limits
+from runner._loop.observations import IN_DOUBT
 from runner.cli.continuing import decisions_from
 from runner.events import MessageAppended, ModelCalled, RunStarted, StepStarted, ToolStarted
-from runner.limits import Limits
-from runner.observations import IN_DOUBT
 from runner.store.tables import runs as runs_table
 from tests import cli_resume_tools
 from tests.test_cli_helpers import FakeOpenAI, completion, invoke, one_error_line, rows

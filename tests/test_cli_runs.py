@@ -223,7 +223,7 @@ def test_runs_says_how_many_more_match_beyond_the_limit(db: str) -> None:
 
 
 def test_runs_counts_more_matches_only_up_to_a_bound(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    from runner.cli import inspect
+    from runner.cli import show as inspect
 
     monkeypatch.setattr(inspect, "MORE_COUNTED", 2)
     assert invoke("runs", "--db", db, "--limit", "1").stdout.splitlines()[-1] == \

@@ -18,12 +18,12 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from sqlalchemy import select
 
 from runner import ModelReply, ScriptedModel, StoreError, ToolCall, ToolRegistry, replay, resume, run_agent
+from runner._text import describe_exception, escape_surrogates, storable
 from runner.cli import cli
 from runner.events import Event, RunFinished, StepFinished, ToolStarted
 from runner.recorder import NullRecorder
 from runner.store import RunStore, open_store
 from runner.store.tables import run_labels, run_tools, runs
-from runner.text import describe_exception, escape_surrogates, storable
 from tests.loop_helpers import Calls, call, reply, weather_registry
 
 RUN_ID = "hostile0" + "0" * 24

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runner import jsontext
+from runner import _jsontext as jsontext
 
 
 class Tagged(int):

@@ -15,17 +15,17 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import NoOpTracerProvider
 
 from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry
-from runner.core import AgentCore
+from runner._log.state import RunState
+from runner._loop.build import new_run_opening
+from runner._loop.core import AgentCore
+from runner._loop.limits import Limits
+from runner._loop.replies import MAX_ARGS_DEPTH, json_problem
+from runner._loop.results import Action, CallModel, CallTool, Commit
+from runner._loop.sync import drive_until
+from runner._loop.wiring import build_recorder
+from runner._tools.schema import args_checker, check_args
 from runner.events import RunStarted
-from runner.limits import Limits
-from runner.loop import drive_until
-from runner.options import new_run_opening
-from runner.replies import MAX_ARGS_DEPTH, json_problem
-from runner.results import Action, CallModel, CallTool, Commit
-from runner.schema import args_checker, check_args
-from runner.state import RunState
 from runner.tracing import TracingRecorder
-from runner.wiring import build_recorder
 
 FLAT_SCHEMAS: list[dict[str, Any]] = [
     {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]},

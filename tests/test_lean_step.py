@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, jsontext, run_agent
+from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
+from runner import _jsontext as jsontext
 
 
 def _registry(seen: list[dict[str, Any]]) -> ToolRegistry:
@@ -35,7 +36,7 @@ def test_a_plain_step_serialises_three_values(monkeypatch: pytest.MonkeyPatch) -
             return encode(value)  # type: ignore[no-any-return]
         return counting_encode
 
-    for name in ("standard", "sorted_keys", "strict", "compact"):  # the encoders kept in runner.jsontext
+    for name in ("standard", "sorted_keys", "strict", "compact"):  # the encoders kept in runner._jsontext
         monkeypatch.setattr(jsontext, name, counted(getattr(jsontext, name)))
 
     model = ScriptedModel([ModelReply("", [ToolCall(f"c{i}", "echo", {"n": i})]) for i in range(10)] + ["done"])

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from runner import AgentStopped, ModelReply, ScriptedModel, ToolCall, ToolRegistry, Usage, run_agent
+from runner._loop.limits import naive_prompt_tokens
 from runner.events import ToolFinished
-from runner.limits import naive_prompt_tokens
 from runner.recorder import NullRecorder
 
 from .loop_helpers import Calls, call, reply, weather_registry

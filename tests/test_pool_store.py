@@ -17,7 +17,8 @@ import pytest
 from sqlalchemy import select, update
 
 from runner import CannotResume, RunStore, ScriptedModel, StoreError, ToolRegistry, resume, run_agent, submit
-from runner.loop import drive_until
+from runner._loop.results import CallModel
+from runner._loop.sync import drive_until
 from runner.pool.agents import PoolError, build_agent
 from runner.pool.queued import (
     CANCELLED_QUEUED,
@@ -29,7 +30,6 @@ from runner.pool.queued import (
 )
 from runner.pool.submission import BROKER_ENV, submit_run
 from runner.pool.take import _start, take
-from runner.results import CallModel
 from runner.store.owner import owner_id
 from runner.store.tables import run_labels, runs
 from tests import pool_agents

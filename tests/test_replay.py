@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, Usage, resume, run_agent
+from runner._replay.fixture import fixture_from_run, load_fixture
+from runner._replay.replayer import ReplayModel, replay
 from runner.errors import FixtureError, ReplayDivergence
-from runner.fixture import fixture_from_run, load_fixture
-from runner.replay import ReplayModel, replay
 from runner.store import RunStore
 
 from .loop_helpers import call, reply, weather_registry

@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from runner import ScriptedModel, open_store, replay, run_agent
+from runner._loop.observations import IN_DOUBT
+from runner._loop.resume import follow_up, fork, resume
 from runner.errors import CannotResume, RunInUse
-from runner.observations import IN_DOUBT
-from runner.resume import follow_up, fork, resume
 from runner.store.records import StoredRun
 from tests.durable_child import PlanModel, ran, tools
 

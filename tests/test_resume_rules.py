@@ -252,7 +252,7 @@ def test_a_call_id_of_the_conversation_a_follow_up_or_fork_carries_cannot_be_use
 
 
 def test_a_fork_will_not_guess_which_of_two_results_of_one_call_id_to_swap() -> None:
-    from runner.resume import _swap_observations
+    from runner._loop.resume import _swap_observations
 
     messages: list[Any] = [{"role": "tool", "tool_call_id": "c1", "name": "f", "content": "a"},
                            {"role": "tool", "tool_call_id": "c1", "name": "f", "content": "b"}]
@@ -290,8 +290,8 @@ def test_a_second_resume_keeps_the_limits_the_first_one_set(store: RunStore) -> 
 
 def _killed_in_its_first_model_call(store: RunStore, run_id: str) -> None:
     """The log a process leaves when it dies while the model of step 1 is thinking."""
+    from runner._loop.limits import Limits
     from runner.events import MessageAppended, RunStarted, StepStarted
-    from runner.limits import Limits
 
     recorder = store.recorder()
     for fact in (RunStarted(run_id=run_id, task="t", system="s", limits=Limits(max_steps=1).to_dict(),

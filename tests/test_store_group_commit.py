@@ -22,9 +22,9 @@ from sqlalchemy import create_engine, event, select, update
 from sqlalchemy.pool import QueuePool
 
 from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
-from runner.aloop import arun_agent
+from runner._loop.aio import arun_agent
+from runner._loop.resume import resume
 from runner.errors import StoreError
-from runner.resume import resume
 from runner.store import RunStore, open_store
 from runner.store.tables import runs
 from runner.store.transaction import Parts, TakenOver, Writer
@@ -272,7 +272,7 @@ CHILD = textwrap.dedent("""
     import asyncio, os, sys, threading, time
     from pathlib import Path
     from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
-    from runner.aloop import arun_agent
+    from runner._loop.aio import arun_agent
     from runner.store import open_store
 
     url, driver, log = sys.argv[1], sys.argv[2], Path(sys.argv[3])

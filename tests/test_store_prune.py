@@ -10,8 +10,8 @@ from sqlalchemy import func, select, text
 from sqlalchemy.exc import DBAPIError
 
 from runner import ScriptedModel, run_agent
+from runner._loop.resume import follow_up
 from runner.pool.queued import record_queued, request_cancel
-from runner.resume import follow_up
 from runner.store import RunStore
 from runner.store.tables import events, run_cancels, run_deletions, run_labels, run_tools, runs
 from tests.loop_helpers import call, reply, weather_registry

@@ -22,7 +22,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import NoOpTracerProvider
 
 from runner import Limits, ModelReply, ScriptedModel, ToolCall, ToolRegistry, Usage, run_agent
-from runner.core import AgentCore
+from runner._loop.build import new_run_opening
+from runner._loop.core import AgentCore
+from runner._loop.sync import drive
 from runner.events import (
     Event,
     MessageAppended,
@@ -33,8 +35,6 @@ from runner.events import (
     StepStarted,
     span_key,
 )
-from runner.loop import drive
-from runner.options import new_run_opening
 from runner.recorder import FanoutRecorder
 from runner.tracing import TracingRecorder, derived_span_id
 

@@ -19,9 +19,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import NoOpTracerProvider
 
 from runner import Limits, ModelReply, ScriptedModel, ToolCall, ToolRegistry, Usage, events
-from runner.core import AgentCore
-from runner.loop import drive
-from runner.options import new_run_opening
+from runner._loop.build import new_run_opening
+from runner._loop.core import AgentCore
+from runner._loop.sync import drive
 from runner.recorder import FanoutRecorder
 from runner.tracing import TracingRecorder, derived_span_id, export_run, rebuild_spans
 from tests.test_tracing import RUN_ID, ids_of, registry, tree, weather

@@ -14,17 +14,17 @@ from typing import TYPE_CHECKING, TypeVar
 
 import click
 
+from .._log.state import fold
+from .._log.statuses import DONE
+from .._loop.results import AgentResult
 from ..events import StepStarted, decode_all
-from ..results import AgentResult
-from ..state import fold
-from ..statuses import DONE
 from ..store import StoredRun
 from ..store.records import LIVE
-from .loading import MODEL_HELP, continuing_model, load_tools, model_options
 from .options import EXIT_NO, CliError, CliUsageError, Env, common, parse_pairs
 from .queries import short_ids
 from .render import plural
 from .running import MAX_TIMEOUT_S, QUIET, RECORD_CONTENT, GivenLimits, new_child, not_nan, progress, report, traced
+from .specs import MODEL_HELP, continuing_model, load_tools, model_options
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -146,7 +146,7 @@ def resume(env: Env, run_ref: str, tools_spec: str, model_spec: str | None, base
     runner resume 1f2e3d4c --tools myapp.tools:registry --max-steps 12
     runner resume 1f2e3d4c --tools myapp.tools:registry --approve call_1 --deny call_2 --reason "over limit"
     """
-    from ..resume import resume as resume_run
+    from .._loop.resume import resume as resume_run
 
     decisions = decisions_from(click.get_current_context().meta[ORDER], approve, deny, reason)
     registry = load_tools(tools_spec)
@@ -200,7 +200,7 @@ def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], too
     \b
     runner fork 1f2e3d4c --at 2 --tools myapp.tools:registry --observation call_1='{"celsius": 35}'
     """
-    from ..resume import fork as fork_run
+    from .._loop.resume import fork as fork_run
 
     registry = load_tools(tools_spec)
     limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s)

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from rich.text import Text
 from sqlalchemy import select
 
+from .._log.state import fold
+from .._log.statuses import AWAITING_APPROVAL, RUNNING
 from ..events import ApprovalRequested, RunStarted, decode, decode_all
-from ..state import fold
-from ..statuses import AWAITING_APPROVAL, RUNNING
 from ..store import RunStore, StoredRun
 from ..store.tables import events
 from .render import clean

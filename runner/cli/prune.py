@@ -15,9 +15,9 @@ import click
 from rich.text import Text
 
 from ..store.prune import PRUNABLE, PruneResult
-from .inspect import status_style, when_option
 from .options import EXIT_NO, CliUsageError, Env, common
 from .render import console, plural, print_json
+from .show import status_style, when_option
 
 
 def stdin_is_tty() -> bool:

@@ -7,13 +7,13 @@ from pathlib import Path
 import click
 from rich.text import Text
 
-from ..fixture import Fixture, fixture_from_run, load_fixture
-from ..replay import ReplayReport
-from ..replay import replay as replay_fixture
-from .loading import load_tools
+from .._replay.fixture import Fixture, fixture_from_run, load_fixture
+from .._replay.replayer import ReplayReport
+from .._replay.replayer import replay as replay_fixture
 from .options import CliError, Env, common
 from .queries import find
 from .render import clean, console, plural, print_json
+from .specs import load_tools
 
 
 @click.command()

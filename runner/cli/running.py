@@ -13,22 +13,22 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from ..core import DEFAULT_SYSTEM
+from .._log.statuses import AWAITING_APPROVAL
+from .._loop.core import DEFAULT_SYSTEM
+from .._loop.results import AgentResult
+from .._loop.sync import run_agent
+from .._tools.registry import ToolRegistry
 from ..demo import DEMO_TASK, demo_model, demo_registry
-from ..loop import run_agent
 from ..messages import Model
 from ..progress import ProgressRecorder
 from ..recorder import Recorder
-from ..results import AgentResult
-from ..statuses import AWAITING_APPROVAL
 from ..store import RunStore
-from ..tools import ToolRegistry
-from .inspect import status_style
 from .lineage import pending_approvals, resume_command
-from .loading import MODEL_HELP, build_model, continuing_model, load_tools, model_options, tracer_provider
 from .options import EXIT_INTERRUPTED, EXIT_NO, CliUsageError, Env, common, label_option
 from .queries import refused_calls, short_ids
 from .render import clean, console, plural, print_json
+from .show import status_style
+from .specs import MODEL_HELP, build_model, continuing_model, load_tools, model_options, tracer_provider
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -254,7 +254,7 @@ def follow(env: Env, parent_ref: str, message: str, tools_spec: str, model_spec:
            api_key: str | None, system: str | None, limits: GivenLimits, labels: dict[str, str],
            recorder: Recorder | None = None, record_content: bool = False) -> None:
     """``runner run --follow-up RUN MESSAGE``: a new run continuing RUN's conversation."""
-    from ..resume import follow_up
+    from .._loop.resume import follow_up
 
     if system is not None:
         raise CliUsageError("--system cannot change a follow-up's system prompt: it keeps its parent's")

@@ -18,9 +18,9 @@ from sqlalchemy import Select, func, select
 from ..events import StepFinished, StepStarted, ToolFinished, decode
 from ..store import RunStore
 from ..store.tables import events, runs
-from .inspect import status_style, when_option
 from .options import Env, common
 from .render import clean, console, iso, median, percentile, plural, print_json, seconds, table
+from .show import status_style, when_option
 from .timeline import tool_failed
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from rich.text import Text
 
+from .._log.statuses import STATUSES
 from ..events import (
     ApprovalRequested,
     Event,
@@ -26,7 +27,6 @@ from ..events import (
     ToolStarted,
     decode_all,
 )
-from ..statuses import STATUSES
 from ..store import RunSummary, StoredEvent, StoredRun
 from .lineage import Link, origin_text
 from .queries import refused_in

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._tools.registry import ToolRegistry
 from ..errors import RunnerError
-from ..tools import ToolRegistry
 
 Factory = Callable[[], Any]
 

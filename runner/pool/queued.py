@@ -23,16 +23,16 @@ from typing import Any
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from .. import statuses as st
+from .._log import statuses as st
+from .._log.ids import derived_trace_id
+from .._loop.build import limits_from
+from .._loop.results import checked_run_id
+from .._loop.resume import _LIMIT_NAMES
 from ..events import KIND_OF, RunFinished, RunQueued, encode
-from ..ids import derived_trace_id
-from ..options import limits_from
-from ..results import checked_run_id
-from ..resume import _LIMIT_NAMES
 from ..store import RunStore
 from ..store.engine import one_line
 from ..store.owner import owner_id
-from ..store.recorder import NAME_WIDTH, column, dumps, label_rows
+from ..store.recording import NAME_WIDTH, column, dumps, label_rows
 from ..store.records import DEAD, STALE, liveness
 from ..store.tables import events, run_cancels, run_labels, runs
 from .agents import PoolError

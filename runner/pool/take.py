@@ -21,14 +21,14 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from .. import statuses as st
-from ..core import DEFAULT_SYSTEM
+from .._log import statuses as st
+from .._log.state import fold
+from .._loop.build import core_for, limits_from, new_run_opening
+from .._loop.core import DEFAULT_SYSTEM
+from .._loop.resume import resume
+from .._loop.sync import drive
 from ..errors import RunInUse, RunNotFound
 from ..events import RunQueued, RunStarted, decode_all
-from ..loop import drive
-from ..options import core_for, limits_from, new_run_opening
-from ..resume import resume
-from ..state import fold
 from ..store import RunStore, StoredRun
 from ..store.records import LIVE
 from .agents import Agent, Factory, PoolError, build_agent

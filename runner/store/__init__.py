@@ -1,7 +1,7 @@
 """The durable event log: ``runs`` and ``events`` tables behind ``open_store``."""
 
-from ..ids import derived_span_id, derived_trace_id
-from .recorder import StoreRecorder
+from .._log.ids import derived_span_id, derived_trace_id
+from .recording import StoreRecorder
 from .records import RunSummary, StoredEvent, StoredRun
 from .runstore import RunStore, open_store
 

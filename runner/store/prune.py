@@ -24,7 +24,7 @@ from typing import Final
 
 from sqlalchemy import Connection, Engine, delete, func, insert, select
 
-from ..statuses import AWAITING_APPROVAL, STATUSES
+from .._log.statuses import AWAITING_APPROVAL, STATUSES
 from .tables import events, run_cancels, run_deletions, run_labels, run_tools, runs
 
 PRUNABLE: Final = tuple(status for status in STATUSES if status != AWAITING_APPROVAL)

@@ -21,17 +21,17 @@ from sqlalchemy import ColumnElement, Connection, Engine, FromClause, Select, ex
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
+from .._log.state import RunState
+from .._log.statuses import RUNNING
 from ..errors import RunInUse, RunNotFound, StoreError
 from ..events import MessageAppended, decode_all
-from ..state import RunState
-from ..statuses import RUNNING
 from .engine import DEFAULT_BUSY_TIMEOUT_S, is_memory, make_engine, one_line, parse_url, read_connection, shown
 from .group import GroupCommitter
 from .lease import Heartbeat, claim
 from .migrate import NoStoreError, ensure_schema, location, probe
 from .owner import owner_id
 from .prune import DEFAULT_BATCH, PrunedRun, PruneResult, count_events, delete_batch, plan, prunable_statuses
-from .recorder import NAME_WIDTH, SpanSource, StoreRecorder, column, statements
+from .recording import NAME_WIDTH, SpanSource, StoreRecorder, column, statements
 from .records import LIVE, RunSummary, StoredEvent, StoredRun, logged_text, summary_fields
 from .tables import events, run_labels, run_tools, runs
 
@@ -387,7 +387,7 @@ class RunStore:
 
         The write is atomic: if it fails, an existing file at ``path`` is left as it was.
         """
-        from ..fixture import fixture_from_run
+        from .._replay.fixture import fixture_from_run
 
         return fixture_from_run(self.find_run(run_id)).write(path)
 

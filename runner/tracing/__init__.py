@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ..ids import derived_span_id, derived_trace_id
+from .._log.ids import derived_span_id, derived_trace_id
 from .live import TracingRecorder
 
 if TYPE_CHECKING:

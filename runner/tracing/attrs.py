@@ -29,7 +29,7 @@ from typing import Any, Final
 from opentelemetry.trace import SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
-from .. import limits as st
+from .._loop import limits as st
 
 Attrs = dict[str, AttributeValue]
 

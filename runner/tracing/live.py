@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags, Tracer, TracerProvider
 
+from .._log.ids import derived_span_id, derived_trace_id
 from ..events import (
     Event,
     MessageAppended,
@@ -41,11 +42,10 @@ from ..events import (
     reply_data,
     span_key,
 )
-from ..ids import derived_span_id, derived_trace_id
 from . import attrs as a
 
 if TYPE_CHECKING:
-    from ..wiring import TraceLink
+    from .._loop.wiring import TraceLink
 
 
 _OPENS_ROOT = (RunStarted, RunResumed)

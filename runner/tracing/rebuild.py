@@ -26,6 +26,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, TraceFlags
 
+from .._log.ids import derived_span_id, derived_trace_id
 from ..events import (
     MessageAppended,
     ModelCalled,
@@ -40,7 +41,6 @@ from ..events import (
     reply_data,
     span_key,
 )
-from ..ids import derived_span_id, derived_trace_id
 from . import attrs as a
 from .otlp import with_project
 

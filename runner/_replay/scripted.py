@@ -10,12 +10,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from .errors import ScriptError, ScriptExhausted
-from .messages import Message, ModelReply, ToolSpec
+from ..errors import ScriptError, ScriptExhausted
+from ..messages import Message, ModelReply, ToolSpec
 
 if TYPE_CHECKING:
-    from .replay import ReplayModel
-    from .store import RunStore
+    from ..store import RunStore
+    from .replayer import ReplayModel
 
 
 class ScriptedModel:
@@ -45,14 +45,14 @@ class ScriptedModel:
     @classmethod
     def from_fixture(cls, path: str | Path, strict: bool = True) -> ReplayModel:
         """Play back a fixture file's replies (strict: also check what the loop shows)."""
-        from .replay import scripted_from_fixture
+        from .replayer import scripted_from_fixture
 
         return scripted_from_fixture(path, strict)
 
     @classmethod
     def from_run(cls, store: RunStore, run_id: str, strict: bool = True) -> ReplayModel:
         """Play back a stored run's replies (``run_id`` may be a unique prefix)."""
-        from .replay import scripted_from_run
+        from .replayer import scripted_from_run
 
         return scripted_from_run(store, run_id, strict)
 

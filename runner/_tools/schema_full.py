@@ -30,9 +30,9 @@ from jsonschema.exceptions import SchemaError, relevance
 from pydantic_core import SchemaError as RegexError
 from pydantic_core import SchemaValidator, core_schema
 
+from .._text import describe_exception
 from .schema_errors import sentence
 from .schema_words import CHECKED_FORMATS, IN_PLACE_LISTS, IN_PLACE_ONES, resolve_pointer, walk_schemas
-from .text import describe_exception
 
 BUDGET = 20_000  # keyword evaluations per call: far past what a few KB of real arguments need (~1 s at worst)
 TOO_COMPLEX = "arguments are too complex to check against this tool's schema"

@@ -4,7 +4,7 @@ Two layers, so the common case stays fast and its sentences stay exact:
 - our own walk covers the seed subset (type, properties, required, items, enum) and
   gives the sentences the model has always been told (``missing required argument 'x'``);
 - everything beyond it (``$ref``, ``anyOf``, ``pattern``, ``format``, bounds...) goes to the
-  ``jsonschema`` library in :mod:`runner.schema_full`, imported only when a schema needs it.
+  ``jsonschema`` library in :mod:`runner._tools.schema_full`, imported only when a schema needs it.
 
 What cannot be enforced is still refused at ``register``: an unknown keyword (a typo such
 as ``patern`` would otherwise be silently ignored), a ``format`` we do not check, a remote

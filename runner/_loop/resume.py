@@ -19,20 +19,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Unpack
 
-from . import statuses as st
-from .errors import CannotResume
-from .events import Event, MessageAppended, RunStarted, StepStarted, decode_all
+from .._log import statuses as st
+from .._log.state import RunState, fold
+from .._tools.registry import ToolRegistry
+from ..errors import CannotResume
+from ..events import Event, MessageAppended, RunStarted, StepStarted, decode_all
+from ..messages import Message, Model
+from .build import ContinueOptions, check_options, core_for, opening
 from .limits import Limits
-from .loop import drive
-from .messages import Message, Model
-from .options import ContinueOptions, check_options, core_for, opening
 from .results import AgentResult, model_identity, new_run_id
-from .state import RunState, fold
-from .tools import ToolRegistry
+from .sync import drive
 from .wiring import TraceLink
 
 if TYPE_CHECKING:
-    from .store import RunStore, StoredRun
+    from ..store import RunStore, StoredRun
 
 Decision = bool | str
 _LIMIT_NAMES = ("max_tool_calls", "timeout_s", "max_context_chars", "max_output_chars", "max_result_chars",
@@ -62,7 +62,7 @@ def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *
     store.claim_run(run)
     reason = run.status if run.status != st.RUNNING else f"its process is gone ({run.liveness})"
     model_name, provider = model_identity(model)
-    from .store.owner import owner_id
+    from ..store.owner import owner_id
 
     resumed = _resumed_event(run.run_id, state, owner_id(), reason, limits, given, model_name, provider)
     link = TraceLink(run.trace_id, _root_span_id(run), joins=True)
@@ -131,7 +131,7 @@ def _linked_start(parent: StoredRun, messages: list[Message], model: Model, regi
 
 def _resumed_event(run_id: str, state: RunState, owner: str, reason: str, limits: Limits,
                    decisions: dict[str, Decision], model: str, provider: str | None) -> Event:
-    from .events import RunResumed
+    from ..events import RunResumed
 
     return RunResumed(run_id=run_id, step=state.steps, owner=owner, reason=reason, limits=limits.to_dict(),
                       decisions=decisions, model=model, provider=provider)
@@ -165,7 +165,7 @@ def _limits(recorded: Mapping[str, Any], max_steps: int | None, token_budget: in
 
 def _root_span_id(run: StoredRun) -> str:
     """The span id of the run's first root span (its ``run_started`` event's)."""
-    from .ids import derived_span_id
+    from .._log.ids import derived_span_id
 
     first = next((event for event in run.events if event.kind == "run_started"), None)  # a queued run's is 2nd
     return (first.span_id if first is not None and first.span_id else None) or derived_span_id(run.run_id, "run")

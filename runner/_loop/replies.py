@@ -15,13 +15,13 @@ import math
 from collections.abc import Collection
 from typing import Any, Final
 
+from .._log import statuses as st
+from .._text import describe_exception
+from ..errors import StopRun
+from ..messages import CUT_OFF_STOP_REASONS, REFUSAL_STOP_REASONS, ModelReply, ToolCall, Usage
 from . import observations as obs
-from . import statuses as st
-from .errors import StopRun
 from .limits import Limits
-from .messages import CUT_OFF_STOP_REASONS, REFUSAL_STOP_REASONS, ModelReply, ToolCall, Usage
 from .results import Outcome
-from .text import describe_exception
 
 # Deep enough for any real tool's arguments, shallow enough that copying, encoding
 # and logging them stay far from Python's recursion limit.

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from .text import describe_exception
+from .._text import describe_exception
 
 
 def run_plan(

@@ -14,11 +14,10 @@ from dataclasses import asdict, dataclass
 from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
-from . import jsontext
-from .messages import Message, ToolSpec
+from .. import _jsontext as jsontext
 
 # The statuses live in ``statuses``; these names stay importable from here.
-from .statuses import (
+from .._log.statuses import (
     AWAITING_APPROVAL,
     CANCELLED,
     CONTEXT_BUDGET,
@@ -33,6 +32,7 @@ from .statuses import (
     TOKEN_BUDGET,
     TOOL_BUDGET,
 )
+from ..messages import Message, ToolSpec
 
 CHARS_PER_TOKEN: Final = 4
 

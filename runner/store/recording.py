@@ -22,7 +22,11 @@ from sqlalchemy import Dialect, Engine, Insert, Table, bindparam
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import UpdateBase
 
-from .. import jsontext
+from .. import _jsontext as jsontext
+from .._log.ids import derived_span_id, derived_trace_id
+from .._log.state import RunState
+from .._loop.limits import RUNNING
+from .._text import storable
 from ..errors import StoreError
 from ..events import (
     ApprovalRequested,
@@ -40,10 +44,6 @@ from ..events import (
     encode,
     span_key,
 )
-from ..ids import derived_span_id, derived_trace_id
-from ..limits import RUNNING
-from ..state import RunState
-from ..text import storable
 from .clock import clock_for
 from .group import Batch, GroupCommitter
 from .lease import Heartbeat

@@ -12,10 +12,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import statuses as st
-from .errors import AgentStopped
-from .messages import AnyModel, Message, ToolCall, ToolSpec
-from .tools import Tool
+from .._log import statuses as st
+from .._tools.registry import Tool
+from ..errors import AgentStopped
+from ..messages import AnyModel, Message, ToolCall, ToolSpec
 
 # Caller-given run ids land in terminals, file names and trace ids: no spaces, no control characters.
 _RUN_ID = re.compile(r"[\x21-\x7e]{1,64}")

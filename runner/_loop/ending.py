@@ -10,12 +10,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Generator
 
-from . import statuses as st
-from .events import Event, RunFinished, StepFinished
-from .recorder import Recorder
+from .._log import statuses as st
+from .._log.state import RunState
+from .._text import describe_exception
+from ..events import Event, RunFinished, StepFinished
+from ..recorder import Recorder
 from .results import COMMIT, Action, AgentResult, Outcome
-from .state import RunState
-from .text import describe_exception
 
 
 class Closing:

@@ -14,9 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from . import jsontext
-from . import statuses as st
-from .events import (
+from .. import _jsontext as jsontext
+from ..events import (
     ApprovalRequested,
     Event,
     MessageAppended,
@@ -30,7 +29,8 @@ from .events import (
     ToolFinished,
     ToolStarted,
 )
-from .messages import Message, ModelReply, ToolCall
+from ..messages import Message, ModelReply, ToolCall
+from . import statuses as st
 
 # Refusals after which a run of identical calls starts over (the call was never a repeat).
 _RESETS_REPEATS = frozenset({"unknown_tool", "invalid_args"})

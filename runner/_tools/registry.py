@@ -13,10 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
-from . import jsontext
-from .messages import ToolSpec
+from .. import _jsontext as jsontext
+from .._text import describe_exception
+from ..messages import ToolSpec
 from .schema import ArgsCheck, args_checker, check_schema
-from .text import describe_exception
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -98,7 +98,7 @@ class ToolRegistry:
         def add(fn: F) -> F:
             tool_name = name if name is not None else getattr(fn, "__name__", "")
             self._check_new(tool_name, fn, timeout_s)
-            from .tool_functions import describe
+            from .functions import describe
 
             try:
                 made = describe(fn, tool_name, idempotency_key)

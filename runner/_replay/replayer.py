@@ -18,23 +18,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
-from . import statuses as st
-from .core import AgentCore
+from .._log import statuses as st
+from .._loop.build import RunOptions, core_for, limits_from, opening
+from .._loop.core import AgentCore
+from .._loop.limits import Limits
+from .._loop.results import Action, AgentResult, CallTool, checked_run_id, model_identity
+from .._loop.sync import drive_until
+from .._tools.registry import ToolRegistry
+from ..errors import ReplayDivergence, StopRun
+from ..events import RunResumed, RunStarted
+from ..messages import Message, ModelReply, ToolCall, ToolSpec
 from .divergence import compare_calls, compare_messages, compare_specs, shown, unrecorded_run
-from .errors import ReplayDivergence, StopRun
-from .events import RunResumed, RunStarted
 from .fixture import CRASHED, INTERRUPTIBLE, Fixture, fixture_from_run, load_fixture
-from .limits import Limits
-from .loop import drive_until
-from .messages import Message, ModelReply, ToolCall, ToolSpec
-from .options import RunOptions, core_for, limits_from, opening
-from .results import Action, AgentResult, CallTool, checked_run_id, model_identity
 from .scripted import ScriptedModel
-from .tools import ToolRegistry
 
 if TYPE_CHECKING:
-    from .store import RunStore
-    from .store.records import StoredRun
+    from ..store import RunStore
+    from ..store.records import StoredRun
 
 class ReplayModel(ScriptedModel):
     """A scripted model built from a recording; strict by default.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .tools import Tool
+from .registry import Tool
 
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 

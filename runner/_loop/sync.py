@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable
 from typing import Any, Unpack
 
+from .._tools.registry import ToolRegistry
+from ..messages import Model
+from .build import RunOptions, build_core
 from .core import DEFAULT_SYSTEM, AgentCore
-from .messages import Model
-from .options import RunOptions, build_core
 from .results import COMMITTED, Action, AgentResult, CallModel, Commit, Outcome
-from .tools import ToolRegistry
 
 # How often a wait wakes up to look at the cancel event.
 CANCEL_POLL_S = 0.01

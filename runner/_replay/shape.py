@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from . import limits as st
-from .errors import FixtureError
+from .._loop import limits as st
+from ..errors import FixtureError
 
 Check = Callable[[Any, str], None]
 

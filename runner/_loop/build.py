@@ -9,20 +9,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
+from .._log.state import RunState
+from .._tools.registry import ToolRegistry
+from ..events import Event, MessageAppended, RunStarted
+from ..messages import AnyModel, Message
+from ..recorder import Recorder
 from .core import AgentCore, Approver
-from .events import Event, MessageAppended, RunStarted
 from .limits import Limits
-from .messages import AnyModel, Message
-from .recorder import Recorder
 from .results import checked_run_id, model_identity
-from .state import RunState
-from .tools import ToolRegistry
 from .wiring import TraceLink, build_recorder
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
-    from .store import RunStore
+    from ..store import RunStore
 
 
 class ContinueOptions(TypedDict, total=False):

@@ -13,8 +13,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from .errors import ReplayDivergence
-from .messages import Message, ToolSpec
+from ..errors import ReplayDivergence
+from ..messages import Message, ToolSpec
 
 SHOWN_CHARS: Final = 120
 SPEC_CHANGES_SHOWN: Final = 3

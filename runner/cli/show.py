@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 
 import click
 
-from ..limits import RUNNING, STATUSES
-from ..statuses import AWAITING_APPROVAL, QUEUED
+from .._log.statuses import AWAITING_APPROVAL, QUEUED
+from .._loop.limits import RUNNING, STATUSES
 from ..store import RunSummary
 from .lineage import TOOLS_PLACEHOLDER, children, continue_hint, resume_command
 from .listing import Row, runs_table

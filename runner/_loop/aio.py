@@ -15,13 +15,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Unpack
 
+from .._tools.registry import ToolRegistry
+from ..messages import AsyncModel, Model
+from ..recorder import sync_later
+from .build import RunOptions, build_core
 from .core import DEFAULT_SYSTEM, AgentCore
-from .loop import CANCEL_POLL_S
-from .messages import AsyncModel, Model
-from .options import RunOptions, build_core
-from .recorder import sync_later
 from .results import COMMITTED, Action, AgentResult, CallModel, Commit, Outcome
-from .tools import ToolRegistry
+from .sync import CANCEL_POLL_S
 
 
 async def arun_agent(

@@ -19,10 +19,12 @@ import time
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from . import observations as obs
-from . import statuses as st
-from .closing import Closing
-from .events import (
+from .._log import statuses as st
+from .._log.state import RunState
+from .._text import describe_exception
+from .._tools.args import tool_args
+from .._tools.registry import Tool, ToolRegistry, failure_observation, result_observation, timeout_observation
+from ..events import (
     ApprovalRequested,
     Event,
     MessageAppended,
@@ -33,15 +35,13 @@ from .events import (
     ToolFinished,
     ToolStarted,
 )
+from ..messages import AnyModel, Message, ModelReply, ToolCall, assistant_message, tool_message
+from ..recorder import Recorder
+from . import observations as obs
+from .ending import Closing
 from .limits import Limits, TokenMeter, cut_observation, tokens_for_chars
-from .messages import AnyModel, Message, ModelReply, ToolCall, assistant_message, tool_message
-from .recorder import Recorder
 from .replies import failed_call, output_chars, unfinished_reply
 from .results import COMMIT, Action, AgentResult, CallModel, CallTool, Outcome
-from .state import RunState
-from .text import describe_exception
-from .tool_args import tool_args
-from .tools import Tool, ToolRegistry, failure_observation, result_observation, timeout_observation
 
 DEFAULT_SYSTEM = "You are a helpful assistant. Use the tools when they help, then give a final answer."
 

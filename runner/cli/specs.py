@@ -12,10 +12,10 @@ import click
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from .._tools.registry import ToolRegistry
 from ..events import RunResumed, decode_all
 from ..messages import Model
 from ..store import StoredRun
-from ..tools import ToolRegistry
 from .options import CliError, CliUsageError
 from .render import clean
 

@@ -9,13 +9,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .recorder import FanoutRecorder, Recorder
-from .state import RunState
+from .._log.state import RunState
+from ..recorder import FanoutRecorder, Recorder
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
-    from .store import RunStore
+    from ..store import RunStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +40,7 @@ def build_recorder(
 ) -> Recorder:
     """``state`` is where the loop starts (a resumed run's holds its stored facts) and the state the
     loop goes on to advance: the store's recorder reads it as the run moves."""
-    from .tracing import TracingRecorder
+    from ..tracing import TracingRecorder
 
     # Always traced: with no provider given, the global one (a no-op unless the app
     # configured OpenTelemetry, and then cheap), so every stored event gets a span id.

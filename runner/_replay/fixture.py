@@ -25,9 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from . import limits as st
-from .errors import FixtureError
-from .events import (
+from .._log.state import RunState
+from .._loop import limits as st
+from .._text import escape_surrogates
+from ..errors import FixtureError
+from ..events import (
     Event,
     MessageAppended,
     ModelCalled,
@@ -38,13 +40,11 @@ from .events import (
     decode_all,
     reply_data,
 )
-from .fixture_shape import FORMAT, VERSION, ShapeError, check_fixture
-from .messages import Message, ModelReply, ToolCall, Usage, assistant_message
-from .state import RunState
-from .text import escape_surrogates
+from ..messages import Message, ModelReply, ToolCall, Usage, assistant_message
+from .shape import FORMAT, VERSION, ShapeError, check_fixture
 
 if TYPE_CHECKING:
-    from .store.records import StoredRun
+    from ..store.records import StoredRun
 
 INTERRUPTIBLE: Final = (st.DEADLINE, st.CANCELLED)
 

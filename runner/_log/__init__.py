@@ -1,0 +1,1 @@
+"""The log's vocabulary beside the facts: statuses, the state folded from facts, derived ids."""

@@ -1,0 +1,1 @@
+"""Replay: fixtures, the replay driver, divergence reports and the scripted model."""
