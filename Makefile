@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench
+.PHONY: demo test lint docs bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,7 +21,11 @@ lint: $(STAMP)
 	$(BIN)/mypy runner
 	$(BIN)/mypy --strict tests bench
 
-test: lint
+# The docs site (mkdocs-material) into site/; --strict fails on a broken link or anchor.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
+test: lint docs
 	$(BIN)/pytest
 
 bench: $(STAMP)

@@ -1,4 +1,9 @@
-"""The README's claims that code can check: the schema block and the Python example."""
+"""What the README and the docs say that code can check.
+
+The README is the front door and docs/ the rest, so both are held to what the
+code does: the set-up lines, the examples (run and linted), the table schema, and
+every relative link.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +16,24 @@ import pytest
 
 from runner.store.schema_doc import END, START, generated_block
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
+EVENT_LOG = DOCS / "event-log.md"
+REPLAY = DOCS / "replay.md"
+REQUIRED_PAGES = ("index.md", "event-log.md", "durable-execution.md", "tracing.md", "replay.md", "workers.md",
+                  "benchmarks.md", "development.md", "real-models.md")
+TIP_SNIPPET = re.compile(r"```python\n(# tests/test_tip\.py.*?)```", re.S)
+
+
+def markdown_files() -> list[Path]:
+    return [README, *sorted(DOCS.glob("*.md"))]
+
+
+def python_block_after(text: str, heading: str) -> str:
+    code = re.search(r"```python\n(.*?)```", text[text.index(heading):], re.S)
+    assert code is not None, f"no python block after {heading!r}"
+    return code.group(1)
 
 
 def test_readme_starts_with_the_two_setup_commands() -> None:
@@ -21,32 +43,80 @@ def test_readme_starts_with_the_two_setup_commands() -> None:
                          "whole test suite"]
 
 
-def test_readme_schema_block_matches_the_migrated_database() -> None:
-    text = README.read_text(encoding="utf-8")
+def test_readme_is_at_most_16000_bytes() -> None:
+    assert len(README.read_bytes()) <= 16_000
+
+
+@pytest.mark.parametrize("page", REQUIRED_PAGES)
+def test_each_docs_page_exists_and_is_in_the_mkdocs_nav(page: str) -> None:
+    assert (DOCS / page).is_file()
+    assert f": {page}\n" in (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+
+
+def test_event_log_page_schema_block_matches_the_migrated_database() -> None:
+    text = EVENT_LOG.read_text(encoding="utf-8")
     block = text[text.index(START): text.index(END) + len(END)]
-    assert block == generated_block(), "regenerate with: python -m runner.store.schema_doc README.md"
+    assert block == generated_block(), "regenerate with: python -m runner.store.schema_doc docs/event-log.md"
 
 
 def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                     capsys: pytest.CaptureFixture[str]) -> None:
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("## The loop in Python"):]
-    code = re.search(r"```python\n(.*?)```", section, re.S)
-    assert code is not None
+    code = python_block_after(README.read_text(encoding="utf-8"), "## The loop in Python")
     monkeypatch.chdir(tmp_path)
-    exec(compile(code.group(1), "README.md", "exec"), {})
+    exec(compile(code, "README.md", "exec"), {})
     status, answer_and_id = capsys.readouterr().out.split(" ", 1)
     assert status == "done"
     assert answer_and_id.startswith("It is 21 C in Paris. ")
     assert (tmp_path / "runs.db").exists()
 
 
-def test_readme_tip_test_snippet_passes_the_projects_ruff() -> None:
-    text = README.read_text(encoding="utf-8")
-    code = re.search(r"```python\n(# tests/test_tip\.py.*?)```", text, re.S)
-    assert code is not None
+@pytest.mark.parametrize(("page", "heading"), [("loop.md", "# The loop"), ("tools.md", "# Tools")])
+def test_the_docs_pages_carry_the_readmes_examples_unchanged(page: str, heading: str) -> None:
+    readme_heading = {"loop.md": "## The loop in Python", "tools.md": "## Tools"}[page]
+    assert python_block_after((DOCS / page).read_text(encoding="utf-8"), heading) == \
+        python_block_after(README.read_text(encoding="utf-8"), readme_heading)
+
+
+def tip_snippet() -> str:
+    """The pytest snippet, the same wherever it is shown (the README's tour and the replay page)."""
+    found = [m.group(1) for path in (README, REPLAY) for m in TIP_SNIPPET.finditer(path.read_text(encoding="utf-8"))]
+    assert len(found) == 2
+    assert found[0] == found[1]
+    return found[0]
+
+
+def test_tip_test_snippet_passes_the_projects_ruff() -> None:
     ruff = Path(sys.executable).parent / "ruff"
     found = subprocess.run([str(ruff), "check", "--no-cache", "--config", "pyproject.toml", "--output-format",
                             "concise", "--stdin-filename", "tests/test_tip.py", "-"],
-                           input=code.group(1), capture_output=True, text=True, cwd=README.parent, check=False)
+                           input=tip_snippet(), capture_output=True, text=True, cwd=ROOT, check=False)
     assert (found.returncode, found.stdout) == (0, "All checks passed!\n")
+
+
+LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def prose(text: str) -> str:
+    """Markdown without code: fenced blocks, indented blocks and inline code spans."""
+    text = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)
+    text = re.sub(r"^(?: {4}.*\n)+", "", text, flags=re.M)
+    return re.sub(r"`[^`\n]*`", "", text)
+
+
+def anchors(path: Path) -> set[str]:
+    """The heading anchors GitHub and mkdocs both derive: lower case, punctuation dropped, spaces as hyphens."""
+    headings = re.findall(r"^#{1,6} (.+)$", prose(path.read_text(encoding="utf-8")), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in headings}
+
+
+@pytest.mark.parametrize("source", markdown_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_relative_link_points_to_an_existing_file(source: Path) -> None:
+    broken = []
+    for target in LINK.findall(prose(source.read_text(encoding="utf-8"))):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):
+            continue  # https:, mailto: ...
+        file, _, anchor = target.partition("#")
+        resolved = (source.parent / file).resolve() if file else source
+        if not resolved.is_file() or (anchor and resolved.suffix == ".md" and anchor not in anchors(resolved)):
+            broken.append(target)
+    assert broken == []
