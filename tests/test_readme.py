@@ -1,8 +1,8 @@
 """What the README and the docs say that code can check.
 
 The README is the front door and docs/ the rest, so both are held to what the
-code does: the set-up lines, the examples (run and linted), the table schema, and
-every relative link.
+code does: the set-up lines, the examples (run, linted, type-checked), the table
+schema, and every relative link.
 """
 
 from __future__ import annotations
@@ -92,6 +92,15 @@ def test_tip_test_snippet_passes_the_projects_ruff() -> None:
                            input=tip_snippet(), capture_output=True, text=True, cwd=ROOT, check=False)
     assert (found.returncode, found.stdout) == (0, "All checks passed!\n")
 
+
+@pytest.mark.timeout(300)
+def test_tip_test_snippet_passes_mypy_strict(tmp_path: Path) -> None:
+    snippet = tmp_path / "test_tip.py"
+    snippet.write_text(tip_snippet(), encoding="utf-8")
+    mypy = Path(sys.executable).parent / "mypy"
+    found = subprocess.run([str(mypy), "--strict", "--config-file", "pyproject.toml", str(snippet)],
+                           capture_output=True, text=True, cwd=ROOT, check=False)
+    assert (found.returncode, found.stdout) == (0, "Success: no issues found in 1 source file\n")
 
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
