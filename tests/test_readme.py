@@ -2,7 +2,7 @@
 
 The README is the front door and docs/ the rest, so both are held to what the
 code does: the set-up lines, the examples (run, linted, type-checked), the table
-schema, and every relative link.
+schema, the SQL examples on each backend, and every relative link.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, open_store, run_agent
 from runner.store.schema_doc import END, START, generated_block
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,6 +102,40 @@ def test_tip_test_snippet_passes_mypy_strict(tmp_path: Path) -> None:
     found = subprocess.run([str(mypy), "--strict", "--config-file", "pyproject.toml", str(snippet)],
                            capture_output=True, text=True, cwd=ROOT, check=False)
     assert (found.returncode, found.stdout) == (0, "Success: no issues found in 1 source file\n")
+
+def weather_registry(*, needs_approval: bool = False) -> ToolRegistry:
+    registry = ToolRegistry()
+    registry.register("get_weather", "Current temperature in a city.",
+                      {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+                      lambda city: {"celsius": 21}, needs_approval=needs_approval)
+    return registry
+
+
+def look(call_id: str) -> ModelReply:
+    return ModelReply("Let me look.", [ToolCall(call_id, "get_weather", {"city": "Paris"})])
+
+
+def sql_example(dialect: str) -> str:
+    """The event log page's SQL block for one backend, the one whose first line names it (``-- SQLite``)."""
+    blocks = re.finditer(r"```sql\n(-- (\w+)\n.*?)```", EVENT_LOG.read_text(encoding="utf-8"), re.S)
+    by_dialect = {m.group(2): m.group(1) for m in blocks}
+    assert sorted(by_dialect) == ["PostgreSQL", "SQLite"]
+    return by_dialect[{"sqlite": "SQLite", "postgresql": "PostgreSQL"}[dialect]]
+
+
+def test_event_log_sql_example_runs_on_its_backend(store_url: str) -> None:
+    with open_store(store_url) as store:
+        stopped = run_agent("Weather in Paris?", ScriptedModel([look("c1")]), weather_registry(), token_budget=30,
+                            store=store)
+        done = run_agent("Weather in Oslo?", ScriptedModel([look("c1"), "21 C."]), weather_registry(), store=store)
+        assert (stopped.status, done.status) == ("token_budget", "done")
+        run = store.get_run(stopped.run_id)
+        with store.reading() as conn:
+            rows = [tuple(row) for row in conn.exec_driver_sql(sql_example(store.engine.dialect.name))]
+    messages = [(e.seq, e.data["message"]) for e in run.events if e.kind == "message"]
+    assert rows == [(run.run_id, "Weather in Paris?", seq, message["role"], message["content"])
+                    for seq, message in reversed(messages)]
+    assert [row[3] for row in rows] == ["user", "system"]
 
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
