@@ -137,6 +137,11 @@ def test_event_log_sql_example_runs_on_its_backend(store_url: str) -> None:
                     for seq, message in reversed(messages)]
     assert [row[3] for row in rows] == ["user", "system"]
 
+def test_license_is_mit_as_pyproject_says() -> None:
+    text = (ROOT / "LICENSE").read_text(encoding="utf-8")
+    assert text.splitlines()[:3] == ["MIT License", "", "Copyright (c) 2026 runner contributors"]
+    assert 'license = "MIT"' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
 
