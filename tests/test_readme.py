@@ -2,19 +2,21 @@
 
 The README is the front door and docs/ the rest, so both are held to what the
 code does: the set-up lines, the examples (run, linted, type-checked), the table
-schema, the SQL examples on each backend, and every relative link.
+schema, the SQL examples on each backend, the fixture keys, and every relative link.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, open_store, run_agent
+from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, fork, open_store, resume, run_agent
 from runner.store.schema_doc import END, START, generated_block
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -103,6 +105,7 @@ def test_tip_test_snippet_passes_mypy_strict(tmp_path: Path) -> None:
                            capture_output=True, text=True, cwd=ROOT, check=False)
     assert (found.returncode, found.stdout) == (0, "Success: no issues found in 1 source file\n")
 
+
 def weather_registry(*, needs_approval: bool = False) -> ToolRegistry:
     registry = ToolRegistry()
     registry.register("get_weather", "Current temperature in a city.",
@@ -137,10 +140,38 @@ def test_event_log_sql_example_runs_on_its_backend(store_url: str) -> None:
                     for seq, message in reversed(messages)]
     assert [row[3] for row in rows] == ["user", "system"]
 
+
 def test_license_is_mit_as_pyproject_says() -> None:
     text = (ROOT / "LICENSE").read_text(encoding="utf-8")
     assert text.splitlines()[:3] == ["MIT License", "", "Copyright (c) 2026 runner contributors"]
     assert 'license = "MIT"' in (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+
+
+def exported_fixtures(folder: Path) -> list[dict[str, Any]]:
+    """Fixtures written by the exporter for a plain run, a resumed one and a fork."""
+    with open_store(f"sqlite:///{folder / 'runs.db'}") as store:
+        plain = run_agent("Weather in Paris?", ScriptedModel([look("c1"), "21 C."]), weather_registry(), store=store)
+        waiting = run_agent("Weather in Paris?", ScriptedModel([look("c1")]), weather_registry(needs_approval=True),
+                            store=store)
+        resumed = resume(store, waiting.run_id, ScriptedModel(["21 C."]), weather_registry(needs_approval=True),
+                         decisions={"c1": True})
+        forked = fork(store, plain.run_id, at_step=2, model=ScriptedModel(["Warm."]), registry=weather_registry())
+        assert (plain.status, waiting.status, resumed.status, forked.status) == ("done", "awaiting_approval",
+                                                                                 "done", "done")
+        paths = [store.export_fixture(run.run_id, folder / f"{run.run_id}.json") for run in (plain, resumed, forked)]
+    return [json.loads(path.read_text(encoding="utf-8")) for path in paths]
+
+
+def test_every_key_the_fixture_writer_emits_is_documented(tmp_path: Path) -> None:
+    fixtures = exported_fixtures(tmp_path)
+    keys = {key for fixture in fixtures for key in fixture}
+    assert {"resumes", "history", "forked_at_step"} <= keys  # the optional ones were really produced
+    keys |= {key for fixture in fixtures for key in fixture["outcome"]}
+    keys |= {key for fixture in fixtures for part in ("replies", "resumes") for entry in fixture.get(part, [])
+             for key in entry}
+    text = REPLAY.read_text(encoding="utf-8")
+    assert sorted(key for key in keys if f"`{key}`" not in text and f'"{key}"' not in text) == []
+
 
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
