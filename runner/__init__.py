@@ -20,8 +20,8 @@ from ._loop.results import AgentResult
 from ._loop.resume import follow_up, fork, resume
 from ._loop.sync import run_agent
 from ._replay.fixture import Fixture, load_fixture
-from ._replay.replayer import ReplayModel, ReplayReport, replay
-from ._replay.scripted import ScriptedModel
+from ._replay.replayer import ReplayReport, replay
+from ._replay.scripted import ReplayModel, ScriptedModel
 from ._tools.registry import Tool, ToolRegistry
 from ._tools.schema import validate_args
 from .errors import (

@@ -20,8 +20,8 @@ from ..messages import AsyncModel, Model
 from ..recorder import sync_later
 from .build import RunOptions, build_core
 from .core import DEFAULT_SYSTEM, AgentCore
-from .results import COMMITTED, Action, AgentResult, CallModel, Commit, Outcome
-from .sync import CANCEL_POLL_S
+from .results import COMMITTED, Action, AgentResult, CallModel, Checkpoint, Commit, Outcome
+from .sync import CANCEL_POLL_S, at_checkpoint
 
 
 async def arun_agent(
@@ -69,6 +69,8 @@ async def aperform(core: AgentCore, action: Action) -> Outcome:
             # close, in ``adrive``, waits for the commit under way and then commits the rest.
             await committed
         return COMMITTED
+    if isinstance(action, Checkpoint):
+        return at_checkpoint(core)
     if isinstance(action, CallModel):
         return await _await_call(action.model, (action.messages, action.specs), {}, None, core)
     return await _await_call(action.tool.fn, (), action.args, action.tool.timeout_s, core)

@@ -9,7 +9,9 @@ The core starts from a ``RunState`` and changes it only by recording facts
 (``_emit`` applies each one to the state, then hands it to the recorder). A new
 run starts from an empty state; resume, fork and follow-up start from a state
 folded from the log, so they are this same loop and nothing else. How a run ends
-(its closing facts, and an abort) is in ``closing``.
+(its closing facts, and an abort) is in ``ending``. Where a run may stop for an outside
+cause (a deadline, a cancel, a replayed recording) the loop asks its driver with a
+``Checkpoint``: the clock and the cancel event are the driver's to read.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from . import observations as obs
 from .ending import Closing
 from .limits import Limits, TokenMeter, cut_observation, tokens_for_chars
 from .replies import failed_call, output_chars, unfinished_reply
-from .results import COMMIT, Action, AgentResult, CallModel, CallTool, Outcome
+from .results import BEFORE_MODEL_CALL, COMMIT, Action, AgentResult, CallModel, CallTool, Checkpoint, Outcome
 
 DEFAULT_SYSTEM = "You are a helpful assistant. Use the tools when they help, then give a final answer."
 
@@ -80,8 +82,9 @@ class AgentCore(Closing):
         # The call whose ``tool_started`` is being committed: its tool has not been handed over yet.
         self._starting: tuple[int, ToolCall] | None = None
         self.closed = False  # set once every recorder has been told that outcome
-        # Replay's hook to reproduce a recorded stop (deadline, cancel) at the same point.
-        self.external_stop: Callable[[AgentCore, ToolCall | None], Stop | None] | None = None
+        # Whether to ask the driver before each model call and tool call if the run stops there: only
+        # where something can stop it (a deadline, a cancel event), or for a driver that decides (replay).
+        self.checkpoints = self.needs_waiting
 
     @property
     def steps(self) -> int:
@@ -114,7 +117,8 @@ class AgentCore(Closing):
             return (yield from self._finish(*stop))
         redo = s.open_step  # the model call of this step never came back: ask again, same step
         while True:
-            stop = self._check_before_model_call()
+            stop = (yield from self._stop_at(BEFORE_MODEL_CALL)) if self.checkpoints else None
+            stop = stop or self._limit_before_model_call()
             if stop:
                 return (yield from self._finish(*stop))
             step = s.steps if redo else s.steps + 1
@@ -159,21 +163,14 @@ class AgentCore(Closing):
         self._emit(StepFinished(step=step))
         return None
 
-    def _stop_before(self, call: ToolCall | None) -> Stop | None:
-        """A stop due before the next model call (``call`` None) or before ``call``."""
-        if self.external_stop is None and not self.needs_waiting:
-            return None  # no deadline, no cancel event, no replay: nothing can stop the run here
-        if self.external_stop is not None:
-            stop = self.external_stop(self, call)
-            if stop:
-                return stop
-        status = self.stop_requested()
-        return (status, obs.stop_reason(status, self.limits)) if status else None
+    def _stop_at(self, checkpoint: Checkpoint) -> Generator[Action, Outcome, Stop | None]:
+        """The stop the driver says is due at ``checkpoint``, if any (asked only with ``checkpoints`` on)."""
+        outcome = yield checkpoint
+        if not outcome.stop:
+            return None
+        return outcome.stop, outcome.reason or obs.stop_reason(outcome.stop, self.limits)
 
-    def _check_before_model_call(self) -> Stop | None:
-        stop = self._stop_before(None)
-        if stop:
-            return stop
+    def _limit_before_model_call(self) -> Stop | None:
         lim, s = self.limits, self.state
         made = s.steps - 1 if s.open_step else s.steps  # an open step's model call never came back
         if made >= lim.max_steps:
@@ -217,9 +214,10 @@ class AgentCore(Closing):
             self._emit(MessageAppended(step=step, index=len(s.messages),
                                        message=tool_message(call, finished.observation)))
             return None
-        stop = self._stop_before(call)
-        if stop:
-            return stop
+        if self.checkpoints:
+            stop = yield from self._stop_at(Checkpoint(call))
+            if stop:
+                return stop
         tool = self.registry.get(call.name)
         refused = self.registry.check(call.name, call.args)
         if refused is not None:
@@ -263,7 +261,7 @@ class AgentCore(Closing):
             abandoned = obs.abandoned(call.name, outcome.stop)
             self._emit(ToolFinished(step=step, call_id=call.id, name=call.name, observation=abandoned,
                                     ok=False, duration_s=outcome.elapsed_s))
-            return outcome.stop, obs.stop_reason(outcome.stop, self.limits, f"tool {call.name}")
+            return outcome.stop, outcome.reason or obs.stop_reason(outcome.stop, self.limits, f"tool {call.name}")
         if outcome.timed_out:
             observation = timeout_observation(call.name, tool.timeout_s or 0.0)
         elif outcome.error is not None:
@@ -296,6 +294,19 @@ class AgentCore(Closing):
                 self._observe(step, call, obs.not_run(f"the run was aborted by {describe_exception(exc)} "
                                                       "before the call was made"), "not_run")
         super().abort(exc)
+
+    def end(self, status: str, error: str, exception: BaseException | None = None,
+            instead_of: Action | None = None) -> Generator[Action, Outcome, AgentResult]:
+        """Close the run at its driver's word, in place of performing ``instead_of``.
+
+        Replay ends a run this way where it diverges from its recording. A call handed
+        over for running is logged as not run first (its start is already logged); then
+        the run closes as the loop's own stops do.
+        """
+        if isinstance(instead_of, CallTool):
+            started = self.state.started_calls[instead_of.call.id]
+            self._observe(started.step, instead_of.call, obs.not_run(error), "not_run")
+        return (yield from self._finish(status, error, exception=exception))
 
     def _await_approval(self, step: int) -> Stop:
         """Log every remaining call that waits for a decision, so all can be decided at once."""

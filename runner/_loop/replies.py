@@ -38,7 +38,9 @@ FailedCall = tuple[str, str, ModelReply | None, tuple[str, str]]
 
 def failed_call(outcome: Outcome, seen_ids: Collection[str], limits: Limits) -> FailedCall | None:
     """Why a model call's outcome cannot be acted on, or None for a valid reply. Never raises."""
-    if outcome.stop:
+    if outcome.stop:  # the driver stopped the call: in its own words when it gives them
+        if outcome.reason:
+            return outcome.reason, outcome.stop, None, (outcome.stop, outcome.reason)
         return outcome.stop, outcome.stop, None, (outcome.stop, obs.stop_reason(outcome.stop, limits, "the model"))
     error = outcome.error
     if isinstance(error, StopRun) and error.status in st.STATUSES and error.status != st.DONE:

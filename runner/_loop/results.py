@@ -1,8 +1,8 @@
 """What a run returns, and the actions the loop asks its driver to perform.
 
-``AgentCore.run`` yields an ``Action`` (call the model, call a tool); a driver
-performs it and sends back an ``Outcome``. Kept apart from the loop so that the
-loop's module holds decisions only.
+``AgentCore.run`` yields an ``Action`` (call the model, call a tool, commit, say
+whether to stop here); a driver performs it and sends back an ``Outcome``. Kept
+apart from the loop so that the loop's module holds decisions only.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ _RUN_ID = re.compile(r"[\x21-\x7e]{1,64}")
 class AgentResult:
     """How a run ended. ``answer`` is the final text for ``done``, else None.
 
-    ``exception`` keeps the object a model raised (``model_error``), so callers
-    such as replay can tell their own errors apart from a broken model.
+    ``exception`` keeps the object a model raised (``model_error``), or the
+    divergence a replay ended the run with.
     """
 
     status: str
@@ -83,21 +83,43 @@ class Commit:
 
 COMMIT = Commit()
 
-Action = CallModel | CallTool | Commit
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """Say whether the run stops here: before its next model call (``call`` None) or before ``call``.
+
+    The loop asks only where something can stop it (``AgentCore.checkpoints``). The sync
+    and async drivers answer from the deadline and the cancel event; replay answers from
+    the recording, so a recorded deadline, cancel or crash stops the replay at the same point.
+    """
+
+    call: ToolCall | None = None
+
+
+BEFORE_MODEL_CALL = Checkpoint()
+
+Action = CallModel | CallTool | Commit | Checkpoint
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
-    """What a driver reports back. ``stop`` is set when it gave up waiting."""
+    """What a driver reports back.
+
+    ``stop`` is the status the driver ended the action with (it gave up waiting, or a
+    checkpoint is a stop); ``reason`` says why when the driver knows better than the loop
+    (replay, reproducing a recorded stop's own words).
+    """
 
     value: Any = None
     error: BaseException | None = None
     elapsed_s: float = 0.0
     timed_out: bool = False
     stop: str | None = None
+    reason: str | None = None
 
 
 COMMITTED = Outcome()  # what a driver sends back for ``Commit``
+GO_ON = Outcome()  # what a driver sends back for a ``Checkpoint`` that is no stop
 
 def new_run_id() -> str:
     return uuid.uuid4().hex

@@ -18,7 +18,7 @@ from .._tools.registry import ToolRegistry
 from ..messages import Model
 from .build import RunOptions, build_core
 from .core import DEFAULT_SYSTEM, AgentCore
-from .results import COMMITTED, Action, AgentResult, CallModel, Commit, Outcome
+from .results import COMMITTED, GO_ON, Action, AgentResult, CallModel, Checkpoint, Commit, Outcome
 
 # How often a wait wakes up to look at the cancel event.
 CANCEL_POLL_S = 0.01
@@ -61,8 +61,8 @@ def drive(core: AgentCore) -> AgentResult:
 def drive_until(core: AgentCore, halt: Callable[[Action], bool] | None) -> AgentResult | None:
     """``drive``, but give up without a word before any action ``halt`` picks: None then.
 
-    Nothing is recorded after that point, as if the process had died there (replay
-    uses it to reproduce a recorded crash before replaying the resume that followed).
+    Nothing is recorded after that point, as if the process had died there (tests
+    use it to leave a run as a killed process would).
     """
     decisions = core.run()
     try:
@@ -91,6 +91,8 @@ def perform(core: AgentCore, action: Action) -> Outcome:
     if isinstance(action, Commit):
         core.recorder.sync()
         return COMMITTED
+    if isinstance(action, Checkpoint):
+        return at_checkpoint(core)
     if isinstance(action, CallModel):
         fn, args, kwargs, timeout_s = action.model, (action.messages, action.specs), _NO_KWARGS, None
     else:
@@ -107,6 +109,12 @@ def perform(core: AgentCore, action: Action) -> Outcome:
         return fn(*args, **kwargs)
 
     return _call_on_worker(work, time.monotonic(), timeout_s, core)
+
+
+def at_checkpoint(core: AgentCore) -> Outcome:
+    """A ``Checkpoint``'s answer from the deadline and the cancel event: stop now, or go on."""
+    status = core.stop_requested()
+    return Outcome(stop=status) if status else GO_ON
 
 
 def _call_on_worker(

@@ -3,97 +3,38 @@
 The replaying model plays back the recorded replies in order. In strict mode it
 also compares, at every call, what the loop shows it (the tool specs, and the
 message list) with what the recorded model was shown at that point, and each
-reply's calls with the calls the recording handled, and raises
-``ReplayDivergence`` at the first difference: that is how a regression test pins
-a trace. Only the model is replayed; tools really run, so a changed tool shows up
-as a changed result. Strict replay never runs a call the recording did not make:
-the reply is checked before any of its calls runs, and each tool is guarded in
-case the loop goes further than the recording did (a larger budget, an approval).
+reply's calls with the calls the recording handled, and the replay ends at the
+first difference: that is how a regression test pins a trace. Only the model is
+replayed; tools really run, so a changed tool shows up as a changed result.
+Strict replay never runs a call the recording did not make: the reply is checked
+before any of its calls runs, and the driver checks each call as it is handed
+over, in case the loop goes further than the recording did (a larger budget, an
+approval). The driver (``driver``) plays one part of the recording; this module
+plays the parts of a resumed run in turn and reports.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Unpack
 
-from .._log import statuses as st
+from .._log import statuses
 from .._loop.build import RunOptions, core_for, limits_from, opening
 from .._loop.core import AgentCore
-from .._loop.limits import Limits
-from .._loop.results import Action, AgentResult, CallTool, checked_run_id, model_identity
-from .._loop.sync import drive_until
+from .._loop.results import AgentResult, checked_run_id, model_identity
 from .._tools.registry import ToolRegistry
-from ..errors import ReplayDivergence, StopRun
+from ..errors import ReplayDivergence
 from ..events import RunResumed, RunStarted
-from ..messages import Message, ModelReply, ToolCall, ToolSpec
-from .divergence import compare_calls, compare_messages, compare_specs, shown, unrecorded_run
-from .fixture import CRASHED, INTERRUPTIBLE, Fixture, fixture_from_run, load_fixture
-from .scripted import ScriptedModel
+from .divergence import compare_messages, compare_specs, shown
+from .driver import ReplayDriver
+from .fixture import CRASHED, Fixture, fixture_from_run, load_fixture
+from .parts import PartEnd, Resumption, part_ends, resumptions
+from .scripted import ReplayModel
 
 if TYPE_CHECKING:
     from ..store import RunStore
     from ..store.records import StoredRun
-
-class ReplayModel(ScriptedModel):
-    """A scripted model built from a recording; strict by default.
-
-    Lenient mode (``strict=False``) plays back without stopping at differences but
-    still collects them in ``differences`` (and runs whatever calls the replies make).
-    """
-
-    def __init__(self, fixture: Fixture, strict: bool = True) -> None:
-        super().__init__([])
-        self.fixture = fixture
-        self.strict = strict
-        self.replies = [fixture.reply(i) if "stop" not in block else ModelReply()
-                        for i, block in enumerate(fixture.replies)]
-        self.model_name = str(fixture.data.get("model") or "replay")
-        self.provider_name = str(fixture.data.get("provider") or "replay")
-        self.differences: list[ReplayDivergence] = []
-        # A call the loop was about to run although the recording never did (strict replay's tool guard).
-        self.blocked: ReplayDivergence | None = None
-        self.handling: ToolCall | None = None
-
-    def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
-        self.calls += 1
-        self._shown.append((messages, len(messages)))
-        if self.blocked is not None:
-            raise self.blocked
-        step, blocks = self.calls, self.fixture.replies
-        if step > len(blocks):
-            raise ReplayDivergence(
-                step, None, "replies",
-                f"at step {step} the loop asked the model again, but the recording ended after "
-                f"{len(blocks)} model calls")
-        if step == 1:  # the specs are fixed for a run: compared once, before the messages
-            self._differs(compare_specs(step, self.fixture.tool_specs, tool_specs))
-        self._differs(compare_messages(step, self.fixture.messages_before(step), messages))
-        block = blocks[step - 1]
-        if "stop" in block:
-            raise StopRun(block["stop"]["status"], block["stop"]["reason"])
-        self._differs(compare_calls(step, block, last=step == len(blocks)))
-        return self.replies[step - 1]
-
-    def _differs(self, difference: ReplayDivergence | None) -> None:
-        if difference is not None:
-            self.differences.append(difference)
-            if self.strict:
-                raise difference
-
-    def check_recorded(self) -> None:
-        """Raise unless the call being handled is one the recording handled in this reply."""
-        call = self.handling
-        if call is None or self.calls == 0 or self.calls > len(self.fixture.replies):
-            return
-        block = self.fixture.replies[self.calls - 1]
-        if any((o["call_id"], o["name"]) == (call.id, call.name) for o in block.get("observations", [])):
-            return
-        difference = unrecorded_run(self.calls, str(call.name), call.id)
-        self.blocked = self.blocked or difference
-        self.differences.append(difference)
-        raise difference
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,26 +112,21 @@ def replay(
         if name in limits and name not in options:
             options[name] = limits[name]
     model = ReplayModel(fixture, strict=strict)
-    tools = guarded(registry, model) if strict else registry
-    core = _first_core(fixture, model, tools, task, system, max_steps, token_budget, options)
-    ends = [*fixture.resumes, _final_end(fixture)]
+    core = _first_core(fixture, model, registry, task, system, max_steps, token_budget, options)
+    ends, resumed = part_ends(fixture), resumptions(fixture)
     divergence: ReplayDivergence | None = None
     for part, end in enumerate(ends):
         if part > 0:
-            core = _resumed_core(core, model, tools, ends[part - 1], options)
-        core.external_stop = _watch(model, _recorded_stop(fixture, end, model))
-        result = drive_until(core, _crash_halt(end, model))
-        if result is not None and isinstance(result.exception, ReplayDivergence):
-            divergence = result.exception
-            break
-        if part < len(ends) - 1:
+            core = _resumed_core(core, model, registry, resumed[part - 1], options)
+        result, divergence = ReplayDriver(core, model, end).drive()
+        if divergence is None and part < len(ends) - 1:
             divergence = _part_divergence(part, end, result, model)
-            if divergence is not None:
-                break
+        if divergence is not None:
+            break
     final = result if result is not None else core.result
     assert final is not None
     if divergence is None and strict:
-        divergence = model.blocked or _final_divergence(fixture, model, core, final)
+        divergence = _final_divergence(fixture, model, core, final)
     outcome = fixture.outcome
     return ReplayReport(final, divergence, outcome["status"], outcome["answer"], model.differences)
 
@@ -215,52 +151,32 @@ def _first_core(fixture: Fixture, model: ReplayModel, tools: ToolRegistry, task:
     return core_for(model, tools, run_id, lim, opening(started, history), None, options)
 
 
-def _resumed_core(before: AgentCore, model: ReplayModel, tools: ToolRegistry, boundary: dict[str, Any],
+def _resumed_core(before: AgentCore, model: ReplayModel, tools: ToolRegistry, resumption: Resumption,
                   options: RunOptions) -> AgentCore:
     """The recording's next part: the same loop resumed with the limits and decisions it was resumed with."""
     state = before.state
     model_name, provider = model_identity(model)
-    # Keys a later version may add are ignored, as everywhere in a fixture.
-    known = {name: value for name, value in boundary["limits"].items() if name in Limits.__dataclass_fields__}
-    resumed = RunResumed(run_id=before.run_id, step=state.steps, owner="replay", reason=str(boundary["reason"]),
-                         limits=known, decisions=dict(boundary["decisions"]), model=model_name, provider=provider)
-    return core_for(model, tools, before.run_id, Limits(**known), [resumed], state, options)
+    resumed = RunResumed(run_id=before.run_id, step=state.steps, owner="replay", reason=resumption.reason,
+                         limits=resumption.limits.to_dict(), decisions=dict(resumption.decisions), model=model_name,
+                         provider=provider)
+    return core_for(model, tools, before.run_id, resumption.limits, [resumed], state, options)
 
 
-def _final_end(fixture: Fixture) -> dict[str, Any]:
-    outcome = fixture.outcome
-    return {"status": outcome["status"], "error": outcome["error"], "after_replies": len(fixture.replies),
-            "stopped_before_call": outcome.get("stopped_before_call")}
-
-
-def _part_divergence(part: int, end: dict[str, Any], result: AgentResult | None,
+def _part_divergence(part: int, end: PartEnd, result: AgentResult | None,
                      model: ReplayModel) -> ReplayDivergence | None:
     """Whether the replay's part ``part`` ended where and as the recording's did (before a resume)."""
-    status = CRASHED if result is None else result.status
-    want = st.CANCELLED if end["status"] == CRASHED and result is not None else end["status"]
+    status = CRASHED if result is None else result.status  # None: it gave up where the recorded process died
+    want = statuses.CANCELLED if end.crashed and result is not None else end.status
     steps = result.steps if result is not None else 0
-    if status != want and not (status == CRASHED and end["status"] == CRASHED):
+    if status != want:
         return ReplayDivergence(steps, None, "resumes",
                                 f"part {part + 1} of the replay ended with {status}, the recording's with "
-                                f"{end['status']} (where it was resumed)")
-    if model.calls != end["after_replies"]:
+                                f"{end.status} (where it was resumed)")
+    if model.calls != end.after_replies:
         return ReplayDivergence(steps, None, "resumes",
                                 f"part {part + 1} of the replay ended after {model.calls} model replies, the "
-                                f"recording's after {end['after_replies']} (where it was resumed)")
+                                f"recording's after {end.after_replies} (where it was resumed)")
     return None
-
-
-def _crash_halt(end: dict[str, Any], model: ReplayModel) -> Callable[[Action], bool] | None:
-    """Where a recorded crash left calls in doubt: give up as the tool is handed over, as the process died."""
-    in_doubt = set(end.get("in_doubt") or ())
-    if end["status"] != CRASHED or not in_doubt:
-        return None
-    replies = end["after_replies"]
-
-    def halt(action: Action) -> bool:
-        return isinstance(action, CallTool) and action.call.id in in_doubt and model.calls == replies
-
-    return halt
 
 
 def _final_divergence(fixture: Fixture, model: ReplayModel, core: AgentCore, result: AgentResult
@@ -275,66 +191,3 @@ def _final_divergence(fixture: Fixture, model: ReplayModel, core: AgentCore, res
                                 f"the replay stopped with {result.status} after step {result.steps}, "
                                 f"but the recording has {left} more model repl{'y' if left == 1 else 'ies'}")
     return compare_messages(result.steps, fixture.messages(), result.messages)
-
-
-Stop = Callable[[AgentCore, ToolCall | None], tuple[str, str] | None]
-
-
-def guarded(registry: ToolRegistry, model: ReplayModel) -> ToolRegistry:
-    """The same tools (same specs, same options), each refusing to run a call the recording did not make."""
-    out = ToolRegistry()
-    for spec in registry.specs():
-        tool = registry.get(spec["name"])
-        assert tool is not None
-        out.register(tool.name, tool.description, tool.parameters, _guard(model, tool.fn), timeout_s=tool.timeout_s,
-                     side_effects=tool.side_effects, needs_approval=tool.needs_approval,
-                     idempotency_key=tool.idempotency_key)
-    return out
-
-
-def _guard(model: ReplayModel, fn: Callable[..., Any]) -> Callable[..., Any]:
-    def run(**args: Any) -> Any:
-        model.check_recorded()
-        return fn(**args)
-
-    return run
-
-
-def _watch(model: ReplayModel, recorded_stop: Stop | None) -> Stop:
-    """Tell the model which call the loop handles next (for the guard), then apply the recorded stop."""
-    def hook(core: AgentCore, call: ToolCall | None) -> tuple[str, str] | None:
-        model.handling = call
-        return recorded_stop(core, call) if recorded_stop is not None else None
-
-    return hook
-
-
-def _recorded_stop(fixture: Fixture, end: dict[str, Any], model: ReplayModel) -> Stop | None:
-    """Stop the replay where a deadline, cancel or crash stopped the recording (or a part of it)."""
-    status, replies = end["status"], end["after_replies"]
-    if status not in (*INTERRUPTIBLE, CRASHED) or end.get("in_doubt"):
-        return None
-    if replies and "stop" in fixture.replies[replies - 1]:
-        return None  # the recorded stop block replays it
-    call_id = end.get("stopped_before_call")
-    if status == CRASHED:
-        status, reason = st.CANCELLED, "the recorded process stopped here"
-    else:
-        reason = end.get("error") or status
-
-    def stop(core: AgentCore, call: ToolCall | None) -> tuple[str, str] | None:
-        if model.calls != replies:
-            return None
-        if call_id is not None:
-            return (status, reason) if call is not None and call.id == call_id else None
-        return (status, reason) if call is None else None
-
-    return stop
-
-
-def scripted_from_fixture(path: str | Path, strict: bool = True) -> ReplayModel:
-    return ReplayModel(load_fixture(path), strict=strict)
-
-
-def scripted_from_run(store: RunStore, run_id: str, strict: bool = True) -> ReplayModel:
-    return ReplayModel(fixture_from_run(store.find_run(run_id)), strict=strict)

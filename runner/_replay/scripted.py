@@ -1,6 +1,9 @@
-"""``ScriptedModel``: a model that plays back replies written in advance.
+"""The scripted models: replies written in advance (``ScriptedModel``), or a recording's (``ReplayModel``).
 
-It is what tests and the demo run on, and what replay builds from a stored run.
+``ScriptedModel`` is what tests and the demo run on. ``ReplayModel`` plays back a
+fixture's replies and compares what it is shown with what the recorded model was
+shown; the replay driver asks it for an ``Answer`` (a reply, a recorded stop, or a
+divergence), and a run given it as a plain model gets the reply or an exception.
 """
 
 from __future__ import annotations
@@ -8,14 +11,15 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from ..errors import ScriptError, ScriptExhausted
-from ..messages import Message, ModelReply, ToolSpec
+from ..errors import ReplayDivergence, ScriptError, ScriptExhausted
+from ..messages import Message, ModelReply, ToolCall, ToolSpec
+from .divergence import compare_calls, compare_messages, compare_specs, unrecorded_run
+from .fixture import Fixture, fixture_from_run, load_fixture
 
 if TYPE_CHECKING:
     from ..store import RunStore
-    from .replayer import ReplayModel
 
 
 class ScriptedModel:
@@ -44,17 +48,13 @@ class ScriptedModel:
 
     @classmethod
     def from_fixture(cls, path: str | Path, strict: bool = True) -> ReplayModel:
-        """Play back a fixture file's replies (strict: also check what the loop shows)."""
-        from .replayer import scripted_from_fixture
-
-        return scripted_from_fixture(path, strict)
+        """``ReplayModel.from_fixture``."""
+        return ReplayModel.from_fixture(path, strict)
 
     @classmethod
     def from_run(cls, store: RunStore, run_id: str, strict: bool = True) -> ReplayModel:
-        """Play back a stored run's replies (``run_id`` may be a unique prefix)."""
-        from .replayer import scripted_from_run
-
-        return scripted_from_run(store, run_id, strict)
+        """``ReplayModel.from_run``."""
+        return ReplayModel.from_run(store, run_id, strict)
 
     @property
     def seen(self) -> list[list[Message]]:
@@ -71,3 +71,102 @@ class ScriptedModel:
                 f"scripted model was called {self.calls} time{'s' * (self.calls != 1)} for "
                 f"{len(self.replies)} {'reply' if len(self.replies) == 1 else 'replies'}"
             )
+
+
+class RecordedStop(NamedTuple):
+    """A recorded model call that gave no reply (the model raised, or a deadline or cancel hit
+    while it thought): the status and reason the recorded run stopped with there."""
+
+    status: str
+    reason: str
+
+
+# What the recording says at a model call: the recorded reply, its stop, or how the replay differs.
+Answer = ModelReply | RecordedStop | ReplayDivergence
+
+
+class ReplayModel(ScriptedModel):
+    """A scripted model built from a recording; strict by default.
+
+    Strict, it answers with the first difference between what it is shown and what
+    the recorded model was shown. Lenient mode (``strict=False``) plays back without
+    stopping at differences but still collects them in ``differences``.
+    """
+
+    def __init__(self, fixture: Fixture, strict: bool = True) -> None:
+        super().__init__([])
+        self.fixture = fixture
+        self.strict = strict
+        self.replies = [fixture.reply(i) if "stop" not in block else ModelReply()
+                        for i, block in enumerate(fixture.replies)]
+        self.model_name = str(fixture.data.get("model") or "replay")
+        self.provider_name = str(fixture.data.get("provider") or "replay")
+        self.differences: list[ReplayDivergence] = []
+
+    @classmethod
+    def from_fixture(cls, path: str | Path, strict: bool = True) -> ReplayModel:
+        """Play back a fixture file's replies (strict: also check what the loop shows)."""
+        return ReplayModel(load_fixture(path), strict=strict)
+
+    @classmethod
+    def from_run(cls, store: RunStore, run_id: str, strict: bool = True) -> ReplayModel:
+        """Play back a stored run's replies (``run_id`` may be a unique prefix)."""
+        return ReplayModel(fixture_from_run(store.find_run(run_id)), strict=strict)
+
+    def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
+        """The recorded reply, when called as a plain model; a divergence is raised.
+
+        A plain run cannot stop where the recording stopped: that is ``ScriptError``
+        (``replay`` reproduces such a stop).
+        """
+        answer = self.answer(messages, tool_specs)
+        match answer:
+            case ModelReply():
+                return answer
+            case RecordedStop(status, reason):
+                raise ScriptError(f"the recording has no reply for model call {self.calls}: it stopped there "
+                                  f"with {status} ({reason})")
+            case ReplayDivergence():
+                raise answer
+
+    def answer(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> Answer:
+        """What the recording says at this model call, given what the loop shows; never raises."""
+        self.calls += 1
+        self._shown.append((messages, len(messages)))
+        step, blocks = self.calls, self.fixture.replies
+        if step > len(blocks):
+            return ReplayDivergence(
+                step, None, "replies",
+                f"at step {step} the loop asked the model again, but the recording ended after "
+                f"{len(blocks)} model calls")
+        if step == 1:  # the specs are fixed for a run: compared once, before the messages
+            found = self._differs(compare_specs(step, self.fixture.tool_specs, tool_specs))
+            if found is not None:
+                return found
+        found = self._differs(compare_messages(step, self.fixture.messages_before(step), messages))
+        if found is not None:
+            return found
+        block = blocks[step - 1]
+        if "stop" in block:
+            return RecordedStop(block["stop"]["status"], block["stop"]["reason"])
+        found = self._differs(compare_calls(step, block, last=step == len(blocks)))
+        return found if found is not None else self.replies[step - 1]
+
+    def unrecorded(self, call: ToolCall) -> ReplayDivergence | None:
+        """The divergence of running ``call``, unless the recording handled it in the reply being worked on."""
+        blocks = self.fixture.replies
+        if self.calls == 0 or self.calls > len(blocks):
+            return None
+        handled = blocks[self.calls - 1].get("observations", [])
+        if any((o["call_id"], o["name"]) == (call.id, call.name) for o in handled):
+            return None
+        difference = unrecorded_run(self.calls, str(call.name), call.id)
+        self.differences.append(difference)
+        return difference
+
+    def _differs(self, difference: ReplayDivergence | None) -> ReplayDivergence | None:
+        """Note a difference; it ends a strict replay (returned), a lenient one goes on (None)."""
+        if difference is None:
+            return None
+        self.differences.append(difference)
+        return difference if self.strict else None

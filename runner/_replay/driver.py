@@ -1,0 +1,129 @@
+"""The replay driver: it performs the loop's actions from a recording, beside the sync and async drivers.
+
+``CallModel`` is answered by the ``ReplayModel`` (the recorded reply, once what the
+loop shows has been compared with what the recorded model was shown). ``CallTool``
+runs the tool for real, in strict replay only for a call the recording handled. A
+``Checkpoint`` stops the run where the recording's part stopped (a deadline, a
+cancel, a crash). A divergence is returned, never raised: the driver ends the run
+there itself, so nothing between the loop and the driver can catch it.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import NamedTuple
+
+from .._log import statuses
+from .._loop.core import AgentCore
+from .._loop.results import Action, AgentResult, CallModel, CallTool, Checkpoint, Outcome
+from .._loop.sync import at_checkpoint, perform
+from .._text import describe_exception
+from ..errors import ReplayDivergence
+from ..messages import Message, ModelReply, ToolCall, ToolSpec
+from .fixture import CRASHED, INTERRUPTIBLE
+from .parts import PartEnd
+from .scripted import RecordedStop, ReplayModel
+
+# Why a crashed part is stopped without a call in doubt: the recorded process stopped there.
+CRASH_REASON = "the recorded process stopped here"
+
+
+class PartResult(NamedTuple):
+    """How a replayed part ended: its result (None where it gave up as the recorded
+    process died), and the divergence that ended it, if one did."""
+
+    result: AgentResult | None
+    divergence: ReplayDivergence | None
+
+
+class DueStop(NamedTuple):
+    """A recorded stop with an outside cause, to reproduce at a checkpoint once the part's
+    replies are played: before ``call_id``, or before the next model call (None)."""
+
+    status: str
+    reason: str
+    call_id: str | None
+
+
+class ReplayDriver:
+    """Drives one part of a replay: ``core`` until it ends as the recording's part did (``end``)."""
+
+    def __init__(self, core: AgentCore, model: ReplayModel, end: PartEnd) -> None:
+        self.core, self.model, self.end = core, model, end
+        self.due = due_stop(model, end)
+
+    def drive(self) -> PartResult:
+        """Perform the core's actions until it returns, diverges, or gives up where the recorded process died."""
+        core = self.core
+        core.checkpoints = True  # the recording says where the run stops, whatever its limits
+        decisions = core.run()
+        diverged: ReplayDivergence | None = None
+        try:
+            action = next(decisions)
+            while True:
+                done = self.perform(action)
+                match done:
+                    case Outcome():
+                        action = decisions.send(done)
+                    case ReplayDivergence():
+                        decisions.close()
+                        diverged = done
+                        # The recorded model has no reply for what the loop showed: a model error, with no reply.
+                        decisions = core.end(statuses.MODEL_ERROR, describe_exception(done), done, instead_of=action)
+                        action = next(decisions)
+                    case None:
+                        decisions.close()  # nothing more is recorded, as when the process died
+                        return PartResult(None, None)
+        except StopIteration as finished:
+            return PartResult(finished.value, diverged)
+        except BaseException as exc:
+            decisions.close()
+            core.abort(exc)
+            raise
+
+    def perform(self, action: Action) -> Outcome | ReplayDivergence | None:
+        """The outcome of ``action``, the divergence it shows, or None to give up as the recorded process died."""
+        match action:
+            case CallModel(messages=messages, specs=specs):
+                return self._answer(messages, specs)
+            case Checkpoint(call=call):
+                return self._checkpoint(call)
+            case CallTool(call=call):
+                end = self.end
+                if end.crashed and call.id in end.in_doubt and self.model.calls == end.after_replies:
+                    return None  # the recorded process died with this call handed over
+                unrecorded = self.model.unrecorded(call) if self.model.strict else None
+                return unrecorded if unrecorded is not None else perform(self.core, action)
+            case _:
+                return perform(self.core, action)
+
+    def _answer(self, messages: list[Message], specs: list[ToolSpec]) -> Outcome | ReplayDivergence:
+        started = time.monotonic()
+        answer = self.model.answer(messages, specs)
+        elapsed = time.monotonic() - started
+        match answer:
+            case ModelReply():
+                return Outcome(value=answer, elapsed_s=elapsed)
+            case RecordedStop(status, reason):
+                return Outcome(stop=status, reason=reason, elapsed_s=elapsed)
+            case ReplayDivergence():
+                return answer
+
+    def _checkpoint(self, call: ToolCall | None) -> Outcome:
+        due = self.due
+        if due is not None and self.model.calls == self.end.after_replies \
+                and due.call_id == (call.id if call is not None else None):
+            return Outcome(stop=due.status, reason=due.reason)
+        return at_checkpoint(self.core)  # the replay's own deadline and cancel event
+
+
+def due_stop(model: ReplayModel, end: PartEnd) -> DueStop | None:
+    """Where a deadline, cancel or crash stopped the recording's part outside a model call, if it did."""
+    if end.status not in (*INTERRUPTIBLE, CRASHED) or end.in_doubt:
+        return None
+    replies = end.after_replies
+    if replies and "stop" in model.fixture.replies[replies - 1]:
+        return None  # the recorded stop block replays it
+    if end.crashed:
+        return DueStop(statuses.CANCELLED, CRASH_REASON, end.stopped_before_call)
+    return DueStop(end.status, end.error or end.status, end.stopped_before_call)
