@@ -5,7 +5,7 @@
     ├── ScriptError         a scripted model was used outside its script
     │   └── ScriptExhausted called more often than it has replies
     ├── StoreError          the event log cannot be opened, read or written
-    ├── StopRun             a model ends the run with a given status (replay's seam)
+    ├── StopRun             deprecated: nothing raises it, and the loop gives it no meaning
     ├── FixtureError        a replay fixture cannot be read
     ├── ReplayDivergence    a replay differs from its recording
     └── CannotResume        a run cannot be resumed (it is done, say)
@@ -58,10 +58,11 @@ class RunNotFound(StoreError):
 
 
 class StopRun(RunnerError):
-    """Raised by a model to end the run with ``status`` (never ``done``).
+    """Deprecated: kept so that imports of it still work; nothing raises it any more.
 
-    Replay raises it to reproduce a recorded stop that had an outside cause (a
-    deadline or cancel while the model was thinking, a model that raised).
+    Replay reproduces a recorded stop through its own driver now, and the loop no
+    longer treats this class specially: a model raising it ends its run with
+    ``model_error``, as any exception does.
     """
 
     def __init__(self, status: str, reason: str) -> None:

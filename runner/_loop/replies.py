@@ -17,7 +17,6 @@ from typing import Any, Final
 
 from .._log import statuses as st
 from .._text import describe_exception
-from ..errors import StopRun
 from ..messages import CUT_OFF_STOP_REASONS, REFUSAL_STOP_REASONS, ModelReply, ToolCall, Usage
 from . import observations as obs
 from .limits import Limits
@@ -43,8 +42,6 @@ def failed_call(outcome: Outcome, seen_ids: Collection[str], limits: Limits) -> 
             return outcome.reason, outcome.stop, None, (outcome.stop, outcome.reason)
         return outcome.stop, outcome.stop, None, (outcome.stop, obs.stop_reason(outcome.stop, limits, "the model"))
     error = outcome.error
-    if isinstance(error, StopRun) and error.status in st.STATUSES and error.status != st.DONE:
-        return error.reason, error.status, None, (error.status, error.reason)
     if error is not None:
         text = describe_exception(error)
         return text, type(error).__name__, None, (st.MODEL_ERROR, text)
