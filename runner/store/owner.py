@@ -1,15 +1,17 @@
-"""Which process owns a run: an identity a reused pid cannot fake.
+"""Which process owns a run: an identity a reused pid cannot fake, and whether it still runs.
 
-A run records its owner as ``host:pid@start/boot``: the process's start time in
-clock ticks since boot (field 22 of ``/proc/<pid>/stat``) and the kernel's boot id
-(``/proc/sys/kernel/random/boot_id``). A pid alone lies: the killed run's pid 1 in a
-container is the next container's pid 1, and pids wrap. On this host an owner is
-alive only when its pid runs AND started at the recorded tick of the same boot.
+A run records its owner as ``host:pid@start/boot/pidns``: the process's start time in
+clock ticks since boot (field 22 of ``/proc/<pid>/stat``), the kernel's boot id
+(``/proc/sys/kernel/random/boot_id``) and its PID namespace (the inode of
+``/proc/self/ns/pid``). A pid alone lies: the killed run's pid 1 in a container is the
+next container's pid 1, pids wrap, and containers that share a hostname (host
+networking) each have their own pid 1. An owner's process is checked only where it can
+be seen (same host, same boot, same PID namespace): there it is alive only when its pid
+runs, is no zombie, and started at the recorded tick. Elsewhere its heartbeat decides.
 
 Without ``/proc`` (macOS) the owner is the older ``host:pid`` and only the pid is
-checked; owners of that form written by earlier versions are read the same way.
-This pair (make an identity, parse and check one) is the seam a heartbeat lease and
-an atomic owner compare-and-set build on.
+checked; owners of that form, or of ``host:pid@start/boot``, written by earlier versions
+are read the same way.
 """
 
 from __future__ import annotations
@@ -22,24 +24,28 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PROC = Path("/proc")
-_NEW = re.compile(r"(?P<host>.*):(?P<pid>\d+)@(?P<start>\d+)/(?P<boot>[0-9A-Za-z-]*)")
+_NEW = re.compile(r"(?P<host>.*):(?P<pid>\d+)@(?P<start>\d+)/(?P<boot>[0-9A-Za-z-]*)(?:/(?P<pidns>\d+))?")
 _OLD = re.compile(r"(?P<host>.*):(?P<pid>\d+)")
+_GONE_STATES = frozenset("ZX")  # zombie (killed, not yet reaped by its parent), dead
 
 
 @dataclass(frozen=True, slots=True)
 class Owner:
-    """A process identity; ``start``/``boot`` are None when they could not be read."""
+    """A process identity; ``start``/``boot``/``pidns`` are None when they could not be read."""
 
     host: str
     pid: int
     start: int | None = None
     boot: str | None = None
+    pidns: int | None = None
     text: str = field(init=False, repr=False, compare=False)  # as written to ``owner``, formatted once
 
     def __post_init__(self) -> None:
         text = f"{self.host}:{self.pid}"
         if self.start is not None:
             text += f"@{self.start}/{self.boot or ''}"
+            if self.pidns is not None:
+                text += f"/{self.pidns}"
         object.__setattr__(self, "text", text)
 
     def __str__(self) -> str:
@@ -54,37 +60,62 @@ def owner_id() -> str:
 @functools.cache
 def this_process(pid: int) -> Owner:
     """Cached per pid: a forked child gets its own identity."""
-    return Owner(socket.gethostname(), pid, start_ticks(pid), boot_id())
+    start = start_ticks(pid)
+    return Owner(socket.gethostname(), pid, start, boot_id(), pid_namespace() if start is not None else None)
 
 
 def parse_owner(text: str | None) -> Owner | None:
-    """The identity in an ``owner`` column (either form), or None when it is not one."""
+    """The identity in an ``owner`` column (any form), or None when it is not one."""
     if not text:
         return None
     found = _NEW.fullmatch(text)
     if found is not None:
-        return Owner(found["host"], int(found["pid"]), int(found["start"]), found["boot"] or None)
+        pidns = found["pidns"]
+        return Owner(found["host"], int(found["pid"]), int(found["start"]), found["boot"] or None,
+                     int(pidns) if pidns is not None else None)
     found = _OLD.fullmatch(text)
     return None if found is None else Owner(found["host"], int(found["pid"]))
 
 
+def visible(owner: Owner) -> bool:
+    """Whether this process can check ``owner``'s process itself: same host, boot and PID namespace.
+
+    Another boot may be this machine before a reboot or another machine of the same name,
+    another namespace a container sharing the host's name: both are for the heartbeat to judge.
+    An owner of an older form (no namespace recorded) is checked as it always was.
+    """
+    if owner.host != socket.gethostname():
+        return False
+    if owner.boot is not None and owner.boot != boot_id():
+        return False
+    return owner.pidns is None or owner.pidns == pid_namespace()
+
+
 def owner_alive(owner: Owner) -> bool:
-    """Whether ``owner`` (a process on this host) is still running: same boot, same pid, same start."""
+    """Whether ``owner`` (a process this one can see) is still running: same pid, same start, no zombie."""
     if owner.start is None or not (PROC / "self" / "stat").is_file():
         return pid_alive(owner.pid)
-    boot = boot_id()
-    if owner.boot is not None and boot is not None and owner.boot != boot:
-        return False  # the machine rebooted since: every process of that boot is gone
-    return start_ticks(owner.pid) == owner.start
+    found = proc_stat(owner.pid)
+    return found is not None and found[0] not in _GONE_STATES and found[1] == owner.start
+
+
+def proc_stat(pid: int) -> tuple[str, int] | None:
+    """The state (field 3) and start time (field 22) of ``/proc/<pid>/stat``, or None.
+
+    Both are read after the command name, which may hold spaces and parentheses.
+    """
+    try:
+        text = (PROC / str(pid) / "stat").read_text(encoding="ascii", errors="replace")
+        fields = text[text.rindex(")") + 2:].split()
+        return fields[0], int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def start_ticks(pid: int) -> int | None:
-    """Field 22 of ``/proc/<pid>/stat`` (after the command name, which may hold spaces and parentheses)."""
-    try:
-        text = (PROC / str(pid) / "stat").read_text(encoding="ascii", errors="replace")
-        return int(text[text.rindex(")") + 2:].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
+    """Field 22 of ``/proc/<pid>/stat``: when the process started, in clock ticks since boot."""
+    found = proc_stat(pid)
+    return None if found is None else found[1]
 
 
 def boot_id() -> str | None:
@@ -94,8 +125,16 @@ def boot_id() -> str | None:
         return None
 
 
+def pid_namespace() -> int | None:
+    """The inode of this process's PID namespace (``/proc/self/ns/pid``), or None without one to read."""
+    try:
+        return (PROC / "self" / "ns" / "pid").stat().st_ino
+    except OSError:
+        return None
+
+
 def pid_alive(pid: int) -> bool:
-    """Whether some process has this pid (signal 0 checks without sending anything)."""
+    """Whether some process has this pid (signal 0 checks without sending anything), a zombie not counted."""
     if pid == os.getpid():
         return True
     try:
@@ -104,4 +143,6 @@ def pid_alive(pid: int) -> bool:
         return True
     except OSError:
         return False
-    return True
+    found = proc_stat(pid)
+    return found is None or found[0] not in _GONE_STATES
+

@@ -1,16 +1,15 @@
 """What the store returns: frozen values with attributes, never bare rows.
 
 ``liveness`` tells an unfinished run whose process died from one still going:
-``finished`` (status is not ``running``), ``live``, ``dead`` (the owner process on
-this host is gone, or its pid now belongs to another process: see ``owner``) or
-``stale`` (owned by another host and silent for longer than ``STALE_AFTER_S``: a live
-run refreshes ``heartbeat_at`` at every commit and every ``store.lease.HEARTBEAT_S``
-in between).
+``finished`` (status is not ``running``), ``live``, ``dead`` (the owner process, one
+this process can see, is gone, or its pid now belongs to another process: see
+``owner``) or ``stale`` (an owner it cannot see, silent for longer than
+``STALE_AFTER_S``: a live run refreshes ``heartbeat_at`` at every commit and every
+``store.lease.HEARTBEAT_S`` in between).
 """
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -18,7 +17,7 @@ from typing import Any, Final
 
 from ..events import Event, RunFinished, RunResumed, RunStarted
 from ..messages import Message
-from .owner import owner_alive, parse_owner
+from .owner import owner_alive, parse_owner, visible
 
 STALE_AFTER_S: Final = 30.0  # three missed heartbeats (store.lease.HEARTBEAT_S)
 FINISHED: Final = "finished"
@@ -88,7 +87,7 @@ def liveness(status: str, owner: str | None, heartbeat_at: datetime | None,
     if status != "running":
         return FINISHED
     found = parse_owner(owner)
-    if found is not None and found.host == socket.gethostname():
+    if found is not None and visible(found):
         return LIVE if owner_alive(found) else DEAD
     now = now or datetime.now(UTC)
     if heartbeat_at is None or now - heartbeat_at > timedelta(seconds=stale_after_s):

@@ -1,0 +1,135 @@
+"""Liveness against a hostile probe: a zombie owner, an owner in another PID namespace. Real processes.
+
+The owning process is ``tests.durable_child`` (its tool hangs until killed when ``hang-REF``
+exists); the checker is this process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import update
+
+from runner import open_store
+from runner._loop.resume import resume
+from runner.errors import RunInUse
+from runner.store import RunStore
+from runner.store.owner import owner_id, parse_owner
+from runner.store.tables import runs
+from tests.durable_child import PlanModel, ran, tools
+
+ROOT = Path(__file__).resolve().parent.parent
+RUN_ID = "1e" * 16
+LOOKUP = [[["c1", "lookup", {"ref": "r1"}]]]
+
+
+def child(store_url: str, workdir: Path, plan: Any, *args: str, prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
+    return subprocess.Popen([*prefix, sys.executable, "-m", "tests.durable_child", store_url, str(workdir),
+                             json.dumps(plan), *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+
+
+def hanging_in_its_tool(store_url: str, workdir: Path, prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
+    """A child that owns run ``RUN_ID`` and hangs inside its one tool call (its run live, beating)."""
+    (workdir / "hang-r1").touch()
+    proc = child(store_url, workdir, LOOKUP, "run", RUN_ID, prefix=prefix)
+    deadline = time.monotonic() + 30
+    while "lookup r1" not in ran(workdir):
+        if proc.poll() is not None:
+            raise AssertionError(f"child exited early: {proc.communicate()}")
+        assert time.monotonic() < deadline, "the child never ran its tool"
+        time.sleep(0.01)
+    return proc
+
+
+def state_of(pid: int) -> str:
+    """Field 3 of /proc/<pid>/stat, read independently of the code under test."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2:].split()[0]
+
+
+def age_heartbeat(store: RunStore, run_id: str, seconds: float) -> None:
+    with store.engine.begin() as conn:
+        conn.execute(update(runs).where(runs.c.run_id == run_id).values(
+            heartbeat_at=datetime.now(UTC) - timedelta(seconds=seconds)))
+
+
+# -- a zombie owner ---------------------------------------------------------------
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs /proc (Linux)")
+def test_a_killed_owner_its_parent_has_not_reaped_yet_is_dead(store_url: str, tmp_path: Path) -> None:
+    """SIGKILLed, not yet waited for: a zombie keeps its pid and start time, and is dead all the same."""
+    proc = hanging_in_its_tool(store_url, tmp_path)
+    try:
+        os.kill(proc.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 10
+        while state_of(proc.pid) != "Z":  # not reaped: this test is its parent and has not waited
+            assert time.monotonic() < deadline, "the killed child never became a zombie"
+            time.sleep(0.01)
+        with open_store(store_url) as store:
+            assert store.get_run(RUN_ID).liveness == "dead"
+            result = resume(store, RUN_ID, PlanModel(LOOKUP), tools(tmp_path))
+            assert (result.status, result.answer) == ("done", "all done")
+        assert state_of(proc.pid) == "Z"  # still unreaped while it was judged
+    finally:
+        proc.kill()
+        proc.communicate(timeout=10)
+    assert ran(tmp_path) == ["lookup r1", "lookup r1"]  # the read-only call in doubt ran again
+
+
+# -- an owner in another PID namespace ----------------------------------------------------------
+
+
+def _unshare_works() -> bool:
+    if shutil.which("unshare") is None or not Path("/proc/self/ns/pid").exists():
+        return False
+    try:
+        return subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True,
+                              timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
+needs_unshare = pytest.mark.skipif(not _unshare_works(), reason="needs unshare(1) of PID namespaces (root on Linux)")
+IN_NEW_PID_NAMESPACE = ("unshare", "--pid", "--fork", "--mount-proc", "--kill-child")
+
+
+@needs_unshare
+def test_a_live_owner_in_another_pid_namespace_is_live_until_its_heartbeat_goes_stale(
+        store_url: str, tmp_path: Path) -> None:
+    """Containers sharing a hostname (host networking) each have their own pids: the owner's pid 1
+    is not this namespace's pid 1, so the checker waits for its heartbeat to go stale."""
+    proc = hanging_in_its_tool(store_url, tmp_path, prefix=IN_NEW_PID_NAMESPACE)
+    try:
+        with open_store(store_url) as store:
+            run = store.get_run(RUN_ID)
+            assert run.liveness == "live"
+            owner, me = parse_owner(run.owner), parse_owner(owner_id())
+            assert owner is not None
+            assert me is not None
+            assert (owner.host, owner.boot, owner.pid) == (me.host, me.boot, 1)  # pid 1 of its own namespace
+            assert owner.pidns != me.pidns
+            with pytest.raises(RunInUse):
+                resume(store, RUN_ID, PlanModel(LOOKUP), tools(tmp_path))
+            proc.kill()  # unshare, and with it (--kill-child) the owner
+            proc.communicate(timeout=10)
+            assert store.get_run(RUN_ID).liveness == "live"  # nothing here can tell it died: its beat is fresh
+            age_heartbeat(store, RUN_ID, 31)
+            assert store.get_run(RUN_ID).liveness == "stale"
+            result = resume(store, RUN_ID, PlanModel(LOOKUP), tools(tmp_path))
+            assert result.status == "done"
+    finally:
+        proc.kill()
+        proc.communicate(timeout=10)
+    assert ran(tmp_path) == ["lookup r1", "lookup r1"]  # once by the owner, once after it went stale
