@@ -1,4 +1,5 @@
-"""Liveness against a hostile probe: a zombie owner, an owner in another PID namespace. Real processes.
+"""Liveness against a hostile probe: a zombie owner, an owner in another PID namespace, a checker
+whose clock runs ahead. Real processes, real clocks.
 
 The owning process is ``tests.durable_child`` (its tool hangs until killed when ``hang-REF``
 exists); the checker is this process.
@@ -23,7 +24,9 @@ from sqlalchemy import update
 from runner import open_store
 from runner._loop.resume import resume
 from runner.errors import RunInUse
-from runner.store import RunStore
+from runner.pool.queued import due_for_publish, record_queued
+from runner.store import RunStore, records
+from runner.store.lease import Heartbeat
 from runner.store.owner import owner_id, parse_owner
 from runner.store.tables import runs
 from tests.durable_child import PlanModel, ran, tools
@@ -133,3 +136,41 @@ def test_a_live_owner_in_another_pid_namespace_is_live_until_its_heartbeat_goes_
         proc.kill()
         proc.communicate(timeout=10)
     assert ran(tmp_path) == ["lookup r1", "lookup r1"]  # once by the owner, once after it went stale
+
+
+# -- a checker whose clock runs ahead -----------------------------------------------------------
+
+
+class Ahead(datetime):
+    """``datetime`` whose ``now`` is 40 s ahead: the clock of a host that drifted."""
+
+    @classmethod
+    def now(cls, tz: Any = None) -> Ahead:
+        return datetime.now(tz) + timedelta(seconds=40)  # type: ignore[return-value]
+
+
+def test_a_checker_whose_clock_runs_ahead_judges_heartbeats_by_the_database_clock(
+        store: RunStore, store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On PostgreSQL heartbeats are the server's clock and so is their age: another host's live
+    run stays live for a checker 40 s ahead. SQLite is one machine's file: its own clock judges."""
+    run_id = record_queued(store, "job", "tipper")
+    other = "elsewhere:7@1/b/1"  # a worker on another host, driving the run and beating for it
+    with store.engine.begin() as conn:
+        conn.execute(update(runs).where(runs.c.run_id == run_id).values(
+            status="running", owner=other, updated_at=datetime.now(UTC) - timedelta(seconds=60)))
+    beating = Heartbeat(store.engine, lambda: other, interval_s=3600.0)
+    beating.add(run_id)
+    beating.beat()
+    beating.stop()
+    monkeypatch.setattr(records, "datetime", Ahead)  # the checker's clock, from here on
+    from runner.pool import queued
+
+    monkeypatch.setattr(queued, "datetime", Ahead)
+    if store_url.startswith("sqlite"):
+        assert store.get_run(run_id).liveness == "stale"
+        return
+    assert store.get_run(run_id).liveness == "live"
+    assert [r.liveness for r in store.list_runs(status="running")] == ["live"]
+    assert due_for_publish(store, 30.0) == []  # a pool's sweep does not hand it to another worker
+    with pytest.raises(RunInUse):
+        store.claim_run(store.get_run(run_id))

@@ -33,7 +33,7 @@ from ..store import RunStore
 from ..store.engine import one_line
 from ..store.owner import owner_id
 from ..store.recording import NAME_WIDTH, column, dumps, label_rows
-from ..store.records import DEAD, STALE, liveness
+from ..store.records import DEAD, STALE, database_now, liveness
 from ..store.tables import events, run_cancels, run_labels, runs
 from .agents import PoolError
 
@@ -174,12 +174,13 @@ def due_for_publish(store: RunStore, older_than_s: float, queue: str | None = No
     with store.reading() as conn:
         rows = conn.execute(query).all()
         submitted = _queues(conn, [row[0] for row in rows])
+        heartbeat_clock = database_now(conn) or now  # the server's on PostgreSQL, as the heartbeats are
     mine = queue or DEFAULT_QUEUE
     due: list[Touched] = []
     for run_id, status, owner, heartbeat_at, updated_at in rows:
         if run_id not in submitted or (submitted[run_id] or DEFAULT_QUEUE) != mine:
             continue
-        if status == st.RUNNING and liveness(status, owner, heartbeat_at, now) not in (DEAD, STALE):
+        if status == st.RUNNING and liveness(status, owner, heartbeat_at, heartbeat_clock) not in (DEAD, STALE):
             continue
         touch = (update(runs).where(runs.c.run_id == run_id, runs.c.status == status,
                                     runs.c.updated_at == updated_at).values(updated_at=now))

@@ -4,8 +4,9 @@ A run's row names its ``owner`` (the process driving it) and when that owner las
 showed signs of life (``heartbeat_at``). While a run is live its process refreshes
 the heartbeat every ``HEARTBEAT_S`` from a background thread, even while the model
 or a tool is busy for minutes, so a run whose process died is seen as gone after
-``LEASE_S`` on any host (and at once on the owner's own host, where the process
-itself can be checked).
+``LEASE_S`` anywhere (and at once where the process itself can be checked: its host,
+boot and PID namespace). On PostgreSQL the heartbeat is the server's clock (``now()``),
+never the process's: hosts whose clocks disagree still agree on a heartbeat's age.
 
 Taking a run over is one ``UPDATE ... WHERE`` the row is still exactly as the taker
 read it (status, owner, heartbeat): of two processes that race for a run, one
@@ -20,16 +21,24 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Final
 
-from sqlalchemy import Engine, select, update
+from sqlalchemy import ColumnElement, Engine, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
+from .._log.statuses import RUNNING
 from ..errors import StoreError
 from .engine import one_line
 from .records import STALE_AFTER_S, RunSummary
-from .tables import runs
+from .tables import UTCDateTime, runs
 
 HEARTBEAT_S: Final = 10.0
 LEASE_S: Final = STALE_AFTER_S
+
+
+def heartbeat_now(engine: Engine) -> datetime | ColumnElement[datetime]:
+    """What a heartbeat written now holds: the server's clock on PostgreSQL, this process's elsewhere."""
+    if engine.dialect.name == "postgresql":
+        return func.now(type_=UTCDateTime())
+    return datetime.now(UTC)
 
 
 def claim(engine: Engine, seen: RunSummary, owner: str) -> bool:
@@ -39,7 +48,8 @@ def claim(engine: Engine, seen: RunSummary, owner: str) -> bool:
                  .where(runs.c.run_id == seen.run_id, runs.c.status == seen.status,
                         runs.c.owner.is_not_distinct_from(seen.owner),
                         runs.c.heartbeat_at.is_not_distinct_from(seen.heartbeat_at))
-                 .values(owner=owner, status="running", heartbeat_at=now, updated_at=now, finished_at=None))
+                 .values(owner=owner, status=RUNNING, heartbeat_at=heartbeat_now(engine), updated_at=now,
+                         finished_at=None))
     try:
         with engine.begin() as conn:
             return conn.execute(statement).rowcount == 1
@@ -93,16 +103,15 @@ class Heartbeat:
         engine = self._engine()
         if not run_ids or engine is None:
             return
-        now = datetime.now(UTC)
-        mine = (runs.c.run_id.in_(run_ids), runs.c.owner == self._owner(), runs.c.status == "running")
+        mine = (runs.c.run_id.in_(run_ids), runs.c.owner == self._owner(), runs.c.status == RUNNING)
         if engine.dialect.name == "postgresql":
             # A row another transaction holds is a run's own commit under way, which refreshes its
             # heartbeat anyway: skip it rather than wait for it (or deadlock with a group commit
             # that locks the same runs in another order).
             free = select(runs.c.run_id).where(*mine).with_for_update(skip_locked=True).scalar_subquery()
-            statement = update(runs).where(runs.c.run_id.in_(free)).values(heartbeat_at=now)
+            statement = update(runs).where(runs.c.run_id.in_(free)).values(heartbeat_at=heartbeat_now(engine))
         else:
-            statement = update(runs).where(*mine).values(heartbeat_at=now)
+            statement = update(runs).where(*mine).values(heartbeat_at=heartbeat_now(engine))
         try:
             with engine.begin() as conn:
                 conn.execute(statement)

@@ -13,12 +13,12 @@ or many threads) share one engine's pool.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol, overload
 
-from sqlalchemy import Dialect, Engine, Insert, Table, bindparam
+from sqlalchemy import Dialect, Engine, Insert, Table, bindparam, func
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import UpdateBase
 
@@ -311,21 +311,28 @@ def statements(dialect: Dialect) -> dict[str, Prepared]:
         # On SQLite every timestamp the recorder writes is its clock's text already (``clock``).
         rendered = _TIMESTAMPS if dialect.name == "sqlite" else ()
 
+        # On PostgreSQL the heartbeat is the server's clock (see ``lease``): the row's own value is not sent.
+        server_clock = dialect.name == "postgresql"
+
         def prepared(statement: UpdateBase) -> Prepared:
             return Prepared(statement, dialect, rendered)
+
+        def values(names: Iterable[str]) -> dict[str, Any]:
+            return {name: func.now() if server_clock and name == "heartbeat_at"
+                    else bindparam(name, type_=runs.c[name].type) for name in names}
 
         def update(columns: tuple[str, ...]) -> Prepared:
             """A summary update fenced by the owner: it matches only while this process owns the run."""
             return prepared(runs.update().where(runs.c.run_id == bindparam("_run_id"),
-                                                runs.c.owner == bindparam("_owner")).values(
-                {name: bindparam(name, type_=runs.c[name].type) for name in columns}))
+                                                runs.c.owner == bindparam("_owner")).values(values(columns)))
         found = _STATEMENTS[key] = {
-            "runs": prepared(runs.insert()), "run_labels": prepared(_labels_upsert(dialect)),
+            "runs": prepared(runs.insert().values(values(c.name for c in runs.c))),
+            "run_labels": prepared(_labels_upsert(dialect)),
             "events": CopyInsert(events, dialect) if copy else prepared(events.insert()),
             "run_tools": prepared(_insert_new(run_tools, dialect)),
             "update_run": update(SUMMARY_COLUMNS), "update_progress": update(PROGRESS_COLUMNS),
             "start_queued": prepared(runs.update().where(runs.c.run_id == bindparam("_run_id")).values(
-                {c.name: bindparam(c.name, type_=c.type) for c in runs.c if c.name != "run_id"}))}
+                values(c.name for c in runs.c if c.name != "run_id")))}
         assert tuple(found["events"].names) == EVENT_COLUMNS  # the order the recorder builds its rows in
     return found
 

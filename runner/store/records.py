@@ -5,7 +5,8 @@
 this process can see, is gone, or its pid now belongs to another process: see
 ``owner``) or ``stale`` (an owner it cannot see, silent for longer than
 ``STALE_AFTER_S``: a live run refreshes ``heartbeat_at`` at every commit and every
-``store.lease.HEARTBEAT_S`` in between).
+``store.lease.HEARTBEAT_S`` in between). On PostgreSQL heartbeats are written and judged by the
+server's clock (``read_at``), so a host whose clock runs ahead sees no live run stale.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from sqlalchemy import ColumnElement, Connection, func, select
+
 from ..events import Event, RunFinished, RunResumed, RunStarted
 from ..messages import Message
 from .owner import owner_alive, parse_owner, visible
+from .tables import UTCDateTime
 
 STALE_AFTER_S: Final = 30.0  # three missed heartbeats (store.lease.HEARTBEAT_S)
 FINISHED: Final = "finished"
@@ -64,6 +68,8 @@ class RunSummary:
     finished_at: datetime | None
     owner: str | None
     heartbeat_at: datetime | None
+    # When the row was read, by the database server's clock (PostgreSQL; None: this process's clock judges).
+    read_at: datetime | None = field(default=None, kw_only=True, repr=False, compare=False)
 
     @property
     def finished(self) -> bool:
@@ -71,7 +77,7 @@ class RunSummary:
 
     @property
     def liveness(self) -> str:
-        return liveness(self.status, self.owner, self.heartbeat_at)
+        return liveness(self.status, self.owner, self.heartbeat_at, self.read_at)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +88,13 @@ class StoredRun(RunSummary):
     messages: list[Message] = field(default_factory=list)
 
 
-def liveness(status: str, owner: str | None, heartbeat_at: datetime | None,
-             now: datetime | None = None, stale_after_s: float = STALE_AFTER_S) -> str:
+def liveness(status: str, owner: str | None, heartbeat_at: datetime | None, now: datetime | None = None,
+             stale_after_s: float = STALE_AFTER_S) -> str:
+    """How a run with this ``status``, ``owner`` and ``heartbeat_at`` stands (see the module docstring).
+
+    ``now`` is the clock that judges the heartbeat: the database server's on PostgreSQL
+    (``database_clock``, ``database_now``), else this process's.
+    """
     if status != "running":
         return FINISHED
     found = parse_owner(owner)
@@ -93,6 +104,17 @@ def liveness(status: str, owner: str | None, heartbeat_at: datetime | None,
     if heartbeat_at is None or now - heartbeat_at > timedelta(seconds=stale_after_s):
         return STALE
     return LIVE
+
+
+def database_clock(dialect_name: str) -> tuple[ColumnElement[datetime], ...]:
+    """The ``read_at`` column to select with a run's row: the server's clock on PostgreSQL, else none."""
+    return (func.now(type_=UTCDateTime()).label("read_at"),) if dialect_name == "postgresql" else ()
+
+
+def database_now(conn: Connection) -> datetime | None:
+    """The database server's clock on PostgreSQL; None elsewhere (this process's clock judges)."""
+    clock = database_clock(conn.dialect.name)
+    return conn.execute(select(*clock)).scalar_one() if clock else None
 
 
 def summary_fields(row: Mapping[Any, Any], labels: dict[str, str], loads: Any) -> dict[str, Any]:

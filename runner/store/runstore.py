@@ -32,7 +32,7 @@ from .migrate import NoStoreError, ensure_schema, location, probe
 from .owner import owner_id
 from .prune import DEFAULT_BATCH, PrunedRun, PruneResult, count_events, delete_batch, plan, prunable_statuses
 from .recording import NAME_WIDTH, SpanSource, StoreRecorder, column, statements
-from .records import LIVE, RunSummary, StoredEvent, StoredRun, logged_text, summary_fields
+from .records import LIVE, RunSummary, StoredEvent, StoredRun, database_clock, logged_text, summary_fields
 from .tables import events, run_labels, run_tools, runs
 
 Label = tuple[str, str] | Mapping[str, str]
@@ -134,6 +134,7 @@ class RunStore:
         self.busy_timeout_s = busy_timeout_s
         self.closed = False
         self.heartbeat = Heartbeat(engine, owner_id)
+        self._clock = database_clock(engine.dialect.name)  # read with each run: its liveness's clock
         # One writer for every run this store records: concurrent runs share its commits.
         self.committer = GroupCommitter(engine, lambda: statements(engine.dialect))
         _OPEN.add(self)
@@ -250,7 +251,7 @@ class RunStore:
             raise ValueError(f"limit must be a non-negative integer, got {limit!r}")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
-        query, driver = self._matching(select(runs), status, since, until, tool, text, label)
+        query, driver = self._matching(select(runs, *self._clock), status, since, until, tool, text, label)
         query = query.order_by(driver.c.started_at.desc(), driver.c.run_id.desc()).limit(limit).offset(offset)
         with self.reading() as conn:
             rows = conn.execute(query).mappings().all()
@@ -320,7 +321,8 @@ class RunStore:
 
         Read through the index on ``parent_run_id``: ``show`` links a run to its children with it.
         """
-        query = select(runs).where(runs.c.parent_run_id == run_id).order_by(runs.c.started_at, runs.c.run_id)
+        query = (select(runs, *self._clock).where(runs.c.parent_run_id == run_id)
+                 .order_by(runs.c.started_at, runs.c.run_id))
         with self.reading() as conn:
             rows = conn.execute(query).mappings().all()
             labels = self._labels(conn, [row["run_id"] for row in rows])
@@ -329,7 +331,7 @@ class RunStore:
     def get_run(self, run_id: str) -> StoredRun:
         """The run with its events and rebuilt messages; ``RunNotFound`` (a ``StoreError``) if there is none."""
         with self.reading() as conn:
-            row = conn.execute(select(runs).where(runs.c.run_id == run_id)).mappings().first()
+            row = conn.execute(select(runs, *self._clock).where(runs.c.run_id == run_id)).mappings().first()
             if row is None:
                 raise RunNotFound(f"no run {run_id!r} in {shown(self.url)}")
             labels = self._labels(conn, [run_id]).get(run_id, {})
