@@ -1,5 +1,5 @@
-"""Liveness against a hostile probe: a zombie owner, an owner in another PID namespace, a checker
-whose clock runs ahead. Real processes, real clocks.
+"""Liveness against a hostile probe: a process that let go of a run, a zombie owner, an owner in
+another PID namespace, a checker whose clock runs ahead. Real processes, real locks, real clocks.
 
 The owning process is ``tests.durable_child`` (its tool hangs until killed when ``hang-REF``
 exists); the checker is this process.
@@ -7,28 +7,35 @@ exists); the checker is this process.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 from sqlalchemy import update
 
-from runner import open_store
+from runner import ModelReply, ToolRegistry, open_store
+from runner._loop.aio import arun_agent
 from runner._loop.resume import resume
-from runner.errors import RunInUse
+from runner._loop.sync import run_agent
+from runner.errors import RunInUse, StoreError
 from runner.pool.queued import due_for_publish, record_queued
 from runner.store import RunStore, records
 from runner.store.lease import Heartbeat
 from runner.store.owner import owner_id, parse_owner
 from runner.store.tables import runs
+from tests.conftest import BACKENDS
 from tests.durable_child import PlanModel, ran, tools
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -174,3 +181,124 @@ def test_a_checker_whose_clock_runs_ahead_judges_heartbeats_by_the_database_cloc
     assert due_for_publish(store, 30.0) == []  # a pool's sweep does not hand it to another worker
     with pytest.raises(RunInUse):
         store.claim_run(store.get_run(run_id))
+
+
+# -- a process that let go of a run ---------------------------------------------------------------
+
+
+class Breakable(NamedTuple):
+    """A store whose writes can be made to fail (``cut``) and work again (``mend``)."""
+
+    store: RunStore
+    url: str
+    cut: Callable[[], object]
+    mend: Callable[[], object]
+
+
+@contextmanager
+def _sqlite_breakable(tmp_path: Path) -> Iterator[Breakable]:
+    """Writes fail while another connection holds the write lock past a short busy timeout."""
+    path = tmp_path / "runs.db"
+    store = open_store(path, busy_timeout_s=0.05)
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)  # an async model's thread cuts
+
+    def mend() -> None:
+        if holder.in_transaction:
+            holder.execute("ROLLBACK")
+
+    try:
+        yield Breakable(store, f"sqlite:///{path}", lambda: holder.execute("BEGIN IMMEDIATE"), mend)
+    finally:
+        mend()
+        holder.close()
+        store.close()
+
+
+@contextmanager
+def _postgres_breakable(request: pytest.FixtureRequest) -> Iterator[Breakable]:
+    """Writes fail while a proxy to the server drops every connection and refuses new ones for
+    longer than a commit waits for the server."""
+    import runner.store.transaction as transaction
+    from tests.test_store_group_commit import store_behind_a_proxy
+
+    monkeypatch = request.getfixturevalue("monkeypatch")
+    monkeypatch.setattr(transaction, "RECONNECT_S", 0.3)
+    with store_behind_a_proxy(request.getfixturevalue("pg_admin")) as (store, proxy):
+        def mend() -> None:
+            proxy.down_until = 0.0
+
+        yield Breakable(store, store.url.render_as_string(hide_password=False), lambda: proxy.cut(3600.0), mend)
+
+
+@pytest.fixture(params=BACKENDS)
+def breakable(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Breakable]:
+    with _sqlite_breakable(tmp_path) if request.param == "sqlite" else _postgres_breakable(request) as found:
+        yield found
+
+
+class CuttingModel(PlanModel):
+    """``PlanModel`` that makes the store fail as it replies: the commit before the tool fails, and
+    so does the close that follows it."""
+
+    def __init__(self, plan: Any, cut: Callable[[], object]) -> None:
+        super().__init__(plan)
+        self.cut = cut
+
+    def __call__(self, messages: Any, tool_specs: Any) -> ModelReply:
+        self.cut()
+        return super().__call__(messages, tool_specs)
+
+
+def _abandoned(breakable: Breakable, workdir: Path, *, driver: str = "sync") -> None:
+    """Run ``RUN_ID`` until its commits fail, its close too; then mend the store."""
+    model = CuttingModel(LOOKUP, breakable.cut)
+    options: dict[str, Any] = {"store": breakable.store, "run_id": RUN_ID, "max_steps": 20, "token_budget": 100_000}
+
+    def drive() -> object:
+        if driver == "async":
+            return asyncio.run(arun_agent("Do the plan.", model, tools(workdir), **options))
+        return run_agent("Do the plan.", model, tools(workdir), **options)
+
+    with pytest.raises(StoreError, match=rf"^cannot write run {RUN_ID} to the store: "):
+        drive()
+    breakable.mend()
+    assert ran(workdir) == []  # its tool never ran: its start could not be committed
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_run_whose_close_failed_is_resumable_in_the_same_process_once_the_store_is_back(
+        breakable: Breakable, tmp_path: Path, driver: str) -> None:
+    _abandoned(breakable, tmp_path, driver=driver)
+    store = breakable.store
+    run = store.get_run(RUN_ID)
+    assert run.status == "running"  # its close never reached the store
+    assert run.liveness != "live"
+    owners_seen: list[str | None] = []
+
+    def lookup(ref: str) -> str:
+        store.heartbeat.release()  # a release still owed would be written now: none is, the run is ours again
+        owners_seen.append(store.get_run(RUN_ID).owner)
+        return f"found {ref}"
+
+    registry = ToolRegistry()
+    registry.register("lookup", "Look up.", {"type": "object", "properties": {"ref": {"type": "string"}}}, lookup)
+    result = resume(store, RUN_ID, PlanModel(LOOKUP), registry)
+    assert (result.status, result.answer) == ("done", "all done")
+    assert owners_seen == [owner_id()]
+    assert (store.get_run(RUN_ID).status, store.get_run(RUN_ID).owner) == ("done", owner_id())
+
+
+def test_a_run_whose_close_failed_is_released_for_other_processes_once_the_store_is_back(
+        breakable: Breakable, tmp_path: Path) -> None:
+    _abandoned(breakable, tmp_path)
+    deadline = time.monotonic() + 10
+    while breakable.store.get_run(RUN_ID).owner is not None and time.monotonic() < deadline:
+        time.sleep(0.05)  # the release is written as soon as the store takes writes again
+    run = breakable.store.get_run(RUN_ID)
+    assert (run.status, run.owner, run.heartbeat_at, run.liveness) == ("running", None, None, "stale")
+    resumer = child(breakable.url, tmp_path, LOOKUP, "resume", RUN_ID)  # while this process lives on
+    out, err = resumer.communicate(timeout=60)
+    assert resumer.returncode == 0, err
+    assert json.loads(out)["status"] == "done"
+    assert ran(tmp_path) == ["lookup r1"]
+    assert breakable.store.get_run(RUN_ID).status == "done"

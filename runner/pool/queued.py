@@ -180,7 +180,8 @@ def due_for_publish(store: RunStore, older_than_s: float, queue: str | None = No
     for run_id, status, owner, heartbeat_at, updated_at in rows:
         if run_id not in submitted or (submitted[run_id] or DEFAULT_QUEUE) != mine:
             continue
-        if status == st.RUNNING and liveness(status, owner, heartbeat_at, heartbeat_clock) not in (DEAD, STALE):
+        if status == st.RUNNING and liveness(status, owner, heartbeat_at, heartbeat_clock,
+                                             run_id=run_id) not in (DEAD, STALE):
             continue
         touch = (update(runs).where(runs.c.run_id == run_id, runs.c.status == status,
                                     runs.c.updated_at == updated_at).values(updated_at=now))

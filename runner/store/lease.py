@@ -11,13 +11,20 @@ never the process's: hosts whose clocks disagree still agree on a heartbeat's ag
 Taking a run over is one ``UPDATE ... WHERE`` the row is still exactly as the taker
 read it (status, owner, heartbeat): of two processes that race for a run, one
 update matches and the other matches nothing. A worker pool relies on this too.
+
+A process that stops driving a run whose close it could not commit (the store was
+locked, or the server gone) lets go of it (``Heartbeat.let_go``): it remembers so at
+once, and releases the row (no owner, no heartbeat) as soon as the store takes writes
+again, so the run can be resumed there and then, here or in any other process.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Final
 
@@ -27,11 +34,13 @@ from sqlalchemy.exc import SQLAlchemyError
 from .._log.statuses import RUNNING
 from ..errors import StoreError
 from .engine import one_line
+from .owner import forget_let_go, remember_let_go, was_let_go
 from .records import STALE_AFTER_S, RunSummary
 from .tables import UTCDateTime, runs
 
 HEARTBEAT_S: Final = 10.0
 LEASE_S: Final = STALE_AFTER_S
+RELEASE_RETRY_S: Final = 1.0  # how often a run this process let go of is offered back while the store fails
 
 
 def heartbeat_now(engine: Engine) -> datetime | ColumnElement[datetime]:
@@ -57,12 +66,30 @@ def claim(engine: Engine, seen: RunSummary, owner: str) -> bool:
         raise StoreError(f"cannot take over run {seen.run_id}: {one_line(exc)}") from None
 
 
+def take_over(engine: Engine, seen: RunSummary, owner: str, heartbeat: Heartbeat) -> bool:
+    """``claim``, for a run this process may have let go of since ``seen`` was read.
+
+    Its release may have reached the row meanwhile (no owner, no heartbeat): the claim
+    is then made on the released row. No release of the run goes out while it is taken,
+    and none after: the run is this process's again.
+    """
+    with heartbeat.holding_releases():
+        taken = claim(engine, seen, owner)
+        if not taken and was_let_go(seen.run_id, seen.owner):
+            taken = claim(engine, replace(seen, owner=None, heartbeat_at=None), owner)
+        if taken:
+            heartbeat.taken_back(seen.run_id)
+    return taken
+
+
 class Heartbeat:
     """Refreshes ``heartbeat_at`` of the runs this process drives, every ``interval_s``.
 
     One daemon thread per store, started with the first run and idle (gone) when
     none is left. A failed refresh is retried at the next beat: the commits of the
     runs themselves refresh the heartbeat too, so one missed beat loses nothing.
+    The same thread releases the runs this process let go of (``let_go``), every
+    ``RELEASE_RETRY_S`` until the store takes the write.
     """
 
     def __init__(self, engine: Engine, owner: Callable[[], str], interval_s: float = HEARTBEAT_S) -> None:
@@ -72,28 +99,57 @@ class Heartbeat:
         self.after_fork()
 
     def after_fork(self) -> None:
-        """No run to beat for and no thread (at start, and in a forked child: the parent's runs
-        are the parent's, and its lock may have been held by its beating thread)."""
+        """No run to beat for or release, and no thread (at start, and in a forked child: the
+        parent's runs are the parent's, and its lock may have been held by its beating thread)."""
         self._runs: set[str] = set()
+        self._releases: dict[str, str] = {}  # run id -> the owner it was let go of as
         self._lock = threading.Lock()
+        self._releasing = threading.Lock()  # held while releases are written, and while a run is taken
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
     def add(self, run_id: str) -> None:
         with self._lock:
             self._runs.add(run_id)
-            if self._thread is None or not self._thread.is_alive():
-                self._wake.clear()
-                self._thread = threading.Thread(target=self._beat, name="runner-heartbeat", daemon=True)
-                self._thread.start()
+            self._start_locked()
 
     def discard(self, run_id: str) -> None:
         with self._lock:
             self._runs.discard(run_id)
 
+    def let_go(self, run_id: str, owner: str) -> None:
+        """This process, as ``owner``, stops driving ``run_id`` without having committed its close.
+
+        From now on the run reads ``stale`` here, and once the store takes the write its row
+        names no owner and no heartbeat, so any process may resume it at once. (Kept
+        ``running`` as ours, it would read live until this process exits.)
+        """
+        remember_let_go(run_id, owner)
+        with self._lock:
+            self._runs.discard(run_id)
+            self._releases[run_id] = owner
+            self._start_locked()
+
+    def taken_back(self, run_id: str) -> None:
+        """This process claimed ``run_id`` again: it is not to be released."""
+        with self._lock:
+            self._releases.pop(run_id, None)
+        forget_let_go(run_id)
+
+    @contextmanager
+    def holding_releases(self) -> Iterator[None]:
+        """No release is written while this is held (a claim of a run this process let go of)."""
+        with self._releasing:
+            yield
+
     def stop(self) -> None:
+        """No more beats (the store closes). Releases still owed get one last try: past it, a run
+        this process let go of reads live elsewhere on this host until this process exits."""
+        if self._releases:
+            self.release()
         with self._lock:
             self._runs.clear()
+            self._releases.clear()
         self._wake.set()
 
     def beat(self) -> None:
@@ -118,10 +174,39 @@ class Heartbeat:
         except SQLAlchemyError:
             pass  # the next beat, or the run's next commit, refreshes it
 
-    def _beat(self) -> None:
-        while not self._wake.wait(self.interval_s):
+    def release(self) -> None:
+        """Write the releases still owed: each run's row loses its owner and heartbeat, if it is
+        still running as this process left it (the thread calls this; a failure waits for the next try)."""
+        engine = self._engine()
+        with self._releasing:
             with self._lock:
-                if not self._runs:
+                owed = dict(self._releases)
+            for run_id, owner in sorted(owed.items()):
+                if engine is None:
+                    return
+                statement = (update(runs).where(runs.c.run_id == run_id, runs.c.owner == owner,
+                                                runs.c.status == RUNNING).values(owner=None, heartbeat_at=None))
+                try:
+                    with engine.begin() as conn:
+                        conn.execute(statement)
+                except SQLAlchemyError:
+                    return  # the store still fails: the next try writes the rest
+                with self._lock:
+                    if self._releases.get(run_id) == owner:
+                        del self._releases[run_id]
+
+    def _start_locked(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._wake.clear()
+            self._thread = threading.Thread(target=self._beat, name="runner-heartbeat", daemon=True)
+            self._thread.start()
+
+    def _beat(self) -> None:
+        while not self._wake.wait(min(self.interval_s, RELEASE_RETRY_S) if self._releases else self.interval_s):
+            with self._lock:
+                if not self._runs and not self._releases:
                     self._thread = None
                     return
             self.beat()
+            if self._releases:
+                self.release()

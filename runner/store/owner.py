@@ -11,7 +11,8 @@ runs, is no zombie, and started at the recorded tick. Elsewhere its heartbeat de
 
 Without ``/proc`` (macOS) the owner is the older ``host:pid`` and only the pid is
 checked; owners of that form, or of ``host:pid@start/boot``, written by earlier versions
-are read the same way.
+are read the same way. A process also remembers the runs it let go of
+(``remember_let_go``): it lives on, but drives them no more.
 """
 
 from __future__ import annotations
@@ -146,3 +147,23 @@ def pid_alive(pid: int) -> bool:
     found = proc_stat(pid)
     return found is None or found[0] not in _GONE_STATES
 
+
+# Runs this process let go of (run id -> the owner it held them as): their close could not be
+# committed, so their rows may still name this process, which drives them no more. (One dict
+# operation each, atomic under the GIL: no lock that a fork could copy held.)
+_let_go: dict[str, str] = {}
+
+
+def remember_let_go(run_id: str, owner: str) -> None:
+    """Remember that this process, as ``owner``, stopped driving run ``run_id``."""
+    _let_go[run_id] = owner
+
+
+def forget_let_go(run_id: str) -> None:
+    """This process drives ``run_id`` again (it claimed it): forget it was let go of."""
+    _let_go.pop(run_id, None)
+
+
+def was_let_go(run_id: str, owner: str | None) -> bool:
+    """Whether this process let go of ``run_id`` while its row names ``owner``."""
+    return owner is not None and _let_go.get(run_id) == owner

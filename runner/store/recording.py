@@ -231,6 +231,7 @@ class StoreRecorder:
             self._committer.commit(batch)
         except StoreError:
             self._restore(batch)
+            self._let_go_if_closing()
             raise
 
     def sync_later(self) -> list[asyncio.Future[None]]:
@@ -248,6 +249,14 @@ class StoreRecorder:
             self._committer.wait(batch)
             if batch.error is not None:
                 self._restore(batch)
+                self._let_go_if_closing()
+
+    def _let_go_if_closing(self) -> None:
+        """A commit failed with the run's close buffered: the loop is done with the run, so this
+        process lets go of it (``lease.Heartbeat.let_go``) rather than leave it running as its own.
+        Should the close's retry commit after all, the run is finished and nothing is released."""
+        if self._closing and self.heartbeat is not None:
+            self.heartbeat.let_go(self.run_id, owner_id())
 
     def _batch(self) -> Batch:
         """The buffered rows as one batch (the buffers start empty again)."""

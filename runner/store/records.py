@@ -5,7 +5,8 @@
 this process can see, is gone, or its pid now belongs to another process: see
 ``owner``) or ``stale`` (an owner it cannot see, silent for longer than
 ``STALE_AFTER_S``: a live run refreshes ``heartbeat_at`` at every commit and every
-``store.lease.HEARTBEAT_S`` in between). On PostgreSQL heartbeats are written and judged by the
+``store.lease.HEARTBEAT_S`` in between; or a run its process let go of, see
+``lease.Heartbeat.let_go``). On PostgreSQL heartbeats are written and judged by the
 server's clock (``read_at``), so a host whose clock runs ahead sees no live run stale.
 """
 
@@ -20,7 +21,7 @@ from sqlalchemy import ColumnElement, Connection, func, select
 
 from ..events import Event, RunFinished, RunResumed, RunStarted
 from ..messages import Message
-from .owner import owner_alive, parse_owner, visible
+from .owner import owner_alive, parse_owner, visible, was_let_go
 from .tables import UTCDateTime
 
 STALE_AFTER_S: Final = 30.0  # three missed heartbeats (store.lease.HEARTBEAT_S)
@@ -77,7 +78,7 @@ class RunSummary:
 
     @property
     def liveness(self) -> str:
-        return liveness(self.status, self.owner, self.heartbeat_at, self.read_at)
+        return liveness(self.status, self.owner, self.heartbeat_at, self.read_at, run_id=self.run_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +90,7 @@ class StoredRun(RunSummary):
 
 
 def liveness(status: str, owner: str | None, heartbeat_at: datetime | None, now: datetime | None = None,
-             stale_after_s: float = STALE_AFTER_S) -> str:
+             stale_after_s: float = STALE_AFTER_S, *, run_id: str | None = None) -> str:
     """How a run with this ``status``, ``owner`` and ``heartbeat_at`` stands (see the module docstring).
 
     ``now`` is the clock that judges the heartbeat: the database server's on PostgreSQL
@@ -97,6 +98,8 @@ def liveness(status: str, owner: str | None, heartbeat_at: datetime | None, now:
     """
     if status != "running":
         return FINISHED
+    if run_id is not None and was_let_go(run_id, owner):
+        return STALE
     found = parse_owner(owner)
     if found is not None and visible(found):
         return LIVE if owner_alive(found) else DEAD

@@ -27,7 +27,7 @@ from ..errors import RunInUse, RunNotFound, StoreError
 from ..events import MessageAppended, decode_all
 from .engine import DEFAULT_BUSY_TIMEOUT_S, is_memory, make_engine, one_line, parse_url, read_connection, shown
 from .group import GroupCommitter
-from .lease import Heartbeat, claim
+from .lease import Heartbeat, take_over
 from .migrate import NoStoreError, ensure_schema, location, probe
 from .owner import owner_id
 from .prune import DEFAULT_BATCH, PrunedRun, PruneResult, count_events, delete_batch, plan, prunable_statuses
@@ -199,7 +199,7 @@ class RunStore:
         if seen.status == RUNNING and seen.liveness == LIVE:
             raise RunInUse(f"run {seen.run_id} is being driven by a live process ({seen.owner}); "
                            "it cannot be taken over")
-        if not claim(self.engine, seen, owner_id()):
+        if not take_over(self.engine, seen, owner_id(), self.heartbeat):
             raise RunInUse(f"run {seen.run_id} was taken over by another process just now")
 
     def prune(self, before: datetime, *, status: str | Sequence[str] | None = None, dry_run: bool = False,
