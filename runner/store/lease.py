@@ -144,7 +144,7 @@ class Heartbeat:
 
     def stop(self) -> None:
         """No more beats (the store closes). Releases still owed get one last try: past it, a run
-        this process let go of reads live elsewhere on this host until this process exits."""
+        this process let go of reads live to other processes on this host until this one exits."""
         if self._releases:
             self.release()
         with self._lock:
@@ -178,12 +178,12 @@ class Heartbeat:
         """Write the releases still owed: each run's row loses its owner and heartbeat, if it is
         still running as this process left it (the thread calls this; a failure waits for the next try)."""
         engine = self._engine()
+        if engine is None:
+            return
         with self._releasing:
             with self._lock:
                 owed = dict(self._releases)
             for run_id, owner in sorted(owed.items()):
-                if engine is None:
-                    return
                 statement = (update(runs).where(runs.c.run_id == run_id, runs.c.owner == owner,
                                                 runs.c.status == RUNNING).values(owner=None, heartbeat_at=None))
                 try:
