@@ -30,7 +30,7 @@ from ..events import (
     ToolStarted,
 )
 from ..messages import Message, ModelReply, ToolCall
-from . import statuses as st
+from .statuses import Status
 
 # Refusals after which a run of identical calls starts over (the call was never a repeat).
 _RESETS_REPEATS = frozenset({"unknown_tool", "invalid_args"})
@@ -67,7 +67,7 @@ class RunState:
     pending_approvals: dict[str, ApprovalRequested] = field(default_factory=dict)
     decisions: dict[str, bool | str] = field(default_factory=dict)
     open_step: bool = False
-    status: str = st.RUNNING
+    status: str = Status.RUNNING
     answer: str | None = None
     error: str | None = None
     segment: int = 0
@@ -132,7 +132,7 @@ class RunState:
         self.run_id = event.run_id or self.run_id
         self.segment += 1
         self.resumed_from, self.resumed_error = self.status, self.error
-        self.status, self.answer, self.error = st.RUNNING, None, None
+        self.status, self.answer, self.error = Status.RUNNING, None, None
         self.decisions.update(event.decisions)
         self.limits = dict(event.limits)
 

@@ -1,28 +1,34 @@
-"""How a run can end, and the status of one that has not.
+"""A run's status: how it ended, or that it has not ended yet.
 
-``resume`` may continue a run from every end but ``done``, and a ``running`` run
-once its process is gone (its lease expired).
+``Status`` members are strings (``Status.DONE == "done"``), so the log, the ``runs``
+table and ``--json`` output hold the same text as before. ``resume`` may continue a
+run from every end but ``done``, and a ``running`` run once its process is gone.
 """
 
 from __future__ import annotations
 
+from enum import StrEnum, unique
 from typing import Final
 
-DONE: Final = "done"
-STEP_LIMIT: Final = "step_limit"
-TOKEN_BUDGET: Final = "token_budget"
-TOOL_BUDGET: Final = "tool_budget"
-DEADLINE: Final = "deadline"
-CONTEXT_BUDGET: Final = "context_budget"
-OUTPUT_BUDGET: Final = "output_budget"
-CANCELLED: Final = "cancelled"
-INVALID_REPLY: Final = "invalid_reply"
-MODEL_ERROR: Final = "model_error"
-AWAITING_APPROVAL: Final = "awaiting_approval"
-RUNNING: Final = "running"
-QUEUED: Final = "queued"  # submitted to a worker pool, not started yet (``runner.pool``)
 
-STATUSES: Final = (
-    DONE, STEP_LIMIT, TOKEN_BUDGET, TOOL_BUDGET, DEADLINE, CONTEXT_BUDGET,
-    OUTPUT_BUDGET, CANCELLED, INVALID_REPLY, MODEL_ERROR, AWAITING_APPROVAL,
-)
+@unique
+class Status(StrEnum):
+    """Every status a run can have; ``STATUSES`` are the ones that end it."""
+
+    DONE = "done"
+    STEP_LIMIT = "step_limit"
+    TOKEN_BUDGET = "token_budget"
+    TOOL_BUDGET = "tool_budget"
+    DEADLINE = "deadline"
+    CONTEXT_BUDGET = "context_budget"
+    OUTPUT_BUDGET = "output_budget"
+    CANCELLED = "cancelled"
+    INVALID_REPLY = "invalid_reply"
+    MODEL_ERROR = "model_error"
+    AWAITING_APPROVAL = "awaiting_approval"
+    RUNNING = "running"
+    QUEUED = "queued"  # submitted to a worker pool, not started yet (``runner.pool``)
+
+
+UNFINISHED: Final = (Status.RUNNING, Status.QUEUED)
+STATUSES: Final[tuple[Status, ...]] = tuple(status for status in Status if status not in UNFINISHED)

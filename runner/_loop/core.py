@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from .._log import statuses as st
 from .._log.state import RunState
+from .._log.statuses import Status
 from .._text import describe_exception
 from .._tools.args import tool_args
 from .._tools.registry import Tool, ToolRegistry, failure_observation, result_observation, timeout_observation
@@ -39,16 +39,15 @@ from ..events import (
 )
 from ..messages import AnyModel, Message, ModelReply, ToolCall, assistant_message, tool_message
 from ..recorder import Recorder
-from . import observations as obs
+from . import observations
 from .ending import Closing
 from .limits import Limits, TokenMeter, cut_observation, tokens_for_chars
 from .replies import failed_call, output_chars, unfinished_reply
-from .results import BEFORE_MODEL_CALL, COMMIT, Action, AgentResult, CallModel, CallTool, Checkpoint, Outcome
+from .results import BEFORE_MODEL_CALL, COMMIT, Action, AgentResult, CallModel, CallTool, Checkpoint, Outcome, Stop
 
 DEFAULT_SYSTEM = "You are a helpful assistant. Use the tools when they help, then give a final answer."
 
 Approver = Callable[[ToolCall], "bool | str | None"]
-Stop = tuple[str, str]
 
 class AgentCore(Closing):
     """One run's rules. ``opening`` are the facts that start (or restart) it."""
@@ -99,11 +98,11 @@ class AgentCore(Closing):
         """Whether calls must run on a worker so the driver can stop waiting."""
         return self.deadline is not None or self.cancel is not None
 
-    def stop_requested(self) -> str | None:
+    def stop_requested(self) -> Status | None:
         if self.cancel is not None and self.cancel.is_set():
-            return st.CANCELLED
+            return Status.CANCELLED
         if self.deadline is not None and time.monotonic() >= self.deadline:
-            return st.DEADLINE
+            return Status.DEADLINE
         return None
 
     def run(self) -> Generator[Action, Outcome, AgentResult]:
@@ -134,7 +133,7 @@ class AgentCore(Closing):
                 return (yield from self._finish(*stop, exception=outcome.error))
             assert reply is not None
             if not reply.tool_calls:
-                return (yield from self._finish(st.DONE, None, answer=reply.content))
+                return (yield from self._finish(Status.DONE, None, answer=reply.content))
             stop = yield from self._work_through(step)
             if stop:
                 return (yield from self._finish(*stop))
@@ -148,9 +147,9 @@ class AgentCore(Closing):
         if not s.remaining_calls and not unclosed:
             return None
         self._emit(StepStarted(step=s.reply_step))
-        if s.resumed_from in (st.OUTPUT_BUDGET, st.INVALID_REPLY):
+        if s.resumed_from in (Status.OUTPUT_BUDGET, Status.INVALID_REPLY):
             for call in s.remaining_calls:  # a cut-off or oversized reply: its calls are never run
-                self._observe(s.reply_step, call, obs.not_run(s.resumed_error), "not_run")
+                self._observe(s.reply_step, call, observations.not_run(s.resumed_error), "not_run")
             self._emit(StepFinished(step=s.reply_step))
             return None
         return (yield from self._work_through(s.reply_step))
@@ -168,20 +167,20 @@ class AgentCore(Closing):
         outcome = yield checkpoint
         if not outcome.stop:
             return None
-        return outcome.stop, outcome.reason or obs.stop_reason(outcome.stop, self.limits)
+        return Stop(outcome.stop, outcome.reason or observations.stop_reason(outcome.stop, self.limits))
 
     def _limit_before_model_call(self) -> Stop | None:
         lim, s = self.limits, self.state
         made = s.steps - 1 if s.open_step else s.steps  # an open step's model call never came back
         if made >= lim.max_steps:
-            return st.STEP_LIMIT, f"made {made} model calls (max_steps={lim.max_steps})"
+            return Stop(Status.STEP_LIMIT, f"made {made} model calls (max_steps={lim.max_steps})")
         if lim.max_context_chars is not None and self.meter.context_chars > lim.max_context_chars:
-            return st.CONTEXT_BUDGET, (f"context holds {self.meter.context_chars} characters "
-                                       f"(max_context_chars={lim.max_context_chars})")
+            return Stop(Status.CONTEXT_BUDGET, f"context holds {self.meter.context_chars} characters "
+                                               f"(max_context_chars={lim.max_context_chars})")
         prompt = self.meter.prompt_tokens()
         if s.spent + prompt > lim.token_budget:
-            return st.TOKEN_BUDGET, (f"next prompt of ~{prompt} tokens would bring the run to "
-                                     f"{s.spent + prompt} (token_budget={lim.token_budget})")
+            return Stop(Status.TOKEN_BUDGET, f"next prompt of ~{prompt} tokens would bring the run to "
+                                             f"{s.spent + prompt} (token_budget={lim.token_budget})")
         return None
 
     def _take_reply(self, step: int, prompt_tokens: int, outcome: Outcome) -> tuple[ModelReply | None, Stop | None]:
@@ -200,11 +199,11 @@ class AgentCore(Closing):
                                latency_s=outcome.elapsed_s, reply=reply))
         cut = unfinished_reply(reply)
         if cut:
-            return reply, (st.INVALID_REPLY, cut)
+            return reply, Stop(Status.INVALID_REPLY, cut)
         limit = self.limits.max_output_chars
         if limit is not None and output_chars(reply) > limit:
-            return reply, (st.OUTPUT_BUDGET, f"reply of {output_chars(reply)} characters "
-                                             f"(max_output_chars={limit}); its calls were not run")
+            return reply, Stop(Status.OUTPUT_BUDGET, f"reply of {output_chars(reply)} characters "
+                                                     f"(max_output_chars={limit}); its calls were not run")
         return reply, None
 
     def _handle_call(self, step: int, call: ToolCall) -> Generator[Action, Outcome, Stop | None]:
@@ -226,16 +225,16 @@ class AgentCore(Closing):
         assert tool is not None
         in_doubt = s.in_doubt(call.id)
         if in_doubt and tool.side_effects and tool.idempotency_key is None:
-            self._observe(step, call, obs.IN_DOUBT, "in_doubt")
+            self._observe(step, call, observations.IN_DOUBT, "in_doubt")
             return None
         allowed = self.limits.max_identical_calls
         if not in_doubt and s.repeats_if(s.key_of(call)) > allowed:
-            self._observe(step, call, obs.repeated(call.name, allowed), "repeat")
+            self._observe(step, call, observations.repeated(call.name, allowed), "repeat")
             return None
         lim = self.limits.max_tool_calls
         if lim is not None and s.tool_calls_run >= lim:
-            return st.TOOL_BUDGET, (f"call {call.id} ({call.name}) would be tool call "
-                                    f"{s.tool_calls_run + 1} (max_tool_calls={lim}); not run")
+            return Stop(Status.TOOL_BUDGET, f"call {call.id} ({call.name}) would be tool call "
+                                            f"{s.tool_calls_run + 1} (max_tool_calls={lim}); not run")
         if not in_doubt and (tool.needs_approval or call.id in s.decisions):
             verdict = s.decisions.get(call.id)
             if tool.needs_approval and verdict is None:
@@ -243,7 +242,7 @@ class AgentCore(Closing):
                 if verdict is None:
                     return self._await_approval(step)
             if verdict is not True:  # a denial given holds, even where the registry no longer asks for one
-                self._observe(step, call, obs.denied(call.name, verdict), "denied")
+                self._observe(step, call, observations.denied(call.name, verdict), "denied")
                 return None
         return (yield from self._run_tool(step, call, tool))
 
@@ -258,10 +257,11 @@ class AgentCore(Closing):
             self._starting = None
         outcome = yield CallTool(tool, call, tool_args(tool, call.args, self.run_id, call.id))
         if outcome.stop:
-            abandoned = obs.abandoned(call.name, outcome.stop)
+            abandoned = observations.abandoned(call.name, outcome.stop)
             self._emit(ToolFinished(step=step, call_id=call.id, name=call.name, observation=abandoned,
                                     ok=False, duration_s=outcome.elapsed_s))
-            return outcome.stop, outcome.reason or obs.stop_reason(outcome.stop, self.limits, f"tool {call.name}")
+            reason = outcome.reason or observations.stop_reason(outcome.stop, self.limits, f"tool {call.name}")
+            return Stop(outcome.stop, reason)
         if outcome.timed_out:
             observation = timeout_observation(call.name, tool.timeout_s or 0.0)
         elif outcome.error is not None:
@@ -291,11 +291,11 @@ class AgentCore(Closing):
         if starting is not None and not self.closed and self.result is None:
             step, call = starting
             with contextlib.suppress(Exception):  # a failing recorder: the close below still goes on
-                self._observe(step, call, obs.not_run(f"the run was aborted by {describe_exception(exc)} "
-                                                      "before the call was made"), "not_run")
+                reason = f"the run was aborted by {describe_exception(exc)} before the call was made"
+                self._observe(step, call, observations.not_run(reason), "not_run")
         super().abort(exc)
 
-    def end(self, status: str, error: str, exception: BaseException | None = None,
+    def end(self, status: Status, error: str, exception: BaseException | None = None,
             instead_of: Action | None = None) -> Generator[Action, Outcome, AgentResult]:
         """Close the run at its driver's word, in place of performing ``instead_of``.
 
@@ -305,7 +305,7 @@ class AgentCore(Closing):
         """
         if isinstance(instead_of, CallTool):
             started = self.state.started_calls[instead_of.call.id]
-            self._observe(started.step, instead_of.call, obs.not_run(error), "not_run")
+            self._observe(started.step, instead_of.call, observations.not_run(error), "not_run")
         return (yield from self._finish(status, error, exception=exception))
 
     def _await_approval(self, step: int) -> Stop:
@@ -318,7 +318,7 @@ class AgentCore(Closing):
                 self._emit(ApprovalRequested(step=step, call_id=call.id, name=call.name, args=call.args))
         first = waiting[0]
         more = f" (and {len(waiting) - 1} more)" if len(waiting) > 1 else ""
-        return st.AWAITING_APPROVAL, f"call {first.id} ({first.name}) needs approval{more}"
+        return Stop(Status.AWAITING_APPROVAL, f"call {first.id} ({first.name}) needs approval{more}")
 
     def _emit(self, event: Event) -> None:
         self.state.apply(event)

@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Generator
 
-from .._log import statuses as st
 from .._log.state import RunState
+from .._log.statuses import Status
 from .._text import describe_exception
 from ..events import Event, RunFinished, StepFinished
 from ..recorder import Recorder
@@ -41,14 +41,14 @@ class Closing:
         if self.closed:
             return
         if self.result is None:
-            self._decide(st.CANCELLED, f"aborted by {describe_exception(exc)}", exception=exc)
+            self._decide(Status.CANCELLED, f"aborted by {describe_exception(exc)}", exception=exc)
         with contextlib.suppress(BaseException):  # a recorder failing on the close: the rest still heard it
             self._closing_facts()
         with contextlib.suppress(Exception):  # so what they hold is committed, whatever one of them raised
             self.recorder.sync()
             self.closed = True
 
-    def _finish(self, status: str, error: str | None, answer: str | None = None,
+    def _finish(self, status: Status, error: str | None, answer: str | None = None,
                 exception: BaseException | None = None) -> Generator[Action, Outcome, AgentResult]:
         result = self._decide(status, error, answer, exception)
         try:
@@ -61,7 +61,7 @@ class Closing:
             raise failure
         return result
 
-    def _decide(self, status: str, error: str | None, answer: str | None = None,
+    def _decide(self, status: Status, error: str | None, answer: str | None = None,
                 exception: BaseException | None = None) -> AgentResult:
         s = self.state
         self.result = AgentResult(status, answer, s.steps, s.spent, s.messages, self.run_id, error, s.tool_calls_run,

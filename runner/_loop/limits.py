@@ -1,4 +1,4 @@
-"""Budgets, statuses and the token estimate.
+"""Budgets and the token estimate.
 
 The estimate is about 4 characters a token over the JSON of the tool specs and of
 the whole message list, as if the prompt were re-serialised at every step. It is
@@ -15,31 +15,12 @@ from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
 from .. import _jsontext as jsontext
-
-# The statuses live in ``statuses``; these names stay importable from here.
-from .._log.statuses import (
-    AWAITING_APPROVAL,
-    CANCELLED,
-    CONTEXT_BUDGET,
-    DEADLINE,
-    DONE,
-    INVALID_REPLY,
-    MODEL_ERROR,
-    OUTPUT_BUDGET,
-    RUNNING,
-    STATUSES,
-    STEP_LIMIT,
-    TOKEN_BUDGET,
-    TOOL_BUDGET,
-)
 from ..messages import Message, ToolSpec
 
 CHARS_PER_TOKEN: Final = 4
 
 __all__ = [
-    "AWAITING_APPROVAL", "CANCELLED", "CONTEXT_BUDGET", "DEADLINE", "DONE", "INVALID_REPLY", "MODEL_ERROR",
-    "OUTPUT_BUDGET", "RUNNING", "STATUSES", "STEP_LIMIT", "TOKEN_BUDGET", "TOOL_BUDGET", "Limits", "TokenMeter",
-    "NaiveTokenMeter", "cut_observation", "tokens_for_chars", "json_len", "naive_prompt_tokens",
+    "Limits", "TokenMeter", "NaiveTokenMeter", "cut_observation", "tokens_for_chars", "json_len", "naive_prompt_tokens",
     "context_chars_of",
 ]
 

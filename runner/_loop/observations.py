@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from .._log.statuses import DEADLINE
+from .._log.statuses import Status
 from .limits import Limits
 
 IN_DOUBT: Final = ("ERROR: the outcome of this call is unknown: the process running it stopped before it "
@@ -37,6 +37,6 @@ def not_run(reason: str | None) -> str:
 def stop_reason(status: str, limits: Limits, waiting_on: str | None = None) -> str:
     """Why a deadline or a cancel stopped the run (and what it was waiting on then)."""
     suffix = f" while waiting on {waiting_on}" if waiting_on else ""
-    if status == DEADLINE:
+    if status == Status.DEADLINE:
         return f"run deadline of {limits.timeout_s:g} s passed{suffix}"
     return f"cancelled by the caller{suffix}"

@@ -13,14 +13,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Collection
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
-from .._log import statuses as st
+from .._log.statuses import Status
 from .._text import describe_exception
 from ..messages import CUT_OFF_STOP_REASONS, REFUSAL_STOP_REASONS, ModelReply, ToolCall, Usage
-from . import observations as obs
+from . import observations
 from .limits import Limits
-from .results import Outcome
+from .results import Outcome, Stop
 
 # Deep enough for any real tool's arguments, shallow enough that copying, encoding
 # and logging them stay far from Python's recursion limit.
@@ -29,26 +29,35 @@ MAX_ARGS_DEPTH: Final = 100
 _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
-# A model call that gave the loop nothing to act on: the ``error`` and ``error_type`` its
-# ``model_call`` fact logs, the reply it shows (an invalid one that can still be logged,
-# for replay), and the stop it causes.
-FailedCall = tuple[str, str, ModelReply | None, tuple[str, str]]
+class FailedCall(NamedTuple):
+    """A model call that gave the loop nothing to act on.
+
+    ``error`` and ``error_type`` are what its ``model_call`` fact logs; ``shown`` is the reply
+    it logs (an invalid one that can still be logged, for replay); ``stop`` ends the run.
+    """
+
+    error: str
+    error_type: str
+    shown: ModelReply | None
+    stop: Stop
 
 
 def failed_call(outcome: Outcome, seen_ids: Collection[str], limits: Limits) -> FailedCall | None:
     """Why a model call's outcome cannot be acted on, or None for a valid reply. Never raises."""
     if outcome.stop:  # the driver stopped the call: in its own words when it gives them
         if outcome.reason:
-            return outcome.reason, outcome.stop, None, (outcome.stop, outcome.reason)
-        return outcome.stop, outcome.stop, None, (outcome.stop, obs.stop_reason(outcome.stop, limits, "the model"))
+            return FailedCall(outcome.reason, outcome.stop, None, Stop(outcome.stop, outcome.reason))
+        reason = observations.stop_reason(outcome.stop, limits, "the model")
+        return FailedCall(outcome.stop, outcome.stop, None, Stop(outcome.stop, reason))
     error = outcome.error
     if error is not None:
         text = describe_exception(error)
-        return text, type(error).__name__, None, (st.MODEL_ERROR, text)
+        return FailedCall(text, type(error).__name__, None, Stop(Status.MODEL_ERROR, text))
     reply = outcome.value
     problem = reply_problem(reply, seen_ids)
     if problem:
-        return problem, st.INVALID_REPLY, reply if loggable(reply) else None, (st.INVALID_REPLY, problem)
+        shown = reply if loggable(reply) else None
+        return FailedCall(problem, Status.INVALID_REPLY, shown, Stop(Status.INVALID_REPLY, problem))
     return None
 
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
-from .._log import statuses as st
+from .._log.statuses import Status
 from .._tools.registry import Tool
 from ..errors import AgentStopped
 from ..messages import AnyModel, Message, ToolCall, ToolSpec
@@ -29,7 +29,7 @@ class AgentResult:
     divergence a replay ended the run with.
     """
 
-    status: str
+    status: Status
     answer: str | None
     steps: int
     tokens: int
@@ -41,11 +41,11 @@ class AgentResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == st.DONE
+        return self.status == Status.DONE
 
     def raise_for_status(self) -> AgentResult:
         """Return self for a finished run, else raise ``AgentStopped``."""
-        if self.status != st.DONE:
+        if self.status != Status.DONE:
             raise AgentStopped(self.status, self.error or self.status, self.run_id)
         return self
 
@@ -114,8 +114,15 @@ class Outcome:
     error: BaseException | None = None
     elapsed_s: float = 0.0
     timed_out: bool = False
-    stop: str | None = None
+    stop: Status | None = None
     reason: str | None = None
+
+
+class Stop(NamedTuple):
+    """Why a run stops: the status it ends with, and the reason logged with it."""
+
+    status: Status
+    reason: str
 
 
 COMMITTED = Outcome()  # what a driver sends back for ``Commit``

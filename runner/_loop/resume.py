@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Unpack
 
-from .._log import statuses as st
 from .._log.state import RunState, fold
+from .._log.statuses import Status
 from .._tools.registry import ToolRegistry
 from ..errors import CannotResume
 from ..events import Event, MessageAppended, RunStarted, StepStarted, decode_all
@@ -51,7 +51,7 @@ def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *
     for a ``done`` run; ``RunInUse`` when a live process drives it.
     """
     run = store.get_run(run_id)
-    if run.status == st.DONE:
+    if run.status == Status.DONE:
         raise CannotResume(f"run {run.run_id} is done; nothing to resume (fork it or follow it up instead)")
     state = fold(decode_all(run.events, run.run_id), run.run_id)
     if state.started is None:
@@ -60,7 +60,7 @@ def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *
     _check_decisions(run.run_id, state, given)
     limits = _limits(state.limits or run.limits, max_steps, token_budget, options)
     store.claim_run(run)
-    reason = run.status if run.status != st.RUNNING else f"its process is gone ({run.liveness})"
+    reason = run.status if run.status != Status.RUNNING else f"its process is gone ({run.liveness})"
     model_name, provider = model_identity(model)
     from ..store.owner import owner_id
 
@@ -92,7 +92,7 @@ def follow_up(store: RunStore, run_id: str, message: str, model: Model, registry
               **options: Unpack[ContinueOptions]) -> AgentResult:
     """A new run that continues finished run ``run_id``'s conversation with ``message``."""
     parent = store.get_run(run_id)
-    if parent.status == st.RUNNING:
+    if parent.status == Status.RUNNING:
         raise CannotResume(f"run {parent.run_id} has not finished ({parent.liveness}); "
                            "a follow-up continues a finished run")
     state = fold(decode_all(parent.events, parent.run_id), parent.run_id)

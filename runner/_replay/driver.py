@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-from .._log import statuses
+from .._log.statuses import Status
 from .._loop.core import AgentCore
 from .._loop.results import Action, AgentResult, CallModel, CallTool, Checkpoint, Outcome
 from .._loop.sync import at_checkpoint, perform
@@ -40,7 +40,7 @@ class DueStop(NamedTuple):
     """A recorded stop with an outside cause, to reproduce at a checkpoint once the part's
     replies are played: before ``call_id``, or before the next model call (None)."""
 
-    status: str
+    status: Status
     reason: str
     call_id: str | None
 
@@ -69,7 +69,7 @@ class ReplayDriver:
                         decisions.close()
                         diverged = done
                         # The recorded model has no reply for what the loop showed: a model error, with no reply.
-                        decisions = core.end(statuses.MODEL_ERROR, describe_exception(done), done, instead_of=action)
+                        decisions = core.end(Status.MODEL_ERROR, describe_exception(done), done, instead_of=action)
                         action = next(decisions)
                     case None:
                         decisions.close()  # nothing more is recorded, as when the process died
@@ -125,5 +125,5 @@ def due_stop(model: ReplayModel, end: PartEnd) -> DueStop | None:
     if replies and "stop" in model.fixture.replies[replies - 1]:
         return None  # the recorded stop block replays it
     if end.crashed:
-        return DueStop(statuses.CANCELLED, CRASH_REASON, end.stopped_before_call)
-    return DueStop(end.status, end.error or end.status, end.stopped_before_call)
+        return DueStop(Status.CANCELLED, CRASH_REASON, end.stopped_before_call)
+    return DueStop(Status(end.status), end.error or end.status, end.stopped_before_call)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from .._log.state import RunState
-from .._loop import limits as st
+from .._log.statuses import STATUSES, Status
 from .._text import escape_surrogates
 from ..errors import FixtureError
 from ..events import (
@@ -46,7 +46,7 @@ from .shape import FORMAT, VERSION, ShapeError, check_fixture
 if TYPE_CHECKING:
     from ..store.records import StoredRun
 
-INTERRUPTIBLE: Final = (st.DEADLINE, st.CANCELLED)
+INTERRUPTIBLE: Final = (Status.DEADLINE, Status.CANCELLED)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +189,7 @@ def load_fixture(path: str | Path) -> Fixture:
 
 def fixture_from_run(run: StoredRun) -> Fixture:
     """Build the fixture of a stored run from its event log (a finished run only)."""
-    if run.status == st.RUNNING:
+    if run.status == Status.RUNNING:
         raise FixtureError(f"run {run.run_id} has not finished (status running, {run.liveness}); "
                            "only a finished run can become a fixture")
     facts = decode_all(run.events, run.run_id)
@@ -289,7 +289,7 @@ def _reply_block(fact: ModelCalled, status: str, error: str | None) -> dict[str,
             block["rejected"] = fact.error
         return block
     # No reply: the model raised, or the run stopped while waiting on it.
-    kind = fact.error_type if fact.error_type in st.STATUSES else st.MODEL_ERROR
+    kind = fact.error_type if fact.error_type in STATUSES else Status.MODEL_ERROR
     if kind in INTERRUPTIBLE and status != kind:
         return None
     reason = error if kind == status and error else (fact.error or kind)

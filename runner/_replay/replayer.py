@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
-from .._log import statuses
+from .._log.statuses import Status
 from .._loop.build import RunOptions, core_for, limits_from, opening
 from .._loop.core import AgentCore
 from .._loop.results import AgentResult, checked_run_id, model_identity
@@ -166,7 +166,7 @@ def _part_divergence(part: int, end: PartEnd, result: AgentResult | None,
                      model: ReplayModel) -> ReplayDivergence | None:
     """Whether the replay's part ``part`` ended where and as the recording's did (before a resume)."""
     status = CRASHED if result is None else result.status  # None: it gave up where the recorded process died
-    want = statuses.CANCELLED if end.crashed and result is not None else end.status
+    want = Status.CANCELLED if end.crashed and result is not None else end.status
     steps = result.steps if result is not None else 0
     if status != want:
         return ReplayDivergence(steps, None, "resumes",

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from .._log.statuses import Status
 from ..errors import ReplayDivergence, ScriptError, ScriptExhausted
 from ..messages import Message, ModelReply, ToolCall, ToolSpec
 from .divergence import compare_calls, compare_messages, compare_specs, unrecorded_run
@@ -77,7 +78,7 @@ class RecordedStop(NamedTuple):
     """A recorded model call that gave no reply (the model raised, or a deadline or cancel hit
     while it thought): the status and reason the recorded run stopped with there."""
 
-    status: str
+    status: Status
     reason: str
 
 
@@ -148,7 +149,7 @@ class ReplayModel(ScriptedModel):
             return found
         block = blocks[step - 1]
         if "stop" in block:
-            return RecordedStop(block["stop"]["status"], block["stop"]["reason"])
+            return RecordedStop(Status(block["stop"]["status"]), block["stop"]["reason"])
         found = self._differs(compare_calls(step, block, last=step == len(blocks)))
         return found if found is not None else self.replies[step - 1]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from .._loop import limits as st
+from .._log.statuses import STATUSES, Status
 from ..errors import FixtureError
 
 Check = Callable[[Any, str], None]
@@ -21,7 +21,7 @@ Check = Callable[[Any, str], None]
 FORMAT: Final = "durable-agent-runner/fixture"
 VERSION: Final = 1
 
-STOP_STATUSES: Final = tuple(s for s in st.STATUSES if s != st.DONE)
+STOP_STATUSES: Final = tuple(s for s in STATUSES if s != Status.DONE)
 INT_LIMITS: Final = ("max_tool_calls", "max_context_chars", "max_output_chars", "max_result_chars")
 
 
@@ -163,7 +163,7 @@ LIMITS: Final = obj(
 )
 SPEC: Final = obj({"name": string, "description": string, "parameters": obj({})})
 OUTCOME: Final = obj(
-    {"status": one_of(*st.STATUSES), "answer": nullable(string), "error": nullable(string)},
+    {"status": one_of(*STATUSES), "answer": nullable(string), "error": nullable(string)},
     {"stopped_before_call": nullable(string), "steps": count, "tokens": count, "tool_calls": count},
 )
 MESSAGE: Final = obj({"role": one_of("system", "user", "assistant", "tool"), "content": string},

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, TypeVar
 import click
 
 from .._log.state import fold
-from .._log.statuses import DONE
+from .._log.statuses import Status
 from .._loop.results import AgentResult
 from ..events import StepStarted, decode_all
 from ..store import StoredRun
@@ -77,7 +77,7 @@ def check_resumable(run: StoredRun, short: str) -> None:
     ``resume`` refuses both too, and settles a race for the run atomically; this says
     so before asking for a model the run may not name.
     """
-    if run.status == DONE:
+    if run.status == Status.DONE:
         raise CliError(f"run {short} is done; nothing to resume (runner fork {short} --at STEP, or "
                        f"runner run --follow-up {short} MESSAGE, goes on from it)")
     if run.liveness == LIVE:
@@ -117,7 +117,7 @@ def tools_and_model(fn: Callable[..., R]) -> Callable[..., R]:
 
 def finish(result: AgentResult) -> None:
     """Exit 1 unless the run ended done, as ``runner run`` does."""
-    if result.status != "done":
+    if result.status != Status.DONE:
         raise click.exceptions.Exit(EXIT_NO)
 
 

@@ -18,7 +18,7 @@ from rich.text import Text
 from sqlalchemy import select
 
 from .._log.state import fold
-from .._log.statuses import AWAITING_APPROVAL, RUNNING
+from .._log.statuses import Status
 from ..events import ApprovalRequested, RunStarted, decode, decode_all
 from ..store import RunStore, StoredRun
 from ..store.tables import events
@@ -69,7 +69,7 @@ def children(store: RunStore, run_id: str) -> list[Link]:
 
 def pending_approvals(run: StoredRun) -> dict[str, ApprovalRequested]:
     """The calls a run awaiting approval waits on, by call id, in the order they were asked."""
-    if run.status != AWAITING_APPROVAL:
+    if run.status != Status.AWAITING_APPROVAL:
         return {}
     return fold(decode_all(run.events, run.run_id), run.run_id).pending_approvals
 
@@ -99,5 +99,5 @@ def continue_hint(run: StoredRun, short: str, db_hint: str = "") -> Iterator[Tex
         yield Text(f"\nawaiting approval: {asked}", style="bold yellow")
         yield Text("  " + clean(resume_command(short, tools, list(pending), db_hint)))
         yield Text("  (--deny CALL_ID [--reason TEXT] refuses a call instead)", style="dim")
-    elif run.status == RUNNING and run.liveness in ("dead", "stale"):
+    elif run.status == Status.RUNNING and run.liveness in ("dead", "stale"):
         yield Text("  " + clean(resume_command(short, tools, (), db_hint)) + "   # continues it", style="dim")

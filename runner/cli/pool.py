@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import click
 
+from .._log.statuses import Status
 from ..pool.agents import load_agents
 from ..pool.queued import request_cancel
 from ..pool.submission import BROKER_ENV, broker_url, submit_run
@@ -38,7 +39,7 @@ def submit(env: Env, task: str, agent: str, broker: str | None, queue: str | Non
     with env.store(create=True) as store:
         run_id, unpublished = submit_run(store, task, agent=agent, broker=url, queue=queue, labels=labels, **limits)
     if env.as_json:
-        print_json({"run_id": run_id, "status": "queued", "published": unpublished is None})
+        print_json({"run_id": run_id, "status": Status.QUEUED, "published": unpublished is None})
     else:
         click.echo(run_id)
     if unpublished is not None:
@@ -79,7 +80,7 @@ def cancel(env: Env, run_id: str) -> None:
         status = request_cancel(store, full)
     if env.as_json:
         print_json({"run_id": full, "status": status, "cancel_requested": True})
-    elif status == "cancelled":
+    elif status == Status.CANCELLED:
         console().print(f"run {full} cancelled")
     else:
         console().print(f"run {full}: cancel requested; its worker stops it at the next step boundary")

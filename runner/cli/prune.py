@@ -28,7 +28,7 @@ def stdin_is_tty() -> bool:
 @click.command()
 @click.option("--before", required=True, callback=when_option, metavar="WHEN",
               help="Runs started before WHEN: 30m, 2h, 3d, 1w ago, or an ISO date/datetime (UTC).")
-@click.option("--status", "statuses", multiple=True, type=click.Choice(PRUNABLE),
+@click.option("--status", "statuses", multiple=True, type=click.Choice([status.value for status in PRUNABLE]),
               help="Only runs that ended so (repeatable). Default: every finished status.")
 @click.option("--dry-run", is_flag=True, help="Show what would be deleted; delete nothing.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation (needed when stdin is not a terminal).")

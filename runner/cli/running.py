@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.text import Text
 
-from .._log.statuses import AWAITING_APPROVAL
+from .._log.statuses import Status
 from .._loop.core import DEFAULT_SYSTEM
 from .._loop.results import AgentResult
 from .._loop.sync import run_agent
@@ -122,14 +122,14 @@ def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]
     A run that stopped short names the ``runner resume`` command that continues it
     (``tools_spec`` in it); one awaiting approval lists the calls it waits on.
     """
-    pending = list(pending_approvals(store.get_run(result.run_id))) if result.status == AWAITING_APPROVAL else []
+    pending = list(pending_approvals(store.get_run(result.run_id))) if result.status == Status.AWAITING_APPROVAL else []
     if env.as_json:
         print_json({"run_id": result.run_id, "status": result.status, "answer": result.answer,
                     "error": result.error, "steps": result.steps, "tokens": result.tokens,
                     "tool_calls": result.tool_calls, "parent_run_id": parent_run_id, "awaiting_approval": pending})
         return
     out = console()
-    if result.status == "done":
+    if result.status == Status.DONE:
         out.print(Text(clean(result.answer or "")))
     else:
         out.print(Text(f"stopped: {result.status}: {clean(result.error or '')}", style="bold red"))
@@ -142,7 +142,7 @@ def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]
     if lead:
         out.print(Text(clean(lead), style="dim"))
     first = []
-    if tools_spec is not None and result.status != "done":
+    if tools_spec is not None and result.status != Status.DONE:
         first.append(resume_command(short, tools_spec, pending, env.hint()))
         if pending:  # the other answer, for the first call
             refuse = resume_command(short, tools_spec, (), "")
@@ -181,7 +181,7 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, q
                         record_content=record_content, tools_ref="runner.demo:demo_registry")
         replay = "runner replay tests/fixtures/run.json --tools runner.demo:demo_registry"
         report(env, store, result, [replay], tools_spec="runner.demo:demo_registry")
-    if result.status != "done":
+    if result.status != Status.DONE:
         raise click.exceptions.Exit(EXIT_NO)
 
 
@@ -232,7 +232,7 @@ def run(env: Env, task: str, tools_spec: str, model_spec: str | None, base_url: 
                         record_content=record_content, tools_ref=tools_spec)
         report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"],
                tools_spec=tools_spec)
-    if result.status != "done":
+    if result.status != Status.DONE:
         raise click.exceptions.Exit(EXIT_NO)
 
 
@@ -273,7 +273,7 @@ def follow(env: Env, parent_ref: str, message: str, tools_spec: str, model_spec:
         short = short_ids(store, [parent.run_id])[parent.run_id]
         report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"],
                tools_spec=tools_spec, parent_run_id=parent.run_id, lead=f"follow-up of run {short}")
-    if result.status != "done":
+    if result.status != Status.DONE:
         raise click.exceptions.Exit(EXIT_NO)
 
 

@@ -8,8 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import click
 
-from .._log.statuses import AWAITING_APPROVAL, QUEUED
-from .._loop.limits import RUNNING, STATUSES
+from .._log.statuses import Status
 from ..store import RunSummary
 from .lineage import TOOLS_PLACEHOLDER, children, continue_hint, resume_command
 from .listing import Row, runs_table
@@ -22,7 +21,8 @@ RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 MORE_COUNTED = 1000  # past a full page, count at most this many more matching runs
 MAX_LIMIT = 1_000_000_000  # any store's size; past it, a number is a typo (and 2**63 overflows the database)
-STATUS_STYLE = {"done": "green", RUNNING: "yellow", AWAITING_APPROVAL: "bold yellow", QUEUED: "cyan"}
+STATUS_STYLE: dict[str, str] = {Status.DONE: "green", Status.RUNNING: "yellow", Status.AWAITING_APPROVAL: "bold yellow",
+                                 Status.QUEUED: "cyan"}
 
 
 def parse_when(value: str, now: datetime | None = None) -> datetime:
@@ -60,7 +60,7 @@ def status_style(status: str) -> str:
 
 
 @click.command()
-@click.option("--status", "statuses", multiple=True, type=click.Choice([*STATUSES, RUNNING, QUEUED]),
+@click.option("--status", "statuses", multiple=True, type=click.Choice([status.value for status in Status]),
               help="Only runs that ended so (repeatable: any of them).")
 @click.option("--since", callback=when_option, metavar="WHEN",
               help="Runs started at or after WHEN: 30m, 2h, 3d, 1w ago, or an ISO date/datetime (UTC).")
@@ -100,8 +100,8 @@ def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: dat
     if not found:
         out.print("no runs match", style="dim")
         return
-    rows = [Row(shorts[run.run_id], run.started_at, status_label(run), status_color(run), run.steps,
-                run.tool_calls, refused[run.run_id], run.tokens,
+    rows = [Row(shorts[run.run_id], run.started_at, status_label(run), status_color(run),
+                run.steps, run.tool_calls, refused[run.run_id], run.tokens,
                 (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None, run.task)
             for run in found]
     grid, note = runs_table(rows, out.width)
@@ -120,12 +120,12 @@ def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: dat
 def waiting_notes(found: list[RunSummary], shorts: dict[str, str], db_hint: str) -> list[str]:
     """Notes under the table for the runs that wait on someone: approvals, and dead processes."""
     notes = []
-    awaiting = [run.run_id for run in found if run.status == AWAITING_APPROVAL]
+    awaiting = [run.run_id for run in found if run.status == Status.AWAITING_APPROVAL]
     if awaiting:
         which = shorts[awaiting[0]] if len(awaiting) == 1 else "ID"
         notes.append(f"note: {plural(len(awaiting), 'run')} awaiting approval: runner show {which}{db_hint} "
                      "lists the calls to --approve or --deny")
-    dead = [run.run_id for run in found if run.status == RUNNING and run.liveness in ("dead", "stale")]
+    dead = [run.run_id for run in found if run.status == Status.RUNNING and run.liveness in ("dead", "stale")]
     if dead:
         which = shorts[dead[0]] if len(dead) == 1 else "ID"
         notes.append(f"note: {plural(len(dead), 'run')} whose process is gone: "

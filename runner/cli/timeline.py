@@ -13,7 +13,7 @@ from typing import Any
 
 from rich.text import Text
 
-from .._log.statuses import STATUSES
+from .._log.statuses import STATUSES, Status
 from ..events import (
     ApprovalRequested,
     Event,
@@ -88,9 +88,10 @@ def status_label(run: RunSummary) -> str:
 
 
 def status_color(run: RunSummary) -> str:
-    if run.status == "running":
+    if run.status == Status.RUNNING:
         return "yellow" if run.liveness == "live" else ERROR_STYLE
-    return {"done": "green", "awaiting_approval": WAITING_STYLE}.get(run.status, ERROR_STYLE)
+    styles: dict[str, str] = {Status.DONE: "green", Status.AWAITING_APPROVAL: WAITING_STYLE}
+    return styles.get(run.status, ERROR_STYLE)
 
 
 def header(run: StoredRun, facts: Sequence[Event], children: Sequence[Link] = ()) -> Iterator[Text]:
@@ -229,10 +230,10 @@ def decision_text(verdict: bool | str) -> str:
 
 
 def stop(fact: RunFinished) -> Iterator[Text]:
-    if fact.status == "done":
+    if fact.status == Status.DONE:
         yield Text("\ndone", style="bold green")
         yield from _block(fact.answer or "", "  ")
         return
-    yield Text(f"\nstopped: {clean(fact.status)}", style=WAITING_STYLE if fact.status == "awaiting_approval"
+    yield Text(f"\nstopped: {clean(fact.status)}", style=WAITING_STYLE if fact.status == Status.AWAITING_APPROVAL
                else ERROR_STYLE)
     yield from _block(fact.error or "", "  ", "red")

@@ -23,8 +23,8 @@ from typing import Any
 from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from .._log import statuses as st
 from .._log.ids import derived_trace_id
+from .._log.statuses import Status
 from .._loop.build import limits_from
 from .._loop.results import checked_run_id
 from .._loop.resume import _LIMIT_NAMES
@@ -63,7 +63,7 @@ def record_queued(store: RunStore, task: str, agent: str, *, labels: Mapping[str
     kind, data = encode(fact)
     now = datetime.now(UTC)
     row = {"run_id": run_id, "parent_run_id": None, "task": column(task), "system": "", "model": "",
-           "provider": None, "agent_name": column(agent, NAME_WIDTH), "status": st.QUEUED, "answer": None,
+           "provider": None, "agent_name": column(agent, NAME_WIDTH), "status": Status.QUEUED, "answer": None,
            "error": None, "steps": 0, "tokens": 0, "tool_calls": 0, "limits": dumps(limits), "tool_specs": "[]",
            "trace_id": derived_trace_id(run_id), "owner": None, "started_at": now, "updated_at": now,
            "heartbeat_at": None, "finished_at": None}
@@ -89,7 +89,7 @@ def _check_limits(limits: Mapping[str, Any]) -> None:
 def request_cancel(store: RunStore, run_id: str) -> str:
     """Ask for run ``run_id`` to be cancelled; the status it has now (``cancelled`` for a queued run)."""
     run = store.get_run(run_id)
-    if run.status not in (st.QUEUED, st.RUNNING):
+    if run.status not in (Status.QUEUED, Status.RUNNING):
         raise PoolError(f"run {run.run_id} has already finished ({run.status}); nothing to cancel")
     now = datetime.now(UTC)
     try:
@@ -98,20 +98,20 @@ def request_cancel(store: RunStore, run_id: str) -> str:
     except PoolError as exc:
         if not isinstance(exc.__cause__, IntegrityError):
             raise  # else: asked before, and that request stands
-    if run.status == st.QUEUED and _cancel_queued(store, run_id, run.events[-1].seq if run.events else 0):
-        return st.CANCELLED
+    if run.status == Status.QUEUED and _cancel_queued(store, run_id, run.events[-1].seq if run.events else 0):
+        return Status.CANCELLED
     return store.get_run(run_id).status
 
 
 def _cancel_queued(store: RunStore, run_id: str, last_seq: int) -> bool:
     """Move a queued run to ``cancelled`` unless a worker claimed it first; whether it did."""
-    finished = RunFinished(status=st.CANCELLED, error=CANCELLED_QUEUED)
+    finished = RunFinished(status=Status.CANCELLED, error=CANCELLED_QUEUED)
     kind, data = encode(finished)
     now = datetime.now(UTC)
 
     def work(conn: Any) -> bool:
-        moved = conn.execute(update(runs).where(runs.c.run_id == run_id, runs.c.status == st.QUEUED).values(
-            status=st.CANCELLED, error=CANCELLED_QUEUED, updated_at=now, finished_at=now)).rowcount
+        moved = conn.execute(update(runs).where(runs.c.run_id == run_id, runs.c.status == Status.QUEUED).values(
+            status=Status.CANCELLED, error=CANCELLED_QUEUED, updated_at=now, finished_at=now)).rowcount
         if moved == 1:
             conn.execute(insert(events), [{"run_id": run_id, "seq": last_seq + 1, "at": now, "step": 0,
                                            "kind": kind, "data": dumps(data), "span_id": None}])
@@ -169,7 +169,7 @@ def due_for_publish(store: RunStore, older_than_s: float, queue: str | None = No
     now = datetime.now(UTC)
     cutoff = now - timedelta(seconds=older_than_s)
     query = (select(runs.c.run_id, runs.c.status, runs.c.owner, runs.c.heartbeat_at, runs.c.updated_at)
-             .where(runs.c.status.in_([st.QUEUED, st.RUNNING]), runs.c.updated_at < cutoff)
+             .where(runs.c.status.in_([Status.QUEUED, Status.RUNNING]), runs.c.updated_at < cutoff)
              .order_by(runs.c.updated_at).limit(1000))
     with store.reading() as conn:
         rows = conn.execute(query).all()
@@ -180,7 +180,7 @@ def due_for_publish(store: RunStore, older_than_s: float, queue: str | None = No
     for run_id, status, owner, heartbeat_at, updated_at in rows:
         if run_id not in submitted or (submitted[run_id] or DEFAULT_QUEUE) != mine:
             continue
-        if status == st.RUNNING and liveness(status, owner, heartbeat_at, heartbeat_clock,
+        if status == Status.RUNNING and liveness(status, owner, heartbeat_at, heartbeat_clock,
                                              run_id=run_id) not in (DEAD, STALE):
             continue
         touch = (update(runs).where(runs.c.run_id == run_id, runs.c.status == status,

@@ -21,8 +21,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from .._log import statuses as st
 from .._log.state import fold
+from .._log.statuses import Status
 from .._loop.build import core_for, limits_from, new_run_opening
 from .._loop.core import DEFAULT_SYSTEM
 from .._loop.resume import resume
@@ -47,9 +47,9 @@ def take(store: RunStore, run_id: str, agents: Mapping[str, Factory], *, cancel_
         run = store.get_run(run_id)
     except RunNotFound as exc:
         return _dropped(run_id, str(exc))  # a store that cannot answer raises: the task fails, visibly
-    if run.status not in (st.QUEUED, st.RUNNING):
+    if run.status not in (Status.QUEUED, Status.RUNNING):
         return _dropped(run_id, f"it has finished ({run.status})")
-    if run.status == st.RUNNING and run.liveness == LIVE:
+    if run.status == Status.RUNNING and run.liveness == LIVE:
         return _dropped(run_id, f"a live process drives it ({run.owner})")
     agent = build_agent(agents, run.agent_name)
     cancel = StoreCancel(store, run.run_id, cancel_poll_s)

@@ -31,7 +31,7 @@ from typing import Final
 from sqlalchemy import ColumnElement, Engine, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from .._log.statuses import RUNNING
+from .._log.statuses import Status
 from ..errors import StoreError
 from .engine import one_line
 from .owner import forget_let_go, remember_let_go, was_let_go
@@ -57,7 +57,7 @@ def claim(engine: Engine, seen: RunSummary, owner: str) -> bool:
                  .where(runs.c.run_id == seen.run_id, runs.c.status == seen.status,
                         runs.c.owner.is_not_distinct_from(seen.owner),
                         runs.c.heartbeat_at.is_not_distinct_from(seen.heartbeat_at))
-                 .values(owner=owner, status=RUNNING, heartbeat_at=heartbeat_now(engine), updated_at=now,
+                 .values(owner=owner, status=Status.RUNNING, heartbeat_at=heartbeat_now(engine), updated_at=now,
                          finished_at=None))
     try:
         with engine.begin() as conn:
@@ -159,7 +159,7 @@ class Heartbeat:
         engine = self._engine()
         if not run_ids or engine is None:
             return
-        mine = (runs.c.run_id.in_(run_ids), runs.c.owner == self._owner(), runs.c.status == RUNNING)
+        mine = (runs.c.run_id.in_(run_ids), runs.c.owner == self._owner(), runs.c.status == Status.RUNNING)
         if engine.dialect.name == "postgresql":
             # A row another transaction holds is a run's own commit under way, which refreshes its
             # heartbeat anyway: skip it rather than wait for it (or deadlock with a group commit
@@ -185,7 +185,7 @@ class Heartbeat:
                 owed = dict(self._releases)
             for run_id, owner in sorted(owed.items()):
                 statement = (update(runs).where(runs.c.run_id == run_id, runs.c.owner == owner,
-                                                runs.c.status == RUNNING).values(owner=None, heartbeat_at=None))
+                                                runs.c.status == Status.RUNNING).values(owner=None, heartbeat_at=None))
                 try:
                     with engine.begin() as conn:
                         conn.execute(statement)

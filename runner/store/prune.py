@@ -24,10 +24,10 @@ from typing import Final
 
 from sqlalchemy import Connection, Engine, delete, func, insert, select
 
-from .._log.statuses import AWAITING_APPROVAL, STATUSES
+from .._log.statuses import STATUSES, Status
 from .tables import events, run_cancels, run_deletions, run_labels, run_tools, runs
 
-PRUNABLE: Final = tuple(status for status in STATUSES if status != AWAITING_APPROVAL)
+PRUNABLE: Final = tuple(status for status in STATUSES if status != Status.AWAITING_APPROVAL)
 DEFAULT_BATCH: Final = 500
 
 

@@ -25,7 +25,7 @@ from sqlalchemy.sql.dml import UpdateBase
 from .. import _jsontext as jsontext
 from .._log.ids import derived_span_id, derived_trace_id
 from .._log.state import RunState
-from .._loop.limits import RUNNING
+from .._log.statuses import Status
 from .._text import storable
 from ..errors import StoreError
 from ..events import (
@@ -118,7 +118,7 @@ class StoreRecorder:
         self._span_ids: dict[str, str] = {}
         self._now = clock_for(engine.dialect.name)  # timestamps as the store keeps them (text on SQLite)
         self._started_at = self._now()
-        self._summary: dict[str, Any] = {"status": RUNNING, "answer": None, "error": None, "finished_at": None}
+        self._summary: dict[str, Any] = {"status": Status.RUNNING, "answer": None, "error": None, "finished_at": None}
         # Whether the next commit must write the whole summary (status, answer, error, finished_at
         # changed): otherwise it writes the progress columns only, which leaves the status index alone.
         self._summary_changed = resume is not None
@@ -166,7 +166,7 @@ class StoreRecorder:
         elif isinstance(event, RunResumed):
             self.run_id = event.run_id
             self._closing = False
-            self._summary.update(status=RUNNING, answer=None, error=None, finished_at=None)
+            self._summary.update(status=Status.RUNNING, answer=None, error=None, finished_at=None)
             self._summary_changed = True
             if self.heartbeat is not None:
                 self.heartbeat.add(self.run_id)

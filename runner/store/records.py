@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from sqlalchemy import ColumnElement, Connection, func, select
 
+from .._log.statuses import Status
 from ..events import Event, RunFinished, RunResumed, RunStarted
 from ..messages import Message
 from .owner import owner_alive, parse_owner, visible, was_let_go
@@ -74,7 +75,7 @@ class RunSummary:
 
     @property
     def finished(self) -> bool:
-        return self.status != "running"
+        return self.status != Status.RUNNING
 
     @property
     def liveness(self) -> str:
@@ -96,7 +97,7 @@ def liveness(status: str, owner: str | None, heartbeat_at: datetime | None, now:
     ``now`` is the clock that judges the heartbeat: the database server's on PostgreSQL
     (``database_clock``, ``database_now``), else this process's.
     """
-    if status != "running":
+    if status != Status.RUNNING:
         return FINISHED
     if run_id is not None and was_let_go(run_id, owner):
         return STALE

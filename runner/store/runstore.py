@@ -22,7 +22,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
 from .._log.state import RunState
-from .._log.statuses import RUNNING
+from .._log.statuses import Status
 from ..errors import RunInUse, RunNotFound, StoreError
 from ..events import MessageAppended, decode_all
 from .engine import DEFAULT_BUSY_TIMEOUT_S, is_memory, make_engine, one_line, parse_url, read_connection, shown
@@ -196,7 +196,7 @@ class RunStore:
         self._check_open()
         if self.read_only:
             raise StoreError(f"store {shown(self.url)} is open read-only: it cannot resume runs")
-        if seen.status == RUNNING and seen.liveness == LIVE:
+        if seen.status == Status.RUNNING and seen.liveness == LIVE:
             raise RunInUse(f"run {seen.run_id} is being driven by a live process ({seen.owner}); "
                            "it cannot be taken over")
         if not take_over(self.engine, seen, owner_id(), self.heartbeat):

@@ -26,10 +26,11 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.util.types import AttributeValue
 
-from .._loop import limits as st
+from .._log.statuses import Status
 
 Attrs = dict[str, AttributeValue]
 
@@ -77,14 +78,14 @@ TEXT: Final = "text/plain"
 JSON: Final = "application/json"
 
 # A stop that is not a failure: the run waits for a person, nothing went wrong.
-NOT_FAILURES: Final = frozenset({st.DONE, st.AWAITING_APPROVAL})
+NOT_FAILURES: Final = frozenset({Status.DONE, Status.AWAITING_APPROVAL})
 
 KIND_RUN: Final = SpanKind.INTERNAL
 KIND_STEP: Final = SpanKind.INTERNAL
 KIND_CHAT: Final = SpanKind.CLIENT
 KIND_TOOL: Final = SpanKind.INTERNAL
 
-UNSET: Final = Status(StatusCode.UNSET)
+UNSET: Final = trace.Status(StatusCode.UNSET)
 
 
 def run_name(agent_name: str | None) -> str:
@@ -140,14 +141,14 @@ def error_text(text: str | None, category: str, content: bool) -> str:
     return text if content and text else category
 
 
-def run_end(status: str, error: str | None, *, content: bool) -> tuple[Attrs, Status]:
+def run_end(status: str, error: str | None, *, content: bool) -> tuple[Attrs, trace.Status]:
     attrs: Attrs = {STATUS: status}
     if error and content:
         attrs[STOP_REASON] = error
     if status in NOT_FAILURES:
         return attrs, UNSET
     attrs[ERROR_TYPE] = status
-    return attrs, Status(StatusCode.ERROR, error_text(error, status, content))
+    return attrs, trace.Status(StatusCode.ERROR, error_text(error, status, content))
 
 
 def step_start(run_id: str, step: int) -> Attrs:
@@ -170,7 +171,7 @@ def chat_end(
     error_type: str | None,
     *,
     content: bool,
-) -> tuple[Attrs, Status]:
+) -> tuple[Attrs, trace.Status]:
     """``reply`` is the reply as ``events.reply_data`` data (None when there was none).
 
     A call with an ``error`` failed even when it has a reply (an invalid one); it
@@ -178,9 +179,9 @@ def chat_end(
     """
     attrs: Attrs = {} if reply is None else {FINISH_REASONS: (finish_reason(reply),)}
     if error is not None or reply is None:
-        kind = error_type or "model_error"
+        kind = error_type or Status.MODEL_ERROR
         attrs[ERROR_TYPE] = kind
-        return attrs, Status(StatusCode.ERROR, error_text(error, kind, content))
+        return attrs, trace.Status(StatusCode.ERROR, error_text(error, kind, content))
     if usage is not None:
         attrs.update({INPUT_TOKENS: usage[0], OUTPUT_TOKENS: usage[1], OI_TOKENS_PROMPT: usage[0],
                       OI_TOKENS_COMPLETION: usage[1], OI_TOKENS_TOTAL: usage[0] + usage[1],
@@ -211,12 +212,12 @@ def tool_start(run_id: str, step: int, name: str, call_id: str) -> Attrs:
             TOOL_CALL_ID: call_id, TOOL_TYPE: "function"}
 
 
-def tool_end(name: str, observation: str, ok: bool, ran: bool, *, content: bool) -> tuple[Attrs, Status]:
+def tool_end(name: str, observation: str, ok: bool, ran: bool, *, content: bool) -> tuple[Attrs, trace.Status]:
     attrs: Attrs = {TOOL_RAN: ran}
     if ok:
         return attrs, UNSET
     kind = attrs[ERROR_TYPE] = tool_error_type(name, observation, ran)
-    return attrs, Status(StatusCode.ERROR, error_text(_first_line(observation), kind, content))
+    return attrs, trace.Status(StatusCode.ERROR, error_text(_first_line(observation), kind, content))
 
 
 def tool_content(args: Any, observation: str) -> Attrs:
@@ -239,9 +240,10 @@ def tool_error_type(name: str, observation: str, ran: bool) -> str:
         if " was denied by the approver" in observation:
             return "denied"
         return "invalid_arguments"
-    if observation in (f"ERROR: {st.DEADLINE}", f"ERROR: {st.CANCELLED}"):  # logged before abandoned calls said why
+    # logged before abandoned calls said why
+    if observation in (f"ERROR: {Status.DEADLINE}", f"ERROR: {Status.CANCELLED}"):
         return observation[len("ERROR: "):]
-    for stop in (st.DEADLINE, st.CANCELLED):
+    for stop in (Status.DEADLINE, Status.CANCELLED):
         if observation.startswith(f"ERROR: {name} was abandoned while it ran ({stop})"):
             return stop
     if observation.startswith(f"ERROR: {name} timed out after "):

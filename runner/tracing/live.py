@@ -42,7 +42,7 @@ from ..events import (
     reply_data,
     span_key,
 )
-from . import attrs as a
+from . import attrs
 
 if TYPE_CHECKING:
     from .._loop.wiring import TraceLink
@@ -58,7 +58,7 @@ def _hex(span: Span) -> str:
 def _service_name(provider: TracerProvider) -> str | None:
     """The ``service.name`` of an SDK provider's resource (the API has no resources: None)."""
     resource = getattr(provider, "resource", None)
-    name = getattr(resource, "attributes", {}).get(a.SERVICE_NAME)
+    name = getattr(resource, "attributes", {}).get(attrs.SERVICE_NAME)
     return name if isinstance(name, str) and name else None
 
 
@@ -121,7 +121,7 @@ class TracingRecorder:
     def _remember(self, key: str, span: Span) -> None:
         self._ids[key] = _hex(span)
 
-    def _child(self, parent: Span | None, name: str, attributes: a.Attrs, kind: SpanKind) -> Span:
+    def _child(self, parent: Span | None, name: str, attributes: attrs.Attrs, kind: SpanKind) -> Span:
         """A span under ``parent`` (the root when none is open), never under the current context."""
         assert self._tracer is not None
         if parent is not None and parent is self._step and self._step_context is not None:
@@ -145,20 +145,21 @@ class TracingRecorder:
         if not self._live:
             return
         if isinstance(event, StepStarted):
-            self._step = self._child(self._root, a.step_name(event.step), a.step_start(self._run_id, event.step),
-                                     a.KIND_STEP)
+            self._step = self._child(self._root, attrs.step_name(event.step),
+                                     attrs.step_start(self._run_id, event.step), attrs.KIND_STEP)
             self._step_context = trace.set_span_in_context(self._step)  # its chat and tool spans' parent
             self._remember(self._key(event), self._step)
         elif isinstance(event, ModelCallStarted):
             self._shown_count = len(self._shown)
-            self._chat = self._child(self._step, a.chat_name(self._model),
-                                     a.chat_start(self._run_id, event.step, self._model, self._provider), a.KIND_CHAT)
+            self._chat = self._child(self._step, attrs.chat_name(self._model),
+                                     attrs.chat_start(self._run_id, event.step, self._model, self._provider),
+                                     attrs.KIND_CHAT)
             self._remember(self._key(event), self._chat)
         elif isinstance(event, ModelCalled):
             self._model_called(event)
         elif isinstance(event, ToolStarted):
-            span = self._child(self._step, a.tool_name(event.name),
-                               a.tool_start(self._run_id, event.step, event.name, event.call_id), a.KIND_TOOL)
+            span = self._child(self._step, attrs.tool_name(event.name),
+                               attrs.tool_start(self._run_id, event.step, event.name, event.call_id), attrs.KIND_TOOL)
             self._tools[event.call_id] = span
             self._remember(self._key(event), span)
         elif isinstance(event, ToolFinished):
@@ -184,7 +185,7 @@ class TracingRecorder:
             if event.model is not None:
                 self._model, self._provider = event.model, event.provider
         provider = self.tracer_provider if self.tracer_provider is not None else trace.get_tracer_provider()
-        self._tracer = provider.get_tracer(a.SCOPE)
+        self._tracer = provider.get_tracer(attrs.SCOPE)
         parent, links = None, None
         link = self._link
         if link is not None:
@@ -193,12 +194,12 @@ class TracingRecorder:
                 parent = trace.set_span_in_context(NonRecordingSpan(context))
             else:
                 links = [Link(context)]
-        attributes = a.run_start(self._run_id, self._model, self._provider, self._agent)
+        attributes = attrs.run_start(self._run_id, self._model, self._provider, self._agent)
         if isinstance(event, RunResumed):
-            attributes[a.RESUMED_FROM] = event.reason
+            attributes[attrs.RESUMED_FROM] = event.reason
         if self.record_content:
-            attributes.update(a.run_input(self._task))
-        root = self._tracer.start_span(a.run_name(self._agent), parent, a.KIND_RUN, attributes, links)
+            attributes.update(attrs.run_input(self._task))
+        root = self._tracer.start_span(attrs.run_name(self._agent), parent, attrs.KIND_RUN, attributes, links)
         self._live = root.is_recording()
         key = self._key(event)
         if self._live:
@@ -224,27 +225,27 @@ class TracingRecorder:
                          else {"stop_reason": reply.stop_reason, "tool_calls": reply.tool_calls})
             if reply.usage is not None:
                 usage = (reply.usage.input_tokens, reply.usage.output_tokens)
-        attributes, status = a.chat_end(event.prompt_tokens, event.reply_tokens, usage, described,
-                                        event.error, event.error_type, content=self.record_content)
+        attributes, status = attrs.chat_end(event.prompt_tokens, event.reply_tokens, usage, described,
+                                            event.error, event.error_type, content=self.record_content)
         if self.record_content:
-            attributes.update(a.chat_content(self._shown[:self._shown_count], described, self._tool_specs))
+            attributes.update(attrs.chat_content(self._shown[:self._shown_count], described, self._tool_specs))
         span.set_attributes(attributes)
-        if status is not a.UNSET:  # a span's status is unset until set: one lock and check fewer
+        if status is not attrs.UNSET:  # a span's status is unset until set: one lock and check fewer
             span.set_status(status)
         span.end()
 
     def _tool_finished(self, event: ToolFinished) -> None:
         span = self._tools.pop(event.call_id, None)
         if span is None:  # refused before running: a span of zero length marks the attempt
-            span = self._child(self._step, a.tool_name(event.name),
-                               a.tool_start(self._run_id, event.step, event.name, event.call_id), a.KIND_TOOL)
+            span = self._child(self._step, attrs.tool_name(event.name),
+                               attrs.tool_start(self._run_id, event.step, event.name, event.call_id), attrs.KIND_TOOL)
             self._remember(self._key(event), span)
-        attributes, status = a.tool_end(event.name, event.observation, event.ok, event.ran,
-                                       content=self.record_content)
+        attributes, status = attrs.tool_end(event.name, event.observation, event.ok, event.ran,
+                                            content=self.record_content)
         if self.record_content:
-            attributes.update(a.tool_content(self._args(event.call_id), event.observation))
+            attributes.update(attrs.tool_content(self._args(event.call_id), event.observation))
         span.set_attributes(attributes)
-        if status is not a.UNSET:  # a span's status is unset until set: one lock and check fewer
+        if status is not attrs.UNSET:  # a span's status is unset until set: one lock and check fewer
             span.set_status(status)
         span.end()
 
@@ -265,9 +266,9 @@ class TracingRecorder:
         self._chat = self._step = self._step_context = None
         root, self._root = self._root, None
         if root is not None:
-            attributes, status = a.run_end(event.status, event.error, content=self.record_content)
+            attributes, status = attrs.run_end(event.status, event.error, content=self.record_content)
             if self.record_content:
-                attributes.update(a.run_output(event.answer))
+                attributes.update(attrs.run_output(event.answer))
             root.set_attributes(attributes)
             root.set_status(status)
             root.end()

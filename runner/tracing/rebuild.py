@@ -41,7 +41,7 @@ from ..events import (
     reply_data,
     span_key,
 )
-from . import attrs as a
+from . import attrs
 from .otlp import with_project
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -94,9 +94,9 @@ class _Span:
     span_id: str
     parent: str | None
     start: int
-    attrs: a.Attrs
+    attrs: attrs.Attrs
     end: int | None = None
-    status: Status = field(default_factory=lambda: a.UNSET)
+    status: Status = field(default_factory=lambda: attrs.UNSET)
 
 
 class _Builder:
@@ -121,22 +121,22 @@ class _Builder:
         return event.span_id or derived_span_id(self.run_id, key)
 
     def open(self, key: str, name: str, kind: SpanKind, event: StoredEventLike, parent: str | None,
-             attrs: a.Attrs, start: int | None = None) -> _Span:
+             values: attrs.Attrs, start: int | None = None) -> _Span:
         parent_id = self.spans[parent].span_id if parent in self.spans else None
         span = _Span(key, name, kind, self.id_for(key, event), parent_id,
-                     _ns(event.at) if start is None else start, attrs)
+                     _ns(event.at) if start is None else start, values)
         self.spans[key] = span
         self.order.append(span)
         return span
 
-    def close(self, key: str, event: StoredEventLike, attrs: a.Attrs | None = None,
+    def close(self, key: str, event: StoredEventLike, values: attrs.Attrs | None = None,
               status: Status | None = None) -> None:
         span = self.spans.get(key)
         if span is None or span.end is not None:
             return
         span.end = _ns(event.at)
-        if attrs:
-            span.attrs.update(attrs)
+        if values:
+            span.attrs.update(values)
         if status is not None:
             span.status = status
 
@@ -154,8 +154,8 @@ class _Builder:
             self.agent = fact.agent_name or self.run.agent_name
             self.service_name = fact.service_name or None
             self.task, self.tool_specs = fact.task, list(fact.tool_specs)
-            self.open(key, a.run_name(self.agent), a.KIND_RUN, event, None,
-                      {**a.run_start(self.run_id, self.model, self.provider, self.agent), **self.run_input()})
+            self.open(key, attrs.run_name(self.agent), attrs.KIND_RUN, event, None,
+                      {**attrs.run_start(self.run_id, self.model, self.provider, self.agent), **self.run_input()})
         elif isinstance(fact, MessageAppended):
             message = fact.message
             self.shown.append(dict(message))
@@ -164,12 +164,13 @@ class _Builder:
                     self.args[call["id"]] = call["args"]
         elif isinstance(fact, StepStarted):
             self.shown_at_step[fact.step] = len(self.shown)
-            self.open(key, a.step_name(fact.step), a.KIND_STEP, event, root, a.step_start(self.run_id, fact.step))
+            self.open(key, attrs.step_name(fact.step), attrs.KIND_STEP, event, root,
+                      attrs.step_start(self.run_id, fact.step))
         elif isinstance(fact, ModelCalled):
             self.model_call(fact, key, event)
         elif isinstance(fact, ToolStarted):
-            self.open(key, a.tool_name(fact.name), a.KIND_TOOL, event, self.step_key(fact.step),
-                      a.tool_start(self.run_id, fact.step, fact.name, fact.call_id))
+            self.open(key, attrs.tool_name(fact.name), attrs.KIND_TOOL, event, self.step_key(fact.step),
+                      attrs.tool_start(self.run_id, fact.step, fact.name, fact.call_id))
         elif isinstance(fact, ToolFinished):
             self.tool_finished(fact, key, event)
         elif isinstance(fact, StepFinished):
@@ -178,10 +179,10 @@ class _Builder:
             for span in self.order:
                 if span.key != root:
                     self.close(span.key, event)
-            attrs, status = a.run_end(fact.status, fact.error, content=self.record_content)
+            values, status = attrs.run_end(fact.status, fact.error, content=self.record_content)
             if self.record_content:
-                attrs.update(a.run_output(fact.answer))
-            self.close(root, event, attrs, status)
+                values.update(attrs.run_output(fact.answer))
+            self.close(root, event, values, status)
 
     @property
     def root_key(self) -> str:
@@ -197,39 +198,39 @@ class _Builder:
                 span.end = self.last_event
         self.segment += 1
         self.model, self.provider = fact.model or self.model, fact.provider or self.provider
-        attrs = a.run_start(self.run_id, self.model, self.provider, self.agent)
-        attrs[a.RESUMED_FROM] = fact.reason
-        attrs.update(self.run_input())
-        self.open(self.root_key, a.run_name(self.agent), a.KIND_RUN, event, "run", attrs)
+        values = attrs.run_start(self.run_id, self.model, self.provider, self.agent)
+        values[attrs.RESUMED_FROM] = fact.reason
+        values.update(self.run_input())
+        self.open(self.root_key, attrs.run_name(self.agent), attrs.KIND_RUN, event, "run", values)
 
-    def run_input(self) -> a.Attrs:
-        return a.run_input(self.task) if self.record_content else {}
+    def run_input(self) -> attrs.Attrs:
+        return attrs.run_input(self.task) if self.record_content else {}
 
     def model_call(self, fact: ModelCalled, key: str, event: StoredEventLike) -> None:
         step = fact.step
         start = _ns(event.at) - round(fact.latency_s * 1e9)
-        span = self.open(key, a.chat_name(self.model), a.KIND_CHAT, event, self.step_key(step),
-                         a.chat_start(self.run_id, step, self.model, self.provider), start=start)
+        span = self.open(key, attrs.chat_name(self.model), attrs.KIND_CHAT, event, self.step_key(step),
+                         attrs.chat_start(self.run_id, step, self.model, self.provider), start=start)
         reply = None if fact.reply is None else reply_data(fact.reply)
         usage = fact.usage
-        attrs, status = a.chat_end(fact.prompt_tokens, fact.reply_tokens,
-                                   None if usage is None else (usage.input_tokens, usage.output_tokens),
-                                   reply, fact.error, fact.error_type, content=self.record_content)
+        values, status = attrs.chat_end(fact.prompt_tokens, fact.reply_tokens,
+                                        None if usage is None else (usage.input_tokens, usage.output_tokens),
+                                        reply, fact.error, fact.error_type, content=self.record_content)
         if self.record_content:
-            attrs.update(a.chat_content(self.shown[:self.shown_at_step.get(step, len(self.shown))], reply,
-                                        self.tool_specs))
-        span.attrs.update(attrs)
+            shown = self.shown[:self.shown_at_step.get(step, len(self.shown))]
+            values.update(attrs.chat_content(shown, reply, self.tool_specs))
+        span.attrs.update(values)
         span.status = status
         span.end = _ns(event.at)
 
     def tool_finished(self, fact: ToolFinished, key: str, event: StoredEventLike) -> None:
         if key not in self.spans:  # refused before running: a span of zero length
-            self.open(key, a.tool_name(fact.name), a.KIND_TOOL, event, self.step_key(fact.step),
-                      a.tool_start(self.run_id, fact.step, fact.name, fact.call_id))
-        attrs, status = a.tool_end(fact.name, fact.observation, fact.ok, fact.ran, content=self.record_content)
+            self.open(key, attrs.tool_name(fact.name), attrs.KIND_TOOL, event, self.step_key(fact.step),
+                      attrs.tool_start(self.run_id, fact.step, fact.name, fact.call_id))
+        values, status = attrs.tool_end(fact.name, fact.observation, fact.ok, fact.ran, content=self.record_content)
         if self.record_content:
-            attrs.update(a.tool_content(self.args.get(fact.call_id), fact.observation))
-        self.close(key, event, attrs, status)
+            values.update(attrs.tool_content(self.args.get(fact.call_id), fact.observation))
+        self.close(key, event, values, status)
 
 
 def run_resource(service_name: str | None) -> Resource:
@@ -263,7 +264,7 @@ def rebuild_spans(run: StoredRunLike, *, record_content: bool = False,
         builder.feed(event)
     trace_id = int(run.trace_id or derived_trace_id(run.run_id), 16)
     flags = TraceFlags(TraceFlags.SAMPLED)
-    scope = InstrumentationScope(a.SCOPE)
+    scope = InstrumentationScope(attrs.SCOPE)
     resource = resource if resource is not None else run_resource(builder.service_name)
     spans = []
     for s in builder.order:
