@@ -310,3 +310,46 @@ def test_plural(n: int, word: str, text: str) -> None:
     from runner.cli.render import plural
 
     assert plural(n, word) == text
+
+
+def test_every_status_has_a_colour() -> None:
+    from runner._log.statuses import Status
+    from runner.cli.timeline import ERROR_STYLE, STATUS_STYLES, status_style
+
+    assert set(STATUS_STYLES) == set(Status)
+    assert {status: status_style(status) for status in Status} == dict(STATUS_STYLES)
+    assert status_style(Status.RUNNING, "dead") == ERROR_STYLE  # its process is gone
+    assert status_style(Status.QUEUED) != ERROR_STYLE  # waiting for a worker is no failure
+
+
+def test_runs_show_and_stats_colour_a_queued_run_alike(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One map: a queued run was bold red in ``runs`` and ``show`` but cyan in ``stats``."""
+    import io
+    import re
+
+    from rich.console import Console
+    from rich.text import Text
+
+    from runner._log.statuses import Status
+    from runner.cli.timeline import STATUS_STYLES
+    from runner.pool.queued import record_queued
+
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with open_store(db) as store:
+        run_id = record_queued(store, "job", "tipper")
+    sgr = re.compile(r"\x1b\[([0-9;]*)m(?=queued\x1b\[0m)")
+
+    def colours(output: str) -> list[set[str]]:
+        """The foreground colour codes of each "queued" printed (``show``'s title adds bold to its own)."""
+        return [{code for code in found.split(";") if code.isdigit() and 30 <= int(code) <= 37}
+                for found in sgr.findall(output)]
+
+    file = io.StringIO()
+    Console(file=file, force_terminal=True, color_system="standard").print(
+        Text("queued", style=STATUS_STYLES[Status.QUEUED]))
+    assert colours(file.getvalue()) == [{"36"}]  # cyan
+    commands = {"runs": ["runs"], "show": ["show", run_id[:8]], "stats": ["stats"]}
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    env = {"FORCE_COLOR": "1", "TERM": "xterm", "COLORTERM": ""}
+    found = {name: colours(invoke(*args, "--db", db, env=env).stdout) for name, args in commands.items()}
+    assert found == {name: [{"36"}] for name in commands}

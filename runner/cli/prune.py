@@ -17,7 +17,8 @@ from rich.text import Text
 from ..store.prune import PRUNABLE, PruneResult
 from .options import EXIT_NO, CliUsageError, Env, common
 from .render import console, plural, print_json
-from .show import status_style, when_option
+from .show import when_option
+from .timeline import status_style
 
 
 def stdin_is_tty() -> bool:

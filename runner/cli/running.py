@@ -27,8 +27,8 @@ from .lineage import pending_approvals, resume_command
 from .options import EXIT_INTERRUPTED, EXIT_NO, CliUsageError, Env, common, label_option
 from .queries import refused_calls, short_ids
 from .render import clean, console, plural, print_json
-from .show import status_style
 from .specs import MODEL_HELP, build_model, continuing_model, load_tools, model_options, tracer_provider
+from .timeline import status_style
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider

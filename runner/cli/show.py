@@ -15,14 +15,12 @@ from .listing import Row, runs_table
 from .options import Env, common, label_option
 from .queries import find, refused_calls, refused_in, short_ids, summary_json
 from .render import console, plural, print_json
-from .timeline import event_json, status_color, status_label, timeline
+from .timeline import event_json, status_label, status_style, timeline
 
 RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
 UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 MORE_COUNTED = 1000  # past a full page, count at most this many more matching runs
 MAX_LIMIT = 1_000_000_000  # any store's size; past it, a number is a typo (and 2**63 overflows the database)
-STATUS_STYLE: dict[str, str] = {Status.DONE: "green", Status.RUNNING: "yellow", Status.AWAITING_APPROVAL: "bold yellow",
-                                 Status.QUEUED: "cyan"}
 
 
 def parse_when(value: str, now: datetime | None = None) -> datetime:
@@ -53,10 +51,6 @@ def when_option(ctx: click.Context, param: click.Parameter, value: str | None) -
         return parse_when(value)
     except ValueError as exc:
         raise click.BadParameter(str(exc), ctx, param) from None
-
-
-def status_style(status: str) -> str:
-    return STATUS_STYLE.get(status, "red")
 
 
 @click.command()
@@ -100,7 +94,7 @@ def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: dat
     if not found:
         out.print("no runs match", style="dim")
         return
-    rows = [Row(shorts[run.run_id], run.started_at, status_label(run), status_color(run),
+    rows = [Row(shorts[run.run_id], run.started_at, status_label(run), status_style(run.status, run.liveness),
                 run.steps, run.tool_calls, refused[run.run_id], run.tokens,
                 (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None, run.task)
             for run in found]

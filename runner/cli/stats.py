@@ -20,8 +20,8 @@ from ..store import RunStore
 from ..store.tables import events, runs
 from .options import Env, common
 from .render import clean, console, iso, median, percentile, plural, print_json, seconds, table
-from .show import status_style, when_option
-from .timeline import tool_failed
+from .show import when_option
+from .timeline import status_style, tool_failed
 
 
 def window(query: Select[Any], since: datetime | None, until: datetime | None) -> Select[Any]:

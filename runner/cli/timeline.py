@@ -7,9 +7,9 @@ it, so this module knows the facts by their fields, never by payload keys.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from rich.text import Text
 
@@ -28,6 +28,7 @@ from ..events import (
     decode_all,
 )
 from ..store import RunSummary, StoredEvent, StoredRun
+from ..store.records import LIVE
 from .lineage import Link, origin_text
 from .queries import refused_in
 from .render import clean, cut, iso, plural, seconds, when
@@ -35,6 +36,11 @@ from .render import clean, cut, iso, plural, seconds, when
 SHOWN_CHARS = 300
 ERROR_STYLE = "bold red"
 WAITING_STYLE = "bold yellow"
+# The colour of each status, wherever the CLI prints one (runs, show, stats, prune, run): a stop is an error.
+STATUS_STYLES: Final[Mapping[str, str]] = {
+    **dict.fromkeys(STATUSES, ERROR_STYLE),
+    Status.DONE: "green", Status.AWAITING_APPROVAL: WAITING_STYLE, Status.RUNNING: "yellow", Status.QUEUED: "cyan",
+}
 # What ``show`` adds to "not run" for the refusals that durable execution brings.
 REFUSAL_NOTE = {"denied": " (denied)", "in_doubt": " (in doubt)"}
 
@@ -87,18 +93,18 @@ def status_label(run: RunSummary) -> str:
     return f"{run.status} ({run.liveness})" if run.liveness in ("dead", "stale") else run.status
 
 
-def status_color(run: RunSummary) -> str:
-    if run.status == Status.RUNNING:
-        return "yellow" if run.liveness == "live" else ERROR_STYLE
-    styles: dict[str, str] = {Status.DONE: "green", Status.AWAITING_APPROVAL: WAITING_STYLE}
-    return styles.get(run.status, ERROR_STYLE)
+def status_style(status: str, liveness: str = LIVE) -> str:
+    """The colour of ``status``; a running run whose process is gone shows as an error."""
+    if status == Status.RUNNING and liveness != LIVE:
+        return ERROR_STYLE
+    return STATUS_STYLES.get(status, ERROR_STYLE)  # a status a newer runner wrote: shown as a stop
 
 
 def header(run: StoredRun, facts: Sequence[Event], children: Sequence[Link] = ()) -> Iterator[Text]:
     title = Text("run ", style="bold")
     title.append(clean(run.run_id), style="bold")
     title.append("  ")
-    title.append(status_label(run), style=status_color(run))
+    title.append(status_label(run), style=status_style(run.status, run.liveness))
     yield title
     duration = (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None
     refused = refused_in(run)
@@ -234,6 +240,5 @@ def stop(fact: RunFinished) -> Iterator[Text]:
         yield Text("\ndone", style="bold green")
         yield from _block(fact.answer or "", "  ")
         return
-    yield Text(f"\nstopped: {clean(fact.status)}", style=WAITING_STYLE if fact.status == Status.AWAITING_APPROVAL
-               else ERROR_STYLE)
+    yield Text(f"\nstopped: {clean(fact.status)}", style=status_style(fact.status))
     yield from _block(fact.error or "", "  ", "red")
