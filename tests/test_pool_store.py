@@ -272,3 +272,14 @@ def _this_process() -> str:
     from runner.store.owner import owner_id
 
     return owner_id()
+
+
+def test_a_queued_run_is_not_finished(store: RunStore, store_url: str) -> None:
+    run_id = record_queued(store, "job", "tipper")
+    run = store.get_run(run_id)
+    assert (run.status, run.finished, run.liveness) == ("queued", False, "waiting")
+    listed = json.loads(invoke("runs", "--db", store_url, "--json").stdout)
+    assert [(r["run_id"], r["status"], r["liveness"]) for r in listed] == [(run_id, "queued", "waiting")]
+    assert request_cancel(store, run_id) == "cancelled"
+    cancelled = store.get_run(run_id)
+    assert (cancelled.finished, cancelled.liveness) == (True, "finished")

@@ -1,11 +1,11 @@
 """What the store returns: frozen values with attributes, never bare rows.
 
 ``liveness`` tells an unfinished run whose process died from one still going:
-``finished`` (status is not ``running``), ``live``, ``dead`` (the owner process, one
-this process can see, is gone, or its pid now belongs to another process: see
-``owner``) or ``stale`` (an owner it cannot see, silent for longer than
-``STALE_AFTER_S``: a live run refreshes ``heartbeat_at`` at every commit and every
-``store.lease.HEARTBEAT_S`` in between; or a run its process let go of, see
+``finished`` (it has ended), ``waiting`` (queued: no process drives it yet), ``live``,
+``dead`` (the owner process, one this process can see, is gone, or its pid now belongs
+to another process: see ``owner``) or ``stale`` (an owner it cannot see, silent for
+longer than ``STALE_AFTER_S``: a live run refreshes ``heartbeat_at`` at every commit and
+every ``store.lease.HEARTBEAT_S`` in between; or a run its process let go of, see
 ``lease.Heartbeat.let_go``). On PostgreSQL heartbeats are written and judged by the
 server's clock (``read_at``), so a host whose clock runs ahead sees no live run stale.
 """
@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from sqlalchemy import ColumnElement, Connection, func, select
 
-from .._log.statuses import Status
+from .._log.statuses import UNFINISHED, Status
 from ..events import Event, RunFinished, RunResumed, RunStarted
 from ..messages import Message
 from .owner import owner_alive, parse_owner, visible, was_let_go
@@ -27,6 +27,7 @@ from .tables import UTCDateTime
 
 STALE_AFTER_S: Final = 30.0  # three missed heartbeats (store.lease.HEARTBEAT_S)
 FINISHED: Final = "finished"
+WAITING: Final = "waiting"
 LIVE: Final = "live"
 DEAD: Final = "dead"
 STALE: Final = "stale"
@@ -75,7 +76,7 @@ class RunSummary:
 
     @property
     def finished(self) -> bool:
-        return self.status != Status.RUNNING
+        return self.status not in UNFINISHED
 
     @property
     def liveness(self) -> str:
@@ -97,6 +98,8 @@ def liveness(status: str, owner: str | None, heartbeat_at: datetime | None, now:
     ``now`` is the clock that judges the heartbeat: the database server's on PostgreSQL
     (``database_clock``, ``database_now``), else this process's.
     """
+    if status == Status.QUEUED:
+        return WAITING
     if status != Status.RUNNING:
         return FINISHED
     if run_id is not None and was_let_go(run_id, owner):
