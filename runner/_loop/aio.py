@@ -18,7 +18,7 @@ from typing import Any, Unpack
 from .._tools.registry import ToolRegistry
 from ..messages import AsyncModel, Model
 from ..recorder import sync_later
-from .build import RunOptions, build_core
+from .build import NOT_GIVEN, NotGiven, RunOptions, build_core
 from .core import DEFAULT_SYSTEM, AgentCore
 from .results import COMMITTED, Action, AgentResult, CallModel, Checkpoint, Commit, Outcome
 from .sync import CANCEL_POLL_S, at_checkpoint
@@ -29,14 +29,15 @@ async def arun_agent(
     model: Model | AsyncModel,
     registry: ToolRegistry,
     system: str = DEFAULT_SYSTEM,
-    max_steps: int = 8,
-    token_budget: int = 4000,
+    max_steps: int | NotGiven = NOT_GIVEN,
+    token_budget: int | NotGiven = NOT_GIVEN,
     **options: Unpack[RunOptions],
 ) -> AgentResult:
     """Async ``run_agent``: ``model`` and tools may be coroutine functions or plain ones.
 
     A plain model runs on a worker thread; a reply that is awaitable (from a coroutine
-    function, or any callable returning one) is awaited.
+    function, or any callable returning one) is awaited. Limits as for ``run_agent``:
+    ``limits=Limits(...)`` or the limit keywords, not both for one limit.
 
     ``cancel`` may be an ``asyncio.Event`` or a ``threading.Event``. Commits to a store
     never block the event loop: they go to the store's writer thread (one transaction

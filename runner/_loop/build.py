@@ -1,13 +1,15 @@
-"""The keyword options ``run_agent`` and ``arun_agent`` share, and the core they build.
+"""The keyword options every way of running an agent shares, and the core they build.
 
-Both drivers take exactly these options, so a limit added here reaches sync and
-async runs alike, and neither driver can forget one.
+Users pass one flat ``RunOptions``; ``run_limits`` turns its limits into the run's
+``Limits`` once, so ``run_agent``, ``arun_agent``, ``resume``, ``fork``, ``follow_up``,
+``replay`` and the pool choose limits alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TypedDict, Unpack
+from enum import Enum
+from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 
 from .._log.state import RunState
 from .._tools.registry import ToolRegistry
@@ -15,7 +17,7 @@ from ..events import Event, MessageAppended, RunStarted
 from ..messages import AnyModel, Message
 from ..recorder import Recorder
 from .core import AgentCore, Approver
-from .limits import Limits
+from .limits import Limits, limit_names
 from .results import checked_run_id, model_identity
 from .wiring import TraceLink, build_recorder
 
@@ -25,16 +27,30 @@ if TYPE_CHECKING:
     from ..store import RunStore
 
 
+class NotGiven(Enum):
+    """The default of ``max_steps``/``token_budget`` when left out: ``limits=`` or ``Limits``' default applies."""
+
+    NOT_GIVEN = "NOT_GIVEN"
+
+    def __repr__(self) -> str:
+        return self.value
+
+
+NOT_GIVEN: Final = NotGiven.NOT_GIVEN
+
+
 class ContinueOptions(TypedDict, total=False):
     """The options of a run that continues a stored one (``resume``, ``fork``, ``follow_up``):
     its store and run id come from the stored run.
 
-    ``cancel`` is any object with ``is_set()`` (a ``threading.Event``, or an
-    ``asyncio.Event`` for async runs). ``tools_ref`` says where the registry comes
-    from (``"myapp.tools:registry"``): it is logged with the run so that ``runner
-    show`` can print a ``runner resume`` command that works as it stands.
+    ``limits`` is a whole ``Limits``; the limit keywords (``max_tool_calls`` ...) are its
+    shorthand, each replacing one limit, and cannot be combined with it. ``cancel`` is any
+    object with ``is_set()`` (a ``threading.Event``, or an ``asyncio.Event`` for async
+    runs). ``tools_ref`` says where the registry comes from (``"myapp.tools:registry"``):
+    it is logged with the run so that ``runner show`` can print a ``runner resume`` command.
     """
 
+    limits: Limits | None
     max_tool_calls: int | None
     timeout_s: float | None
     max_context_chars: int | None
@@ -59,11 +75,12 @@ class RunOptions(ContinueOptions, total=False):
 
 
 def build_core(
-    task: str, model: AnyModel, registry: ToolRegistry, system: str, max_steps: int, token_budget: int,
-    **options: Unpack[RunOptions],
+    task: str, model: AnyModel, registry: ToolRegistry, system: str, max_steps: int | NotGiven,
+    token_budget: int | NotGiven, **options: Unpack[RunOptions],
 ) -> AgentCore:
     """The core of a new run: it opens with ``run_started`` and the system and user messages."""
-    limits = limits_from(max_steps, token_budget, options)
+    given = {"max_steps": max_steps, "token_budget": token_budget}
+    limits = run_limits({}, options, {name: value for name, value in given.items() if value is not NOT_GIVEN})
     run_id = checked_run_id(options.get("run_id"))
     first = new_run_opening(run_id, task, system, limits, registry, model, options.get("agent_name"),
                             options.get("labels"), options.get("tools_ref"))
@@ -82,9 +99,13 @@ def new_run_opening(run_id: str, task: str, system: str, limits: Limits, registr
 
 
 def check_options(options: Mapping[str, Any]) -> None:
+    """``TypeError`` for an option no run takes, or one of the wrong kind (before anything is recorded)."""
     unknown = set(options) - set(RunOptions.__annotations__)
     if unknown:
         raise TypeError(f"unknown run option(s): {', '.join(sorted(unknown))}")
+    limits = options.get("limits")
+    if limits is not None and not isinstance(limits, Limits):
+        raise TypeError(f"limits must be a Limits, got {type(limits).__name__}")
     recorder = options.get("recorder")
     if recorder is not None and not all(callable(getattr(recorder, name, None)) for name in ("record", "sync")):
         raise TypeError(f"recorder must have record(event) and sync() methods, got {type(recorder).__name__}")
@@ -93,13 +114,25 @@ def check_options(options: Mapping[str, Any]) -> None:
         raise TypeError(f"tools_ref must be a string like 'myapp.tools:registry', got {type(tools_ref).__name__}")
 
 
-def limits_from(max_steps: int, token_budget: int, options: Mapping[str, Any]) -> Limits:
+def run_limits(base: Mapping[str, Any], options: ContinueOptions, given: Mapping[str, object]) -> Limits:
+    """The limits a run gets: ``limits=`` as it stands, or ``base`` with each limit keyword given replacing one.
+
+    ``base`` is what the run starts from (nothing: the defaults; a stored run's or a
+    fixture's recorded limits), ``given`` the limits passed as parameters rather than
+    options (``max_steps``, ``token_budget``). A limit given both in ``limits=`` and as
+    a keyword is a ``TypeError``: ``limits=`` already sets every limit.
+    """
     check_options(options)
-    return Limits(
-        max_steps, token_budget, options.get("max_tool_calls"), options.get("timeout_s"),
-        options.get("max_context_chars"), options.get("max_output_chars"), options.get("max_result_chars"),
-        options.get("max_identical_calls", 2),
-    )
+    flat = {name: value for name, value in options.items() if name in limit_names()}
+    flat.update(given)
+    chosen = options.get("limits")
+    if chosen is None:
+        return Limits.from_dict({**base, **flat})
+    if flat:
+        names = ", ".join(name for name in limit_names() if name in flat)
+        raise TypeError(f"{names} given both as a keyword and in limits=, which sets every limit: give "
+                        f"{'it' if len(flat) == 1 else 'them'} once (dataclasses.replace(limits, ...) changes one)")
+    return chosen
 
 
 def opening(started: RunStarted, messages: Sequence[Message]) -> list[Event]:

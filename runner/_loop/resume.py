@@ -25,7 +25,7 @@ from .._tools.registry import ToolRegistry
 from ..errors import CannotResume
 from ..events import Event, MessageAppended, RunStarted, StepStarted, decode_all
 from ..messages import Message, Model
-from .build import ContinueOptions, check_options, core_for, opening
+from .build import ContinueOptions, core_for, opening, run_limits
 from .limits import Limits
 from .results import AgentResult, model_identity, new_run_id
 from .sync import drive
@@ -35,8 +35,6 @@ if TYPE_CHECKING:
     from ..store import RunStore, StoredRun
 
 Decision = bool | str
-_LIMIT_NAMES = ("max_tool_calls", "timeout_s", "max_context_chars", "max_output_chars", "max_result_chars",
-                "max_identical_calls")
 
 
 def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *,
@@ -46,9 +44,10 @@ def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *
 
     Works for a run that stopped on any limit, on ``model_error`` or ``invalid_reply``,
     on ``awaiting_approval`` (``decisions`` maps a pending call id to True, False or a
-    denial reason), and for a run whose process died. Limits not given keep their
-    recorded values; ``max_steps`` counts the whole run. ``CannotResume`` (one line)
-    for a ``done`` run; ``RunInUse`` when a live process drives it.
+    denial reason), and for a run whose process died. Each limit keyword given replaces
+    that recorded limit, the others keep theirs; ``limits=Limits(...)`` replaces them all
+    (giving a limit both ways is a ``TypeError``); ``max_steps`` counts the whole run.
+    ``CannotResume`` (one line) for a ``done`` run; ``RunInUse`` when a live process drives it.
     """
     run = store.get_run(run_id)
     if run.status == Status.DONE:
@@ -76,7 +75,8 @@ def fork(store: RunStore, run_id: str, *, at_step: int, model: Model, registry: 
 
     ``observations`` replaces the content of those tool messages by call id, exactly.
     Steps before ``at_step`` are not run again; the new run's steps are numbered on from
-    there. The parent is untouched; the new run records ``parent_run_id``.
+    there. The parent is untouched; the new run records ``parent_run_id``. Limits as for
+    ``resume``: the parent's, with each one given replacing it (or ``limits=``, all of them).
     """
     parent = store.get_run(run_id)
     facts = decode_all(parent.events, parent.run_id)
@@ -90,7 +90,10 @@ def fork(store: RunStore, run_id: str, *, at_step: int, model: Model, registry: 
 def follow_up(store: RunStore, run_id: str, message: str, model: Model, registry: ToolRegistry, *,
               max_steps: int | None = None, token_budget: int | None = None,
               **options: Unpack[ContinueOptions]) -> AgentResult:
-    """A new run that continues finished run ``run_id``'s conversation with ``message``."""
+    """A new run that continues finished run ``run_id``'s conversation with ``message``.
+
+    Limits as for ``resume``: the parent's, with each one given replacing it (or ``limits=``, all of them).
+    """
     parent = store.get_run(run_id)
     if parent.status == Status.RUNNING:
         raise CannotResume(f"run {parent.run_id} has not finished ({parent.liveness}); "
@@ -151,16 +154,9 @@ def _check_decisions(run_id: str, state: RunState, decisions: dict[str, Decision
 
 def _limits(recorded: Mapping[str, Any], max_steps: int | None, token_budget: int | None,
             options: ContinueOptions) -> Limits:
-    check_options(options)
-    values = {name: recorded[name] for name in Limits.__dataclass_fields__ if name in recorded}
-    if max_steps is not None:
-        values["max_steps"] = max_steps
-    if token_budget is not None:
-        values["token_budget"] = token_budget
-    for name in _LIMIT_NAMES:
-        if name in options:
-            values[name] = options.pop(name)  # type: ignore[misc]  # a limit, not a run option
-    return Limits(**values)
+    """The recorded limits, with those given replacing theirs (None: not given)."""
+    given = {"max_steps": max_steps, "token_budget": token_budget}
+    return run_limits(recorded, options, {name: value for name, value in given.items() if value is not None})
 
 
 def _root_span_id(run: StoredRun) -> str:

@@ -16,7 +16,7 @@ from typing import Any, Unpack
 
 from .._tools.registry import ToolRegistry
 from ..messages import Model
-from .build import RunOptions, build_core
+from .build import NOT_GIVEN, NotGiven, RunOptions, build_core
 from .core import DEFAULT_SYSTEM, AgentCore
 from .results import COMMITTED, GO_ON, Action, AgentResult, CallModel, Checkpoint, Commit, Outcome
 
@@ -29,18 +29,20 @@ def run_agent(
     model: Model,
     registry: ToolRegistry,
     system: str = DEFAULT_SYSTEM,
-    max_steps: int = 8,
-    token_budget: int = 4000,
+    max_steps: int | NotGiven = NOT_GIVEN,
+    token_budget: int | NotGiven = NOT_GIVEN,
     **options: Unpack[RunOptions],
 ) -> AgentResult:
     """Run ``task`` with ``model`` and the tools in ``registry`` until done or a limit.
 
     Never raises for anything the model or a tool does; the returned result says
     how the run ended (``result.raise_for_status()`` turns a stop into an error).
-    Options (see ``RunOptions``): the limits ``max_tool_calls``, ``timeout_s``,
-    ``max_context_chars``, ``max_output_chars``, ``max_result_chars``,
-    ``max_identical_calls``; ``cancel`` (a ``threading.Event``); ``approve`` for
-    tools registered with ``needs_approval``; ``store`` to commit every fact to an
+    Limits: ``limits=Limits(...)`` sets them all; or each as a keyword (``max_steps``,
+    ``token_budget``, ``max_tool_calls``, ``timeout_s``, ``max_context_chars``,
+    ``max_output_chars``, ``max_result_chars``, ``max_identical_calls``), the others
+    keeping ``Limits``' defaults. Giving a limit both ways is a ``TypeError``.
+    Other options (see ``RunOptions``): ``cancel`` (a ``threading.Event``); ``approve``
+    for tools registered with ``needs_approval``; ``store`` to commit every fact to an
     event log; ``tracer_provider`` for spans (message and argument content only
     with ``record_content``); ``labels``, ``agent_name``, ``run_id``, ``recorder``.
     """

@@ -51,9 +51,6 @@ def part_ends(fixture: Fixture) -> list[PartEnd]:
 
 def resumptions(fixture: Fixture) -> list[Resumption]:
     """How each part after the first was resumed, in order."""
-    known = Limits.__dataclass_fields__
     # Limits a later version may add are ignored, as everywhere in a fixture.
-    return [Resumption(str(found["reason"]),
-                       Limits(**{name: value for name, value in found["limits"].items() if name in known}),
-                       dict(found["decisions"]))
+    return [Resumption(str(found["reason"]), Limits.from_dict(found["limits"]), dict(found["decisions"]))
             for found in fixture.resumes]

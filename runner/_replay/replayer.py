@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
 from .._log.statuses import Status
-from .._loop.build import RunOptions, core_for, limits_from, opening
+from .._loop.build import RunOptions, core_for, opening, run_limits
 from .._loop.core import AgentCore
 from .._loop.results import AgentResult, checked_run_id, model_identity
 from .._tools.registry import ToolRegistry
@@ -101,16 +101,12 @@ def replay(
 ) -> ReplayReport:
     """Replay a fixture path, a ``Fixture``, a stored run, or a run id in ``source_store``.
 
-    Reuses the recorded task, system prompt and limits unless given here; other
-    ``run_agent`` options (``store`` to record the replay itself, ``tracer_provider``...)
-    pass through.
+    Reuses the recorded task, system prompt and limits unless given here: each limit
+    keyword replaces that recorded limit, ``limits=Limits(...)`` replaces them all (giving
+    a limit both ways is a ``TypeError``). Other ``run_agent`` options (``store`` to record
+    the replay itself, ``tracer_provider``...) pass through.
     """
     fixture = as_fixture(source, source_store)
-    limits = fixture.limits
-    for name in ("max_tool_calls", "timeout_s", "max_context_chars", "max_output_chars", "max_result_chars",
-                 "max_identical_calls"):
-        if name in limits and name not in options:
-            options[name] = limits[name]
     model = ReplayModel(fixture, strict=strict)
     core = _first_core(fixture, model, registry, task, system, max_steps, token_budget, options)
     ends, resumed = part_ends(fixture), resumptions(fixture)
@@ -135,9 +131,8 @@ def _first_core(fixture: Fixture, model: ReplayModel, tools: ToolRegistry, task:
                 max_steps: int | None, token_budget: int | None, options: RunOptions) -> AgentCore:
     """The core of the recording's first part: its task, system prompt and limits unless given,
     and the history it started from (a fork's or follow-up's)."""
-    limits = fixture.limits
-    lim = limits_from(max_steps if max_steps is not None else int(limits["max_steps"]),
-                      token_budget if token_budget is not None else int(limits["token_budget"]), options)
+    given = {"max_steps": max_steps, "token_budget": token_budget}
+    lim = run_limits(fixture.limits, options, {name: value for name, value in given.items() if value is not None})
     run_id = checked_run_id(options.get("run_id"))
     task = task if task is not None else fixture.task
     system = system if system is not None else fixture.system

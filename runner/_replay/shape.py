@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from .._log.statuses import STATUSES, Status
+from .._loop.limits import LimitRule, limit_rules
 from ..errors import FixtureError
 
 Check = Callable[[Any, str], None]
@@ -22,7 +23,8 @@ FORMAT: Final = "durable-agent-runner/fixture"
 VERSION: Final = 1
 
 STOP_STATUSES: Final = tuple(s for s in STATUSES if s != Status.DONE)
-INT_LIMITS: Final = ("max_tool_calls", "max_context_chars", "max_output_chars", "max_result_chars")
+# Every fixture has these two limits; one added since may be missing (the run's default then).
+FIRST_LIMITS: Final = ("max_steps", "token_budget")
 
 
 class ShapeError(FixtureError):
@@ -156,11 +158,23 @@ def reply_block(value: Any, path: str) -> None:
         REPLY(value, path)
 
 
-LIMITS: Final = obj(
-    {"max_steps": count, "token_budget": count},
-    {**{name: nullable(count) for name in INT_LIMITS}, "timeout_s": nullable(seconds),
-     "max_identical_calls": positive_count},
-)
+def at_least(minimum: int) -> Check:
+    def check(value: Any, path: str) -> None:
+        count(value, path)
+        if value < minimum:
+            raise ShapeError(path, f"must be at least {minimum}, got {value}")
+
+    return check
+
+
+def limit_check(rule: LimitRule) -> Check:
+    """The check of one limit's value, from the rule ``Limits`` gives it."""
+    check = seconds if rule.seconds else at_least(rule.minimum) if rule.minimum else count
+    return nullable(check) if rule.optional else check
+
+
+LIMITS: Final = obj({rule.name: limit_check(rule) for rule in limit_rules() if rule.name in FIRST_LIMITS},
+                    {rule.name: limit_check(rule) for rule in limit_rules() if rule.name not in FIRST_LIMITS})
 SPEC: Final = obj({"name": string, "description": string, "parameters": obj({})})
 OUTCOME: Final = obj(
     {"status": one_of(*STATUSES), "answer": nullable(string), "error": nullable(string)},

@@ -7,7 +7,7 @@ import shlex
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import click
 from rich.console import Console
@@ -15,6 +15,7 @@ from rich.text import Text
 
 from .._log.statuses import Status
 from .._loop.core import DEFAULT_SYSTEM
+from .._loop.limits import Limits
 from .._loop.results import AgentResult
 from .._loop.sync import run_agent
 from .._tools.registry import ToolRegistry
@@ -33,6 +34,7 @@ from .timeline import status_style
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+DEFAULTS: Final = Limits()
 MAX_TIMEOUT_S = 365 * 86400.0  # a year; far beyond it, waiting overflows the platform's timers
 
 
@@ -55,20 +57,18 @@ def progress(quiet: bool) -> Recorder | None:
 
 
 def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolRegistry, labels: dict[str, str], *,
-           system: str = DEFAULT_SYSTEM, max_steps: int = 8, token_budget: int = 4000,
-           max_tool_calls: int | None = None, timeout_s: float | None = None,
-           recorder: Recorder | None = None, record_content: bool = False,
-           tools_ref: str | None = None) -> AgentResult:
-    """``run_agent`` recorded in ``store`` and traced (see ``traced``).
+           system: str = DEFAULT_SYSTEM, limits: Limits | None = None, recorder: Recorder | None = None,
+           record_content: bool = False, tools_ref: str | None = None) -> AgentResult:
+    """``run_agent`` recorded in ``store`` and traced (see ``traced``); ``limits`` None: the defaults.
 
     The run id is chosen here, so that a Ctrl-C can still say which run it stopped.
     """
     run_id = uuid.uuid4().hex
 
     def go(provider: TracerProvider) -> AgentResult:
-        return run_agent(task, model, registry, system, max_steps, token_budget, store=store, run_id=run_id,
-                         tracer_provider=provider, labels=labels, max_tool_calls=max_tool_calls, timeout_s=timeout_s,
-                         recorder=recorder, record_content=record_content, tools_ref=tools_ref)
+        return run_agent(task, model, registry, system, store=store, run_id=run_id, tracer_provider=provider,
+                         labels=labels, limits=limits, recorder=recorder, record_content=record_content,
+                         tools_ref=tools_ref)
 
     return traced(env, store, go, lambda: run_id)
 
@@ -195,9 +195,9 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, q
 @click.option("--follow-up", "parent_ref", metavar="RUN",
               help="Continue finished run RUN's conversation: TASK is the next user message (a new, linked run).")
 @click.option("--system", default=None, help="The system prompt (a follow-up keeps its parent's).")
-@click.option("--max-steps", type=click.IntRange(min=1), help="Model calls at most.  [default: 8]")
+@click.option("--max-steps", type=click.IntRange(min=1), help=f"Model calls at most.  [default: {DEFAULTS.max_steps}]")
 @click.option("--token-budget", type=click.IntRange(min=1),
-              help="Tokens (prompt + reply, estimated or reported) at most.  [default: 4000]")
+              help=f"Tokens (prompt + reply, estimated or reported) at most.  [default: {DEFAULTS.token_budget}]")
 @click.option("--max-tool-calls", type=click.IntRange(min=0), help="Tool calls at most.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S),
               callback=not_nan, metavar="SECONDS", help="Wall-clock limit for the whole run (at most a year).")
@@ -225,11 +225,10 @@ def run(env: Env, task: str, tools_spec: str, model_spec: str | None, base_url: 
     registry = load_tools(tools_spec)
     model = build_model(model_spec, base_url, api_key)
     with env.store(create=True) as store:
+        given = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s)
         result = record(env, store, task, model, registry, labels, system=system or DEFAULT_SYSTEM,
-                        max_steps=8 if max_steps is None else max_steps,
-                        token_budget=4000 if token_budget is None else token_budget,
-                        max_tool_calls=max_tool_calls, timeout_s=timeout_s, recorder=progress(quiet),
-                        record_content=record_content, tools_ref=tools_spec)
+                        limits=given.limits(), recorder=progress(quiet), record_content=record_content,
+                        tools_ref=tools_spec)
         report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"],
                tools_spec=tools_spec)
     if result.status != Status.DONE:
@@ -248,6 +247,10 @@ class GivenLimits:
     def options(self) -> dict[str, Any]:
         """The limits given, as keyword arguments for ``resume``, ``fork`` and ``follow_up``."""
         return {name: value for name, value in asdict(self).items() if value is not None}
+
+    def limits(self) -> Limits:
+        """The limits of a new run: those given, ``Limits``' defaults for the rest."""
+        return Limits(**self.options())
 
 
 def follow(env: Env, parent_ref: str, message: str, tools_spec: str, model_spec: str | None, base_url: str | None,

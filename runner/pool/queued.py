@@ -25,9 +25,8 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from .._log.ids import derived_trace_id
 from .._log.statuses import Status
-from .._loop.build import limits_from
+from .._loop.limits import Limits, limit_names
 from .._loop.results import checked_run_id
-from .._loop.resume import _LIMIT_NAMES
 from ..events import KIND_OF, RunFinished, RunQueued, encode
 from ..store import RunStore
 from ..store.engine import one_line
@@ -37,7 +36,6 @@ from ..store.records import DEAD, STALE, database_now, liveness
 from ..store.tables import events, run_cancels, run_labels, runs
 from .agents import PoolError
 
-LIMITS = ("max_steps", "token_budget", *_LIMIT_NAMES)
 DEFAULT_QUEUE = "celery"  # Celery's own default
 RUN_QUEUED = KIND_OF[RunQueued]
 CANCELLED_QUEUED = "cancelled before a worker started it"
@@ -51,10 +49,10 @@ def record_queued(store: RunStore, task: str, agent: str, *, labels: Mapping[str
         raise ValueError("task must be a non-empty string")
     if not isinstance(agent, str) or not agent:
         raise ValueError("agent must be a non-empty agent name")
-    unknown = sorted(set(limits) - set(LIMITS))
+    unknown = sorted(set(limits) - set(limit_names()))
     if unknown:
-        raise TypeError(f"unknown limit(s): {', '.join(unknown)} (known: {', '.join(LIMITS)})")
-    _check_limits(limits)
+        raise TypeError(f"unknown limit(s): {', '.join(unknown)} (known: {', '.join(limit_names())})")
+    Limits(**limits)  # refused now rather than when a worker starts the run
     labels = dict(labels or {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
         raise ValueError("labels must map strings to strings")
@@ -78,12 +76,6 @@ def record_queued(store: RunStore, task: str, agent: str, *, labels: Mapping[str
 
     _write(store, f"cannot queue run {run_id}", write)
     return run_id
-
-
-def _check_limits(limits: Mapping[str, Any]) -> None:
-    """Refuse at submission the limit values a worker would refuse when it starts the run."""
-    rest = {name: value for name, value in limits.items() if name not in ("max_steps", "token_budget")}
-    limits_from(limits.get("max_steps", 1), limits.get("token_budget", 1), rest)
 
 
 def request_cancel(store: RunStore, run_id: str) -> str:

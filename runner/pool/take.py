@@ -19,12 +19,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import cast
 
 from .._log.state import fold
 from .._log.statuses import Status
-from .._loop.build import core_for, limits_from, new_run_opening
-from .._loop.core import DEFAULT_SYSTEM
+from .._loop.build import RunOptions, check_options, core_for, new_run_opening, run_limits
+from .._loop.core import DEFAULT_SYSTEM, AgentCore
+from .._loop.limits import Limits, limit_names
 from .._loop.resume import resume
 from .._loop.sync import drive
 from ..errors import RunInUse, RunNotFound
@@ -68,7 +69,7 @@ def take(store: RunStore, run_id: str, agents: Mapping[str, Factory], *, cancel_
     return result.status
 
 
-def _core_to_start(store: RunStore, run: StoredRun, agent: Agent, cancel: StoreCancel) -> Any:
+def _core_to_start(store: RunStore, run: StoredRun, agent: Agent, cancel: StoreCancel) -> AgentCore:
     """``_start``, a wrong option of the agent's (``TypeError``, ``ValueError``) as one ``PoolError``."""
     try:
         return _start(store, run, agent, cancel)
@@ -76,23 +77,23 @@ def _core_to_start(store: RunStore, run: StoredRun, agent: Agent, cancel: StoreC
         raise PoolError(f"agent {run.agent_name!r} cannot start run {run.run_id}: {exc}") from None
 
 
-def _start(store: RunStore, run: StoredRun, agent: Agent, cancel: StoreCancel) -> Any:
+def _start(store: RunStore, run: StoredRun, agent: Agent, cancel: StoreCancel) -> AgentCore:
     """The core of a queued run's start: its agent's options, with the submitted limits and labels on top."""
     facts = decode_all(run.events, run.run_id)
     queued = next((fact for fact in facts if isinstance(fact, RunQueued)), None)
-    submitted: dict[str, Any] = dict(queued.limits) if queued is not None else {}
-    options = {k: v for k, v in agent.options.items() if k not in _NOT_FROM_FACTORY}
-    system = options.pop("system", DEFAULT_SYSTEM)
-    max_steps = submitted.pop("max_steps", options.pop("max_steps", 8))
-    token_budget = submitted.pop("token_budget", options.pop("token_budget", 4000))
-    options.update(submitted)
-    labels = {**dict(options.pop("labels", None) or {}), **(queued.labels if queued is not None else {})}
-    options["agent_name"] = run.agent_name
-    limits = limits_from(max_steps, token_budget, options)
+    factory = {k: v for k, v in agent.options.items() if k not in _NOT_FROM_FACTORY}
+    system = factory.pop("system", DEFAULT_SYSTEM)
+    labels = {**dict(factory.pop("labels", None) or {}), **(queued.labels if queued is not None else {})}
+    # run_agent's parameters: the limit keywords, max_steps and token_budget among them
+    given = {name: factory.pop(name) for name in limit_names() if name in factory}
+    check_options(factory)
+    options = cast(RunOptions, factory)  # its keys are run options (checked)
+    agents = run_limits({}, options, given)
+    limits = Limits(**{**agents.to_dict(), **(queued.limits if queued is not None else {})})
     task = queued.task if queued is not None else run.task
     first = new_run_opening(run.run_id, task, system, limits, agent.registry, agent.model, run.agent_name, labels)
-    options["cancel"] = cancel
-    return core_for(agent.model, agent.registry, run.run_id, limits, first, fold(facts, run.run_id), options,
+    factory["cancel"] = cancel
+    return core_for(agent.model, agent.registry, run.run_id, limits, first, fold(facts, run.run_id), factory,
                     None, store)
 
 
