@@ -18,7 +18,7 @@ from runner._loop.build import new_run_opening
 from runner._loop.core import AgentCore
 from runner._loop.limits import Limits, NaiveTokenMeter, TokenMeter
 from runner._loop.sync import drive
-from runner._loop.wiring import build_recorder
+from runner._loop.wiring import RunWiring, build_recorder
 
 SIZES = (10, 100, 1000)
 REPEATS = 5
@@ -31,7 +31,7 @@ def per_step_us(steps: int, meter: type[TokenMeter]) -> float:
         # The core ``run_agent`` builds, with the token meter swapped: a run's default recorder
         # traces through the global (no-op) provider.
         model, limits, state = script(steps), Limits(max_steps=steps, token_budget=10**12), RunState(run_id="bench")
-        default = build_recorder(store=None, tracer_provider=None, record_content=False, extra=None, state=state)
+        default = build_recorder(RunWiring(), state)
         core = AgentCore(model, reg, run_id=state.run_id, limits=limits, recorder=default, state=state,
                          opening=new_run_opening(state.run_id, "bench", "s", limits, reg, model), meter=meter)
         started = time.perf_counter()

@@ -22,7 +22,7 @@ from runner._loop.limits import Limits
 from runner._loop.replies import MAX_ARGS_DEPTH, json_problem
 from runner._loop.results import Action, CallModel, CallTool, Commit
 from runner._loop.sync import drive_until
-from runner._loop.wiring import build_recorder
+from runner._loop.wiring import RunWiring, build_recorder
 from runner._tools.schema import args_checker, check_args
 from runner.events import RunStarted
 from runner.tracing import TracingRecorder
@@ -107,10 +107,10 @@ def _actions(recorder_for: Any) -> list[str]:
 
 def test_an_idle_recorder_is_asked_to_commit_only_when_the_run_ends() -> None:
     def plain(state: RunState) -> Any:
-        return build_recorder(store=None, tracer_provider=None, record_content=False, extra=None, state=state)
+        return build_recorder(RunWiring(), state)
 
     def with_content(state: RunState) -> Any:
-        return build_recorder(store=None, tracer_provider=None, record_content=True, extra=None, state=state)
+        return build_recorder(RunWiring(record_content=True), state)
 
     assert _actions(plain) == ["model", "tool", "model", "commit"]
     assert _actions(with_content) == ["commit", "model", "commit", "tool", "commit", "commit", "model", "commit"]

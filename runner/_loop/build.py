@@ -1,8 +1,8 @@
 """The keyword options every way of running an agent shares, and the core they build.
 
-Users pass one flat ``RunOptions``; ``run_limits`` turns its limits into the run's
-``Limits`` once, so ``run_agent``, ``arun_agent``, ``resume``, ``fork``, ``follow_up``,
-``replay`` and the pool choose limits alike.
+Users pass one flat ``RunOptions``; it is split here, once, into the run's ``Limits``
+(``run_limits``) and its ``RunWiring`` (``wiring_of``), so ``run_agent``, ``arun_agent``,
+``resume``, ``fork``, ``follow_up``, ``replay`` and the pool build their cores alike.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from .._tools.registry import ToolRegistry
 from ..events import Event, MessageAppended, RunStarted
 from ..messages import AnyModel, Message
 from ..recorder import Recorder
-from .core import AgentCore, Approver
+from .core import AgentCore, Approver, Cancel
 from .limits import Limits, limit_names
 from .results import checked_run_id, model_identity
-from .wiring import TraceLink, build_recorder
+from .wiring import RunWiring, TraceLink, build_recorder
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -57,7 +57,7 @@ class ContinueOptions(TypedDict, total=False):
     max_output_chars: int | None
     max_result_chars: int | None
     max_identical_calls: int
-    cancel: Any
+    cancel: Cancel | None
     approve: Approver | None
     recorder: Recorder | None
     agent_name: str | None
@@ -84,7 +84,7 @@ def build_core(
     run_id = checked_run_id(options.get("run_id"))
     first = new_run_opening(run_id, task, system, limits, registry, model, options.get("agent_name"),
                             options.get("labels"), options.get("tools_ref"))
-    return core_for(model, registry, run_id, limits, first, None, options)
+    return core_for(model, registry, run_id, limits, first, None, wiring_of(options, options.get("store")))
 
 
 def new_run_opening(run_id: str, task: str, system: str, limits: Limits, registry: ToolRegistry, model: AnyModel,
@@ -135,19 +135,20 @@ def run_limits(base: Mapping[str, Any], options: ContinueOptions, given: Mapping
     return chosen
 
 
+def wiring_of(options: ContinueOptions, store: RunStore | None = None) -> RunWiring:
+    """The wiring ``options`` ask for; ``store`` is the run's (a continued run's is its parent's)."""
+    return RunWiring(store, options.get("tracer_provider"), options.get("record_content", False),
+                     options.get("recorder"), options.get("cancel"), options.get("approve"))
+
+
 def opening(started: RunStarted, messages: Sequence[Message]) -> list[Event]:
     """The first facts of a new run: ``run_started``, then each message it begins with."""
     return [started, *(MessageAppended(index=i, message=m) for i, m in enumerate(messages))]
 
 
 def core_for(model: AnyModel, registry: ToolRegistry, run_id: str, limits: Limits, first: Sequence[Event],
-             state: RunState | None, options: Mapping[str, Any], link: TraceLink | None = None,
-             store: RunStore | None = None) -> AgentCore:
-    """A core on the recorders ``options`` ask for, starting from ``state`` with the facts ``first``."""
+             state: RunState | None, wiring: RunWiring, link: TraceLink | None = None) -> AgentCore:
+    """A core on the recorders ``wiring`` asks for, starting from ``state`` with the facts ``first``."""
     state = state if state is not None else RunState(run_id=run_id)
-    store = store if store is not None else options.get("store")
-    recorder = build_recorder(store=store, tracer_provider=options.get("tracer_provider"),
-                              record_content=options.get("record_content", False), extra=options.get("recorder"),
-                              state=state, link=link)
-    return AgentCore(model, registry, run_id=run_id, limits=limits, recorder=recorder, opening=first, state=state,
-                     cancel=options.get("cancel"), approve=options.get("approve"))
+    return AgentCore(model, registry, run_id=run_id, limits=limits, recorder=build_recorder(wiring, state, link),
+                     opening=first, state=state, cancel=wiring.cancel, approve=wiring.approve)

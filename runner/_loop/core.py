@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Generator, Sequence
-from typing import Any
+from typing import Protocol
 
 from .._log.state import RunState
 from .._log.statuses import Status
@@ -49,6 +49,13 @@ DEFAULT_SYSTEM = "You are a helpful assistant. Use the tools when they help, the
 
 Approver = Callable[[ToolCall], "bool | str | None"]
 
+
+class Cancel(Protocol):
+    """What a run's ``cancel`` option is: a ``threading.Event``, an ``asyncio.Event``, or any object like them."""
+
+    def is_set(self) -> bool: ...
+
+
 class AgentCore(Closing):
     """One run's rules. ``opening`` are the facts that start (or restart) it."""
 
@@ -62,7 +69,7 @@ class AgentCore(Closing):
         recorder: Recorder,
         opening: Sequence[Event],
         state: RunState | None = None,
-        cancel: Any = None,
+        cancel: Cancel | None = None,
         approve: Approver | None = None,
         meter: type[TokenMeter] = TokenMeter,
     ) -> None:

@@ -25,7 +25,7 @@ from .._tools.registry import ToolRegistry
 from ..errors import CannotResume
 from ..events import Event, MessageAppended, RunStarted, StepStarted, decode_all
 from ..messages import Message, Model
-from .build import ContinueOptions, core_for, opening, run_limits
+from .build import ContinueOptions, core_for, opening, run_limits, wiring_of
 from .limits import Limits
 from .results import AgentResult, model_identity, new_run_id
 from .sync import drive
@@ -65,7 +65,7 @@ def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *
 
     resumed = _resumed_event(run.run_id, state, owner_id(), reason, limits, given, model_name, provider)
     link = TraceLink(run.trace_id, _root_span_id(run), joins=True)
-    return drive(core_for(model, registry, run.run_id, limits, [resumed], state, options, link, store))
+    return drive(core_for(model, registry, run.run_id, limits, [resumed], state, wiring_of(options, store), link))
 
 
 def fork(store: RunStore, run_id: str, *, at_step: int, model: Model, registry: ToolRegistry,
@@ -116,8 +116,8 @@ def follow_up(store: RunStore, run_id: str, message: str, model: Model, registry
 def _drive_linked(store: RunStore, parent: StoredRun, started: RunStarted, messages: list[Message], model: Model,
                   registry: ToolRegistry, limits: Limits, options: ContinueOptions) -> AgentResult:
     link = TraceLink(parent.trace_id, _root_span_id(parent), joins=False)
-    return drive(core_for(model, registry, started.run_id, limits, opening(started, messages), None, options, link,
-                          store))
+    return drive(core_for(model, registry, started.run_id, limits, opening(started, messages), None,
+                          wiring_of(options, store), link))
 
 
 def _linked_start(parent: StoredRun, messages: list[Message], model: Model, registry: ToolRegistry,

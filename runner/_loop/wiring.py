@@ -1,4 +1,4 @@
-"""Which recorders a run gets, from the arguments ``run_agent`` was given.
+"""What a run is wired to, and the recorders that follow from it.
 
 Tracing comes first so that the store, which follows, can log the ids of the
 spans the tracer has just opened or closed ("each event knows its span").
@@ -16,6 +16,22 @@ if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
     from ..store import RunStore
+    from .core import Approver, Cancel
+
+
+@dataclass(frozen=True, slots=True)
+class RunWiring:
+    """Where a run's facts go (store, tracer, an extra recorder) and who may cancel it or approve its calls.
+
+    The run options that are neither limits nor the run's identity, split from them once.
+    """
+
+    store: RunStore | None = None
+    tracer_provider: TracerProvider | None = None
+    record_content: bool = False
+    recorder: Recorder | None = None
+    cancel: Cancel | None = None
+    approve: Approver | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,33 +45,28 @@ class TraceLink:
     joins: bool
 
 
-def build_recorder(
-    *,
-    store: RunStore | None,
-    tracer_provider: TracerProvider | None,
-    record_content: bool,
-    extra: Recorder | None,
-    state: RunState,
-    link: TraceLink | None = None,
-) -> Recorder:
-    """``state`` is where the loop starts (a resumed run's holds its stored facts) and the state the
-    loop goes on to advance: the store's recorder reads it as the run moves."""
+def build_recorder(wiring: RunWiring, state: RunState, link: TraceLink | None = None) -> Recorder:
+    """The recorders ``wiring`` asks for, as one.
+
+    ``state`` is where the loop starts (a resumed run's holds its stored facts) and the state the
+    loop goes on to advance: the store's recorder reads it as the run moves.
+    """
     from ..tracing import TracingRecorder
 
     # Always traced: with no provider given, the global one (a no-op unless the app
     # configured OpenTelemetry, and then cheap), so every stored event gets a span id.
-    started = state.started
+    started, record_content = state.started, wiring.record_content
     tracing = TracingRecorder(
-        tracer_provider, record_content=record_content, run_id=state.run_id, link=link, segment=state.segment,
-        model=started.model if started else "", provider=started.provider if started else None,
-        agent_name=started.agent_name if started else None,
+        wiring.tracer_provider, record_content=record_content, run_id=state.run_id, link=link,
+        segment=state.segment, model=started.model if started else "",
+        provider=started.provider if started else None, agent_name=started.agent_name if started else None,
         shown=[dict(m) for m in state.messages] if record_content else None,
         task=started.task if started else None, tool_specs=started.tool_specs if started else ())
     recorders: list[Recorder] = [tracing]
-    if store is not None:
-        recorders.append(store.recorder(span_source=tracing, resume=state if state.events else None,
-                                        trace_id=link.trace_id if link is not None and link.joins else None,
-                                        loop_state=state))
-    if extra is not None:
-        recorders.append(extra)
+    if wiring.store is not None:
+        recorders.append(wiring.store.recorder(span_source=tracing, resume=state if state.events else None,
+                                               trace_id=link.trace_id if link is not None and link.joins else None,
+                                               loop_state=state))
+    if wiring.recorder is not None:
+        recorders.append(wiring.recorder)
     return recorders[0] if len(recorders) == 1 else FanoutRecorder(recorders)

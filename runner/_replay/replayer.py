@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
 from .._log.statuses import Status
-from .._loop.build import RunOptions, core_for, opening, run_limits
+from .._loop.build import RunOptions, core_for, opening, run_limits, wiring_of
 from .._loop.core import AgentCore
 from .._loop.results import AgentResult, checked_run_id, model_identity
+from .._loop.wiring import RunWiring
 from .._tools.registry import ToolRegistry
 from ..errors import ReplayDivergence
 from ..events import RunResumed, RunStarted
@@ -108,12 +109,13 @@ def replay(
     """
     fixture = as_fixture(source, source_store)
     model = ReplayModel(fixture, strict=strict)
-    core = _first_core(fixture, model, registry, task, system, max_steps, token_budget, options)
+    wiring = wiring_of(options, options.get("store"))
+    core = _first_core(fixture, model, registry, task, system, max_steps, token_budget, options, wiring)
     ends, resumed = part_ends(fixture), resumptions(fixture)
     divergence: ReplayDivergence | None = None
     for part, end in enumerate(ends):
         if part > 0:
-            core = _resumed_core(core, model, registry, resumed[part - 1], options)
+            core = _resumed_core(core, model, registry, resumed[part - 1], wiring)
         result, divergence = ReplayDriver(core, model, end).drive()
         if divergence is None and part < len(ends) - 1:
             divergence = _part_divergence(part, end, result, model)
@@ -128,7 +130,7 @@ def replay(
 
 
 def _first_core(fixture: Fixture, model: ReplayModel, tools: ToolRegistry, task: str | None, system: str | None,
-                max_steps: int | None, token_budget: int | None, options: RunOptions) -> AgentCore:
+                max_steps: int | None, token_budget: int | None, options: RunOptions, wiring: RunWiring) -> AgentCore:
     """The core of the recording's first part: its task, system prompt and limits unless given,
     and the history it started from (a fork's or follow-up's)."""
     given = {"max_steps": max_steps, "token_budget": token_budget}
@@ -143,18 +145,18 @@ def _first_core(fixture: Fixture, model: ReplayModel, tools: ToolRegistry, task:
     started = RunStarted(run_id=run_id, task=task, system=system, limits=lim.to_dict(), tool_specs=tools.specs(),
                          model=model_name, provider=provider, agent_name=options.get("agent_name"),
                          labels=dict(options.get("labels") or {}), forked_at_step=fixture.data.get("forked_at_step"))
-    return core_for(model, tools, run_id, lim, opening(started, history), None, options)
+    return core_for(model, tools, run_id, lim, opening(started, history), None, wiring)
 
 
 def _resumed_core(before: AgentCore, model: ReplayModel, tools: ToolRegistry, resumption: Resumption,
-                  options: RunOptions) -> AgentCore:
+                  wiring: RunWiring) -> AgentCore:
     """The recording's next part: the same loop resumed with the limits and decisions it was resumed with."""
     state = before.state
     model_name, provider = model_identity(model)
     resumed = RunResumed(run_id=before.run_id, step=state.steps, owner="replay", reason=resumption.reason,
                          limits=resumption.limits.to_dict(), decisions=dict(resumption.decisions), model=model_name,
                          provider=provider)
-    return core_for(model, tools, before.run_id, resumption.limits, [resumed], state, options)
+    return core_for(model, tools, before.run_id, resumption.limits, [resumed], state, wiring)
 
 
 def _part_divergence(part: int, end: PartEnd, result: AgentResult | None,

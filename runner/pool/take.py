@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import cast
 
 from .._log.state import fold
 from .._log.statuses import Status
-from .._loop.build import RunOptions, check_options, core_for, new_run_opening, run_limits
+from .._loop.build import RunOptions, check_options, core_for, new_run_opening, run_limits, wiring_of
 from .._loop.core import DEFAULT_SYSTEM, AgentCore
 from .._loop.limits import Limits, limit_names
 from .._loop.resume import resume
@@ -92,9 +93,8 @@ def _start(store: RunStore, run: StoredRun, agent: Agent, cancel: StoreCancel) -
     limits = Limits(**{**agents.to_dict(), **(queued.limits if queued is not None else {})})
     task = queued.task if queued is not None else run.task
     first = new_run_opening(run.run_id, task, system, limits, agent.registry, agent.model, run.agent_name, labels)
-    factory["cancel"] = cancel
-    return core_for(agent.model, agent.registry, run.run_id, limits, first, fold(facts, run.run_id), factory,
-                    None, store)
+    wiring = replace(wiring_of(options, store), cancel=cancel)
+    return core_for(agent.model, agent.registry, run.run_id, limits, first, fold(facts, run.run_id), wiring)
 
 
 def _dropped(run_id: str, why: str) -> str:
