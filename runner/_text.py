@@ -1,10 +1,14 @@
-"""Text from models, tools and exceptions, made safe to format and to store.
+"""Text from models, tools and exceptions, made safe to format, to store and to print.
 
 Anything a model, a tool or a user's exception hands the loop is untrusted: an
 exception's ``__str__`` may raise, and a string may hold what no database column
 accepts (a lone surrogate, which UTF-8 cannot encode; NUL, which PostgreSQL's
 text refuses). The event log keeps such text exactly (``events.data`` is JSON,
 which escapes both); only the summary columns get ``storable``'s rendering.
+Before it reaches a terminal, ``clean`` removes escape sequences (CSI, OSC, DCS and
+the other string controls, two-character ESC sequences), the other C0 and C1
+controls except newline and tab, and the bidirectional overrides that can make text
+read differently from what it is.
 """
 
 from __future__ import annotations
@@ -58,3 +62,27 @@ def describe_exception(exc: BaseException) -> str:
     except Exception as failure:
         message = f"<str() failed: {type(failure).__name__}>"
     return f"{name}: {message}" if message else name
+
+
+# Terminal control: escape sequences, and the controls no terminal line should carry.
+ESCAPES = re.compile(
+    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"             # CSI: ESC [ params intermediates final (or 8-bit CSI)
+    r"|(?:\x1b[]PX^_]|[\x90\x98\x9d\x9e\x9f])"       # OSC, DCS, SOS, PM, APC: a string up to its terminator
+    r"[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c|$)"
+    r"|\x1b[ -/]*[0-~]"                              # other ESC sequences (charset, keypad, RIS...)
+    r"|\x1b"                                         # a lone ESC at the very end
+)
+# C0 except tab and newline, DEL, C1, and the bidi embeddings, overrides and isolates.
+CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+SPACES = re.compile(r"\s+")
+
+
+def clean(text: object) -> str:
+    """``text`` as a string without terminal control sequences (newline and tab kept)."""
+    plain = CONTROLS.sub("", ESCAPES.sub("", text if isinstance(text, str) else str(text)))
+    return escape_surrogates(plain)  # a lone surrogate cannot be encoded for the terminal: its escape, as JSON has
+
+
+def one_line(text: object) -> str:
+    """``clean`` with every run of whitespace (newlines included) made one space."""
+    return SPACES.sub(" ", clean(text)).strip()

@@ -17,13 +17,12 @@ import os
 from rich.console import Console
 from rich.text import Text
 
+from ._text import clean, one_line
 from .events import ApprovalRequested, Event, ModelCalled, ToolFinished
 
 
 def progress_line(event: Event) -> Text | None:
     """The line for ``event``, or None when it gets none (only model calls, tool calls and approvals do)."""
-    from .cli.render import clean, one_line
-
     if isinstance(event, ModelCalled):
         line = Text(f"step {event.step}  model  {event.latency_s:.2f}s  ")
         if event.error is not None:

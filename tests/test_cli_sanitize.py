@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
-from runner.cli.render import clean, one_line
+from runner._text import clean, one_line
 from runner.store import open_store
 from tests.test_cli_helpers import invoke, rows
 

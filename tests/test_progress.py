@@ -114,3 +114,14 @@ def test_resume_and_fork_print_progress_lines_unless_quiet(tmp_path: Path, quiet
         assert plain(resumed.stderr) == ["step 2  model  Xs  ok  179+15 tokens"]
         assert plain(forked.stderr) == ["step 1  model  Xs  ok  126+29 tokens", "step 1  tool get_weather  Xs  ok",
                                         "step 2  model  Xs  ok  179+15 tokens"]
+
+
+def test_progress_lines_do_not_load_the_cli() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from runner.events import ModelCalled; from runner.progress import progress_line; "
+            "print(progress_line(ModelCalled(step=1, prompt_tokens=1, error='x\\x1b[31m')).plain); "
+            "print(*[m for m in sys.modules if m.startswith('runner.cli')])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.splitlines() == ["step 1  model  0.00s  error: x", ""]  # cleaned, and no runner.cli module

@@ -19,10 +19,10 @@ from sqlalchemy import select
 
 from .._log.state import fold
 from .._log.statuses import Status
+from .._text import clean
 from ..events import ApprovalRequested, RunStarted, decode, decode_all
 from ..store import RunStore, StoredRun
 from ..store.tables import events
-from .render import clean
 
 TOOLS_PLACEHOLDER = "MODULE:ATTR"  # for a run whose log does not say where its tools live
 # What a logged ``tools_ref`` must look like to be printed in a command: the log may come

@@ -18,7 +18,8 @@ from rich import box
 from rich.table import Table
 from rich.text import Text
 
-from .render import ellipsis, one_line, seconds, when
+from .._text import one_line
+from .render import ellipsis, seconds, when
 
 TASK_CHARS = 60     # the task is cut here even on a wide terminal
 TASK_MIN = 20       # the task gets at least this many characters when the terminal allows it

@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 
 import click
 
+from .._text import one_line
 from ..store import RunStore, open_store
 from ..store.migrate import NoStoreError
-from .render import one_line
 
 DEFAULT_DB = "sqlite:///runs.db"
 NOT_TEXT = re.compile("[\x00\ud800-\udfff]")

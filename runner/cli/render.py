@@ -1,10 +1,7 @@
-"""Terminal output: control-sequence stripping, short ids, durations, rich tables and JSON.
+"""Terminal output: short ids, durations, rich tables and JSON.
 
-Everything a model, a tool or a user typed into a task is untrusted: before it
-reaches the terminal, ``clean`` removes escape sequences (CSI, OSC, DCS and the
-other string controls, two-character ESC sequences), the other C0 and C1
-controls except newline and tab, and the bidirectional overrides that can make
-text read differently from what it is. ``--json`` output is never cleaned: JSON
+Everything a model, a tool or a user typed into a task is untrusted: it reaches the
+terminal through ``runner._text.clean``. ``--json`` output is never cleaned: JSON
 escapes every control character itself, so scripts see the exact text.
 """
 
@@ -12,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sys
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -23,34 +19,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from .._text import escape_surrogates
-
-ESCAPES = re.compile(
-    r"(?:\x1b\[|\x9b)[0-?]*[ -/]*[@-~]"             # CSI: ESC [ params intermediates final (or 8-bit CSI)
-    r"|(?:\x1b[]PX^_]|[\x90\x98\x9d\x9e\x9f])"       # OSC, DCS, SOS, PM, APC: a string up to its terminator
-    r"[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c|$)"
-    r"|\x1b[ -/]*[0-~]"                              # other ESC sequences (charset, keypad, RIS...)
-    r"|\x1b"                                         # a lone ESC at the very end
-)
-# C0 except tab and newline, DEL, C1, and the bidi embeddings, overrides and isolates.
-CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-SPACES = re.compile(r"\s+")
-# A lone surrogate cannot be encoded for the terminal: shown as its escape, like JSON does.
+from .._text import clean
 
 SHORT_ID = 8
 PIPE_WIDTH = 160
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
-
-
-def clean(text: object) -> str:
-    """``text`` as a string without terminal control sequences (newline and tab kept)."""
-    plain = CONTROLS.sub("", ESCAPES.sub("", text if isinstance(text, str) else str(text)))
-    return escape_surrogates(plain)
-
-
-def one_line(text: object) -> str:
-    """``clean`` with every run of whitespace (newlines included) made one space."""
-    return SPACES.sub(" ", clean(text)).strip()
 
 
 def plural(count: int, noun: str) -> str:

@@ -10,9 +10,10 @@ from rich.text import Text
 from .._replay.fixture import Fixture, fixture_from_run, load_fixture
 from .._replay.replayer import ReplayReport
 from .._replay.replayer import replay as replay_fixture
+from .._text import clean
 from .options import CliError, Env, common
 from .queries import find
-from .render import clean, console, plural, print_json
+from .render import console, plural, print_json
 from .specs import load_tools
 
 

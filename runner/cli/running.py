@@ -18,6 +18,7 @@ from .._loop.core import DEFAULT_SYSTEM
 from .._loop.limits import Limits
 from .._loop.results import AgentResult
 from .._loop.sync import run_agent
+from .._text import clean
 from .._tools.registry import ToolRegistry
 from ..demo import DEMO_TASK, demo_model, demo_registry
 from ..messages import Model
@@ -27,7 +28,7 @@ from ..store import RunStore
 from .lineage import pending_approvals, resume_command
 from .options import EXIT_INTERRUPTED, EXIT_NO, CliUsageError, Env, common, label_option
 from .queries import refused_calls, short_ids
-from .render import clean, console, plural, print_json
+from .render import console, plural, print_json
 from .specs import MODEL_HELP, build_model, continuing_model, load_tools, model_options, tracer_provider
 from .timeline import status_style
 

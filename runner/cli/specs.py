@@ -12,12 +12,12 @@ import click
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from .._text import clean
 from .._tools.registry import ToolRegistry
 from ..events import RunResumed, decode_all
 from ..messages import Model
 from ..store import StoredRun
 from .options import CliError, CliUsageError
-from .render import clean
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider

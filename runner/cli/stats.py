@@ -15,11 +15,12 @@ import click
 from rich.text import Text
 from sqlalchemy import Select, func, select
 
+from .._text import clean
 from ..events import StepFinished, StepStarted, ToolFinished, decode
 from ..store import RunStore
 from ..store.tables import events, runs
 from .options import Env, common
-from .render import clean, console, iso, median, percentile, plural, print_json, seconds, table
+from .render import console, iso, median, percentile, plural, print_json, seconds, table
 from .show import when_option
 from .timeline import status_style, tool_failed
 

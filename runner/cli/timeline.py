@@ -14,6 +14,7 @@ from typing import Any, Final
 from rich.text import Text
 
 from .._log.statuses import STATUSES, Status
+from .._text import clean
 from ..events import (
     ApprovalRequested,
     Event,
@@ -31,7 +32,7 @@ from ..store import RunSummary, StoredEvent, StoredRun
 from ..store.records import LIVE
 from .lineage import Link, origin_text
 from .queries import refused_in
-from .render import clean, cut, iso, plural, seconds, when
+from .render import cut, iso, plural, seconds, when
 
 SHOWN_CHARS = 300
 ERROR_STYLE = "bold red"
