@@ -280,3 +280,27 @@ def test_a_run_traced_by_nothing_is_resent_under_the_environments_service_or_run
     assert service() == {"runner"}
     monkeypatch.setenv("OTEL_SERVICE_NAME", "from-env")
     assert service() == {"from-env"}
+
+
+@pytest.mark.parametrize(("env", "endpoint", "timeout_s"), [
+    ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318/"}, "http://c:4318/v1/traces", 10.0),
+    ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": " GRPC"}, "http://c:4317", 10.0),
+    ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://t:1/x",
+      "OTEL_EXPORTER_OTLP_TIMEOUT": "3", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "4.5"}, "http://t:1/x", 4.5),
+    ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TIMEOUT": "soon"},
+     "http://c:4318/v1/traces", 10.0),
+    ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://c:4318", "OTEL_EXPORTER_OTLP_TIMEOUT": "-1"},
+     "http://c:4318/v1/traces", 10.0),
+])
+def test_the_otlp_settings_the_runner_reads_itself(monkeypatch: pytest.MonkeyPatch, env: dict[str, str],
+                                                   endpoint: str, timeout_s: float) -> None:
+    from runner.tracing.otlp import export_timeout_s, otlp_setting, traces_endpoint
+
+    for name in ("ENDPOINT", "PROTOCOL", "TIMEOUT"):
+        monkeypatch.delenv(f"OTEL_EXPORTER_OTLP_{name}", raising=False)
+        monkeypatch.delenv(f"OTEL_EXPORTER_OTLP_TRACES_{name}", raising=False)
+    assert otlp_setting("ENDPOINT") is None
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    assert (traces_endpoint(), export_timeout_s(), otlp_setting("ENDPOINT")) == (
+        endpoint, timeout_s, env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", env["OTEL_EXPORTER_OTLP_ENDPOINT"]))

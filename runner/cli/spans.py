@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -14,6 +13,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from rich.text import Text
 
 from ..tracing import otlp_exporter, rebuild_spans
+from ..tracing.otlp import export_timeout_s
 from .options import CliError, Env, common
 from .queries import find
 from .render import console, plural, print_json
@@ -21,18 +21,7 @@ from .render import console, plural, print_json
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
 
-DEFAULT_EXPORT_TIMEOUT_S = 10.0  # the OTLP exporters' own default
 EXPORT_GRACE_S = 1.0  # past the exporter's own timeout, before an export counts as hung
-
-
-def export_timeout_s(default: float = DEFAULT_EXPORT_TIMEOUT_S) -> float:
-    """The export timeout the ``OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`` variables set (seconds), or ``default``."""
-    configured = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT")
-    try:
-        value = float(configured) if configured else default
-    except ValueError:
-        return default
-    return value if value > 0 else default
 
 
 def bounded_export(exporter: SpanExporter, spans: Sequence[ReadableSpan], deadline_s: float) -> SpanExportResult | None:

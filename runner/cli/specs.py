@@ -17,6 +17,7 @@ from .._tools.registry import ToolRegistry
 from ..events import RunResumed, decode_all
 from ..messages import Model
 from ..store import StoredRun
+from ..tracing.otlp import otlp_setting
 from .options import CliError, CliUsageError
 
 if TYPE_CHECKING:
@@ -96,7 +97,7 @@ def tracer_provider() -> tuple[TracerProvider, Callable[[], None]]:
     """
     from opentelemetry import trace
 
-    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):
+    if otlp_setting("ENDPOINT"):
         from ..tracing import configure_tracing
 
         provider = configure_tracing(SERVICE_NAME, exporter=cli_exporter())
@@ -109,19 +110,12 @@ def cli_exporter() -> WarnOnce:
     (unless ``OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`` says otherwise), in all, even with a
     collector that answers a byte at a time, so a collector that is down or stuck delays the
     exit by about that, and its failures are one warning line."""
-    from ..tracing import otlp_exporter
-    from .spans import EXPORT_GRACE_S, export_timeout_s
+    from ..tracing.otlp import export_timeout_s, otlp_exporter, traces_endpoint
+    from .spans import EXPORT_GRACE_S
 
-    configured = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT")
-    inner = otlp_exporter(None if configured else CLI_EXPORT_TIMEOUT_S)
+    inner = otlp_exporter(None if otlp_setting("TIMEOUT") else CLI_EXPORT_TIMEOUT_S)
     deadline_s = export_timeout_s(CLI_EXPORT_TIMEOUT_S) + EXPORT_GRACE_S
-    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    if not endpoint:
-        base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").rstrip("/")
-        grpc = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-                or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "").strip().lower() == "grpc"
-        endpoint = base if grpc else f"{base}/v1/traces"
-    return WarnOnce(inner, endpoint, deadline_s)
+    return WarnOnce(inner, traces_endpoint(), deadline_s)
 
 
 def continuing_model(spec: str | None, run: StoredRun, base_url: str | None, api_key: str | None) -> Model:

@@ -6,6 +6,8 @@ and the SDK themselves: ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
 ``..._COMPRESSION``, ``..._CERTIFICATE``, ``OTEL_SERVICE_NAME``,
 ``OTEL_RESOURCE_ATTRIBUTES`` and ``OTEL_BSP_*`` for the batch processor. The
 protocol is http/protobuf unless ``OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`` says grpc.
+The few the runner reads itself (is an endpoint set, where spans go, the timeout)
+are read here only.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
 
 HTTP_HINT = "pip install 'durable-agent-runner[otlp]'"
+DEFAULT_EXPORT_TIMEOUT_S = 10.0  # the OTLP exporters' own default
 GRPC_HINT = "pip install opentelemetry-exporter-otlp-proto-grpc"
 
 
@@ -33,13 +36,41 @@ class TracingSetupError(RunnerError):
     """The OTLP exporter cannot be set up (missing package, unsupported protocol)."""
 
 
+def otlp_setting(name: str) -> str | None:
+    """``OTEL_EXPORTER_OTLP_TRACES_<name>``, else ``OTEL_EXPORTER_OTLP_<name>``; None when neither is set."""
+    return os.environ.get(f"OTEL_EXPORTER_OTLP_TRACES_{name}") or os.environ.get(f"OTEL_EXPORTER_OTLP_{name}") or None
+
+
+def otlp_protocol() -> str:
+    """The OTLP protocol the environment asks for: ``http/protobuf`` unless it says otherwise."""
+    return (otlp_setting("PROTOCOL") or "http/protobuf").strip().lower()
+
+
+def traces_endpoint() -> str:
+    """Where the exporter sends spans: the traces endpoint as given, else the endpoint (``/v1/traces`` on HTTP)."""
+    endpoint = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    if endpoint:
+        return endpoint
+    base = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").rstrip("/")
+    return base if otlp_protocol() == "grpc" else f"{base}/v1/traces"
+
+
+def export_timeout_s(default: float = DEFAULT_EXPORT_TIMEOUT_S) -> float:
+    """The export timeout ``OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`` sets (seconds), or ``default``."""
+    configured = otlp_setting("TIMEOUT")
+    try:
+        value = float(configured) if configured else default
+    except ValueError:
+        return default
+    return value if value > 0 else default
+
+
 def otlp_exporter(timeout_s: float | None = None) -> SpanExporter:
     """The OTLP span exporter the environment asks for (http/protobuf by default).
 
     ``timeout_s`` bounds each export, retries included (default: ``OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT``, else 10 s).
     """
-    protocol = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-                or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip().lower()
+    protocol = otlp_protocol()
     if protocol == "http/protobuf":
         try:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
