@@ -136,3 +136,11 @@ def test_replay_takes_limits_in_place_of_the_recorded_ones(store: RunStore, tmp_
     assert started_limits(store, shorthand.result.run_id) == Limits(max_steps=1, max_tool_calls=7).to_dict()
     with pytest.raises(TypeError, match=BOTH):
         replay(path, weather_registry(), limits=Limits(), max_steps=1)
+
+
+def test_every_limit_but_the_two_parameters_is_a_run_option() -> None:
+    from runner import RunOptions
+
+    options = {name for name in RunOptions.__annotations__ if name in limit_names()}
+    assert options == set(limit_names()) - {"max_steps", "token_budget"}  # run_agent's own parameters
+    assert "limits" in RunOptions.__annotations__

@@ -37,10 +37,9 @@ def run_agent(
 
     Never raises for anything the model or a tool does; the returned result says
     how the run ended (``result.raise_for_status()`` turns a stop into an error).
-    Limits: ``limits=Limits(...)`` sets them all; or each as a keyword (``max_steps``,
-    ``token_budget``, ``max_tool_calls``, ``timeout_s``, ``max_context_chars``,
-    ``max_output_chars``, ``max_result_chars``, ``max_identical_calls``), the others
-    keeping ``Limits``' defaults. Giving a limit both ways is a ``TypeError``.
+    Limits: ``limits=Limits(...)`` sets them all; or any field of ``Limits`` as a keyword
+    (``max_steps=3``, ``timeout_s=60``), the others keeping ``Limits``' defaults. Giving
+    a limit both ways is a ``TypeError``.
     Other options (see ``RunOptions``): ``cancel`` (a ``threading.Event``); ``approve``
     for tools registered with ``needs_approval``; ``store`` to commit every fact to an
     event log; ``tracer_provider`` for spans (message and argument content only
