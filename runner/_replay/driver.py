@@ -99,7 +99,7 @@ class ReplayDriver:
 
     def _answer(self, messages: list[Message], specs: list[ToolSpec]) -> Outcome | ReplayDivergence:
         started = time.monotonic()
-        answer = self.model.answer(messages, specs)
+        answer = self.model.answer(messages, specs, self.core.steps)
         elapsed = time.monotonic() - started
         match answer:
             case ModelReply():

@@ -93,6 +93,11 @@ class Fixture:
         return list(self.data.get("resumes") or [])
 
     @property
+    def first_step(self) -> int:
+        """The number of the run's first step in its log: a fork's steps go on from the step it branched at."""
+        return int(self.data.get("forked_at_step") or 1)
+
+    @property
     def history(self) -> list[Message]:
         """The messages the run started from: system and task, or a parent's for a fork or follow-up."""
         found = self.data.get("history")

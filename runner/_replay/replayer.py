@@ -179,7 +179,7 @@ def _part_divergence(part: int, end: PartEnd, result: AgentResult | None,
 def _final_divergence(fixture: Fixture, model: ReplayModel, core: AgentCore, result: AgentResult
                       ) -> ReplayDivergence | None:
     if model.calls == 0:  # the loop stopped before showing the model anything: still compare the tools
-        specs = compare_specs(1, fixture.tool_specs, core.specs)
+        specs = compare_specs(fixture.first_step, fixture.tool_specs, core.specs)
         if specs is not None:
             return specs
     left = len(fixture.replies) - model.calls

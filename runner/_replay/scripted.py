@@ -103,6 +103,7 @@ class ReplayModel(ScriptedModel):
         self.model_name = str(fixture.data.get("model") or "replay")
         self.provider_name = str(fixture.data.get("provider") or "replay")
         self.differences: list[ReplayDivergence] = []
+        self.step = 0  # the step number of the model call being worked on
 
     @classmethod
     def from_fixture(cls, path: str | Path, strict: bool = True) -> ReplayModel:
@@ -130,28 +131,34 @@ class ReplayModel(ScriptedModel):
             case ReplayDivergence():
                 raise answer
 
-    def answer(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> Answer:
-        """What the recording says at this model call, given what the loop shows; never raises."""
+    def answer(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec], step: int | None = None) -> Answer:
+        """What the recording says at this model call, given what the loop shows; never raises.
+
+        ``step`` is the number the loop gave this step (the replay driver knows it); a
+        difference is named at it, so a fork's divergence carries its log's step number.
+        """
         self.calls += 1
         self._shown.append((messages, len(messages)))
-        step, blocks = self.calls, self.fixture.replies
-        if step > len(blocks):
+        made, blocks = self.calls, self.fixture.replies
+        self.step = step if step is not None else self.fixture.first_step + made - 1
+        at = self.step
+        if made > len(blocks):
             return ReplayDivergence(
-                step, None, "replies",
-                f"at step {step} the loop asked the model again, but the recording ended after "
+                at, None, "replies",
+                f"at step {at} the loop asked the model again, but the recording ended after "
                 f"{len(blocks)} model calls")
-        if step == 1:  # the specs are fixed for a run: compared once, before the messages
-            found = self._differs(compare_specs(step, self.fixture.tool_specs, tool_specs))
+        if made == 1:  # the specs are fixed for a run: compared once, before the messages
+            found = self._differs(compare_specs(at, self.fixture.tool_specs, tool_specs))
             if found is not None:
                 return found
-        found = self._differs(compare_messages(step, self.fixture.messages_before(step), messages))
+        found = self._differs(compare_messages(at, self.fixture.messages_before(made), messages))
         if found is not None:
             return found
-        block = blocks[step - 1]
+        block = blocks[made - 1]
         if "stop" in block:
             return RecordedStop(Status(block["stop"]["status"]), block["stop"]["reason"])
-        found = self._differs(compare_calls(step, block, last=step == len(blocks)))
-        return found if found is not None else self.replies[step - 1]
+        found = self._differs(compare_calls(at, block, last=made == len(blocks)))
+        return found if found is not None else self.replies[made - 1]
 
     def unrecorded(self, call: ToolCall) -> ReplayDivergence | None:
         """The divergence of running ``call``, unless the recording handled it in the reply being worked on."""
@@ -161,7 +168,7 @@ class ReplayModel(ScriptedModel):
         handled = blocks[self.calls - 1].get("observations", [])
         if any((o["call_id"], o["name"]) == (call.id, call.name) for o in handled):
             return None
-        difference = unrecorded_run(self.calls, str(call.name), call.id)
+        difference = unrecorded_run(self.step, str(call.name), call.id)
         self.differences.append(difference)
         return difference
 
