@@ -27,6 +27,27 @@ class Counts:
         return self.ran[name]
 
 
+def _keyed_tools(side_effects: bool) -> ToolRegistry:
+    registry = ToolRegistry()
+
+    def charge(ref: str, key: str) -> str:
+        return f"charged {ref} under {key}"
+
+    registry.register("charge", "Charge (deduplicated by key).", REF, charge, side_effects=side_effects,
+                      idempotency_key="key")
+    return registry
+
+
+def test_a_tool_that_returns_its_idempotency_key_replays_clean(store: RunStore) -> None:
+    side_effects = False
+    model = ScriptedModel([reply("", call("c1", "charge", ref="x")), "charged"])
+    result = run_agent("Charge x.", model, _keyed_tools(side_effects), store=store)
+    assert result.messages[3]["content"] == f'"charged x under {result.run_id}:c1"'
+    report = replay(result.run_id, _keyed_tools(side_effects), source_store=store)
+    assert report.ok, report.explain()
+    assert report.result.run_id != result.run_id
+
+
 def _lookups(counts: Counts, value: int = 42, description: str = "Look up (reads).") -> ToolRegistry:
     registry = ToolRegistry()
 

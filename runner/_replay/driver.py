@@ -2,14 +2,15 @@
 
 ``CallModel`` is answered by the ``ReplayModel`` (the recorded reply, once what the
 loop shows has been compared with what the recorded model was shown). ``CallTool``
-runs the tool for real, in strict replay only for a call the recording handled. A
-``Checkpoint`` stops the run where the recording's part stopped (a deadline, a
+runs the tool for real, in strict replay only for a call the recording handled, and
+under the recording's idempotency key. A ``Checkpoint`` stops the run where the recording's part stopped (a deadline, a
 cancel, a crash). A divergence is returned, never raised: the driver ends the run
 there itself, so nothing between the loop and the driver can catch it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import NamedTuple
 
@@ -18,6 +19,7 @@ from .._loop.core import AgentCore
 from .._loop.results import Action, AgentResult, CallModel, CallTool, Checkpoint, Outcome
 from .._loop.sync import at_checkpoint, perform
 from .._text import describe_exception
+from .._tools.args import idempotency_key
 from ..errors import ReplayDivergence
 from ..messages import Message, ModelReply, ToolCall, ToolSpec
 from .fixture import CRASHED, INTERRUPTIBLE
@@ -93,9 +95,16 @@ class ReplayDriver:
                 if end.crashed and call.id in end.in_doubt and self.model.calls == end.after_replies:
                     return None  # the recorded process died with this call handed over
                 unrecorded = self.model.unrecorded(call) if self.model.strict else None
-                return unrecorded if unrecorded is not None else perform(self.core, action)
+                return unrecorded if unrecorded is not None else perform(self.core, self._keyed(action))
             case _:
                 return perform(self.core, action)
+
+    def _keyed(self, action: CallTool) -> CallTool:
+        """``action`` with the recording's idempotency key: the key of the recorded run's call, not the replay's."""
+        name, run_id = action.tool.idempotency_key, self.model.fixture.run_id
+        if name is None or run_id is None:
+            return action
+        return dataclasses.replace(action, args={**action.args, name: idempotency_key(run_id, action.call.id)})
 
     def _answer(self, messages: list[Message], specs: list[ToolSpec]) -> Outcome | ReplayDivergence:
         started = time.monotonic()

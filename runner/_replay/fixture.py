@@ -93,6 +93,12 @@ class Fixture:
         return list(self.data.get("resumes") or [])
 
     @property
+    def run_id(self) -> str | None:
+        """The recorded run's id (None in a fixture written without one)."""
+        found = self.data.get("run_id")
+        return None if found is None else str(found)
+
+    @property
     def first_step(self) -> int:
         """The number of the run's first step in its log: a fork's steps go on from the step it branched at."""
         return int(self.data.get("forked_at_step") or 1)
