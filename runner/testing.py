@@ -7,9 +7,11 @@ Fixtures:
   one built is checked at teardown to have used its whole script.
 - ``runner_replay``: ``runner_replay("tests/fixtures/x.json", registry)`` replays a
   fixture strictly against the current tools and fails the test with the
-  divergence sentence. With ``pytest --runner-record``, a missing fixture is
-  recorded instead, by running ``task`` against the real ``model`` given; without
-  it, a missing fixture fails the test.
+  divergence sentence. Tools with side effects get their recorded results unless
+  ``live_side_effects=True``, and recorded approvals are replayed. With
+  ``pytest --runner-record``, a missing fixture is recorded instead, by running
+  ``task`` against the real ``model`` given; without it, a missing fixture fails
+  the test.
 - ``runner_no_real_models``: any call of a real model adapter fails the test.
   ``runner_replay`` turns it on in replay mode, so a test cannot reach a paid API
   by accident; the ini option ``runner_block_real_models = true`` turns it on for
@@ -120,7 +122,8 @@ class RunnerReplay:
         self.recording = bool(request.config.getoption("--runner-record"))
 
     def __call__(self, fixture: str | Path, registry: ToolRegistry, model: Model | None = None, *,
-                 task: str | None = None, check: bool = True, **options: Unpack[RunOptions]) -> ReplayReport:
+                 task: str | None = None, check: bool = True, live_side_effects: bool = False,
+                 **options: Unpack[RunOptions]) -> ReplayReport:
         path = Path(fixture)
         if not path.is_absolute():
             path = Path(self.request.config.rootpath) / path
@@ -131,7 +134,7 @@ class RunnerReplay:
             self._record(path, registry, model, task, options)
         else:
             self.request.getfixturevalue("runner_no_real_models")
-        report = replay(path, registry, **options)
+        report = replay(path, registry, live_side_effects=live_side_effects, **options)
         if check and not report.ok:
             pytest.fail(report.explain(), pytrace=False)
         return report

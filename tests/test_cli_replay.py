@@ -45,6 +45,20 @@ def renamed_registry() -> ToolRegistry:
 
 NOT_A_REGISTRY = {"a": 1}
 
+PAID: list[str] = []
+
+
+def paying_registry() -> ToolRegistry:
+    """The recorded tools plus ``pay``, a tool with side effects that notes each payment in ``PAID``."""
+    def pay(ref: str) -> str:
+        PAID.append(ref)
+        return f"paid {ref}"
+
+    tools = registry()
+    tools.register("pay", "Pay (writes).", {"type": "object", "properties": {"ref": {"type": "string"}},
+                                            "required": ["ref"]}, pay, side_effects=True)
+    return tools
+
 
 @pytest.fixture
 def db(tmp_path: Path) -> str:
@@ -221,3 +235,26 @@ def test_replay_reports_changed_tool_specs_in_one_sentence_and_exits_1(db: str, 
     assert report["divergence"] == {"step": 1, "index": None, "field": "tool_specs",
                                     "sentence": report["divergence"]["sentence"]}
     assert report["divergence"]["sentence"].startswith("at step 1 the tools shown to the model differ")
+
+
+def test_replay_serves_recorded_side_effects_unless_live_side_effects_is_given(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'pay.db'}"
+    with open_store(url) as store:
+        model = ScriptedModel([reply("", call("c1", "pay", ref="p1"), call("c2", "get_weather", city="Paris")),
+                               "paid"])
+        run_id = run_agent("Pay p1.", model, paying_registry(), store=store).run_id
+    PAID.clear()
+    target = tmp_path / "pay.json"
+    assert invoke("export", run_id, "-o", str(target), "--db", url).exit_code == 0
+    tools = "tests.test_cli_replay:paying_registry"
+    result = invoke("replay", str(target), "--tools", tools)
+    assert (result.exit_code, result.stdout) == (0, "ok  replay matched the recording (done, 2 steps)\n")
+    assert PAID == []
+    result = invoke("replay", str(target), "--tools", tools, "--json")
+    assert (result.exit_code, json.loads(result.stdout)["live_side_effects"]) == (0, False)
+    assert PAID == []
+    result = invoke("replay", str(target), "--tools", tools, "--live-side-effects", "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert (report["ok"], report["live_side_effects"]) == (True, True)
+    assert PAID == ["p1"]

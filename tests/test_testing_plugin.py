@@ -159,3 +159,51 @@ def test_store(runner_store):
     assert [r.run_id for r in runner_store.list_runs()] == [result.run_id]
 ''')
     pytester.runpytest().assert_outcomes(passed=1)
+
+
+PAYING = '''
+from runner import ToolRegistry
+
+PAID = []
+
+def registry():
+    reg = ToolRegistry()
+    reg.register("pay", "Pay (writes).",
+                 {"type": "object", "properties": {"ref": {"type": "string"}}, "required": ["ref"]},
+                 lambda ref: PAID.append(ref) or f"paid {ref}", side_effects=True)
+    return reg
+'''
+
+
+def test_replay_serves_a_recorded_side_effect_unless_live_side_effects_is_given(
+        pytester: pytest.Pytester, tmp_path: Path) -> None:
+    paid: list[str] = []
+
+    def pay(ref: str) -> str:
+        paid.append(ref)
+        return f"paid {ref}"
+
+    tools = ToolRegistry()
+    tools.register("pay", "Pay (writes).",
+                   {"type": "object", "properties": {"ref": {"type": "string"}}, "required": ["ref"]},
+                   pay, side_effects=True)
+    with open_store(f"sqlite:///{tmp_path / 'rec.db'}") as store:
+        result = run_agent("Pay p1.", ScriptedModel([reply("", call("c1", "pay", ref="p1")), "paid"]), tools,
+                           store=store)
+        store.export_fixture(result.run_id, pytester.path / "fixtures" / "pay.json")
+    assert paid == ["p1"]
+    pytester.makepyfile(paying=PAYING, test_pay='''
+from paying import PAID, registry
+
+def test_served(runner_replay):
+    PAID.clear()
+    runner_replay("fixtures/pay.json", registry())
+    assert PAID == []
+
+def test_live(runner_replay):
+    PAID.clear()
+    report = runner_replay("fixtures/pay.json", registry(), live_side_effects=True)
+    assert PAID == ["p1"]
+    assert report.ok
+''')
+    pytester.runpytest().assert_outcomes(passed=2)

@@ -269,22 +269,27 @@ class AgentCore(Closing):
                                     ok=False, duration_s=outcome.elapsed_s))
             reason = outcome.reason or observations.stop_reason(outcome.stop, self.limits, f"tool {call.name}")
             return Stop(outcome.stop, reason)
-        if outcome.timed_out:
-            observation = timeout_observation(call.name, tool.timeout_s or 0.0)
-        elif outcome.error is not None:
-            observation = failure_observation(call.name, outcome.error)
+        if outcome.observation is not None:  # logged as it was given: a recorded one was cut already
+            self._observe(step, call, outcome.observation, None, outcome.elapsed_s, cut=False)
         else:
-            observation = result_observation(call.name, outcome.value)
-        self._observe(step, call, observation, None, outcome.elapsed_s)
+            if outcome.timed_out:
+                observation = timeout_observation(call.name, tool.timeout_s or 0.0)
+            elif outcome.error is not None:
+                observation = failure_observation(call.name, outcome.error)
+            else:
+                observation = result_observation(call.name, outcome.value)
+            self._observe(step, call, observation, None, outcome.elapsed_s)
         if tool.side_effects and self._listening:  # its outcome is known now: never leave it in doubt
             yield COMMIT
         return None
 
     def _observe(self, step: int, call: ToolCall, observation: str, refused: str | None,
-                 duration_s: float = 0.0) -> None:
-        """Log a call's observation and append it as the call's tool message."""
+                 duration_s: float = 0.0, cut: bool = True) -> None:
+        """Log a call's observation (cut to ``max_result_chars`` unless ``cut`` is off) and append it
+        as the call's tool message."""
         ok = not observation.startswith("ERROR:")  # judged on the whole text: a cut may shorten "ERROR:"
-        observation = cut_observation(observation, self.limits.max_result_chars)
+        if cut:
+            observation = cut_observation(observation, self.limits.max_result_chars)
         self._emit(ToolFinished(step=step, call_id=call.id, name=call.name, observation=observation,
                                 ok=ok, duration_s=duration_s,
                                 ran=refused is None, refused=refused))

@@ -21,9 +21,31 @@ def repeated(name: str, allowed: int) -> str:
             "not run again. Change course: use different arguments or another tool, or give your final answer.")
 
 
+DENIED_TAIL: Final = "; do not retry it"
+
+
 def denied(name: str, verdict: object) -> str:
     reason = f": {verdict}" if isinstance(verdict, str) and verdict else ""
-    return f"ERROR: the call to {name} was denied by the approver{reason}; do not retry it"
+    return f"{_denied_head(name)}{reason}{DENIED_TAIL}"
+
+
+def denial_verdict(name: str, observation: str) -> bool | str | None:
+    """The verdict ``denied`` wrote ``observation`` from (False, or the reason), or None for no denial.
+
+    Replay reads a recorded approver's answers back this way. A denial cut short by
+    ``max_result_chars`` is still a denial (False: its reason is lost with its end).
+    """
+    head = _denied_head(name)
+    if not observation.startswith(head):
+        return None
+    rest = observation[len(head):]
+    if rest.startswith(": ") and rest.endswith(DENIED_TAIL) and len(rest) > len(DENIED_TAIL) + 2:
+        return rest[2:-len(DENIED_TAIL)]
+    return False
+
+
+def _denied_head(name: str) -> str:
+    return f"ERROR: the call to {name} was denied by the approver"
 
 
 def abandoned(name: str, status: str) -> str:

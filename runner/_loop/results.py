@@ -107,7 +107,9 @@ class Outcome:
 
     ``stop`` is the status the driver ended the action with (it gave up waiting, or a
     checkpoint is a stop); ``reason`` says why when the driver knows better than the loop
-    (replay, reproducing a recorded stop's own words).
+    (replay, reproducing a recorded stop's own words). ``observation`` is a tool call's
+    observation as it is to be logged, for a call the driver answered without running it
+    (replay serves a side effect's recorded observation).
     """
 
     value: Any = None
@@ -116,6 +118,7 @@ class Outcome:
     timed_out: bool = False
     stop: Status | None = None
     reason: str | None = None
+    observation: str | None = None
 
 
 class Stop(NamedTuple):

@@ -3,9 +3,12 @@
 ``CallModel`` is answered by the ``ReplayModel`` (the recorded reply, once what the
 loop shows has been compared with what the recorded model was shown). ``CallTool``
 runs the tool for real, in strict replay only for a call the recording handled, and
-under the recording's idempotency key. A ``Checkpoint`` stops the run where the recording's part stopped (a deadline, a
-cancel, a crash). A divergence is returned, never raised: the driver ends the run
-there itself, so nothing between the loop and the driver can catch it.
+under the recording's idempotency key; a tool with side effects is not run but
+answered with its recorded observation, unless the replay runs them live. The
+approver's answers are the recording's: nobody is asked again. A ``Checkpoint``
+stops the run where the recording's part stopped (a deadline, a cancel, a crash). A
+divergence is returned, never raised: the driver ends the run there itself, so
+nothing between the loop and the driver can catch it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import time
 from typing import NamedTuple
 
 from .._log.statuses import Status
+from .._loop import observations
 from .._loop.core import AgentCore
 from .._loop.results import Action, AgentResult, CallModel, CallTool, Checkpoint, Outcome
 from .._loop.sync import at_checkpoint, perform
@@ -28,6 +32,9 @@ from .scripted import RecordedStop, ReplayModel
 
 # Why a crashed part is stopped without a call in doubt: the recorded process stopped there.
 CRASH_REASON = "the recorded process stopped here"
+# Why a side effect the recording has no result for is not run (a lenient replay goes on past such a call).
+NOT_SERVED = ("replay serves the recorded result of a tool with side effects, and the recording has none for "
+              "this call")
 
 
 class PartResult(NamedTuple):
@@ -50,14 +57,17 @@ class DueStop(NamedTuple):
 class ReplayDriver:
     """Drives one part of a replay: ``core`` until it ends as the recording's part did (``end``)."""
 
-    def __init__(self, core: AgentCore, model: ReplayModel, end: PartEnd) -> None:
-        self.core, self.model, self.end = core, model, end
+    def __init__(self, core: AgentCore, model: ReplayModel, end: PartEnd, live_side_effects: bool = False) -> None:
+        self.core, self.model, self.end, self.live_side_effects = core, model, end, live_side_effects
         self.due = due_stop(model, end)
+        # Calls the recording left awaiting approval, decided by a later resume (whose decisions the loop gets then).
+        self.decided_on_resume = frozenset(call_id for found in model.fixture.resumes for call_id in found["decisions"])
 
     def drive(self) -> PartResult:
         """Perform the core's actions until it returns, diverges, or gives up where the recorded process died."""
         core = self.core
         core.checkpoints = True  # the recording says where the run stops, whatever its limits
+        core.approve = self.recorded_decision  # and what the approver answered: nobody is asked again
         decisions = core.run()
         diverged: ReplayDivergence | None = None
         try:
@@ -90,14 +100,35 @@ class ReplayDriver:
                 return self._answer(messages, specs)
             case Checkpoint(call=call):
                 return self._checkpoint(call)
-            case CallTool(call=call):
+            case CallTool(tool=tool, call=call):
                 end = self.end
                 if end.crashed and call.id in end.in_doubt and self.model.calls == end.after_replies:
                     return None  # the recorded process died with this call handed over
                 unrecorded = self.model.unrecorded(call) if self.model.strict else None
-                return unrecorded if unrecorded is not None else perform(self.core, self._keyed(action))
+                if unrecorded is not None:
+                    return unrecorded
+                if tool.side_effects and not self.live_side_effects:
+                    return self._served(call)
+                return perform(self.core, self._keyed(action))
             case _:
                 return perform(self.core, action)
+
+    def recorded_decision(self, call: ToolCall) -> bool | str | None:
+        """The approver's answer on ``call`` as the recording shows it: its denial, True for a call
+        it ran, None (wait for a decision) where it waited, or was decided by a later resume."""
+        recorded = self.model.observation(call)
+        if recorded is None or call.id in self.decided_on_resume:
+            return None
+        verdict = observations.denial_verdict(call.name, recorded)
+        return True if verdict is None else verdict
+
+    def _served(self, call: ToolCall) -> Outcome:
+        """A side effect's recorded observation, in place of running it again."""
+        recorded = self.model.observation(call)
+        if recorded is None:  # a lenient replay past the recording: noted, and still not run
+            self.model.unrecorded(call)
+            return Outcome(observation=observations.not_run(NOT_SERVED))
+        return Outcome(observation=recorded)
 
     def _keyed(self, action: CallTool) -> CallTool:
         """``action`` with the recording's idempotency key: the key of the recorded run's call, not the replay's."""

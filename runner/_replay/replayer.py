@@ -98,6 +98,7 @@ def replay(
     system: str | None = None,
     max_steps: int | None = None,
     token_budget: int | None = None,
+    live_side_effects: bool = False,
     **options: Unpack[RunOptions],
 ) -> ReplayReport:
     """Replay a fixture path, a ``Fixture``, a stored run, or a run id in ``source_store``.
@@ -105,7 +106,9 @@ def replay(
     Reuses the recorded task, system prompt and limits unless given here: each limit
     keyword replaces that recorded limit, ``limits=Limits(...)`` replaces them all (giving
     a limit both ways is a ``TypeError``). Other ``run_agent`` options (``store`` to record
-    the replay itself, ``tracer_provider``...) pass through.
+    the replay itself, ``tracer_provider``...) pass through, but ``approve`` is never asked:
+    the recorded decisions are replayed. A tool with side effects gets its recorded
+    observation instead of running again, unless ``live_side_effects`` is true.
     """
     fixture = as_fixture(source, source_store)
     model = ReplayModel(fixture, strict=strict)
@@ -116,7 +119,7 @@ def replay(
     for part, end in enumerate(ends):
         if part > 0:
             core = _resumed_core(core, model, registry, resumed[part - 1], wiring)
-        result, divergence = ReplayDriver(core, model, end).drive()
+        result, divergence = ReplayDriver(core, model, end, live_side_effects).drive()
         if divergence is None and part < len(ends) - 1:
             divergence = _part_divergence(part, end, result, model)
         if divergence is not None:

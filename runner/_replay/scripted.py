@@ -160,13 +160,17 @@ class ReplayModel(ScriptedModel):
         found = self._differs(compare_calls(at, block, last=made == len(blocks)))
         return found if found is not None else self.replies[made - 1]
 
-    def unrecorded(self, call: ToolCall) -> ReplayDivergence | None:
-        """The divergence of running ``call``, unless the recording handled it in the reply being worked on."""
+    def observation(self, call: ToolCall) -> str | None:
+        """The recorded observation of ``call`` in the reply being worked on, if the recording handled it."""
         blocks = self.fixture.replies
         if self.calls == 0 or self.calls > len(blocks):
             return None
         handled = blocks[self.calls - 1].get("observations", [])
-        if any((o["call_id"], o["name"]) == (call.id, call.name) for o in handled):
+        return next((str(o["content"]) for o in handled if (o["call_id"], o["name"]) == (call.id, call.name)), None)
+
+    def unrecorded(self, call: ToolCall) -> ReplayDivergence | None:
+        """The divergence of running ``call``, unless the recording handled it in the reply being worked on."""
+        if self.calls == 0 or self.calls > len(self.fixture.replies) or self.observation(call) is not None:
             return None
         difference = unrecorded_run(self.step, str(call.name), call.id)
         self.differences.append(difference)

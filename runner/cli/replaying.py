@@ -51,7 +51,7 @@ def source_fixture(env: Env, source: str) -> Fixture:
         return fixture_from_run(find(store, source))
 
 
-def report_json(report: ReplayReport) -> dict[str, object]:
+def report_json(report: ReplayReport, live_side_effects: bool) -> dict[str, object]:
     result = report.result
     return {
         "ok": report.ok, "explanation": report.explain(),
@@ -61,6 +61,7 @@ def report_json(report: ReplayReport) -> dict[str, object]:
         "status": result.status, "recorded_status": report.recorded_status,
         "answer": result.answer, "recorded_answer": report.recorded_answer,
         "steps": result.steps, "tokens": result.tokens, "tool_calls": result.tool_calls,
+        "live_side_effects": live_side_effects,
     }
 
 
@@ -68,18 +69,22 @@ def report_json(report: ReplayReport) -> dict[str, object]:
 @click.argument("source", metavar="FIXTURE_OR_RUN")
 @click.option("--tools", "tools_spec", required=True, metavar="MODULE:ATTR",
               help="The tools to replay against: a ToolRegistry, or a function returning one.")
+@click.option("--live-side-effects", is_flag=True,
+              help="Run tools registered with side_effects=True again, instead of serving their recorded results.")
 @common
-def replay(env: Env, source: str, tools_spec: str) -> None:
+def replay(env: Env, source: str, tools_spec: str, live_side_effects: bool) -> None:
     """Replay a fixture file (or a stored run) against the current tools; exit 1 when it differs.
 
-    The recorded model replies are played back; the tools really run. The first
-    place where what the model is shown differs from the recording is reported.
+    The recorded model replies are played back; the tools without side effects really
+    run, the others get their recorded results (unless --live-side-effects), and recorded
+    approvals are replayed. The first place where what the model is shown differs from
+    the recording is reported.
     """
     registry = load_tools(tools_spec)
     fixture = source_fixture(env, source)
-    report = replay_fixture(fixture, registry)
+    report = replay_fixture(fixture, registry, live_side_effects=live_side_effects)
     if env.as_json:
-        print_json(report_json(report))
+        print_json(report_json(report, live_side_effects))
     else:
         out = console()
         if report.ok:
