@@ -72,6 +72,7 @@ class Receiver:
                             "trace_id": s.trace_id.hex(), "span_id": s.span_id.hex(),
                             "parent": s.parent_span_id.hex() or None, "name": s.name, "kind": s.kind,
                             "status": s.status.code, "scope": ss.scope.name,
+                            "start": s.start_time_unix_nano, "end": s.end_time_unix_nano,
                             "service": resource.get("service.name"),
                             "project": resource.get("openinference.project.name"),
                             "attrs": {kv.key: value(kv.value) for kv in s.attributes}})

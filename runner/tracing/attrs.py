@@ -77,8 +77,13 @@ OI_TOKENS_TOTAL: Final = "llm.token_count.total"
 TEXT: Final = "text/plain"
 JSON: Final = "application/json"
 
-# A stop that is not a failure: the run waits for a person, nothing went wrong.
-NOT_FAILURES: Final = frozenset({Status.DONE, Status.AWAITING_APPROVAL})
+# Ends that are not failures: the answer, a wait for a person, and the stops the caller set
+# (a budget, the deadline, a cancel), which ``resume`` continues from by design. A span
+# cannot be changed once sent, so a live root that stops there must not say ERROR: the
+# run may well go on and end ``done``. ``runner.status`` names the stop.
+NOT_FAILURES: Final = frozenset({
+    Status.DONE, Status.AWAITING_APPROVAL, Status.STEP_LIMIT, Status.TOKEN_BUDGET, Status.TOOL_BUDGET,
+    Status.CONTEXT_BUDGET, Status.OUTPUT_BUDGET, Status.DEADLINE, Status.CANCELLED})
 
 KIND_RUN: Final = SpanKind.INTERNAL
 KIND_STEP: Final = SpanKind.INTERNAL
@@ -142,6 +147,7 @@ def error_text(text: str | None, category: str, content: bool) -> str:
 
 
 def run_end(status: str, error: str | None, *, content: bool) -> tuple[Attrs, trace.Status]:
+    """A root span's end: ERROR only for a failure (``NOT_FAILURES`` says why a stop is not)."""
     attrs: Attrs = {STATUS: status}
     if error and content:
         attrs[STOP_REASON] = error

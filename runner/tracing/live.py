@@ -16,6 +16,13 @@ trace with a link to its parent's root. It also offers ``service_name``, the
 that spans rebuilt later go out under it. When nothing records the run (no SDK
 configured, or the sampler dropped it) no further spans are made and the ids
 are derived from the run id, so the log still carries stable ids.
+
+A span cannot be changed once it is sent, and a part of a run ends before anyone
+knows whether it will be resumed. So a root that stops on a budget, the deadline, a
+cancel or a wait for approval is not an ERROR (``runner.status`` names the stop),
+and each part's root carries its own outcome: the final answer is on the root of
+the part that ended the run. A trace rebuilt from the log knows the end and also
+puts it on the first root (see ``rebuild``).
 """
 
 from __future__ import annotations

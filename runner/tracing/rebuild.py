@@ -9,6 +9,14 @@ which backends deduplicate.
 A run that did not finish (its process was killed) still rebuilds: its open
 spans end at its last event and carry no status.
 
+One difference from the live spans, on purpose: a resumed run's first root is the
+trace's top span, which backends show as the run (Phoenix's trace list, its
+Sessions). Live, it ended when its part stopped and cannot be changed; rebuilt, the
+whole log is known, so once the run has ended the top span reads as the run: it
+lasts until the end, and its status, ``runner.status``, stop reason and output are
+the run's final ones (the stop it was resumed from stays on the next root's
+``runner.resumed_from``). Every other span is exactly the live one.
+
 The spans go out under the ``service.name`` the live ones had (logged with
 ``run_started``), so a resent trace lands with the service that produced it.
 """
@@ -113,6 +121,7 @@ class _Builder:
         self.task: str | None = None
         self.tool_specs: list[Mapping[str, Any]] = []
         self.service_name: str | None = None
+        self.top_start: attrs.Attrs = {}
         self.agent = run.agent_name
         self.segment = 0
         self.last = self.last_event = 0
@@ -154,8 +163,9 @@ class _Builder:
             self.agent = fact.agent_name or self.run.agent_name
             self.service_name = fact.service_name or None
             self.task, self.tool_specs = fact.task, list(fact.tool_specs)
-            self.open(key, attrs.run_name(self.agent), attrs.KIND_RUN, event, None,
-                      {**attrs.run_start(self.run_id, self.model, self.provider, self.agent), **self.run_input()})
+            self.top_start = {**attrs.run_start(self.run_id, self.model, self.provider, self.agent),
+                              **self.run_input()}
+            self.open(key, attrs.run_name(self.agent), attrs.KIND_RUN, event, None, dict(self.top_start))
         elif isinstance(fact, MessageAppended):
             message = fact.message
             self.shown.append(dict(message))
@@ -183,6 +193,9 @@ class _Builder:
             if self.record_content:
                 values.update(attrs.run_output(fact.answer))
             self.close(root, event, values, status)
+            top = self.spans.get("run")
+            if self.segment and top is not None:  # the run's end is the top span's too
+                top.attrs, top.status, top.end = {**self.top_start, **values}, status, _ns(event.at)
 
     @property
     def root_key(self) -> str:

@@ -1,0 +1,107 @@
+"""What a real collector (Arize Phoenix) shows of a run, checked at a real OTLP/HTTP receiver.
+
+- A resumed run: its trace's top span is not an ERROR for a stop that was resumed, and
+  the final answer is on the trace (on the last part's root live; on the top span too
+  once rebuilt from the log, which knows how the run ended).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from runner import Model, ModelReply, RunStore, ScriptedModel, resume, run_agent
+from runner.tracing import configure_tracing, export_run, otlp_exporter
+from tests.loop_helpers import call, reply, weather_registry
+from tests.test_tracing_otlp import Receiver, receiver  # noqa: F401  (the fixture)
+
+UNSET, ERROR = 0, 2  # OTLP status codes
+Span = dict[str, Any]
+
+
+@pytest.fixture
+def collector(request: pytest.FixtureRequest) -> Receiver:
+    """``test_tracing_otlp``'s receiver, which its fixture makes the OTLP endpoint."""
+    found: Receiver = request.getfixturevalue("receiver")
+    return found
+
+
+@pytest.fixture
+def provider(collector: Receiver) -> Iterator[Any]:
+    made = configure_tracing()
+    yield made
+    made.shutdown()
+
+
+def delivered(collector: Receiver, provider: Any) -> list[Span]:
+    assert provider.force_flush()
+    spans = collector.spans()
+    collector.requests.clear()
+    return spans
+
+
+def resent(collector: Receiver, store: RunStore, run_id: str, content: bool) -> list[Span]:
+    exporter = otlp_exporter()
+    try:
+        export_run(store.get_run(run_id), exporter, record_content=content)
+    finally:
+        exporter.shutdown()
+    spans = collector.spans()
+    collector.requests.clear()
+    return spans
+
+
+def key(s: Span) -> tuple[Any, ...]:
+    return (s["trace_id"], s["span_id"], s["parent"], s["name"], s["kind"], s["status"],
+            sorted(s["attrs"].items(), key=lambda kv: kv[0]))
+
+
+def broken(messages: Any, specs: Any) -> ModelReply:
+    raise ConnectionError("api down")
+
+
+FIRST_PARTS: dict[str, tuple[Callable[[], Model], int, int]] = {  # the model, max_steps, the live root's status
+    "step_limit": (lambda: ScriptedModel([reply("", call("c1", "get_weather", city="Paris"))]), 1, UNSET),
+    "model_error": (lambda: broken, 8, ERROR),
+}
+
+
+@pytest.mark.parametrize("content", [False, True], ids=["plain", "content"])
+@pytest.mark.parametrize("stop", list(FIRST_PARTS))
+def test_a_resumed_runs_trace_does_not_read_as_its_first_stop(
+        collector: Receiver, provider: Any, store: RunStore, stop: str, content: bool) -> None:
+    make_model, max_steps, live_status = FIRST_PARTS[stop]
+    stopped = run_agent("Weather?", make_model(), weather_registry(), store=store, tracer_provider=provider,
+                        record_content=content, max_steps=max_steps)
+    done = resume(store, stopped.run_id, ScriptedModel([reply("", call("c2", "get_weather", city="Oslo")), "cold"]),
+                  weather_registry(), max_steps=5, tracer_provider=provider, record_content=content)
+    assert (stopped.status, done.status, done.answer) == (stop, "done", "cold")
+    spans = delivered(collector, provider)
+    rebuilt = resent(collector, store, stopped.run_id, content)
+    answer = {"output.value": "cold", "output.mime_type": "text/plain"} if content else {}
+
+    def roots(found: list[Span]) -> tuple[Span, Span]:
+        (top,) = [s for s in found if s["parent"] is None]
+        (part,) = [s for s in found if s["parent"] == top["span_id"] and s["name"] == "invoke_agent"]
+        return top, part
+
+    top, part = roots(spans)
+    # live: the first part's root ended before the resume; a stop the caller set is no ERROR
+    assert (top["status"], top["attrs"]["runner.status"], "output.value" in top["attrs"]) == (live_status, stop, False)
+    assert ("error.type" in top["attrs"]) == (live_status == ERROR)
+    assert (part["status"], part["attrs"]["runner.status"], part["attrs"]["runner.resumed_from"]) == (
+        UNSET, "done", stop)
+    assert {k: v for k, v in part["attrs"].items() if k.startswith("output.")} == answer
+    # rebuilt: the top span reads as the run, from its start to its end
+    rebuilt_top, rebuilt_part = roots(rebuilt)
+    assert (rebuilt_top["status"], rebuilt_top["attrs"]["runner.status"]) == (UNSET, "done")
+    assert "error.type" not in rebuilt_top["attrs"]
+    assert "runner.stop_reason" not in rebuilt_top["attrs"]
+    assert {k: v for k, v in rebuilt_top["attrs"].items() if k.startswith("output.")} == answer
+    assert rebuilt_top["start"] < rebuilt_part["start"] < rebuilt_part["end"] == rebuilt_top["end"]
+    # every other span is the live one
+    assert sorted(map(key, [s for s in rebuilt if s is not rebuilt_top])) == sorted(
+        map(key, [s for s in spans if s is not top]))
+
