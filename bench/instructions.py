@@ -5,7 +5,8 @@
 Run it for N = 0 and N = 200 and divide the difference of the ``Collected`` totals by 200:
 the instructions of one step, everything else (imports, a warm-up run, setup) cancelled out.
 MODE is ``plain`` (no store, no tracer), ``logged`` (a SQLite file), ``traced`` (a real SDK
-provider with a synchronous in-memory exporter) or ``floor`` (the OpenTelemetry SDK alone:
+provider with a synchronous in-memory exporter), ``content`` (traced with ``record_content``:
+its steps grow with the history, so compare it at the same N only) or ``floor`` (the OpenTelemetry SDK alone:
 the spans a traced run of N steps made, read from SPANS, made again straight on a provider).
 Write SPANS first, outside callgrind, with ``bench/instructions.py capture N SPANS``; a
 ``floor`` run with N = 0 reads the file and makes nothing, so reading it cancels out too.
@@ -28,7 +29,7 @@ from workload import registry, script
 
 from runner import open_store, run_agent
 
-MODES = ("plain", "logged", "traced", "floor")
+MODES = ("plain", "logged", "traced", "content", "floor")
 
 
 def provider() -> tuple[TracerProvider, InMemorySpanExporter]:
@@ -86,8 +87,9 @@ def main(argv: list[str]) -> None:
         floor(json.loads(Path(argv[2]).read_text(encoding="utf-8")), make=steps > 0)
         return
     options: dict[str, Any] = {}
-    if mode == "traced":
+    if mode in ("traced", "content"):
         options["tracer_provider"] = provider()[0]
+        options["record_content"] = mode == "content"
     if mode == "logged":
         options["store"] = open_store(Path(tempfile.mkdtemp()) / "runs.db")
     run(3, **options)  # warm: first-call costs (imports, caches) are not a step's

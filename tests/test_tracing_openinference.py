@@ -73,8 +73,12 @@ def test_with_content_on_the_root_tools_and_chats_carry_openinference_text(
         assert [oi_text(a) for a in by_name(spans, "execute_tool get_weather")] == [{
             "input.value": '{"city": "Paris"}', "input.mime_type": "application/json",
             "output.value": '{"celsius": 21}'}]
-        assert [oi_text(a) for a in by_name(spans, "chat scripted")] == [
-            {f"llm.tools.{i}.tool.json_schema": schema for i, schema in enumerate(tools)}] * 2
+        chats = by_name(spans, "chat scripted")
+        assert [oi_text(a) for a in chats] == [
+            {f"llm.tools.{i}.tool.json_schema": schema for i, schema in enumerate(tools)}
+            | {"input.value": a["gen_ai.input.messages"], "input.mime_type": "application/json",
+               "output.value": a["gen_ai.output.messages"], "output.mime_type": "application/json"}
+            for a in chats]
         assert [oi_text(a) for a in by_name(spans, "step 1")] == [{}]
 
 

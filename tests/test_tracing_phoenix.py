@@ -3,10 +3,13 @@
 - A resumed run: its trace's top span is not an ERROR for a stop that was resumed, and
   the final answer is on the trace (on the last part's root live; on the top span too
   once rebuilt from the log, which knows how the run ended).
+- Chat spans carry OpenInference's own message attributes (``llm.input_messages``...),
+  within the SDK's attribute limit, only with content on.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -104,4 +107,75 @@ def test_a_resumed_runs_trace_does_not_read_as_its_first_stop(
     # every other span is the live one
     assert sorted(map(key, [s for s in rebuilt if s is not rebuilt_top])) == sorted(
         map(key, [s for s in spans if s is not top]))
+
+def _weather_run(store: RunStore, provider: Any, content: bool) -> str:
+    model = ScriptedModel([reply("Let me look.", call("c1", "get_weather", city="Paris")), "21C"])
+    result = run_agent("Weather in Paris?", model, weather_registry(), system="Be brief.", store=store,
+                       tracer_provider=provider, record_content=content)
+    assert result.status == "done"
+    return result.run_id
+
+
+OI_MESSAGE_KEYS = ("llm.input_messages.", "llm.output_messages.", "llm.invocation_parameters", "input.", "output.",
+                   "llm.tools.")
+
+
+@pytest.mark.parametrize("content", [False, True], ids=["plain", "content"])
+def test_chat_spans_carry_openinference_messages_only_with_content_on(
+        collector: Receiver, provider: Any, store: RunStore, content: bool) -> None:
+    run_id = _weather_run(store, provider, content)
+    spans = delivered(collector, provider)
+    rebuilt = resent(collector, store, run_id, content)
+    assert sorted(map(key, rebuilt)) == sorted(map(key, spans))
+    chats = sorted((s for s in spans if s["name"] == "chat scripted"), key=lambda s: s["attrs"]["runner.step"])
+    oi = [{k: v for k, v in s["attrs"].items() if k.startswith(OI_MESSAGE_KEYS) and not k.startswith("llm.tools.")}
+          for s in chats]
+    if not content:
+        assert oi == [{}, {}]
+        assert not [k for s in spans for k in s["attrs"] if k.startswith(OI_MESSAGE_KEYS)]
+        return
+    system = {"llm.input_messages.0.message.role": "system", "llm.input_messages.0.message.content": "Be brief.",
+              "llm.input_messages.1.message.role": "user",
+              "llm.input_messages.1.message.content": "Weather in Paris?"}
+    params = {"llm.invocation_parameters": '{"model": "scripted"}', "input.mime_type": "application/json",
+              "output.mime_type": "application/json"}
+    asked = {"message.role": "assistant", "message.content": "Let me look.",
+             "message.tool_calls.0.tool_call.id": "c1",
+             "message.tool_calls.0.tool_call.function.name": "get_weather",
+             "message.tool_calls.0.tool_call.function.arguments": '{"city": "Paris"}'}
+    for s, attrs in zip(chats, oi, strict=True):
+        assert attrs.pop("input.value") == s["attrs"]["gen_ai.input.messages"]
+        assert attrs.pop("output.value") == s["attrs"]["gen_ai.output.messages"]
+    assert oi[0] == {**system, **params, **{f"llm.output_messages.0.{k}": v for k, v in asked.items()}}
+    assert oi[1] == {
+        **system, **params, **{f"llm.input_messages.2.{k}": v for k, v in asked.items()},
+        "llm.input_messages.3.message.role": "tool", "llm.input_messages.3.message.content": '{"celsius": 21}',
+        "llm.input_messages.3.message.tool_call_id": "c1", "llm.input_messages.3.message.name": "get_weather",
+        "llm.output_messages.0.message.role": "assistant", "llm.output_messages.0.message.content": "21C"}
+    assert [json.loads(s["attrs"]["llm.tools.0.tool.json_schema"])["function"]["name"] for s in chats] == [
+        "get_weather"] * 2
+
+
+def test_a_long_conversation_keeps_every_chat_span_within_the_sdks_attribute_limit(
+        collector: Receiver, provider: Any, store: RunStore, caplog: pytest.LogCaptureFixture) -> None:
+    steps = 30  # 2 + 30 * 2 messages: about 200 message attributes by the last call
+    script: list[ModelReply | str] = [reply("", call(f"c{i}", "get_weather", city="Paris")) for i in range(steps)]
+    result = run_agent("Weather?", ScriptedModel([*script, "21C"]), weather_registry(), store=store,
+                       tracer_provider=provider, record_content=True, max_steps=steps + 1,
+                       max_identical_calls=steps + 1, token_budget=10**9)
+    assert result.status == "done"
+    spans = delivered(collector, provider)
+    assert "Attributes dict is full" not in caplog.text
+    assert sorted(map(key, resent(collector, store, result.run_id, True))) == sorted(map(key, spans))
+    chats = sorted((s for s in spans if s["name"] == "chat scripted"), key=lambda s: s["attrs"]["runner.step"])
+    assert len(chats) == steps + 1
+    assert all(s["attrs"]["openinference.span.kind"] == "LLM" and len(s["attrs"]) <= 128 for s in chats)
+    last = chats[-1]["attrs"]
+    sent = json.loads(last["input.value"])
+    kept = len(sent) - last["runner.input_messages.omitted"]
+    assert 0 < kept < len(sent) == 2 + 2 * steps
+    assert f"llm.input_messages.{kept - 1}.message.tool_call_id" in last  # the latest message is kept
+    assert last[f"llm.input_messages.{kept - 1}.message.tool_call_id"] == f"c{steps - 1}"
+    assert f"llm.input_messages.{kept}.message.role" not in last
+    assert "runner.input_messages.omitted" not in chats[0]["attrs"]
 

@@ -16,14 +16,15 @@ so a backend never adds or prices a guess as if the provider had reported it.
 
 ``content`` (the recorder's ``record_content``) decides whether text that came
 from the model, a tool or a caller reaches a span: messages, arguments and
-results, and also error texts, which quote them (see ``error_text``).
+results, and also error texts, which quote them (see ``error_text``). The chat
+spans' content is built in ``content``.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Final
 
 from opentelemetry import trace
@@ -198,21 +199,6 @@ def chat_end(
     return attrs, UNSET
 
 
-def chat_content(shown: Sequence[Mapping[str, Any]], reply: Mapping[str, Any] | None,
-                 tool_specs: Sequence[Mapping[str, Any]] = ()) -> Attrs:
-    """Opt-in content of a chat span: messages in the GenAI convention's shape, and the
-    tools offered as OpenInference ``llm.tools.N.tool.json_schema`` (the OpenAI tool shape
-    its instrumentations send)."""
-    attrs: Attrs = {INPUT_MESSAGES: _json([convention_message(m) for m in shown])}
-    for i, spec in enumerate(tool_specs):
-        attrs[f"llm.tools.{i}.tool.json_schema"] = _json({"type": "function", "function": dict(spec)})
-    if reply is not None:
-        out = convention_message({"role": "assistant", **reply})
-        out["finish_reason"] = finish_reason(reply)
-        attrs[OUTPUT_MESSAGES] = _json([out])
-    return attrs
-
-
 def tool_start(run_id: str, step: int, name: str, call_id: str) -> Attrs:
     return {OI_KIND: "TOOL", OPERATION: "execute_tool", **_common(run_id, step), TOOL_NAME: name,
             TOOL_CALL_ID: call_id, TOOL_TYPE: "function"}
@@ -228,7 +214,7 @@ def tool_end(name: str, observation: str, ok: bool, ran: bool, *, content: bool)
 
 def tool_content(args: Any, observation: str) -> Attrs:
     """Opt-in content of a tool span, under the GenAI and the OpenInference names."""
-    arguments = _json(args)
+    arguments = json_text(args)
     return {TOOL_ARGUMENTS: arguments, TOOL_RESULT: observation, INPUT_VALUE: arguments, INPUT_MIME: JSON,
             OUTPUT_VALUE: observation}
 
@@ -267,22 +253,7 @@ def finish_reason(reply: Mapping[str, Any]) -> str:
     return "tool_call" if reply.get("tool_calls") else "stop"
 
 
-def convention_message(message: Mapping[str, Any]) -> dict[str, Any]:
-    """One of our messages as a GenAI convention ``ChatMessage`` (role and parts)."""
-    role = message.get("role")
-    if role == "tool":
-        return {"role": "tool", "parts": [{"type": "tool_call_response", "id": message.get("tool_call_id"),
-                                           "response": message.get("content")}]}
-    parts: list[dict[str, Any]] = []
-    if message.get("content"):
-        parts.append({"type": "text", "content": message["content"]})
-    for call in message.get("tool_calls") or ():
-        parts.append({"type": "tool_call", "id": call.get("id"), "name": call.get("name"),
-                      "arguments": call.get("args")})
-    return {"role": role, "parts": parts}
-
-
-def _json(value: Any) -> str:
+def json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, default=str)
 
 

@@ -49,7 +49,7 @@ from ..events import (
     reply_data,
     span_key,
 )
-from . import attrs
+from . import attrs, content
 
 if TYPE_CHECKING:
     from .._loop.wiring import TraceLink
@@ -105,6 +105,7 @@ class TracingRecorder:
         self._shown_count = 0
         self._task = task
         self._tool_specs: list[Mapping[str, Any]] = list(tool_specs)
+        self._offered: attrs.Attrs = {}  # what every chat span repeats when content is on (``content.offered``)
 
     @property
     def idle(self) -> bool:
@@ -206,6 +207,7 @@ class TracingRecorder:
             attributes[attrs.RESUMED_FROM] = event.reason
         if self.record_content:
             attributes.update(attrs.run_input(self._task))
+            self._offered = content.offered(self._model, self._tool_specs)
         root = self._tracer.start_span(attrs.run_name(self._agent), parent, attrs.KIND_RUN, attributes, links)
         self._live = root.is_recording()
         key = self._key(event)
@@ -235,7 +237,7 @@ class TracingRecorder:
         attributes, status = attrs.chat_end(event.prompt_tokens, event.reply_tokens, usage, described,
                                             event.error, event.error_type, content=self.record_content)
         if self.record_content:
-            attributes.update(attrs.chat_content(self._shown[:self._shown_count], described, self._tool_specs))
+            attributes.update(content.chat_content(self._shown[:self._shown_count], described, self._offered))
         span.set_attributes(attributes)
         if status is not attrs.UNSET:  # a span's status is unset until set: one lock and check fewer
             span.set_status(status)

@@ -49,7 +49,7 @@ from ..events import (
     reply_data,
     span_key,
 )
-from . import attrs
+from . import attrs, content
 from .otlp import with_project
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -122,6 +122,7 @@ class _Builder:
         self.tool_specs: list[Mapping[str, Any]] = []
         self.service_name: str | None = None
         self.top_start: attrs.Attrs = {}
+        self.offered: attrs.Attrs = {}
         self.agent = run.agent_name
         self.segment = 0
         self.last = self.last_event = 0
@@ -163,6 +164,7 @@ class _Builder:
             self.agent = fact.agent_name or self.run.agent_name
             self.service_name = fact.service_name or None
             self.task, self.tool_specs = fact.task, list(fact.tool_specs)
+            self.offer()
             self.top_start = {**attrs.run_start(self.run_id, self.model, self.provider, self.agent),
                               **self.run_input()}
             self.open(key, attrs.run_name(self.agent), attrs.KIND_RUN, event, None, dict(self.top_start))
@@ -211,10 +213,16 @@ class _Builder:
                 span.end = self.last_event
         self.segment += 1
         self.model, self.provider = fact.model or self.model, fact.provider or self.provider
+        self.offer()
         values = attrs.run_start(self.run_id, self.model, self.provider, self.agent)
         values[attrs.RESUMED_FROM] = fact.reason
         values.update(self.run_input())
         self.open(self.root_key, attrs.run_name(self.agent), attrs.KIND_RUN, event, "run", values)
+
+    def offer(self) -> None:
+        """With content on, what a part's chat spans repeat (a resumed part may name another model)."""
+        if self.record_content:
+            self.offered = content.offered(self.model, self.tool_specs)
 
     def run_input(self) -> attrs.Attrs:
         return attrs.run_input(self.task) if self.record_content else {}
@@ -231,7 +239,7 @@ class _Builder:
                                         reply, fact.error, fact.error_type, content=self.record_content)
         if self.record_content:
             shown = self.shown[:self.shown_at_step.get(step, len(self.shown))]
-            values.update(attrs.chat_content(shown, reply, self.tool_specs))
+            values.update(content.chat_content(shown, reply, self.offered))
         span.attrs.update(values)
         span.status = status
         span.end = _ns(event.at)
