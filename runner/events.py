@@ -27,7 +27,8 @@ from .messages import Message, ModelReply, ToolCall, ToolSpec, Usage
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunStarted:
     """A new run: what it was asked, of whom, under which limits. ``origin`` says how a
-    linked run came about (``fork`` at ``forked_at_step``, or ``follow_up``)."""
+    linked run came about (``fork`` at ``forked_at_step``, or ``follow_up``);
+    ``session_id`` names its conversation: the id of the chain's first run (set on linked runs only)."""
 
     run_id: str = ""
     step: int = 0
@@ -44,6 +45,7 @@ class RunStarted:
     forked_at_step: int | None = None
     service_name: str | None = None
     tools_ref: str | None = None  # where the tools came from (``module:attr``), when the starter knew
+    session_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -190,7 +192,7 @@ _STEP_IN_COLUMN: Final = frozenset({MessageAppended, ToolStarted, ToolFinished, 
                                     RunStarted, RunFinished, RunResumed, RunQueued})
 # Fields written only when they differ from their default (added after the first release).
 _OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "service_name", "attempt",
-                              "refused", "decisions", "model", "provider", "tools_ref"})
+                              "refused", "decisions", "model", "provider", "tools_ref", "session_id"})
 _NAMES: Final[dict[type[Any], tuple[str, ...]]] = {cls: tuple(f.name for f in fields(cls)) for cls in KINDS.values()}
 _DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}}
 

@@ -75,7 +75,7 @@ def spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
 def tree(spans: Sequence[ReadableSpan]) -> list[Any]:
     """Spans as nested ``[name, status, attrs, children]``; ids and times left out.
 
-    ``gen_ai.conversation.id`` and ``runner.run_id`` are checked apart (they are ids).
+    ``gen_ai.conversation.id``, ``runner.run_id`` and ``session.id`` are checked apart (they are ids).
     """
     by_parent: dict[int | None, list[ReadableSpan]] = {}
     for span in sorted(spans, key=lambda s: (s.start_time or 0, s.end_time or 0)):
@@ -84,7 +84,7 @@ def tree(spans: Sequence[ReadableSpan]) -> list[Any]:
 
     def node(span: ReadableSpan) -> list[Any]:
         attrs = {k: (list(v) if isinstance(v, tuple) else v) for k, v in (span.attributes or {}).items()
-                 if k not in ("gen_ai.conversation.id", "runner.run_id")}
+                 if k not in ("gen_ai.conversation.id", "runner.run_id", "session.id")}
         status = span.status.status_code.name
         if span.status.description:
             status += f": {span.status.description}"
@@ -156,6 +156,7 @@ def test_happy_path_tree(spans: tuple[TracerProvider, InMemorySpanExporter]) -> 
     ]
     assert {s.attributes["gen_ai.conversation.id"] for s in got if s.attributes} == {RUN_ID}
     assert {s.attributes["runner.run_id"] for s in got if s.attributes} == {RUN_ID}
+    assert [(s.attributes or {}).get("session.id") for s in got if s.parent is None] == [RUN_ID]
     assert len({s.context.trace_id for s in got if s.context}) == 1
     assert all("gen_ai.usage.input_tokens" not in (s.attributes or {}) for s in got if s.name != "chat scripted")
 
@@ -207,7 +208,7 @@ def test_a_step_limit_is_named_on_the_root_and_is_not_an_error(
     assert result.status == "step_limit"
     (root,) = tree(exporter.get_finished_spans())
     assert root[:3] == ["invoke_agent looper", "UNSET",  # a stop the run may be resumed from
-                        {**RUN, "gen_ai.agent.name": "looper", "runner.status": "step_limit"}]
+                        {**RUN, "gen_ai.agent.name": "looper", "agent.name": "looper", "runner.status": "step_limit"}]
     assert [step[0] for step in root[3]] == ["step 1", "step 2"]
     assert all(c[1] == "UNSET" for step in root[3] for c in step[3])
 

@@ -5,6 +5,7 @@
   once rebuilt from the log, which knows how the run ended).
 - Chat spans carry OpenInference's own message attributes (``llm.input_messages``...),
   within the SDK's attribute limit, only with content on.
+- Labels, the agent and the conversation (``session.id``, the parent run) reach the root spans.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from runner import Model, ModelReply, RunStore, ScriptedModel, resume, run_agent
+from runner import Model, ModelReply, RunStore, ScriptedModel, follow_up, fork, resume, run_agent
 from runner.tracing import configure_tracing, export_run, otlp_exporter
 from tests.loop_helpers import call, reply, weather_registry
 from tests.test_tracing_otlp import Receiver, receiver  # noqa: F401  (the fixture)
@@ -108,6 +109,7 @@ def test_a_resumed_runs_trace_does_not_read_as_its_first_stop(
     assert sorted(map(key, [s for s in rebuilt if s is not rebuilt_top])) == sorted(
         map(key, [s for s in spans if s is not top]))
 
+
 def _weather_run(store: RunStore, provider: Any, content: bool) -> str:
     model = ScriptedModel([reply("Let me look.", call("c1", "get_weather", city="Paris")), "21C"])
     result = run_agent("Weather in Paris?", model, weather_registry(), system="Be brief.", store=store,
@@ -179,3 +181,54 @@ def test_a_long_conversation_keeps_every_chat_span_within_the_sdks_attribute_lim
     assert f"llm.input_messages.{kept}.message.role" not in last
     assert "runner.input_messages.omitted" not in chats[0]["attrs"]
 
+
+def test_labels_agent_and_the_conversation_reach_the_root_spans(
+        collector: Receiver, provider: Any, store: RunStore) -> None:
+    first = run_agent("Weather in Paris?", ScriptedModel(["21C"]), weather_registry(), store=store,
+                      tracer_provider=provider, agent_name="forecaster", labels={"team": "search", "env": "prod"})
+    second = follow_up(store, first.run_id, "And Oslo?", ScriptedModel(["-3C"]), weather_registry(),
+                       tracer_provider=provider)
+    third = fork(store, second.run_id, at_step=1, model=ScriptedModel(["cold"]), registry=weather_registry(),
+                 tracer_provider=provider, labels={"try": "2"})
+    spans = delivered(collector, provider)
+    by_trace: dict[str, list[Span]] = {}
+    for s in spans:
+        by_trace.setdefault(s["trace_id"], []).append(s)
+    runs = [first.run_id, second.run_id, third.run_id]
+    traces = {store.get_run(run_id).trace_id: run_id for run_id in runs}
+    assert set(by_trace) == set(traces)
+    run_keys = ("session.id", "runner.parent_run_id", "metadata", "tag.tags", "agent.name", "gen_ai.agent.name")
+    expected = {
+        first.run_id: {"session.id": first.run_id, "metadata": '{"env": "prod", "team": "search"}',
+                       "tag.tags": ["env=prod", "team=search"], "agent.name": "forecaster",
+                       "gen_ai.agent.name": "forecaster"},
+        second.run_id: {"session.id": first.run_id, "runner.parent_run_id": first.run_id,
+                        "metadata": '{"env": "prod", "team": "search"}', "tag.tags": ["env=prod", "team=search"],
+                        "agent.name": "forecaster", "gen_ai.agent.name": "forecaster"},
+        third.run_id: {"session.id": first.run_id, "runner.parent_run_id": second.run_id,
+                       "metadata": '{"try": "2"}', "tag.tags": ["try=2"], "agent.name": "forecaster",
+                       "gen_ai.agent.name": "forecaster"},
+    }
+    for trace_id, run_id in traces.items():
+        found = by_trace[trace_id]
+        (root,) = [s for s in found if s["parent"] is None]
+        assert {k: v for k, v in root["attrs"].items() if k in run_keys} == expected[run_id]
+        assert {s["attrs"]["gen_ai.conversation.id"] for s in found} == {first.run_id}
+        assert {s["attrs"]["runner.run_id"] for s in found} == {run_id}
+        assert not [k for s in found if s is not root for k in s["attrs"] if k in run_keys]  # the run span only
+        assert sorted(map(key, resent(collector, store, run_id, False))) == sorted(map(key, found))
+
+
+def test_a_conversation_logged_before_sessions_were_is_followed_up_its_parents(
+        store: RunStore, live: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = run_agent("Weather in Paris?", ScriptedModel(["21C"]), weather_registry(), store=store)
+    with monkeypatch.context() as older:  # a follow-up as logged before it named its session
+        older.setattr("runner._loop.resume.session_of", lambda *args: None)
+        second = follow_up(store, first.run_id, "And Oslo?", ScriptedModel(["-3C"]), weather_registry())
+    assert "session_id" not in store.get_run(second.run_id).events[0].data
+    provider, exporter = live
+    third = follow_up(store, second.run_id, "And Rome?", ScriptedModel(["warm"]), weather_registry(),
+                      tracer_provider=provider)
+    assert store.get_run(third.run_id).events[0].data["session_id"] == first.run_id
+    (root,) = [s for s in exporter.get_finished_spans() if s.parent is None]
+    assert (root.attributes or {})["session.id"] == first.run_id

@@ -16,13 +16,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
 from .._log.state import RunState, fold
 from .._log.statuses import Status
 from .._tools.registry import ToolRegistry
-from ..errors import CannotResume
+from ..errors import CannotResume, RunNotFound
 from ..events import Event, MessageAppended, RunStarted, StepStarted, decode_all
 from ..messages import Message, Model
 from .build import ContinueOptions, core_for, opening, run_limits, wiring_of
@@ -83,7 +83,8 @@ def fork(store: RunStore, run_id: str, *, at_step: int, model: Model, registry: 
     messages = _messages_before_step(parent.run_id, facts, at_step)
     messages = _swap_observations(parent.run_id, messages, dict(observations or {}))
     limits = _limits(fold(facts).limits or parent.limits, max_steps, token_budget, options)
-    started = _linked_start(parent, messages, model, registry, limits, "fork", options, forked_at_step=at_step)
+    started = _linked_start(parent, messages, model, registry, limits, "fork", options, forked_at_step=at_step,
+                            session_id=session_of(store, parent, facts))
     return _drive_linked(store, parent, started, messages, model, registry, limits, options)
 
 
@@ -109,7 +110,8 @@ def follow_up(store: RunStore, run_id: str, message: str, model: Model, registry
         raise ValueError("a follow-up message must be a non-empty string")
     messages: list[Message] = [*state.messages, {"role": "user", "content": message}]
     limits = _limits(state.limits or parent.limits, max_steps, token_budget, options)
-    started = _linked_start(parent, messages, model, registry, limits, "follow_up", options, task=message)
+    started = _linked_start(parent, messages, model, registry, limits, "follow_up", options, task=message,
+                            session_id=session_of(store, parent, [state.started]))
     return _drive_linked(store, parent, started, messages, model, registry, limits, options)
 
 
@@ -121,15 +123,39 @@ def _drive_linked(store: RunStore, parent: StoredRun, started: RunStarted, messa
 
 
 def _linked_start(parent: StoredRun, messages: list[Message], model: Model, registry: ToolRegistry,
-                  limits: Limits, origin: str, options: ContinueOptions, *, task: str | None = None,
-                  forked_at_step: int | None = None) -> RunStarted:
+                  limits: Limits, origin: str, options: ContinueOptions, *, session_id: str,
+                  task: str | None = None, forked_at_step: int | None = None) -> RunStarted:
     model_name, provider = model_identity(model)
     labels = options.get("labels")
     return RunStarted(run_id=new_run_id(), task=task if task is not None else parent.task,
                       system=parent.system, limits=limits.to_dict(), tool_specs=registry.specs(), model=model_name,
                       provider=provider, agent_name=options.get("agent_name") or parent.agent_name,
                       labels=dict(labels if labels is not None else parent.labels), parent_run_id=parent.run_id,
-                      origin=origin, forked_at_step=forked_at_step, tools_ref=options.get("tools_ref"))
+                      origin=origin, forked_at_step=forked_at_step, tools_ref=options.get("tools_ref"),
+                      session_id=session_id)
+
+
+def session_of(store: RunStore, parent: StoredRun, facts: Sequence[Event]) -> str:
+    """The id of the first run of ``parent``'s conversation (``facts`` are the parent's).
+
+    A linked run logs it on its ``run_started``; a parent logged before that names
+    only its own parent, so the chain is followed up to the run that has none (or,
+    should an ancestor have been deleted, to the last one found).
+    """
+    run, seen = parent, {parent.run_id}
+    while True:
+        logged = next((fact.session_id for fact in facts if isinstance(fact, RunStarted)), None)
+        if logged:
+            return logged
+        up = run.parent_run_id
+        if up is None or up in seen:
+            return run.run_id
+        seen.add(up)
+        try:
+            run = store.get_run(up)
+        except RunNotFound:
+            return up
+        facts = decode_all(run.events, run.run_id)
 
 
 def _resumed_event(run_id: str, state: RunState, owner: str, reason: str, limits: Limits,

@@ -55,13 +55,11 @@ def build_recorder(wiring: RunWiring, state: RunState, link: TraceLink | None = 
 
     # Always traced: with no provider given, the global one (a no-op unless the app
     # configured OpenTelemetry, and then cheap), so every stored event gets a span id.
-    started, record_content = state.started, wiring.record_content
+    record_content = wiring.record_content
     tracing = TracingRecorder(
         wiring.tracer_provider, record_content=record_content, run_id=state.run_id, link=link,
-        segment=state.segment, model=started.model if started else "",
-        provider=started.provider if started else None, agent_name=started.agent_name if started else None,
-        shown=[dict(m) for m in state.messages] if record_content else None,
-        task=started.task if started else None, tool_specs=started.tool_specs if started else ())
+        segment=state.segment, shown=[dict(m) for m in state.messages] if record_content else None,
+        started=state.started)
     recorders: list[Recorder] = [tracing]
     if wiring.store is not None:
         recorders.append(wiring.store.recorder(span_source=tracing, resume=state if state.events else None,

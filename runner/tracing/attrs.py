@@ -18,6 +18,10 @@ so a backend never adds or prices a guess as if the provider had reported it.
 from the model, a tool or a caller reaches a span: messages, arguments and
 results, and also error texts, which quote them (see ``error_text``). The chat
 spans' content is built in ``content``.
+
+What does not change in a run goes on its root spans only (the agent, the labels
+as OpenInference ``metadata`` and ``tag.tags``, ``session.id``, the parent run):
+a step's spans repeat only the ids a backend filters by.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ ESTIMATED_INPUT_TOKENS: Final = "runner.usage.estimated_input_tokens"
 ESTIMATED_OUTPUT_TOKENS: Final = "runner.usage.estimated_output_tokens"
 TOOL_RAN: Final = "runner.tool.ran"
 RESUMED_FROM: Final = "runner.resumed_from"
+PARENT_RUN_ID: Final = "runner.parent_run_id"
 
 # OpenInference (https://github.com/Arize-ai/openinference, spec/semantic_conventions.md)
 OI_KIND: Final = "openinference.span.kind"
@@ -75,6 +80,10 @@ OUTPUT_MIME: Final = "output.mime_type"
 OI_TOKENS_PROMPT: Final = "llm.token_count.prompt"
 OI_TOKENS_COMPLETION: Final = "llm.token_count.completion"
 OI_TOKENS_TOTAL: Final = "llm.token_count.total"
+OI_AGENT_NAME: Final = "agent.name"
+SESSION_ID: Final = "session.id"
+METADATA: Final = "metadata"
+TAGS: Final = "tag.tags"
 TEXT: Final = "text/plain"
 JSON: Final = "application/json"
 
@@ -110,17 +119,39 @@ def tool_name(name: str) -> str:
     return f"execute_tool {name}"
 
 
-def _common(run_id: str, step: int) -> Attrs:
-    return {CONVERSATION_ID: run_id, RUN_ID: run_id, STEP: step}
+def run_ids(run_id: str, session_id: str | None) -> Attrs:
+    """The ids every span of a run carries, made once a run: its id and its conversation's.
+
+    A conversation is a chain of runs (follow-ups, forks): its id is its first run's,
+    the run's own when it has no parent.
+    """
+    return {CONVERSATION_ID: session_id or run_id, RUN_ID: run_id}
 
 
-def run_start(run_id: str, model: str, provider: str | None, agent_name: str | None) -> Attrs:
+def run_start(ids: Attrs, model: str, provider: str | None, agent_name: str | None) -> Attrs:
     """The root span at start (also a resumed part's); ``runner.step`` is 0 on it (the run itself)."""
-    attrs: Attrs = {OI_KIND: "AGENT", OPERATION: "invoke_agent", **_common(run_id, 0), REQUEST_MODEL: model}
+    attrs: Attrs = {OI_KIND: "AGENT", OPERATION: "invoke_agent", **ids, STEP: 0, REQUEST_MODEL: model}
     if provider:
         attrs[PROVIDER] = provider
     if agent_name:
-        attrs[AGENT_NAME] = agent_name
+        attrs[AGENT_NAME] = attrs[OI_AGENT_NAME] = agent_name
+    return attrs
+
+
+def run_context(ids: Attrs, labels: Mapping[str, str], parent_run_id: str | None) -> Attrs:
+    """What a root span says of the run's place: its session, parent run and labels.
+
+    ``session.id`` groups a conversation's runs (Phoenix's Sessions); the labels go
+    out as OpenInference ``metadata`` (a JSON object) and ``tag.tags`` (``k=v``), in
+    key order, so a log that reorders them (JSONB) rebuilds the same text.
+    """
+    attrs: Attrs = {SESSION_ID: ids[CONVERSATION_ID]}
+    if parent_run_id:
+        attrs[PARENT_RUN_ID] = parent_run_id
+    if labels:
+        ordered = dict(sorted(labels.items()))
+        attrs[METADATA] = json_text(ordered)
+        attrs[TAGS] = tuple(f"{k}={v}" for k, v in ordered.items())
     return attrs
 
 
@@ -158,12 +189,12 @@ def run_end(status: str, error: str | None, *, content: bool) -> tuple[Attrs, tr
     return attrs, trace.Status(StatusCode.ERROR, error_text(error, status, content))
 
 
-def step_start(run_id: str, step: int) -> Attrs:
-    return {OI_KIND: "CHAIN", **_common(run_id, step)}
+def step_start(ids: Attrs, step: int) -> Attrs:
+    return {OI_KIND: "CHAIN", **ids, STEP: step}
 
 
-def chat_start(run_id: str, step: int, model: str, provider: str | None) -> Attrs:
-    attrs: Attrs = {OI_KIND: "LLM", OPERATION: "chat", **_common(run_id, step), REQUEST_MODEL: model}
+def chat_start(ids: Attrs, step: int, model: str, provider: str | None) -> Attrs:
+    attrs: Attrs = {OI_KIND: "LLM", OPERATION: "chat", **ids, STEP: step, REQUEST_MODEL: model}
     if provider:
         attrs[PROVIDER] = provider
     return attrs
@@ -199,8 +230,8 @@ def chat_end(
     return attrs, UNSET
 
 
-def tool_start(run_id: str, step: int, name: str, call_id: str) -> Attrs:
-    return {OI_KIND: "TOOL", OPERATION: "execute_tool", **_common(run_id, step), TOOL_NAME: name,
+def tool_start(ids: Attrs, step: int, name: str, call_id: str) -> Attrs:
+    return {OI_KIND: "TOOL", OPERATION: "execute_tool", **ids, STEP: step, TOOL_NAME: name,
             TOOL_CALL_ID: call_id, TOOL_TYPE: "function"}
 
 

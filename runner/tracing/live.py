@@ -11,11 +11,12 @@ The recorder is also the store's span source: ``trace_id`` and
 and the store asks for them when it commits, after every recorder has seen the
 facts it commits. A resumed run opens a new root span in the run's own trace,
 under the first root (``TraceLink.joins``); a fork or follow-up starts its own
-trace with a link to its parent's root. It also offers ``service_name``, the
-``service.name`` of the provider that records the run, which the store logs so
-that spans rebuilt later go out under it. When nothing records the run (no SDK
-configured, or the sampler dropped it) no further spans are made and the ids
-are derived from the run id, so the log still carries stable ids.
+trace with a link to its parent's root, and shares the conversation's ``session.id``.
+It also offers ``service_name``, the ``service.name`` of the provider that records
+the run, which the store logs so that spans rebuilt later go out under it. When
+nothing records the run (no SDK configured, or the sampler dropped it) no further
+spans are made and the ids are derived from the run id, so the log still carries
+stable ids.
 
 A span cannot be changed once it is sent, and a part of a run ends before anyone
 knows whether it will be resumed. So a root that stops on a budget, the deadline, a
@@ -78,13 +79,15 @@ class TracingRecorder:
     ``run_id`` names the run (the events do not repeat it); ``link`` ties a resumed,
     forked or followed-up run's spans to the trace it comes from. A resumed run's
     recorder gets the facts of its ``run_started`` (``task``, ``tool_specs``, ...),
-    which its new root and chat spans repeat, as the first part's did.
+    which its new root and chat spans repeat, as the first part's did: ``started``
+    gives them all at once (the other keywords are the older way to give some).
     """
 
     def __init__(self, tracer_provider: TracerProvider | None, *, record_content: bool = False, run_id: str = "",
                  link: TraceLink | None = None, segment: int = 0, model: str = "", provider: str | None = None,
                  agent_name: str | None = None, shown: list[dict[str, Any]] | None = None,
-                 task: str | None = None, tool_specs: Sequence[Mapping[str, Any]] = ()) -> None:
+                 task: str | None = None, tool_specs: Sequence[Mapping[str, Any]] = (),
+                 started: RunStarted | None = None) -> None:
         self.tracer_provider = tracer_provider
         self.record_content = record_content
         self.trace_id = ""
@@ -105,7 +108,13 @@ class TracingRecorder:
         self._shown_count = 0
         self._task = task
         self._tool_specs: list[Mapping[str, Any]] = list(tool_specs)
+        self._labels: Mapping[str, str] = {}
+        self._parent: str | None = None
+        self._session: str | None = None
+        self._common: attrs.Attrs = {}  # the ids every span of the run carries (``attrs.run_ids``)
         self._offered: attrs.Attrs = {}  # what every chat span repeats when content is on (``content.offered``)
+        if started is not None:
+            self._take(started)
 
     @property
     def idle(self) -> bool:
@@ -154,20 +163,20 @@ class TracingRecorder:
             return
         if isinstance(event, StepStarted):
             self._step = self._child(self._root, attrs.step_name(event.step),
-                                     attrs.step_start(self._run_id, event.step), attrs.KIND_STEP)
+                                     attrs.step_start(self._common, event.step), attrs.KIND_STEP)
             self._step_context = trace.set_span_in_context(self._step)  # its chat and tool spans' parent
             self._remember(self._key(event), self._step)
         elif isinstance(event, ModelCallStarted):
             self._shown_count = len(self._shown)
             self._chat = self._child(self._step, attrs.chat_name(self._model),
-                                     attrs.chat_start(self._run_id, event.step, self._model, self._provider),
+                                     attrs.chat_start(self._common, event.step, self._model, self._provider),
                                      attrs.KIND_CHAT)
             self._remember(self._key(event), self._chat)
         elif isinstance(event, ModelCalled):
             self._model_called(event)
         elif isinstance(event, ToolStarted):
             span = self._child(self._step, attrs.tool_name(event.name),
-                               attrs.tool_start(self._run_id, event.step, event.name, event.call_id), attrs.KIND_TOOL)
+                               attrs.tool_start(self._common, event.step, event.name, event.call_id), attrs.KIND_TOOL)
             self._tools[event.call_id] = span
             self._remember(self._key(event), span)
         elif isinstance(event, ToolFinished):
@@ -182,12 +191,17 @@ class TracingRecorder:
     def sync(self) -> None:
         pass
 
+    def _take(self, started: RunStarted) -> None:
+        """The facts of the run's ``run_started`` that its spans repeat."""
+        self._model, self._provider, self._agent = started.model, started.provider, started.agent_name
+        self._task, self._tool_specs = started.task, list(started.tool_specs)
+        self._labels, self._parent, self._session = started.labels, started.parent_run_id, started.session_id
+
     def _open_root(self, event: RunStarted | RunResumed) -> None:
         self._ids, self._tools, self._step, self._chat, self._step_context = {}, {}, None, None, None
         self._run_id = event.run_id or self._run_id
         if isinstance(event, RunStarted):
-            self._model, self._provider, self._agent = event.model, event.provider, event.agent_name
-            self._task, self._tool_specs = event.task, list(event.tool_specs)
+            self._take(event)
         else:
             self._segment += 1
             if event.model is not None:
@@ -202,7 +216,9 @@ class TracingRecorder:
                 parent = trace.set_span_in_context(NonRecordingSpan(context))
             else:
                 links = [Link(context)]
-        attributes = attrs.run_start(self._run_id, self._model, self._provider, self._agent)
+        self._common = attrs.run_ids(self._run_id, self._session)
+        attributes = attrs.run_start(self._common, self._model, self._provider, self._agent)
+        attributes.update(attrs.run_context(self._common, self._labels, self._parent))
         if isinstance(event, RunResumed):
             attributes[attrs.RESUMED_FROM] = event.reason
         if self.record_content:
@@ -247,7 +263,7 @@ class TracingRecorder:
         span = self._tools.pop(event.call_id, None)
         if span is None:  # refused before running: a span of zero length marks the attempt
             span = self._child(self._step, attrs.tool_name(event.name),
-                               attrs.tool_start(self._run_id, event.step, event.name, event.call_id), attrs.KIND_TOOL)
+                               attrs.tool_start(self._common, event.step, event.name, event.call_id), attrs.KIND_TOOL)
             self._remember(self._key(event), span)
         attributes, status = attrs.tool_end(event.name, event.observation, event.ok, event.ran,
                                             content=self.record_content)

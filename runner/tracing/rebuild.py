@@ -121,8 +121,10 @@ class _Builder:
         self.task: str | None = None
         self.tool_specs: list[Mapping[str, Any]] = []
         self.service_name: str | None = None
-        self.top_start: attrs.Attrs = {}
+        self.common: attrs.Attrs = attrs.run_ids(self.run_id, None)
+        self.context: attrs.Attrs = {}  # the root spans' session, parent and labels (``attrs.run_context``)
         self.offered: attrs.Attrs = {}
+        self.top_start: attrs.Attrs = {}
         self.agent = run.agent_name
         self.segment = 0
         self.last = self.last_event = 0
@@ -165,8 +167,9 @@ class _Builder:
             self.service_name = fact.service_name or None
             self.task, self.tool_specs = fact.task, list(fact.tool_specs)
             self.offer()
-            self.top_start = {**attrs.run_start(self.run_id, self.model, self.provider, self.agent),
-                              **self.run_input()}
+            self.common = attrs.run_ids(self.run_id, fact.session_id)
+            self.context = attrs.run_context(self.common, fact.labels, fact.parent_run_id)
+            self.top_start = {**self.root_start(), **self.run_input()}
             self.open(key, attrs.run_name(self.agent), attrs.KIND_RUN, event, None, dict(self.top_start))
         elif isinstance(fact, MessageAppended):
             message = fact.message
@@ -177,12 +180,12 @@ class _Builder:
         elif isinstance(fact, StepStarted):
             self.shown_at_step[fact.step] = len(self.shown)
             self.open(key, attrs.step_name(fact.step), attrs.KIND_STEP, event, root,
-                      attrs.step_start(self.run_id, fact.step))
+                      attrs.step_start(self.common, fact.step))
         elif isinstance(fact, ModelCalled):
             self.model_call(fact, key, event)
         elif isinstance(fact, ToolStarted):
             self.open(key, attrs.tool_name(fact.name), attrs.KIND_TOOL, event, self.step_key(fact.step),
-                      attrs.tool_start(self.run_id, fact.step, fact.name, fact.call_id))
+                      attrs.tool_start(self.common, fact.step, fact.name, fact.call_id))
         elif isinstance(fact, ToolFinished):
             self.tool_finished(fact, key, event)
         elif isinstance(fact, StepFinished):
@@ -214,7 +217,7 @@ class _Builder:
         self.segment += 1
         self.model, self.provider = fact.model or self.model, fact.provider or self.provider
         self.offer()
-        values = attrs.run_start(self.run_id, self.model, self.provider, self.agent)
+        values = self.root_start()
         values[attrs.RESUMED_FROM] = fact.reason
         values.update(self.run_input())
         self.open(self.root_key, attrs.run_name(self.agent), attrs.KIND_RUN, event, "run", values)
@@ -224,6 +227,10 @@ class _Builder:
         if self.record_content:
             self.offered = content.offered(self.model, self.tool_specs)
 
+    def root_start(self) -> attrs.Attrs:
+        """A root span's attributes at start (the first part's and each resumed one's)."""
+        return {**attrs.run_start(self.common, self.model, self.provider, self.agent), **self.context}
+
     def run_input(self) -> attrs.Attrs:
         return attrs.run_input(self.task) if self.record_content else {}
 
@@ -231,7 +238,7 @@ class _Builder:
         step = fact.step
         start = _ns(event.at) - round(fact.latency_s * 1e9)
         span = self.open(key, attrs.chat_name(self.model), attrs.KIND_CHAT, event, self.step_key(step),
-                         attrs.chat_start(self.run_id, step, self.model, self.provider), start=start)
+                         attrs.chat_start(self.common, step, self.model, self.provider), start=start)
         reply = None if fact.reply is None else reply_data(fact.reply)
         usage = fact.usage
         values, status = attrs.chat_end(fact.prompt_tokens, fact.reply_tokens,
@@ -247,7 +254,7 @@ class _Builder:
     def tool_finished(self, fact: ToolFinished, key: str, event: StoredEventLike) -> None:
         if key not in self.spans:  # refused before running: a span of zero length
             self.open(key, attrs.tool_name(fact.name), attrs.KIND_TOOL, event, self.step_key(fact.step),
-                      attrs.tool_start(self.run_id, fact.step, fact.name, fact.call_id))
+                      attrs.tool_start(self.common, fact.step, fact.name, fact.call_id))
         values, status = attrs.tool_end(fact.name, fact.observation, fact.ok, fact.ran, content=self.record_content)
         if self.record_content:
             values.update(attrs.tool_content(self.args.get(fact.call_id), fact.observation))
