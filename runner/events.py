@@ -21,14 +21,16 @@ from dataclasses import dataclass, field, fields
 from typing import Any, Final, Protocol
 
 from .errors import StoreError
-from .messages import Message, ModelReply, ToolCall, ToolSpec, Usage
+from .messages import Message, ModelReply, ToolCall, ToolSpec, ToolTraits, Usage
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunStarted:
     """A new run: what it was asked, of whom, under which limits. ``origin`` says how a
     linked run came about (``fork`` at ``forked_at_step``, or ``follow_up``);
-    ``session_id`` names its conversation: the id of the chain's first run (set on linked runs only)."""
+    ``session_id`` names its conversation: the id of the chain's first run (set on linked runs only).
+    ``tool_traits`` holds the tools registered with side effects, approval or an idempotency key
+    (None: none was)."""
 
     run_id: str = ""
     step: int = 0
@@ -46,6 +48,7 @@ class RunStarted:
     service_name: str | None = None
     tools_ref: str | None = None  # where the tools came from (``module:attr``), when the starter knew
     session_id: str | None = None
+    tool_traits: dict[str, ToolTraits] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -124,6 +127,31 @@ class ApprovalRequested:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalDecided:
+    """A decision on a call awaiting approval, by whom (``decided_by``) and, for a denial, why.
+
+    Logged when it is made (``runner resume --approve``, ``resume(decisions=...)``,
+    ``RunStore.decide``), so a decision outlives the process that took it."""
+
+    step: int = 0
+    call_id: str
+    approved: bool
+    reason: str | None = None
+    decided_by: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.approved, bool) or not isinstance(self.call_id, str):
+            raise TypeError("approved must be a bool and call_id a string")
+        if not isinstance(self.reason, (str, type(None))) or not isinstance(self.decided_by, str):
+            raise TypeError("reason must be a string or None and decided_by a string")
+
+    @property
+    def verdict(self) -> bool | str:
+        """As the loop takes a decision: True, or a denial's reason (False when it gave none)."""
+        return True if self.approved else (self.reason or False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class StepFinished:
     step: int
 
@@ -142,7 +170,8 @@ class RunFinished:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunResumed:
     """A stopped or orphaned run taken up again: by whom (``owner``), from which status
-    (``reason``), with which limits and approval ``decisions``."""
+    (``reason``), with which limits and approval ``decisions``, and the ``tool_traits`` of
+    the registry it goes on with (as ``RunStarted``'s)."""
 
     run_id: str = ""
     step: int = 0
@@ -152,6 +181,7 @@ class RunResumed:
     decisions: dict[str, bool | str] = field(default_factory=dict)
     model: str | None = None
     provider: str | None = None
+    tool_traits: dict[str, ToolTraits] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -170,7 +200,7 @@ class RunQueued:
 
 
 Event = (RunStarted | MessageAppended | StepStarted | ModelCallStarted | ModelCalled | ToolStarted
-         | ToolFinished | ApprovalRequested | StepFinished | RunFinished | RunResumed | RunQueued)
+         | ToolFinished | ApprovalRequested | ApprovalDecided | StepFinished | RunFinished | RunResumed | RunQueued)
 
 KINDS: Final[dict[str, type[Any]]] = {
     "run_started": RunStarted,
@@ -180,6 +210,7 @@ KINDS: Final[dict[str, type[Any]]] = {
     "tool_started": ToolStarted,
     "tool_finished": ToolFinished,
     "approval_requested": ApprovalRequested,
+    "approval_decided": ApprovalDecided,
     "step_finished": StepFinished,
     "run_finished": RunFinished,
     "run_resumed": RunResumed,
@@ -189,10 +220,11 @@ KIND_OF: Final[dict[type[Any], str]] = {cls: kind for kind, cls in KINDS.items()
 
 # Kinds whose step is the row's ``step`` column only (the log's original shape).
 _STEP_IN_COLUMN: Final = frozenset({MessageAppended, ToolStarted, ToolFinished, ApprovalRequested,
-                                    RunStarted, RunFinished, RunResumed, RunQueued})
+                                    ApprovalDecided, RunStarted, RunFinished, RunResumed, RunQueued})
 # Fields written only when they differ from their default (added after the first release).
 _OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "service_name", "attempt",
-                              "refused", "decisions", "model", "provider", "tools_ref", "session_id"})
+                              "refused", "decisions", "model", "provider", "tools_ref", "session_id",
+                              "tool_traits"})
 _NAMES: Final[dict[type[Any], tuple[str, ...]]] = {cls: tuple(f.name for f in fields(cls)) for cls in KINDS.values()}
 _DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}}
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypedDict
+from typing import Any, Final, Literal, Protocol, TypedDict
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +85,19 @@ class ToolSpec(TypedDict):
     name: str
     description: str
     parameters: dict[str, Any]
+
+
+class ToolTraits(TypedDict):
+    """How a tool is to be treated beyond what the model sees: logged per tool so that a resume
+    judges a call from the log by what its tool was when the call started."""
+
+    side_effects: bool
+    needs_approval: bool
+    idempotency_key: str | None
+
+
+# A tool registered with none of them: the log records only the tools whose traits differ.
+DEFAULT_TRAITS: Final[ToolTraits] = {"side_effects": False, "needs_approval": False, "idempotency_key": None}
 
 
 class Model(Protocol):

@@ -16,6 +16,7 @@ from typing import Any
 
 from .. import _jsontext as jsontext
 from ..events import (
+    ApprovalDecided,
     ApprovalRequested,
     Event,
     MessageAppended,
@@ -29,7 +30,7 @@ from ..events import (
     ToolFinished,
     ToolStarted,
 )
-from ..messages import Message, ModelReply, ToolCall
+from ..messages import DEFAULT_TRAITS, Message, ModelReply, ToolCall, ToolTraits
 from .statuses import Status
 
 # Refusals after which a run of identical calls starts over (the call was never a repeat).
@@ -47,7 +48,12 @@ def call_key(call: ToolCall) -> str | None:
 @dataclass(slots=True)
 class RunState:
     """One run's state. ``reply`` is the reply whose calls are being worked through and
-    ``next_call`` the index of its first call without an observation."""
+    ``next_call`` the index of its first call without an observation.
+
+    ``pending_approvals`` are the calls awaiting a decision (asked, not decided, not answered);
+    ``decisions`` every decision logged. ``tool_traits`` are the traits of the tools the run goes
+    on with (None: the log records none), ``started_traits`` those each started call ran under.
+    """
 
     run_id: str = ""
     started: RunStarted | None = None
@@ -66,6 +72,9 @@ class RunState:
     finished_calls: dict[str, ToolFinished] = field(default_factory=dict)
     pending_approvals: dict[str, ApprovalRequested] = field(default_factory=dict)
     decisions: dict[str, bool | str] = field(default_factory=dict)
+    decided_by: dict[str, str] = field(default_factory=dict)
+    tool_traits: dict[str, ToolTraits] | None = None
+    started_traits: dict[str, ToolTraits | None] = field(default_factory=dict)
     open_step: bool = False
     status: str = Status.RUNNING
     answer: str | None = None
@@ -82,7 +91,8 @@ class RunState:
         """An independent copy (containers copied; messages and facts are never mutated)."""
         return replace(self, limits=dict(self.limits), messages=list(self.messages), seen_ids=set(self.seen_ids),
                        started_calls=dict(self.started_calls), finished_calls=dict(self.finished_calls),
-                       pending_approvals=dict(self.pending_approvals), decisions=dict(self.decisions))
+                       pending_approvals=dict(self.pending_approvals), decisions=dict(self.decisions),
+                       decided_by=dict(self.decided_by), started_traits=dict(self.started_traits))
 
     @property
     def remaining_calls(self) -> list[ToolCall]:
@@ -93,6 +103,12 @@ class RunState:
 
     def in_doubt(self, call_id: str) -> bool:
         return call_id in self.started_calls and call_id not in self.finished_calls
+
+    def traits_of(self, name: str) -> ToolTraits | None:
+        """The traits the log records for tool ``name`` now (None: the log records none)."""
+        if self.tool_traits is None:
+            return None
+        return self.tool_traits.get(name, DEFAULT_TRAITS)
 
     def apply(self, event: Event) -> None:
         """Advance by one fact (the loop calls this for every fact it records)."""
@@ -112,10 +128,19 @@ class RunState:
         self.events += 1
         self.tool_calls_run += 1
         self.started_calls[event.call_id] = event
+        if self.tool_traits is not None:
+            self.started_traits[event.call_id] = self.traits_of(event.name)
 
     def _approval_requested(self, event: ApprovalRequested) -> None:
         self.events += 1
-        self.pending_approvals[event.call_id] = event
+        if event.call_id not in self.decisions:
+            self.pending_approvals[event.call_id] = event
+
+    def _approval_decided(self, event: ApprovalDecided) -> None:
+        self.events += 1
+        self.decisions[event.call_id] = event.verdict
+        self.decided_by[event.call_id] = event.decided_by
+        self.pending_approvals.pop(event.call_id, None)
 
     def _step_finished(self, event: StepFinished) -> None:
         self.events += 1
@@ -134,15 +159,25 @@ class RunState:
         self.resumed_from, self.resumed_error = self.status, self.error
         self.status, self.answer, self.error = Status.RUNNING, None, None
         self.decisions.update(event.decisions)
+        for call_id in event.decisions:
+            self.pending_approvals.pop(call_id, None)
         self.limits = dict(event.limits)
+        self._traits(event.tool_traits)
 
     def _run_started(self, event: RunStarted) -> None:
         self.events += 1
         self.started = event
         self.run_id = event.run_id or self.run_id
         self.limits = dict(event.limits)
+        self._traits(event.tool_traits)
         if event.forked_at_step:
             self.steps = event.forked_at_step - 1
+
+    def _traits(self, recorded: dict[str, ToolTraits] | None) -> None:
+        """A start or resume's tool traits. A log that recorded traits before records every
+        start and resume's (none at all: every tool has the defaults); an older one, none."""
+        if recorded is not None or self.tool_traits is not None:
+            self.tool_traits = dict(recorded or {})
 
     def _not_folded(self, event: Event) -> None:
         self.events += 1  # a fact the loop's state does not depend on (``run_queued``)
@@ -167,7 +202,7 @@ class RunState:
         else:
             self.spent += event.prompt_tokens + event.reply_tokens
         self.reply, self.reply_step, self.next_call = reply, event.step, 0
-        self.started_calls, self.finished_calls = {}, {}
+        self.started_calls, self.finished_calls, self.started_traits = {}, {}, {}
 
     def _tool_finished(self, event: ToolFinished) -> None:
         self.events += 1
@@ -205,6 +240,7 @@ _APPLY: dict[type, Callable[[RunState, Any], None]] = {
     ToolStarted: RunState._tool_started,
     ToolFinished: RunState._tool_finished,
     ApprovalRequested: RunState._approval_requested,
+    ApprovalDecided: RunState._approval_decided,
     StepFinished: RunState._step_finished,
     RunFinished: RunState._run_finished,
     RunResumed: RunState._run_resumed,

@@ -94,7 +94,7 @@ def new_run_opening(run_id: str, task: str, system: str, limits: Limits, registr
     model_name, provider = model_identity(model)
     started = RunStarted(run_id=run_id, task=task, system=system, limits=limits.to_dict(), tool_specs=registry.specs(),
                          model=model_name, provider=provider, agent_name=agent_name, labels=dict(labels or {}),
-                         tools_ref=tools_ref)
+                         tools_ref=tools_ref, tool_traits=registry.traits() or None)
     return opening(started, [{"role": "system", "content": system}, {"role": "user", "content": task}])
 
 

@@ -147,7 +147,8 @@ def _first_core(fixture: Fixture, model: ReplayModel, tools: ToolRegistry, task:
     model_name, provider = model_identity(model)
     started = RunStarted(run_id=run_id, task=task, system=system, limits=lim.to_dict(), tool_specs=tools.specs(),
                          model=model_name, provider=provider, agent_name=options.get("agent_name"),
-                         labels=dict(options.get("labels") or {}), forked_at_step=fixture.data.get("forked_at_step"))
+                         labels=dict(options.get("labels") or {}), forked_at_step=fixture.data.get("forked_at_step"),
+                         tool_traits=tools.traits() or None)
     return core_for(model, tools, run_id, lim, opening(started, history), None, wiring)
 
 
@@ -158,7 +159,7 @@ def _resumed_core(before: AgentCore, model: ReplayModel, tools: ToolRegistry, re
     model_name, provider = model_identity(model)
     resumed = RunResumed(run_id=before.run_id, step=state.steps, owner="replay", reason=resumption.reason,
                          limits=resumption.limits.to_dict(), decisions=dict(resumption.decisions), model=model_name,
-                         provider=provider)
+                         provider=provider, tool_traits=tools.traits() or None)
     return core_for(model, tools, before.run_id, resumption.limits, [resumed], state, wiring)
 
 

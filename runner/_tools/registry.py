@@ -15,7 +15,7 @@ from typing import Any, TypeVar, overload
 
 from .. import _jsontext as jsontext
 from .._text import describe_exception
-from ..messages import ToolSpec
+from ..messages import DEFAULT_TRAITS, ToolSpec, ToolTraits
 from .schema import ArgsCheck, args_checker, check_schema
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -49,6 +49,11 @@ class Tool:
 
     def spec(self) -> ToolSpec:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+    def traits(self) -> ToolTraits:
+        """Its side effects, approval and idempotency key, as the log records them."""
+        return {"side_effects": self.side_effects, "needs_approval": self.needs_approval,
+                "idempotency_key": self.idempotency_key}
 
 
 class ToolRegistry:
@@ -137,6 +142,10 @@ class ToolRegistry:
 
     def specs(self) -> list[ToolSpec]:
         return [tool.spec() for tool in self._tools.values()]
+
+    def traits(self) -> dict[str, ToolTraits]:
+        """The traits of each tool that has any (``DEFAULT_TRAITS`` for the others), by name."""
+        return {name: tool.traits() for name, tool in self._tools.items() if tool.traits() != DEFAULT_TRAITS}
 
     def names(self) -> list[str]:
         return sorted(self._tools)

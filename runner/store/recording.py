@@ -29,6 +29,7 @@ from .._log.statuses import Status
 from .._text import storable
 from ..errors import StoreError
 from ..events import (
+    ApprovalDecided,
     ApprovalRequested,
     Event,
     MessageAppended,
@@ -299,7 +300,7 @@ class StoreRecorder:
 
 # Facts that leave the run's row as it is: only its log and progress columns change.
 _PLAIN_FACTS: frozenset[type] = frozenset({StepStarted, StepFinished, MessageAppended, ModelCalled, ToolStarted,
-                                           ToolFinished, ApprovalRequested})
+                                           ToolFinished, ApprovalRequested, ApprovalDecided})
 _STATEMENTS: dict[str, dict[str, Prepared]] = {}
 # The width of the name columns (runs.model, provider, agent_name; run_labels.key; run_tools.name).
 NAME_WIDTH = 200
