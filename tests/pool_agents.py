@@ -3,7 +3,8 @@
 The model reads the conversation to decide its next reply (it is called afresh on every
 run and every resume, so a resumed run gets the reply for the step it is at). Side
 effects land in a ledger database (``POOL_LEDGER_URL``): ``charge`` with an idempotency
-key, ``notify`` without one, so a test can count how often each really ran.
+key, ``notify`` without one, so a test can count how often each really ran. The ``approver``
+agent's one ``transfer`` needs approval (a notice once it runs).
 """
 
 from __future__ import annotations
@@ -91,6 +92,26 @@ def registry() -> ToolRegistry:
     return tools
 
 
+def transfer(ref: str) -> str:
+    _write("INSERT INTO notices (tag) VALUES (:tag)", tag=f"transfer {ref}")
+    return f"transferred {ref}"
+
+
+def approval_model(messages: list[dict[str, Any]], specs: list[dict[str, Any]]) -> ModelReply:
+    """One transfer (it needs approval), then an answer that says how it went."""
+    results = [m["content"] for m in messages if m["role"] == "tool"]
+    if results:
+        return ModelReply(content=f"transfer: {results[-1]}")
+    return ModelReply(content="", tool_calls=[ToolCall("transfer-1", "transfer", {"ref": messages[1]["content"]})])
+
+
+def approver_registry() -> ToolRegistry:
+    tools = registry()
+    tools.register("transfer", "Move money (needs approval).", {"type": "object", "properties": {
+        "ref": {"type": "string"}}, "required": ["ref"]}, transfer, side_effects=True, needs_approval=True)
+    return tools
+
+
 def make_tipper() -> tuple[Any, ToolRegistry, dict[str, Any]]:
     return plan_model, registry(), {"max_steps": 10, "token_budget": 100_000, "labels": {"agent": "tipper"}}
 
@@ -99,4 +120,9 @@ def make_sleeper() -> tuple[Any, ToolRegistry, dict[str, Any]]:
     return forever_model, registry(), {"max_steps": 200, "token_budget": 10_000_000}
 
 
+def make_approver() -> tuple[Any, ToolRegistry, dict[str, Any]]:
+    return approval_model, approver_registry(), {"max_steps": 5, "token_budget": 100_000}
+
+
 agents = {"tipper": make_tipper, "sleeper": make_sleeper}
+with_approver = {**agents, "approver": make_approver}  # for the approval tests: a transfer awaits a decision

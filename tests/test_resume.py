@@ -177,14 +177,16 @@ def test_a_pending_call_without_a_decision_keeps_the_run_awaiting_approval(store
     plan = [[["t1", "transfer", {"ref": "x"}]]]
     with open_store(store_url) as store:
         first = run_agent("Do the plan.", PlanModel(plan), tools(tmp_path), store=store, run_id=RUN_ID)
-        again = resume(store, RUN_ID, PlanModel(plan), tools(tmp_path))
+        with pytest.raises(CannotResume, match=r"is awaiting approval of t1 and no decision was given or logged"):
+            resume(store, RUN_ID, PlanModel(plan), tools(tmp_path))  # refused: it would only stop again
         with pytest.raises(CannotResume, match=r"has no call 'nope' awaiting approval \(pending: \['t1'\]\)"):
             resume(store, RUN_ID, PlanModel(plan), tools(tmp_path), decisions={"nope": True})
         run = store.get_run(RUN_ID)
-    assert (first.status, again.status, again.error) == ("awaiting_approval", "awaiting_approval",
-                                                         "call t1 (transfer) needs approval")
+    assert (first.status, run.status, run.error) == ("awaiting_approval", "awaiting_approval",
+                                                     "call t1 (transfer) needs approval")
     assert ran(tmp_path) == []
     assert [e.kind for e in run.events].count("approval_requested") == 1
+    assert "run_resumed" not in [e.kind for e in run.events]
 
 
 def test_a_step_limit_run_resumed_with_more_steps_finishes_and_replays_strictly(store_url: str,

@@ -37,7 +37,7 @@ from ..events import (
     ToolFinished,
     ToolStarted,
 )
-from ..messages import AnyModel, Message, ModelReply, ToolCall, assistant_message, tool_message
+from ..messages import AnyModel, Message, ModelReply, ToolCall, ToolTraits, assistant_message, tool_message
 from ..recorder import Recorder
 from . import observations
 from .ending import Closing
@@ -231,7 +231,7 @@ class AgentCore(Closing):
             return None
         assert tool is not None
         in_doubt = s.in_doubt(call.id)
-        if in_doubt and tool.side_effects and tool.idempotency_key is None:
+        if in_doubt and not may_run_again(s.started_traits.get(call.id), tool):
             self._observe(step, call, observations.IN_DOUBT, "in_doubt")
             return None
         allowed = self.limits.max_identical_calls
@@ -337,6 +337,19 @@ class AgentCore(Closing):
         if isinstance(event, MessageAppended):
             self.meter.add(event.message)
         self._record(event)
+
+
+def may_run_again(recorded: ToolTraits | None, tool: Tool) -> bool:
+    """Whether a call in doubt may run again: its tool had no side effects when it started (``recorded``,
+    the log's record; None: the log has none, ``tool`` tells), or it has an idempotency key then and now.
+
+    Where the registry given now says the tool has side effects and the log does not, the careful
+    reading holds: the call is not run again without a key it had from its first attempt.
+    """
+    traits = recorded if recorded is not None else tool.traits()
+    if not traits["side_effects"] and not tool.side_effects:
+        return True
+    return traits["idempotency_key"] is not None and tool.idempotency_key is not None
 
 
 def _ignore(event: Event) -> None:

@@ -5,9 +5,10 @@
   ``run_resumed`` fact that says who, why and with which limits and decisions).
   What happens to the calls of the interrupted reply is decided from the log alone:
   a call with ``tool_finished`` is never run again; a call never started runs; a call
-  in doubt (started, never finished) runs again unless its tool has side effects,
-  in which case the model is told its outcome is unknown, or has an idempotency key,
-  in which case it runs again with the same key.
+  in doubt (started, never finished) runs again unless its tool had side effects when
+  it started (the log records each tool's traits), in which case the model is told its
+  outcome is unknown, or has an idempotency key, in which case it runs again with the
+  same key. Decisions on calls awaiting approval are checked and logged by ``approvals``.
 - ``fork`` makes a new run, linked to its parent, from the parent's messages before
   its ``at_step``-th model call, with chosen tool observations swapped: a what-if.
 - ``follow_up`` makes a new run, linked to a finished parent, whose history is the
@@ -19,12 +20,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
-from .._log.state import RunState, fold
+from .._log.state import fold
 from .._log.statuses import Status
 from .._tools.registry import ToolRegistry
 from ..errors import CannotResume, RunNotFound
-from ..events import Event, MessageAppended, RunStarted, StepStarted, decode_all
+from ..events import Event, MessageAppended, RunResumed, RunStarted, StepStarted, decode_all
 from ..messages import Message, Model
+from . import approvals
+from .approvals import Decision
 from .build import ContinueOptions, core_for, opening, run_limits, wiring_of
 from .limits import Limits
 from .results import AgentResult, model_identity, new_run_id
@@ -34,8 +37,6 @@ from .wiring import TraceLink
 if TYPE_CHECKING:
     from ..store import RunStore, StoredRun
 
-Decision = bool | str
-
 
 def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *,
            decisions: Mapping[str, Decision] | None = None, max_steps: int | None = None,
@@ -44,10 +45,14 @@ def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *
 
     Works for a run that stopped on any limit, on ``model_error`` or ``invalid_reply``,
     on ``awaiting_approval`` (``decisions`` maps a pending call id to True, False or a
-    denial reason), and for a run whose process died. Each limit keyword given replaces
-    that recorded limit, the others keep theirs; ``limits=Limits(...)`` replaces them all
-    (giving a limit both ways is a ``TypeError``); ``max_steps`` counts the whole run.
-    ``CannotResume`` (one line) for a ``done`` run; ``RunInUse`` when a live process drives it.
+    denial reason; each is logged as an ``approval_decided`` fact by the OS user, and those
+    already logged, by ``RunStore.decide`` say, apply too), and for a run whose process died.
+    Each limit keyword given replaces that recorded limit, the others keep theirs;
+    ``limits=Limits(...)`` replaces them all (giving a limit both ways is a ``TypeError``);
+    ``max_steps`` counts the whole run. ``CannotResume`` (one line) for a ``done`` run, a run
+    awaiting approval with no decision, or a decision against a logged one; ``RunInUse`` when
+    a live process drives it. A tool whose traits differ from the log's record is logged as
+    a warning (``runner.resume``).
     """
     run = store.get_run(run_id)
     if run.status == Status.DONE:
@@ -56,16 +61,24 @@ def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *
     if state.started is None:
         raise CannotResume(f"run {run.run_id} has not started ({run.status}); a worker of its pool starts it")
     given = dict(decisions or {})
-    _check_decisions(run.run_id, state, given)
+    checked = approvals.check_decisions(run.run_id, state, given)
+    refusal = approvals.undecided(run.run_id, state, given, options.get("approve") is not None)
+    if refusal is not None:
+        raise CannotResume(refusal)
     limits = _limits(state.limits or run.limits, max_steps, token_budget, options)
+    approvals.report_drift(run.run_id, state, registry)
     store.claim_run(run)
     reason = run.status if run.status != Status.RUNNING else f"its process is gone ({run.liveness})"
     model_name, provider = model_identity(model)
     from ..store.owner import owner_id
 
-    resumed = _resumed_event(run.run_id, state, owner_id(), reason, limits, given, model_name, provider)
+    decided = approvals.decided_facts(state, checked.fresh, approvals.decider()) if checked.fresh else []
+    resumed = RunResumed(run_id=run.run_id, step=state.steps, owner=owner_id(), reason=reason, limits=limits.to_dict(),
+                         decisions=checked.applied, model=model_name, provider=provider,
+                         tool_traits=registry.traits() or None)
     link = TraceLink(run.trace_id, _root_span_id(run), joins=True)
-    return drive(core_for(model, registry, run.run_id, limits, [resumed], state, wiring_of(options, store), link))
+    return drive(core_for(model, registry, run.run_id, limits, [*decided, resumed], state, wiring_of(options, store),
+                          link))
 
 
 def fork(store: RunStore, run_id: str, *, at_step: int, model: Model, registry: ToolRegistry,
@@ -132,7 +145,7 @@ def _linked_start(parent: StoredRun, messages: list[Message], model: Model, regi
                       provider=provider, agent_name=options.get("agent_name") or parent.agent_name,
                       labels=dict(labels if labels is not None else parent.labels), parent_run_id=parent.run_id,
                       origin=origin, forked_at_step=forked_at_step, tools_ref=options.get("tools_ref"),
-                      session_id=session_id)
+                      session_id=session_id, tool_traits=registry.traits() or None)
 
 
 def session_of(store: RunStore, parent: StoredRun, facts: Sequence[Event]) -> str:
@@ -156,26 +169,6 @@ def session_of(store: RunStore, parent: StoredRun, facts: Sequence[Event]) -> st
         except RunNotFound:
             return up
         facts = decode_all(run.events, run.run_id)
-
-
-def _resumed_event(run_id: str, state: RunState, owner: str, reason: str, limits: Limits,
-                   decisions: dict[str, Decision], model: str, provider: str | None) -> Event:
-    from ..events import RunResumed
-
-    return RunResumed(run_id=run_id, step=state.steps, owner=owner, reason=reason, limits=limits.to_dict(),
-                      decisions=decisions, model=model, provider=provider)
-
-
-def _check_decisions(run_id: str, state: RunState, decisions: dict[str, Decision]) -> None:
-    for call_id, decision in decisions.items():
-        if state.in_doubt(call_id):  # approved and started before the run stopped: too late to decide again
-            raise CannotResume(f"run {run_id}: call {call_id!r} was approved and started before the run stopped; "
-                               "it can no longer be decided")
-        if call_id not in state.pending_approvals:
-            pending = sorted(c for c in state.pending_approvals if not state.in_doubt(c)) or "none"
-            raise CannotResume(f"run {run_id} has no call {call_id!r} awaiting approval (pending: {pending})")
-        if not isinstance(decision, (bool, str)):
-            raise ValueError(f"decision for {call_id!r} must be True, False or a reason string, got {decision!r}")
 
 
 def _limits(recorded: Mapping[str, Any], max_steps: int | None, token_budget: int | None,

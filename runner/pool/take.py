@@ -10,7 +10,9 @@ Celery delivers at least once, so every delivery decides from the store alone:
   ``PoolError`` and the run stays queued), then it is claimed by compare-and-set and
   started under its own id;
 - a run that has started: ``resume``, which claims it the same way and follows the
-  in-doubt rules for calls its dead worker left started and unfinished.
+  in-doubt rules for calls its dead worker left started and unfinished;
+- a run awaiting approval: resumed with the decisions its log holds (``runner resume
+  --approve`` logs one and sends the run back here), dropped while it holds none.
 
 Nothing here imports Celery, so tests drive it directly.
 """
@@ -29,7 +31,7 @@ from .._loop.core import DEFAULT_SYSTEM, AgentCore
 from .._loop.limits import Limits, limit_names
 from .._loop.resume import resume
 from .._loop.sync import drive
-from ..errors import RunInUse, RunNotFound
+from ..errors import CannotResume, RunNotFound
 from ..events import RunQueued, RunStarted, decode_all
 from ..store import RunStore, StoredRun
 from ..store.records import LIVE
@@ -49,7 +51,7 @@ def take(store: RunStore, run_id: str, agents: Mapping[str, Factory], *, cancel_
         run = store.get_run(run_id)
     except RunNotFound as exc:
         return _dropped(run_id, str(exc))  # a store that cannot answer raises: the task fails, visibly
-    if run.status not in (Status.QUEUED, Status.RUNNING):
+    if run.status not in (Status.QUEUED, Status.RUNNING, Status.AWAITING_APPROVAL):
         return _dropped(run_id, f"it has finished ({run.status})")
     if run.status == Status.RUNNING and run.liveness == LIVE:
         return _dropped(run_id, f"a live process drives it ({run.owner})")
@@ -64,7 +66,7 @@ def take(store: RunStore, run_id: str, agents: Mapping[str, Factory], *, cancel_
             core = _core_to_start(store, run, agent, cancel)  # before the claim: a mistake leaves it queued
             store.claim_run(run)
             result = drive(core)
-    except RunInUse as exc:
+    except CannotResume as exc:  # live elsewhere (RunInUse), or awaiting a decision nobody has logged
         return _dropped(run_id, str(exc))
     log.info("run %s ended %s after %d step(s)", run.run_id, result.status, result.steps)
     return result.status

@@ -202,6 +202,20 @@ class RunStore:
         if not take_over(self.engine, seen, owner_id(), self.heartbeat):
             raise RunInUse(f"run {seen.run_id} was taken over by another process just now")
 
+    def decide(self, run_id: str, call_id: str, approved: bool, reason: str | None = None, *,
+               decided_by: str | None = None) -> bool:
+        """Log a decision on a call of run ``run_id`` awaiting approval, without resuming it; whether
+        it was logged now (the same decision again logs nothing). ``decided_by`` defaults to the OS user.
+
+        ``CannotResume`` for a call that awaits no decision, or a decision against a logged one.
+        """
+        self._check_open()
+        if self.read_only:
+            raise StoreError(f"store {shown(self.url)} is open read-only: it cannot log decisions")
+        from .._loop.approvals import decide
+
+        return decide(self, run_id, call_id, approved, reason, decided_by=decided_by)
+
     def prune(self, before: datetime, *, status: str | Sequence[str] | None = None, dry_run: bool = False,
               batch_size: int = DEFAULT_BATCH) -> PruneResult:
         """Delete whole finished runs started before ``before`` (naive means UTC), with their events,
