@@ -38,3 +38,13 @@ def tools() -> ToolRegistry:
     registry.register("pay", "Pay (writes; no approval asked).", PARAMS, pay, side_effects=True)
     registry.register("lookup", "Look a reference up (reads only).", PARAMS, lookup)
     return registry
+
+
+def forgetful() -> ToolRegistry:
+    """``tools()`` with ``pay`` registered as if it had no side effects (a registry that disagrees with a log)."""
+    registry = ToolRegistry()
+    registry.register("transfer", "Transfer money (needs approval).", PARAMS, transfer, side_effects=True,
+                      needs_approval=True)
+    registry.register("pay", "Pay (writes; no approval asked).", PARAMS, pay)
+    registry.register("lookup", "Look a reference up (reads only).", PARAMS, lookup)
+    return registry

@@ -42,11 +42,12 @@ class Pool:
     def cli(self, *args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([RUNNER, *args], cwd=ROOT, env=self.env, capture_output=True, text=True, timeout=60)
 
-    def start_worker(self, concurrency: int = 4, *more: str) -> subprocess.Popen[bytes]:
+    def start_worker(self, concurrency: int = 4, *more: str,
+                     agents: str = "tests.pool_agents:agents") -> subprocess.Popen[bytes]:
         log = (self.logs / f"worker-{len(self.workers)}.log").open("wb")
         self._files.append(log)
         worker = subprocess.Popen([RUNNER, "worker", "--db", self.db, "--queue", self.queue, "--agents",
-                                   "tests.pool_agents:agents", "--concurrency", str(concurrency), *more],
+                                   agents, "--concurrency", str(concurrency), *more],
                                   cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT)
         self.workers.append(worker)
         return worker

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine
 
-from runner.events import ModelCalled, RunResumed, ToolStarted, decode_all
+from runner.events import ApprovalDecided, ModelCalled, RunResumed, ToolStarted, decode_all
 from tests.conftest import SESSION_PREFIX, drop_pg_schema, pg_schema_url
 from tests.pool_helpers import Pool
 
@@ -166,3 +166,24 @@ def test_cancel_ends_a_queued_and_a_running_run_cancelled(pool: Pool) -> None:
     refused = pool.cli("cancel", queued, "--db", pool.db)
     assert (refused.returncode, refused.stderr) == (
         3, f"Error: run {queued} has already finished (cancelled); nothing to cancel\n")
+
+
+def test_a_pool_run_awaiting_approval_is_approved_back_into_its_pool(pool: Pool) -> None:
+    worker = pool.start_worker(2, agents="tests.pool_agents:with_approver")
+    run_id = submit(pool, "rent", agent="approver")
+    pool.wait(lambda: pool.statuses()[run_id] == "awaiting_approval", 60, "the run to await approval")
+    assert pool.rows("SELECT tag FROM notices") == []
+    done = pool.cli("resume", run_id[:8], "--approve", "transfer-1", "--by", "alice", "--db", pool.db)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        f"run {run_id[:8]}: transfer-1 approved by alice; sent back to queue {pool.queue}, where a worker resumes it"]
+    pool.wait(lambda: pool.statuses()[run_id] == "done", 60, "the approved run to end done")
+    assert pool.rows("SELECT tag FROM notices") == [("transfer rent",)]
+    run = pool.store.get_run(run_id)
+    assert run.answer == 'transfer: "transferred rent"'
+    facts = decode_all(run.events, run_id)
+    assert [(f.call_id, f.approved, f.decided_by) for f in facts if isinstance(f, ApprovalDecided)] == [
+        ("transfer-1", True, "alice")]
+    (resumed,) = [f for f in facts if isinstance(f, RunResumed)]
+    assert (resumed.reason, resumed.decisions) == ("awaiting_approval", {"transfer-1": True})
+    assert f":{worker.pid}@" in resumed.owner  # the worker's process resumed it, not the approver's

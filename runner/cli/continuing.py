@@ -4,25 +4,34 @@ Both are thin layers over ``runner.resume``/``runner.fork``. Approval decisions 
 given per call: ``--approve ID`` runs it, ``--deny ID`` refuses it, and a ``--reason``
 right after a ``--deny`` is the reason the model reads. Click gathers each option's
 values apart, so ``ResumeCommand`` also keeps the order the options came in, which
-pairs each ``--reason`` with its ``--deny``.
+pairs each ``--reason`` with its ``--deny``. Decisions are logged (``approval_decided``)
+before the run goes on; a pool run's go back to its queue instead (``send_back``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, TypeVar
 
 import click
 
-from .._log.state import fold
+from .._log.state import RunState, fold
 from .._log.statuses import Status
+from .._loop import approvals
+from .._loop.approvals import Checked
 from .._loop.results import AgentResult
-from ..events import StepStarted, decode_all
-from ..store import StoredRun
+from .._text import clean
+from ..errors import CannotResume
+from ..events import RunQueued, StepStarted, decode_all
+from ..pool.queued import DEFAULT_QUEUE
+from ..pool.submission import BROKER_ENV, broker_url
+from ..store import RunStore, StoredRun
 from ..store.records import LIVE
 from .options import EXIT_NO, CliError, CliUsageError, Env, common, parse_pairs
 from .queries import short_ids
-from .render import plural
+from .render import plural, print_json
 from .running import MAX_TIMEOUT_S, QUIET, RECORD_CONTENT, GivenLimits, new_child, not_nan, progress, report, traced
 from .specs import MODEL_HELP, continuing_model, load_tools, model_options
 
@@ -84,15 +93,78 @@ def check_resumable(run: StoredRun, short: str) -> None:
         raise CliError(f"run {short} is being driven by a live process ({run.owner}); it cannot be taken over")
 
 
-def check_decisions(run: StoredRun, short: str, decisions: Decisions) -> None:
-    """A usage error for a decision on a call the run does not wait on."""
-    pending = fold(decode_all(run.events, run.run_id), run.run_id).pending_approvals
+def check_decisions(state: RunState, short: str, decisions: Decisions) -> Checked:
+    """The decisions given, checked against the log before anything is set up or written.
+
+    A usage error for a call the run does not wait on; an error (exit 3) for a decision
+    against a logged one, and for a run awaiting approval left with none to go on with.
+    """
+    unanswered = {call.id for call in state.remaining_calls}
     for call_id, verdict in decisions.items():
-        if call_id not in pending:
+        logged = call_id in unanswered and call_id in state.decisions
+        if call_id not in state.pending_approvals and not logged and not state.in_doubt(call_id):
             option = "--approve" if verdict is True else "--deny"
-            waiting = ", ".join(pending) or "none"
+            waiting = ", ".join(state.pending_approvals) or "none"
             raise CliUsageError(f"{option} {call_id}: run {short} has no call {call_id!r} awaiting approval "
                                 f"(awaiting: {waiting})")
+    try:
+        checked = approvals.check_decisions(short, state, decisions)
+    except CannotResume as exc:
+        raise CliError(str(exc)) from None
+    refusal = approvals.undecided(short, state, decisions, asks=False)
+    if refusal is not None:
+        raise CliError(f"{refusal} (--approve or --deny decides)")
+    return checked
+
+
+def pool_queue(run: StoredRun) -> str | None:
+    """The queue of a run submitted to a worker pool (``runner submit``), from its ``run_queued``; else None."""
+    queued = next((fact for fact in decode_all(run.events, run.run_id) if isinstance(fact, RunQueued)), None)
+    return None if queued is None else queued.queue or DEFAULT_QUEUE
+
+
+def send_back(env: Env, store: RunStore, run: StoredRun, short: str, checked: Checked, by: str, broker: str | None,
+              queue: str) -> None:
+    """Log a pool run's decisions and publish it to its queue, where a worker resumes it with its agent's
+    model and tools (this process needs neither)."""
+    url = broker_url(broker)  # no broker: refused before anything is logged
+    for call_id, verdict in checked.fresh.items():
+        store.decide(run.run_id, call_id, verdict is True, verdict if isinstance(verdict, str) else None,
+                     decided_by=by)
+    from ..pool.app import publish
+
+    try:
+        publish(url, run.run_id, queue)
+    except Exception as exc:
+        raise CliError(f"run {short}: the decision is logged, but the broker did not take the run "
+                       f"({type(exc).__name__}: {exc}); runner resume {short} publishes it again") from None
+    if env.as_json:
+        print_json({"run_id": run.run_id, "status": run.status, "decisions": checked.applied, "decided_by": by,
+                    "queue": queue, "published": True})
+        return
+    what = (", ".join(f"{call_id} {approvals.describe(verdict)}" for call_id, verdict in checked.fresh.items())
+            + f" by {by}") if checked.fresh else "its decisions are logged already"
+    click.echo(clean(f"run {short}: {what}; sent back to queue {queue}, where a worker resumes it"))
+
+
+class Warned(logging.Handler):
+    """Prints each warning of the ``runner.resume`` logger as one ``warning:`` line on stderr."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(clean(f"warning: {record.getMessage()}"), err=True)
+
+
+@contextmanager
+def warnings_printed() -> Iterator[None]:
+    """While resuming: ``resume``'s warnings (a registry that differs from the log) on stderr, once each."""
+    logger, handler = logging.getLogger(approvals.log.name), Warned(logging.WARNING)
+    propagates, logger.propagate = logger.propagate, False
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagates
 
 
 def limit_options(fn: Callable[..., R]) -> Callable[..., R]:
@@ -106,13 +178,19 @@ def limit_options(fn: Callable[..., R]) -> Callable[..., R]:
     return fn
 
 
-def tools_and_model(fn: Callable[..., R]) -> Callable[..., R]:
+def tools_and_model(fn: Callable[..., R], *, required: bool = True) -> Callable[..., R]:
     fn = model_options(fn)
     fn = click.option("--model", "model_spec", metavar="SPEC",
                       help=f"{MODEL_HELP}; default: the model the run last ran with.")(fn)
-    fn = click.option("--tools", "tools_spec", required=True, metavar="MODULE:ATTR",
-                      help="The run's tools: a ToolRegistry, or a function returning one.")(fn)
+    fn = click.option("--tools", "tools_spec", required=required, metavar="MODULE:ATTR",
+                      help="The run's tools: a ToolRegistry, or a function returning one"
+                           + ("." if required else " (not needed to send a pool run back to its workers)."))(fn)
     return fn
+
+
+def tools_unless_pooled(fn: Callable[..., R]) -> Callable[..., R]:
+    """``tools_and_model`` with ``--tools`` optional: a pool run's decisions go back to its workers, who have them."""
+    return tools_and_model(fn, required=False)
 
 
 def finish(result: AgentResult) -> None:
@@ -123,46 +201,68 @@ def finish(result: AgentResult) -> None:
 
 @click.command(cls=ResumeCommand)
 @click.argument("run_ref", metavar="RUN")
-@tools_and_model
+@tools_unless_pooled
 @limit_options
 @click.option("--approve", multiple=True, metavar="CALL_ID", help="Run this call awaiting approval (repeatable).")
 @click.option("--deny", multiple=True, metavar="CALL_ID", help="Refuse this call awaiting approval (repeatable).")
 @click.option("--reason", multiple=True, metavar="TEXT",
               help="After a --deny: the reason the model reads for that refusal.")
+@click.option("--by", "decided_by", metavar="NAME", help="Who decides, logged with each decision (default: the OS "
+                                                         "user).")
+@click.option("--here", is_flag=True, help="Resume a pool run in this process rather than send it back to its "
+                                           "workers.")
+@click.option("--broker", metavar="URL", envvar=BROKER_ENV, show_envvar=True,
+              help="The pool's Celery broker, to send a pool run back to its queue.")
 @QUIET
 @RECORD_CONTENT
 @common
-def resume(env: Env, run_ref: str, tools_spec: str, model_spec: str | None, base_url: str | None,
+def resume(env: Env, run_ref: str, tools_spec: str | None, model_spec: str | None, base_url: str | None,
            api_key: str | None, max_steps: int | None, token_budget: int | None, max_tool_calls: int | None,
            timeout_s: float | None, approve: tuple[str, ...], deny: tuple[str, ...], reason: tuple[str, ...],
-           quiet: bool, record_content: bool) -> None:
+           decided_by: str | None, here: bool, broker: str | None, quiet: bool, record_content: bool) -> None:
     """Continue RUN where its log stops: after a limit, an error, a crash, or awaiting approval.
 
     The same run goes on (same id). Calls that finished are not run again; a call the
-    process died inside runs again only if its tool has no side effects (or has an
-    idempotency key). Exit 3 for a done run, or one a live process still drives.
+    process died inside runs again only if its tool had no side effects (or has an
+    idempotency key). Each decision is logged with who made it (--by). A run submitted
+    to a pool (runner submit) that awaits approval goes back to its queue, and a worker
+    resumes it with its own model and tools (--here resumes it in this process instead).
+    Exit 3 for a done run, one a live process still drives, or one awaiting approval
+    given no decision.
 
     \b
     runner resume 1f2e3d4c --tools myapp.tools:registry --max-steps 12
     runner resume 1f2e3d4c --tools myapp.tools:registry --approve call_1 --deny call_2 --reason "over limit"
+    runner resume 1f2e3d4c --approve call_1 --by alice          # a pool run: back to its workers
     """
     from .._loop.resume import resume as resume_run
 
     decisions = decisions_from(click.get_current_context().meta[ORDER], approve, deny, reason)
-    registry = load_tools(tools_spec)
+    registry = load_tools(tools_spec) if tools_spec is not None else None
     limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s)
+    by = decided_by if decided_by is not None else approvals.decider()
     with env.store(create=True) as store:
         run = store.find_run(run_ref)
         short = short_ids(store, [run.run_id])[run.run_id]
         check_resumable(run, short)
-        check_decisions(run, short, decisions)
+        checked = check_decisions(fold(decode_all(run.events, run.run_id), run.run_id), short, decisions)
+        queue = pool_queue(run)
+        if queue is not None and run.status == Status.AWAITING_APPROVAL and not here:
+            send_back(env, store, run, short, checked, by, broker, queue)
+            return
+        if registry is None or tools_spec is None:
+            raise CliUsageError("Missing option '--tools' (a run not submitted to a pool, or --here).")
         model = continuing_model(model_spec, run, base_url, api_key)
+        for call_id, verdict in checked.fresh.items():  # logged at once, by whoever --by names
+            store.decide(run.run_id, call_id, verdict is True, verdict if isinstance(verdict, str) else None,
+                         decided_by=by)
 
         def go(provider: TracerProvider) -> AgentResult:
             return resume_run(store, run.run_id, model, registry, decisions=decisions, tracer_provider=provider,
                               recorder=progress(quiet), record_content=record_content, **limits.options())
 
-        result = traced(env, store, go, lambda: run.run_id)
+        with warnings_printed():
+            result = traced(env, store, go, lambda: run.run_id)
         report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"],
                tools_spec=tools_spec, parent_run_id=run.parent_run_id)
     finish(result)

@@ -99,5 +99,8 @@ def continue_hint(run: StoredRun, short: str, db_hint: str = "") -> Iterator[Tex
         yield Text(f"\nawaiting approval: {asked}", style="bold yellow")
         yield Text("  " + clean(resume_command(short, tools, list(pending), db_hint)))
         yield Text("  (--deny CALL_ID [--reason TEXT] refuses a call instead)", style="dim")
+    elif run.status == Status.AWAITING_APPROVAL:  # every call it waits on is decided in the log
+        yield Text("  " + clean(resume_command(short, tools, (), db_hint)) + "   # goes on with the logged decisions",
+                   style="dim")
     elif run.status == Status.RUNNING and run.liveness in ("dead", "stale"):
         yield Text("  " + clean(resume_command(short, tools, (), db_hint)) + "   # continues it", style="dim")

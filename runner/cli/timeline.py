@@ -16,6 +16,7 @@ from rich.text import Text
 from .._log.statuses import STATUSES, Status
 from .._text import clean
 from ..events import (
+    ApprovalDecided,
     ApprovalRequested,
     Event,
     ModelCalled,
@@ -159,6 +160,8 @@ def timeline(run: StoredRun, *, full: bool = False, children: Sequence[Link] = (
             line = Text(f"  approval needed: {clean(fact.name)}", style=WAITING_STYLE)
             line.append(f" [{clean(fact.call_id)}]", style="dim")
             yield line
+        elif isinstance(fact, ApprovalDecided):
+            yield decided(fact)
         elif isinstance(fact, RunResumed):
             finished = False
             yield from resumed(fact)
@@ -228,6 +231,13 @@ def resumed(fact: RunResumed) -> Iterator[Text]:
     if fact.decisions:
         yield Text("  decisions: " + ", ".join(f"{clean(call_id)} {decision_text(verdict)}"
                                               for call_id, verdict in fact.decisions.items()), style="dim")
+
+
+def decided(fact: ApprovalDecided) -> Text:
+    """A logged decision: on which call, which way (and why), by whom."""
+    why = f" ({clean(fact.reason)})" if fact.reason else ""
+    return Text(f"  decision: {clean(fact.call_id)} {'approved' if fact.approved else 'denied'}{why} by "
+                f"{clean(fact.decided_by)}", style="dim")
 
 
 def decision_text(verdict: bool | str) -> str:
