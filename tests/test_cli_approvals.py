@@ -132,6 +132,9 @@ def pool_run_awaiting(url: str) -> str:
 
 def test_a_pool_runs_decision_is_logged_and_sent_back_to_its_queue_without_tools_or_a_model(store_url: str) -> None:
     run_id = pool_run_awaiting(store_url)
+    shown = lines(invoke("show", run_id[:8], "--db", store_url))
+    assert shown[-3:-1] == ["awaiting approval: transfer-1 (transfer)",  # no --tools: its workers have them
+                            f"  runner resume {run_id[:8]} --approve transfer-1 --db {shlex.quote(store_url)}"]
     result = invoke("resume", run_id[:8], "--approve", "transfer-1", "--by", "alice", "--broker", NOWHERE,
                     "--db", store_url)
     assert result.exit_code == 3

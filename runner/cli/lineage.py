@@ -20,7 +20,7 @@ from sqlalchemy import select
 from .._log.state import fold
 from .._log.statuses import Status
 from .._text import clean
-from ..events import ApprovalRequested, RunStarted, decode, decode_all
+from ..events import ApprovalRequested, RunQueued, RunStarted, decode, decode_all
 from ..store import RunStore, StoredRun
 from ..store.tables import events
 
@@ -68,16 +68,16 @@ def children(store: RunStore, run_id: str) -> list[Link]:
 
 
 def pending_approvals(run: StoredRun) -> dict[str, ApprovalRequested]:
-    """The calls a run awaiting approval waits on, by call id, in the order they were asked."""
+    """The calls a run awaiting approval waits on (none decided yet), by call id, in the order they were asked."""
     if run.status != Status.AWAITING_APPROVAL:
         return {}
     return fold(decode_all(run.events, run.run_id), run.run_id).pending_approvals
 
 
-def resume_command(short: str, tools: str, approve: Sequence[str] = (), db_hint: str = "") -> str:
-    """``runner resume SHORT --tools TOOLS [--approve ID]...``, quoted for a shell."""
+def resume_command(short: str, tools: str | None, approve: Sequence[str] = (), db_hint: str = "") -> str:
+    """``runner resume SHORT --tools TOOLS [--approve ID]...``, quoted for a shell (no ``--tools``: None)."""
     approvals = "".join(f" --approve {shlex.quote(call_id)}" for call_id in approve)
-    return f"runner resume {short} --tools {tools}{approvals}{db_hint}"
+    return f"runner resume {short}{f' --tools {tools}' if tools else ''}{approvals}{db_hint}"
 
 
 def recorded_tools(run: StoredRun) -> str:
@@ -93,7 +93,9 @@ def recorded_tools(run: StoredRun) -> str:
 def continue_hint(run: StoredRun, short: str, db_hint: str = "") -> Iterator[Text]:
     """For a run awaiting approval or whose process died, how to go on with ``runner resume``."""
     pending = pending_approvals(run)
-    tools = recorded_tools(run)
+    pooled = any(isinstance(fact, RunQueued) for fact in decode_all(run.events, run.run_id))
+    # A pool run's decisions go back to its workers, who have its tools: --tools only resumes here.
+    tools = None if pooled and run.status == Status.AWAITING_APPROVAL else recorded_tools(run)
     if pending:
         asked = ", ".join(f"{clean(call_id)} ({clean(call.name)})" for call_id, call in pending.items())
         yield Text(f"\nawaiting approval: {asked}", style="bold yellow")
