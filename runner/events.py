@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Final, Protocol
+from typing import Any, Final, NamedTuple, Protocol
 
 from .errors import StoreError
 from .messages import Message, ModelReply, ToolCall, ToolSpec, ToolTraits, Usage
@@ -87,6 +87,26 @@ class ModelCalled:
     @property
     def usage(self) -> Usage | None:
         return None if self.reply is None else self.reply.usage
+
+    @property
+    def tokens(self) -> CallTokens:
+        """The call's tokens: the provider's usage when it reported one, else the loop's estimate."""
+        usage = self.usage
+        if usage is not None:
+            return CallTokens(usage.input_tokens, usage.output_tokens, estimated=False)
+        return CallTokens(self.prompt_tokens, self.reply_tokens, estimated=True)
+
+
+class CallTokens(NamedTuple):
+    """A model call's tokens in and out, and whether they are the loop's estimate (no usage reported)."""
+
+    input: int
+    output: int
+    estimated: bool
+
+    @property
+    def total(self) -> int:
+        return self.input + self.output
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

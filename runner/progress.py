@@ -18,7 +18,15 @@ from rich.console import Console
 from rich.text import Text
 
 from ._text import clean, one_line
-from .events import ApprovalRequested, Event, ModelCalled, ToolFinished
+from .events import ApprovalRequested, CallTokens, Event, ModelCalled, ToolFinished
+
+ESTIMATED = " (estimated)"  # after a count that is the loop's estimate: the provider reported no usage
+
+
+def tokens_text(tokens: CallTokens) -> str:
+    """A model call's tokens as ``progress_line`` and ``runner show`` both print them: ``120 in + 30 out
+    tokens``, with `` (estimated)`` when the provider reported no usage."""
+    return f"{tokens.input} in + {tokens.output} out tokens" + (ESTIMATED if tokens.estimated else "")
 
 
 def progress_line(event: Event) -> Text | None:
@@ -29,7 +37,7 @@ def progress_line(event: Event) -> Text | None:
             line.append(f"error: {one_line(clean(event.error))}", style="red")
         else:
             line.append("ok", style="green")
-            line.append(f"  {event.prompt_tokens}+{event.reply_tokens} tokens", style="dim")
+            line.append(f"  {tokens_text(event.tokens)}", style="dim")
         return line
     if isinstance(event, ToolFinished):
         line = Text(f"step {event.step}  tool {one_line(clean(event.name))}  ")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -33,9 +34,11 @@ def local_only(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_demo_prints_a_line_per_model_call_and_tool_call_on_stderr(tmp_path: Path) -> None:
     result = invoke("demo", "--db", f"sqlite:///{tmp_path / 'runs.db'}")
     assert result.exit_code == 0, result.output
-    assert plain(result.stderr) == ["step 1  model  Xs  ok  215+44 tokens", "step 1  tool calculate  Xs  ok",
-                                    "step 2  model  Xs  ok  281+44 tokens", "step 2  tool convert_currency  Xs  ok",
-                                    "step 3  model  Xs  ok  375+48 tokens"]
+    assert plain(result.stderr) == ["step 1  model  Xs  ok  215 in + 44 out tokens (estimated)",
+                                    "step 1  tool calculate  Xs  ok",
+                                    "step 2  model  Xs  ok  281 in + 44 out tokens (estimated)",
+                                    "step 2  tool convert_currency  Xs  ok",
+                                    "step 3  model  Xs  ok  375 in + 48 out tokens (estimated)"]
     assert "step 1" not in result.stdout
 
 
@@ -52,9 +55,10 @@ def test_run_shows_tool_errors_and_refusals(tmp_path: Path) -> None:
                         "openai:fake", "--base-url", server.url, "--api-key", "k", "--db",
                         f"sqlite:///{tmp_path / 'runs.db'}", "--json")
     assert result.exit_code == 0, result.output
-    assert plain(result.stderr) == ["step 1  model  Xs  ok  126+43 tokens", "step 1  tool get_weather  Xs  error",
+    assert plain(result.stderr) == ["step 1  model  Xs  ok  10 in + 5 out tokens",
+                                    "step 1  tool get_weather  Xs  error",
                                     "step 1  tool get_forecast  refused (unknown_tool)",
-                                    "step 2  model  Xs  ok  239+16 tokens"]
+                                    "step 2  model  Xs  ok  10 in + 5 out tokens"]
 
 
 def test_the_progress_recorder_plugs_into_run_agent_plain_when_piped_styled_on_a_terminal() -> None:
@@ -68,7 +72,8 @@ def test_the_progress_recorder_plugs_into_run_agent_plain_when_piped_styled_on_a
         model = ScriptedModel([reply("", call("c1", "get_weather", city="Paris"))])
         run_agent("Weather?", model, weather_registry(), max_steps=1, recorder=recorder)
         run_agent("Hi", broken, weather_registry(), recorder=recorder)
-    assert plain(piped.getvalue()) == ["step 1  model  Xs  ok  126+29 tokens", "step 1  tool get_weather  Xs  ok",
+    assert plain(piped.getvalue()) == ["step 1  model  Xs  ok  126 in + 29 out tokens (estimated)",
+                                       "step 1  tool get_weather  Xs  ok",
                                        "step 1  model  Xs  error: ConnectionError: api down"]
     assert "\x1b[32mok\x1b[0m" in tty.getvalue()
     assert "\x1b[2J" not in tty.getvalue()
@@ -111,9 +116,10 @@ def test_resume_and_fork_print_progress_lines_unless_quiet(tmp_path: Path, quiet
     if quiet:
         assert (resumed.stderr, forked.stderr) == ("", "")
     else:
-        assert plain(resumed.stderr) == ["step 2  model  Xs  ok  179+15 tokens"]
-        assert plain(forked.stderr) == ["step 1  model  Xs  ok  126+29 tokens", "step 1  tool get_weather  Xs  ok",
-                                        "step 2  model  Xs  ok  179+15 tokens"]
+        assert plain(resumed.stderr) == ["step 2  model  Xs  ok  10 in + 5 out tokens"]
+        assert plain(forked.stderr) == ["step 1  model  Xs  ok  10 in + 5 out tokens",
+                                        "step 1  tool get_weather  Xs  ok",
+                                        "step 2  model  Xs  ok  10 in + 5 out tokens"]
 
 
 def test_progress_lines_do_not_load_the_cli() -> None:
@@ -125,3 +131,32 @@ def test_progress_lines_do_not_load_the_cli() -> None:
             "print(*[m for m in sys.modules if m.startswith('runner.cli')])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.splitlines() == ["step 1  model  0.00s  error: x", ""]  # cleaned, and no runner.cli module
+
+
+def model_tokens(progress: str, shown: str) -> tuple[list[str], list[str]]:
+    """The token part of each model call's progress line, and of its line in ``runner show``."""
+    said = [line.split("  ok  ", 1)[1] for line in plain(progress) if "  model  " in line]
+    listed = [line.split(", ", 1)[1] for line in shown.splitlines() if line.startswith("  model  ")]
+    return said, listed
+
+
+def test_progress_and_show_give_the_providers_token_count_when_it_reported_one(store_url: str) -> None:
+    with FakeOpenAI(completion("", [("c1", "get_weather", {"city": "Paris"})]), completion("Warm.")) as server:
+        ran = invoke("run", "Weather?", "--tools", "tests.loop_helpers:weather_registry", "--model", "openai:fake",
+                     "--base-url", server.url, "--api-key", "k", "--db", store_url, "--json")
+    assert ran.exit_code == 0, ran.output
+    shown = invoke("show", json.loads(ran.stdout)["run_id"], "--db", store_url)
+    said, listed = model_tokens(ran.stderr, shown.stdout)
+    assert said == listed == ["10 in + 5 out tokens"] * 2  # the fake server's usage, not the estimate
+
+
+def test_progress_and_show_mark_an_estimate_alike(store_url: str) -> None:
+    ran = invoke("demo", "--db", store_url, "--json")
+    assert ran.exit_code == 0, ran.output
+    shown = invoke("show", json.loads(ran.stdout)["run_id"], "--db", store_url)
+    said, listed = model_tokens(ran.stderr, shown.stdout)
+    assert said == listed == ["215 in + 44 out tokens (estimated)", "281 in + 44 out tokens (estimated)",
+                              "375 in + 48 out tokens (estimated)"]
+    steps = [line for line in shown.stdout.splitlines() if line.startswith("step ")]
+    assert [line.split(", ", 1)[1] for line in steps] == ["259 tokens (estimated)", "325 tokens (estimated)",
+                                                          "423 tokens (estimated)"]

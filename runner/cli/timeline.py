@@ -29,6 +29,7 @@ from ..events import (
     ToolStarted,
     decode_all,
 )
+from ..progress import ESTIMATED, tokens_text
 from ..store import RunSummary, StoredEvent, StoredRun
 from ..store.records import LIVE
 from .lineage import Link, origin_text
@@ -52,13 +53,6 @@ def event_json(event: StoredEvent) -> dict[str, Any]:
             "span_id": event.span_id}
 
 
-def _tokens(call: ModelCalled) -> int:
-    usage = call.usage
-    if usage is not None:
-        return usage.input_tokens + usage.output_tokens
-    return call.prompt_tokens + call.reply_tokens
-
-
 def _block(value: str, indent: str, style: str = "") -> Iterator[Text]:
     """Cleaned multi-line text, each line indented."""
     for line in clean(value).splitlines() or [""]:
@@ -71,7 +65,8 @@ def _args(args: Any) -> str:
 
 def step_facts(rows: Sequence[tuple[datetime, Event]]) -> dict[int, dict[str, float]]:
     """Per ``step_started`` (by its index in ``rows``): the step's duration (to its
-    ``step_finished``) and the tokens of its model call.
+    ``step_finished``), the tokens of its model call, and ``estimated`` (1.0) when they are
+    the loop's estimate.
 
     Keyed by occurrence, not step number: a resumed run opens the step it stopped in
     again, and each opening keeps its own facts.
@@ -86,7 +81,8 @@ def step_facts(rows: Sequence[tuple[datetime, Event]]) -> dict[int, dict[str, fl
             where, since = opened[fact.step]
             facts[where]["duration"] = (at - since).total_seconds()
         elif isinstance(fact, ModelCalled) and fact.step in opened:
-            facts[opened[fact.step][0]]["tokens"] = _tokens(fact)
+            tokens = fact.tokens
+            facts[opened[fact.step][0]].update(tokens=tokens.total, estimated=float(tokens.estimated))
     return facts
 
 
@@ -146,8 +142,8 @@ def timeline(run: StoredRun, *, full: bool = False, children: Sequence[Link] = (
             step = steps.get(index, {})
             line = Text(f"\nstep {fact.step}" + (" (continued)" if fact.step in shown else ""), style="bold")
             shown.add(fact.step)
-            line.append(f"  {seconds(step.get('duration'))}, {plural(int(step.get('tokens', 0)), 'token')}",
-                        style="dim")
+            tokens = plural(int(step.get("tokens", 0)), "token") + (ESTIMATED if step.get("estimated") else "")
+            line.append(f"  {seconds(step.get('duration'))}, {tokens}", style="dim")
             yield line
         elif isinstance(fact, ModelCalled):
             yield from model_call(fact, limit)
@@ -178,11 +174,7 @@ def timeline(run: StoredRun, *, full: bool = False, children: Sequence[Link] = (
 
 def model_call(call: ModelCalled, limit: int | None) -> Iterator[Text]:
     line = Text("  model", style="bold cyan")
-    tokens = f"prompt {call.prompt_tokens} + reply {call.reply_tokens} tokens"
-    usage = call.usage
-    if usage is not None:
-        tokens = f"{usage.input_tokens} in + {usage.output_tokens} out tokens (reported)"
-    line.append(f"  {seconds(call.latency_s)}, {tokens}", style="dim")
+    line.append(f"  {seconds(call.latency_s)}, {tokens_text(call.tokens)}", style="dim")
     yield line
     if call.error:
         yield from _block(f"model error ({call.error_type or 'error'}): {call.error}", "    ", ERROR_STYLE)
