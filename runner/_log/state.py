@@ -61,7 +61,8 @@ class RunState:
     messages: list[Message] = field(default_factory=list)
     steps: int = 0
     spent: int = 0
-    tool_calls_run: int = 0
+    tool_calls_run: int = 0  # tool functions started, a call run again counted again: what max_tool_calls limits
+    tool_calls: int = 0  # calls that ran, each once however many attempts it took: what the run reports
     seen_ids: set[str] = field(default_factory=set)
     last_call_key: str | None = None
     repeats: int = 0
@@ -127,6 +128,8 @@ class RunState:
     def _tool_started(self, event: ToolStarted) -> None:
         self.events += 1
         self.tool_calls_run += 1
+        if event.call_id not in self.started_calls:  # else a call in doubt run again on resume
+            self.tool_calls += 1
         self.started_calls[event.call_id] = event
         if self.tool_traits is not None:
             self.started_traits[event.call_id] = self.traits_of(event.name)

@@ -64,7 +64,7 @@ class Closing:
     def _decide(self, status: Status, error: str | None, answer: str | None = None,
                 exception: BaseException | None = None) -> AgentResult:
         s = self.state
-        self.result = AgentResult(status, answer, s.steps, s.spent, s.messages, self.run_id, error, s.tool_calls_run,
+        self.result = AgentResult(status, answer, s.steps, s.spent, s.messages, self.run_id, error, s.tool_calls,
                                   exception)
         return self.result
 

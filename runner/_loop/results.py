@@ -23,7 +23,8 @@ _RUN_ID = re.compile(r"[\x21-\x7e]{1,64}")
 
 @dataclass(frozen=True, slots=True)
 class AgentResult:
-    """How a run ended. ``answer`` is the final text for ``done``, else None.
+    """How a run ended. ``answer`` is the final text for ``done``, else None. ``tool_calls``
+    counts the calls that ran, a call run again after a crash once.
 
     ``exception`` keeps the object a model raised (``model_error``), or the
     divergence a replay ended the run with.

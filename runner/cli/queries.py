@@ -43,8 +43,8 @@ def short_ids(store: RunStore, run_ids: list[str]) -> dict[str, str]:
 def refused_calls(store: RunStore, run_ids: list[str]) -> dict[str, int]:
     """Per run, its tool calls refused before running (unknown tool, bad arguments, a repeat, denied).
 
-    ``runs.tool_calls`` counts the calls that ran (what ``max_tool_calls`` limits);
-    a refused call is a ``tool_finished`` event with ``ran`` false. Counted in the
+    ``runs.tool_calls`` counts the calls that ran, each once however many attempts it
+    took; a refused call is a ``tool_finished`` event with ``ran`` false. Counted in the
     database (JSON functions on SQLite and PostgreSQL) over the given runs' events only.
     """
     found: dict[str, int] = dict.fromkeys(run_ids, 0)

@@ -69,8 +69,9 @@ def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: dat
          search: str | None, labels: dict[str, str], limit: int) -> None:
     """List recorded runs, newest first, and say how many more match past --limit.
 
-    "tool calls" counts the calls that ran; calls refused before running (an
-    unknown tool, bad arguments, a repeat) are shown apart: "3 (+1 refused)".
+    "tool calls" counts the calls that ran (a call run again after a crash once);
+    calls refused before running (an unknown tool, bad arguments, a repeat) are
+    shown apart: "3 (+1 refused)".
     Runs awaiting approval, and running ones whose process is gone ("running
     (dead)"), get a note saying how to go on with them.
 

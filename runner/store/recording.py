@@ -263,7 +263,7 @@ class StoreRecorder:
         """The buffered rows as one batch (the buffers start empty again)."""
         now = self._now()
         state = self.state
-        progress = {"steps": state.steps, "tokens": state.spent, "tool_calls": state.tool_calls_run,
+        progress = {"steps": state.steps, "tokens": state.spent, "tool_calls": state.tool_calls,
                     "updated_at": now, "heartbeat_at": now}  # PROGRESS_COLUMNS
         rows = []
         ids: dict[str, str] = {}  # a step's facts share a few spans: each span's id looked up once
