@@ -5,11 +5,14 @@ from __future__ import annotations
 import functools
 import re
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import click
 
 from .._log.statuses import Status
-from ..store import RunSummary
+from ..events import decode_all
+from ..store import RunSummary, StoredRun
+from .activity import active_seconds
 from .lineage import TOOLS_PLACEHOLDER, children, continue_hint, resume_command
 from .listing import Row, runs_table
 from .options import Env, common, label_option
@@ -137,7 +140,8 @@ def show(env: Env, run_ref: str, full: bool) -> None:
 
     Also its parent and children (forks, follow-ups), each resume (who, why, with which
     limits and decisions), approval requests, calls left in doubt, and for a run
-    awaiting approval the `runner resume` command that answers it.
+    awaiting approval the `runner resume` command that answers it. "took 3m12s
+    (active 4.10s)": the active time leaves out the waits for an approval or a resume.
 
     RUN is a run id or any unique prefix of one (as `runner runs` prints).
     """
@@ -146,7 +150,8 @@ def show(env: Env, run_ref: str, full: bool) -> None:
         linked = children(store, run.run_id)
         short = short_ids(store, [run.run_id])[run.run_id]
     if env.as_json:
-        print_json({"run": summary_json(run, refused_in(run)), "events": [event_json(e) for e in run.events],
+        print_json({"run": with_active_time(summary_json(run, refused_in(run)), run),
+                    "events": [event_json(e) for e in run.events],
                     "children": [{"run_id": c.run_id, "status": c.status, "origin": c.origin,
                                   "forked_at_step": c.forked_at_step} for c in linked]})
         return
@@ -155,3 +160,14 @@ def show(env: Env, run_ref: str, full: bool) -> None:
         out.print(line)
     for line in continue_hint(run, short, env.hint()):
         out.print(line)
+
+
+def with_active_time(summary: dict[str, Any], run: StoredRun) -> dict[str, Any]:
+    """``summary`` with ``active_s`` (see ``activity``) next to its ``duration_s``."""
+    active = active_seconds(run.events, decode_all(run.events, run.run_id))
+    out: dict[str, Any] = {}
+    for key, value in summary.items():
+        out[key] = value
+        if key == "duration_s":
+            out["active_s"] = active
+    return out

@@ -32,6 +32,7 @@ from ..events import (
 from ..progress import ESTIMATED, tokens_text
 from ..store import RunSummary, StoredEvent, StoredRun
 from ..store.records import LIVE
+from .activity import active_seconds
 from .lineage import Link, origin_text
 from .queries import refused_in
 from .render import cut, iso, plural, seconds, when
@@ -105,10 +106,11 @@ def header(run: StoredRun, facts: Sequence[Event], children: Sequence[Link] = ()
     title.append(status_label(run), style=status_style(run.status, run.liveness))
     yield title
     duration = (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None
+    active = seconds(active_seconds(run.events, facts))
     refused = refused_in(run)
     calls = plural(run.tool_calls, "tool call") + (f" (+{refused} refused)" if refused else "")
-    yield Text(f"started {when(run.started_at)} UTC, took {seconds(duration)}; {plural(run.steps, 'step')}, "
-               f"{calls}, {plural(run.tokens, 'token')}", style="dim")
+    yield Text(f"started {when(run.started_at)} UTC, took {seconds(duration)} (active {active}); "
+               f"{plural(run.steps, 'step')}, {calls}, {plural(run.tokens, 'token')}", style="dim")
     model = clean(run.model) + (f" ({clean(run.provider)})" if run.provider else "")
     extra = f", agent {clean(run.agent_name)}" if run.agent_name else ""
     yield Text(f"model {model}{extra}; trace {run.trace_id}", style="dim")
