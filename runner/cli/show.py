@@ -10,9 +10,11 @@ from typing import Any
 import click
 
 from .._log.statuses import Status
+from ..errors import RunNotFound
 from ..events import decode_all
-from ..store import RunSummary, StoredRun
+from ..store import RunStore, RunSummary, StoredRun
 from .activity import active_seconds
+from .inherited import inherited, inherited_json
 from .lineage import TOOLS_PLACEHOLDER, children, continue_hint, resume_command
 from .listing import Row, runs_table
 from .options import Env, common, label_option
@@ -138,8 +140,9 @@ def waiting_notes(found: list[RunSummary], shorts: dict[str, str], db_hint: str)
 def show(env: Env, run_ref: str, full: bool) -> None:
     """Show one run as a timeline: model text, tool calls, observations, errors and how it stopped.
 
-    Also its parent and children (forks, follow-ups), each resume (who, why, with which
-    limits and decisions), approval requests, calls left in doubt, and for a run
+    Also its parent and children (forks, follow-ups), what a fork or follow-up inherited
+    (swapped observations marked, with the parent's original), each resume (who, why,
+    with which limits and decisions), approval requests, calls left in doubt, and for a run
     awaiting approval the `runner resume` command that answers it. "took 3m12s
     (active 4.10s)": the active time leaves out the waits for an approval or a resume.
 
@@ -149,14 +152,16 @@ def show(env: Env, run_ref: str, full: bool) -> None:
         run = find(store, run_ref)
         linked = children(store, run.run_id)
         short = short_ids(store, [run.run_id])[run.run_id]
+        carried = inherited(decode_all(run.events, run.run_id), parent_of(store, run))
     if env.as_json:
         print_json({"run": with_active_time(summary_json(run, refused_in(run)), run),
                     "events": [event_json(e) for e in run.events],
                     "children": [{"run_id": c.run_id, "status": c.status, "origin": c.origin,
-                                  "forked_at_step": c.forked_at_step} for c in linked]})
+                                  "forked_at_step": c.forked_at_step} for c in linked],
+                    "inherited": inherited_json(carried)})
         return
     out = console()
-    for line in timeline(run, full=full, children=linked):
+    for line in timeline(run, full=full, children=linked, carried=carried):
         out.print(line)
     for line in continue_hint(run, short, env.hint()):
         out.print(line)
@@ -171,3 +176,13 @@ def with_active_time(summary: dict[str, Any], run: StoredRun) -> dict[str, Any]:
         if key == "duration_s":
             out["active_s"] = active
     return out
+
+
+def parent_of(store: RunStore, run: StoredRun) -> StoredRun | None:
+    """The run ``run`` was forked from or follows up, with its log; None when it has none, or it is gone."""
+    if run.parent_run_id is None:
+        return None
+    try:
+        return store.get_run(run.parent_run_id)
+    except RunNotFound:
+        return None

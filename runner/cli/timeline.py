@@ -29,10 +29,12 @@ from ..events import (
     ToolStarted,
     decode_all,
 )
+from ..messages import ToolCall
 from ..progress import ESTIMATED, tokens_text
 from ..store import RunSummary, StoredEvent, StoredRun
 from ..store.records import LIVE
 from .activity import active_seconds
+from .inherited import Inherited
 from .lineage import Link, origin_text
 from .queries import refused_in
 from .render import cut, iso, plural, seconds, when
@@ -128,14 +130,17 @@ def header(run: StoredRun, facts: Sequence[Event], children: Sequence[Link] = ()
     yield from _block(run.task, "  ")
 
 
-def timeline(run: StoredRun, *, full: bool = False, children: Sequence[Link] = ()) -> Iterator[Text]:
-    """Every step of ``run``: model text and calls, observations (cut unless ``full``), errors, resumes,
-    approval requests, the stop."""
+def timeline(run: StoredRun, *, full: bool = False, children: Sequence[Link] = (),
+             carried: Inherited | None = None) -> Iterator[Text]:
+    """Every step of ``run``: what it ``carried`` over from its parent, model text and calls, observations
+    (cut unless ``full``), errors, resumes, approval requests, the stop."""
     limit = None if full else SHOWN_CHARS
     facts = decode_all(run.events, run.run_id)
     rows = [(event.at, fact) for event, fact in zip(run.events, facts, strict=True)]
     steps = step_facts(rows)
     yield from header(run, facts, children)
+    if carried is not None:
+        yield from inherited_part(carried, run.task, limit)
     pending: dict[str, ToolStarted] = {}
     shown: set[int] = set()
     finished = False
@@ -183,15 +188,58 @@ def model_call(call: ModelCalled, limit: int | None) -> Iterator[Text]:
     reply = call.reply
     if reply is None:
         return
-    if reply.content:
-        yield from _block(reply.content, "    ")
-    for tool_call in reply.tool_calls:
+    yield from reply_lines(reply.content, reply.tool_calls, limit)
+    if reply.stop_reason:
+        yield Text(f"    stop reason: {clean(reply.stop_reason)}", style="dim")
+
+
+def reply_lines(content: str, calls: Sequence[ToolCall], limit: int | None) -> Iterator[Text]:
+    """A reply's text and its tool calls, under its ``model`` line."""
+    if content:
+        yield from _block(content, "    ")
+    for tool_call in calls:
         line = Text(f"    → {clean(tool_call.name)}", style="bold")
         line.append(f"({clean(cut(_args(tool_call.args), limit))})")
         line.append(f"  [{clean(tool_call.id)}]", style="dim")
         yield line
-    if reply.stop_reason:
-        yield Text(f"    stop reason: {clean(reply.stop_reason)}", style="dim")
+
+
+def inherited_part(carried: Inherited, task: str, limit: int | None) -> Iterator[Text]:
+    """The conversation a fork or follow-up carried over, under the parent's steps, swapped observations marked.
+
+    The system message and the run's own task (a fork's is its parent's) are left out: the header has the task.
+    """
+    parent = clean(carried.parent_run_id)
+    before = f"before its step {carried.forked_at_step}" if carried.forked_at_step else "its whole conversation"
+    yield Text(f"\ninherited from run {parent}, {before}", style=WAITING_STYLE)
+    if not carried.parent_in_store:
+        yield Text("  (that run is not in the store: which step each message came from, and which observation "
+                   "a fork swapped, cannot be told)", style="dim")
+    step: int | None = 0
+    for item in carried.messages:
+        message = item.message
+        if item.parent_step != step and item.parent_step:
+            yield Text(f"\nstep {item.parent_step} of run {parent} (inherited)", style="bold")
+        step = item.parent_step
+        match message["role"]:
+            case "user" if message["content"] != task:
+                yield Text("  user", style="bold")
+                yield from _block(cut(message["content"], limit), "    ")
+            case "assistant":
+                yield Text("  model", style="bold cyan")
+                calls = [ToolCall(c["id"], c["name"], c["args"]) for c in message["tool_calls"]]
+                yield from reply_lines(message["content"], calls, limit)
+            case "tool":
+                line = Text(f"  tool {clean(message['name'])}", style="bold magenta")
+                line.append(f" [{clean(message['tool_call_id'])}]", style="dim")
+                if item.swapped:
+                    line.append("  swapped", style=WAITING_STYLE)
+                yield line
+                yield from _block(cut(message["content"], limit), "    ")
+                if item.original is not None:
+                    yield from _block(cut(f"original: {item.original}", limit), "    ", "dim")
+            case _:
+                pass
 
 
 def tool_failed(finished: ToolFinished) -> bool:
