@@ -100,6 +100,30 @@ def test_asyncio_event_cancels_while_waiting_on_a_tool() -> None:
     assert result.error == "cancelled by the caller while waiting on tool hang"
 
 
+class LetsToolsFinish(threading.Event):
+    """A cancel like the worker pool's: it never cuts a tool call."""
+
+    lets_tools_finish = True
+
+
+@pytest.mark.parametrize("driver", ["sync", "async"])
+def test_a_cancel_that_lets_tools_finish_waits_for_the_tool_then_stops_before_the_next_call(driver: str) -> None:
+    def slow() -> str:
+        time.sleep(0.3)
+        return "slept"
+
+    registry = ToolRegistry()
+    registry.register("slow", "d", {"type": "object"}, slow)
+    model = ScriptedModel([reply("", call("c1", "slow"), call("c2", "slow")), "never"])
+    cancel = LetsToolsFinish()
+    threading.Timer(0.1, cancel.set).start()  # while c1 runs
+    if driver == "sync":
+        result = run_agent("t", model, registry, cancel=cancel)
+    else:
+        result = asyncio.run(arun_agent("t", model, registry, cancel=cancel))
+    assert (result.status, model.calls) == ("cancelled", 1)
+    assert [m["content"] for m in result.messages if m["role"] == "tool"] == ['"slept"']  # c1's, c2 never ran
+
 def test_cancel_before_start_calls_nothing_async() -> None:
     cancel = threading.Event()
     cancel.set()

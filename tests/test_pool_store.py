@@ -19,6 +19,7 @@ from sqlalchemy import select, update
 from runner import CannotResume, RunStore, ScriptedModel, StoreError, ToolRegistry, resume, run_agent, submit
 from runner._loop.results import CallModel
 from runner._loop.sync import drive_until
+from runner.events import ModelCalled, ToolFinished, ToolStarted, decode_all
 from runner.pool.agents import PoolError, build_agent
 from runner.pool.queued import (
     CANCELLED_QUEUED,
@@ -33,6 +34,7 @@ from runner.pool.take import _start, take
 from runner.store.owner import owner_id
 from runner.store.tables import run_labels, runs
 from tests import pool_agents
+from tests.loop_helpers import call, reply
 from tests.test_cli_helpers import invoke
 
 NOWHERE = "amqp://guest:guest@127.0.0.1:1//"  # nothing listens on port 1: publishing fails at once
@@ -252,6 +254,32 @@ def test_cancel_stops_a_running_run_at_its_next_step_boundary(store: RunStore) -
     assert run.status == "cancelled"
     assert 2 <= run.steps <= 5
 
+
+def make_slow_napper() -> tuple[Any, ToolRegistry]:
+    """One reply asking for a 1 s nap, then a short one, then an answer the run never gets to."""
+    model = ScriptedModel([reply("", call("c1", "nap", seconds=1.0), call("c2", "nap", seconds=0.1)), "rested"])
+    return model, pool_agents.registry()
+
+
+def test_cancel_lets_a_running_tool_call_finish_then_stops_before_the_next_call(store: RunStore) -> None:
+    run_id = record_queued(store, "job", "napper")
+    ended: list[str] = []
+    worker = threading.Thread(target=lambda: ended.append(
+        take(store, run_id, {"napper": make_slow_napper}, cancel_poll_s=0.02)))
+    worker.start()
+    deadline = time.monotonic() + 10
+    while "tool_started" not in kinds(store, run_id) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert request_cancel(store, run_id) == "running"  # while c1's nap runs
+    worker.join(10)
+    assert ended == ["cancelled"]
+    facts = decode_all(store.get_run(run_id).events, run_id)
+    (finished,) = [fact for fact in facts if isinstance(fact, ToolFinished)]
+    assert (finished.call_id, finished.ran, finished.ok, finished.observation) == ("c1", True, True, '"rested"')
+    assert finished.duration_s >= 1.0  # the nap was waited for, not cut
+    assert [fact.call_id for fact in facts if isinstance(fact, ToolStarted)] == ["c1"]  # c2 never started
+    assert sum(isinstance(fact, ModelCalled) for fact in facts) == 1  # nor was the model asked again
+    assert store.get_run(run_id).status == "cancelled"
 
 def test_the_sweep_publishes_queued_and_orphaned_runs_once_per_interval(store: RunStore) -> None:
     queued = record_queued(store, "queued", "tipper")

@@ -3,7 +3,8 @@
 It drives the very same ``AgentCore`` as ``run_agent``; only the waiting differs.
 Coroutine models and tools are awaited; plain functions run on a worker thread
 (``asyncio.to_thread``) so a slow one cannot stall the other runs. The deadline,
-a per-tool timeout and the cancel event all cancel the awaited call.
+a per-tool timeout and the cancel event all cancel the awaited call (but a tool call
+under a cancel that ``lets_tools_finish``, see ``core.Cancel``).
 """
 
 from __future__ import annotations
@@ -73,8 +74,8 @@ async def aperform(core: AgentCore, action: Action) -> Outcome:
     if isinstance(action, Checkpoint):
         return at_checkpoint(core)
     if isinstance(action, CallModel):
-        return await _await_call(action.model, (action.messages, action.specs), {}, None, core)
-    return await _await_call(action.tool.fn, (), action.args, action.tool.timeout_s, core)
+        return await _await_call(action.model, (action.messages, action.specs), {}, None, core, False)
+    return await _await_call(action.tool.fn, (), action.args, action.tool.timeout_s, core, True)
 
 
 # A call's value, or what it raised. Exceptions travel as values, never through a Future:
@@ -85,36 +86,36 @@ Returned = tuple[Any, BaseException | None]
 
 async def _await_call(
     fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float | None,
-    core: AgentCore,
+    core: AgentCore, in_tool: bool,
 ) -> Outcome:
     started = time.monotonic()
     call_end = started + timeout_s if timeout_s is not None else math.inf
     run_end = core.deadline if core.deadline is not None else math.inf
-    if call_end == math.inf and run_end == math.inf and core.cancel is None:
+    if call_end == math.inf and run_end == math.inf and not core.watches_cancel(in_tool):
         # Nothing can stop the call early: await it in place (a task and a wait per call cost
         # more than many a tool). A caller's cancellation reaches the call as it would the task.
         value, error = await _invoke(fn, args, kwargs)
         return _outcome(value, error, time.monotonic() - started)
     task = asyncio.ensure_future(_invoke(fn, args, kwargs))
     try:
-        return await _wait(task, started, call_end, run_end, core)
+        return await _wait(task, started, call_end, run_end, core, in_tool)
     except BaseException:
         task.cancel()  # whoever cancelled us: the model or tool call must not run on unobserved
         raise
 
 
 async def _wait(task: asyncio.Future[Returned], started: float, call_end: float, run_end: float,
-                core: AgentCore) -> Outcome:
+                core: AgentCore, in_tool: bool) -> Outcome:
     while True:
         wait = min(call_end, run_end) - time.monotonic()
-        if core.cancel is not None:
+        if core.watches_cancel(in_tool):
             wait = min(wait, CANCEL_POLL_S)
         done, _ = await asyncio.wait({task}, timeout=None if wait == math.inf else max(wait, 0.0))
         now = time.monotonic()
         if done:
             value, error = task.result()
             return _outcome(value, error, now - started)
-        stop = core.stop_requested()
+        stop = core.stop_requested(in_tool)
         if stop or now >= call_end:
             task.cancel()
             if stop:

@@ -51,7 +51,12 @@ Approver = Callable[[ToolCall], "bool | str | None"]
 
 
 class Cancel(Protocol):
-    """What a run's ``cancel`` option is: a ``threading.Event``, an ``asyncio.Event``, or any object like them."""
+    """What a run's ``cancel`` option is: a ``threading.Event``, an ``asyncio.Event``, or any object like them.
+
+    Once set, the run stops at once, abandoning the model or tool call it waits on. A cancel
+    whose ``lets_tools_finish`` attribute is true (``runner cancel``'s) never cuts a tool call:
+    cut mid-call, a side effect would be left in doubt, so the run stops once the call returns.
+    """
 
     def is_set(self) -> bool: ...
 
@@ -75,6 +80,7 @@ class AgentCore(Closing):
     ) -> None:
         self.model, self.registry, self.limits, self.recorder = model, registry, limits, recorder
         self.cancel, self.approve, self.opening = cancel, approve, list(opening)
+        self.cancel_cuts_tools = not getattr(cancel, "lets_tools_finish", False)
         self.run_id = run_id
         self.state = state if state is not None else RunState(run_id=run_id)
         self.specs = registry.specs()
@@ -105,8 +111,13 @@ class AgentCore(Closing):
         """Whether calls must run on a worker so the driver can stop waiting."""
         return self.deadline is not None or self.cancel is not None
 
-    def stop_requested(self) -> Status | None:
-        if self.cancel is not None and self.cancel.is_set():
+    def watches_cancel(self, in_tool: bool = False) -> bool:
+        """Whether a cancel stops the run now, or (``in_tool``) while a tool call runs."""
+        return self.cancel is not None and (self.cancel_cuts_tools or not in_tool)
+
+    def stop_requested(self, in_tool: bool = False) -> Status | None:
+        """The status to stop with now, if any: ``in_tool`` while a tool call runs (see ``Cancel``)."""
+        if self.cancel is not None and self.watches_cancel(in_tool) and self.cancel.is_set():
             return Status.CANCELLED
         if self.deadline is not None and time.monotonic() >= self.deadline:
             return Status.DEADLINE

@@ -94,6 +94,7 @@ def perform(core: AgentCore, action: Action) -> Outcome:
         return COMMITTED
     if isinstance(action, Checkpoint):
         return at_checkpoint(core)
+    in_tool = not isinstance(action, CallModel)
     if isinstance(action, CallModel):
         fn, args, kwargs, timeout_s = action.model, (action.messages, action.specs), _NO_KWARGS, None
     else:
@@ -109,7 +110,7 @@ def perform(core: AgentCore, action: Action) -> Outcome:
     def work() -> Any:
         return fn(*args, **kwargs)
 
-    return _call_on_worker(work, time.monotonic(), timeout_s, core)
+    return _call_on_worker(work, time.monotonic(), timeout_s, core, in_tool)
 
 
 def at_checkpoint(core: AgentCore) -> Outcome:
@@ -119,7 +120,7 @@ def at_checkpoint(core: AgentCore) -> Outcome:
 
 
 def _call_on_worker(
-    work: Callable[[], Any], started: float, timeout_s: float | None, core: AgentCore
+    work: Callable[[], Any], started: float, timeout_s: float | None, core: AgentCore, in_tool: bool
 ) -> Outcome:
     box: dict[str, Any] = {}
     done = threading.Event()
@@ -138,9 +139,9 @@ def _call_on_worker(
     while True:
         now = time.monotonic()
         wait = min(call_end, run_end) - now
-        if core.cancel is not None:
+        if core.watches_cancel(in_tool):
             wait = min(wait, CANCEL_POLL_S)
-        if done.wait(max(wait, 0.0)):
+        if done.wait(None if wait == math.inf else max(wait, 0.0)):  # inf: a tool a cancel lets finish
             elapsed = time.monotonic() - started
             if "error" in box:
                 if not isinstance(box["error"], Exception):
@@ -148,7 +149,7 @@ def _call_on_worker(
                 return Outcome(error=box["error"], elapsed_s=elapsed)
             return Outcome(value=box.get("value"), elapsed_s=elapsed)
         now = time.monotonic()
-        stop = core.stop_requested()
+        stop = core.stop_requested(in_tool)
         if stop:
             return Outcome(stop=stop, elapsed_s=now - started)
         if now >= call_end:

@@ -2,7 +2,8 @@
 
 Thin layers over ``runner.pool``: submit records a ``queued`` run and publishes its id;
 worker runs a Celery worker that takes runs through the owner lease; cancel asks the
-run's worker to stop at its next step boundary (a queued run is cancelled at once).
+run's worker to stop it before its next model or tool call, letting a tool call that is
+running finish (a queued run is cancelled at once).
 """
 
 from __future__ import annotations
@@ -74,7 +75,12 @@ def worker(env: Env, agents_spec: str, broker: str | None, queue: str | None, co
 @click.argument("run_id")
 @common
 def cancel(env: Env, run_id: str) -> None:
-    """Cancel RUN: a queued run at once; a running one at its worker's next step boundary."""
+    """Cancel RUN: a queued run at once; a running one before its next model or tool call.
+
+    A tool call already running is let finish and its result logged (cut mid-call, a side
+    effect would be left in doubt); a model call is abandoned. The run's timeout_s and its
+    tools' own still bound the wait.
+    """
     with env.store(create=True) as store:
         full = store.resolve_run_id(run_id)
         status = request_cancel(store, full)
@@ -83,4 +89,4 @@ def cancel(env: Env, run_id: str) -> None:
     elif status == Status.CANCELLED:
         console().print(f"run {full} cancelled")
     else:
-        console().print(f"run {full}: cancel requested; its worker stops it at the next step boundary")
+        console().print(f"run {full}: cancel requested; its worker stops it before its next model or tool call")

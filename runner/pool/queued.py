@@ -119,7 +119,13 @@ def cancel_requested(store: RunStore, run_id: str) -> bool:
 
 class StoreCancel:
     """A run's ``cancel`` option backed by ``run_cancels``: ``is_set()`` reads the store at most
-    once every ``every_s`` (the loop polls it every few milliseconds while a call runs)."""
+    once every ``every_s`` (the loop polls it every few milliseconds while a model call runs).
+
+    It lets a running tool call finish (``lets_tools_finish``): the run stops before its next
+    model or tool call, with every call it started logged with its result, none left in doubt.
+    """
+
+    lets_tools_finish = True
 
     def __init__(self, store: RunStore, run_id: str, every_s: float = 0.5) -> None:
         self.store, self.run_id, self.every_s = store, run_id, every_s
