@@ -92,6 +92,18 @@ class Pool:
     def statuses(self) -> dict[str, str]:
         return {run.run_id: run.status for run in self.store.list_runs(limit=10_000)}
 
+    def waiting(self) -> int:
+        """How many messages wait in this pool's queue (a Redis queue emptied is gone: 0)."""
+        from kombu.connection import Connection
+
+        with Connection(self.broker) as conn:  # type: ignore[no-untyped-call]
+            try:
+                return int(conn.channel().queue_declare(self.queue, passive=True).message_count)
+            except conn.channel_errors:
+                if self.broker.startswith("redis"):
+                    return 0
+                raise
+
     def rows(self, sql: str) -> list[Any]:
         with self.ledger.connect() as conn:
             return list(conn.execute(text(sql)).all())

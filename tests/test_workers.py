@@ -126,8 +126,7 @@ def test_a_message_that_is_not_a_task_is_rejected_and_the_worker_goes_on(pool: P
     run_id = submit(pool, "job after the poison")
     pool.wait(lambda: pool.statuses() == {run_id: "done"}, 60, "the real run to end done")
     assert worker.poll() is None  # still serving
-    with Connection(pool.broker) as conn:  # type: ignore[no-untyped-call]
-        assert conn.channel().queue_declare(pool.queue, passive=True).message_count == 0  # nothing left to die on
+    assert pool.waiting() == 0  # nothing left to die on
     refused = [line.rsplit(": ", 1)[-1] for line in log.read_text(encoding="utf-8", errors="replace").splitlines()
                if "Received invalid task message: a runner.run message whose body is not [args, kwargs, embed]"
                in line]
@@ -187,3 +186,71 @@ def test_a_pool_run_awaiting_approval_is_approved_back_into_its_pool(pool: Pool)
     (resumed,) = [f for f in facts if isinstance(f, RunResumed)]
     assert (resumed.reason, resumed.decisions) == ("awaiting_approval", {"transfer-1": True})
     assert f":{worker.pid}@" in resumed.owner  # the worker's process resumed it, not the approver's
+
+
+def test_task_messages_with_bad_headers_are_rejected_and_the_worker_goes_on(pool: Pool) -> None:
+    from kombu.connection import Connection
+    from kombu.messaging import Producer
+
+    from runner.pool.app import make_app
+
+    body = b'[["no-such-run"], {}, {"callbacks": null, "errbacks": null, "chain": null, "chord": null}]'
+    with Connection(pool.broker) as conn:  # type: ignore[no-untyped-call]
+        channel = conn.channel()
+        make_app(pool.broker, pool.queue).amqp.queues[pool.queue](channel).declare()  # as the worker declares it
+        producer = Producer(channel)  # type: ignore[no-untyped-call]
+        for headers in ({"task": "runner.run"}, {"task": "runner.run", "id": ["x"]},  # KeyError, TypeError
+                        {"task": "runner.run", "id": "t-1", "timelimit": 5}):  # each stopped the worker
+            producer.publish(  # type: ignore[no-untyped-call]
+                body, content_type="application/json", content_encoding="utf-8", routing_key=pool.queue,
+                headers=headers, exchange="")
+    worker = pool.start_worker(2)
+    run_id = submit(pool, "job after the id-less message")
+    pool.wait(lambda: pool.statuses() == {run_id: "done"} or worker.poll() is not None, 60, "the run to end done")
+    assert worker.poll() is None, (pool.logs / "worker-0.log").read_text(encoding="utf-8", errors="replace")
+    assert pool.statuses() == {run_id: "done"}
+    assert pool.waiting() == 0
+    log = (pool.logs / "worker-0.log").read_text(encoding="utf-8", errors="replace")
+    refused = [line.split("Received invalid task message: a runner.run message ", 1)[-1]
+               for line in log.splitlines() if "Received invalid task message" in line]
+    assert refused == ["without an id header", "whose id is not a string: list",
+                       "whose timelimit header is not [hard, soft] seconds: 5"]
+    time.sleep(1)  # a worker that met the message stops only once its running tasks end
+    assert worker.poll() is None
+
+
+# A worker whose message handling fails in a way nobody foresaw: Celery calls that unrecoverable.
+BROKEN_WORKER = """
+import sys
+import runner.pool.app
+
+def broken_strategy(task, app, consumer, **options):
+    def on_message(message, body, ack, reject, callbacks, **more):
+        raise KeyError("id")
+    return on_message
+
+runner.pool.app.checked_strategy = broken_strategy
+from runner.cli import main
+main(sys.argv[1:])
+"""
+
+
+def test_a_worker_stopped_by_an_unrecoverable_error_exits_non_zero(pool: Pool) -> None:
+    import subprocess
+    import sys
+
+    from tests.pool_helpers import ROOT
+
+    if not pool.broker.startswith("amqp"):
+        pytest.skip("on Redis, Celery takes a failing message handler for a lost connection and reconnects")
+    worker = subprocess.Popen([sys.executable, "-c", BROKEN_WORKER, "worker", "--db", pool.db, "--queue", pool.queue,
+                               "--agents", "tests.pool_agents:agents", "--concurrency", "2"],
+                              cwd=ROOT, env=pool.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    pool.workers.append(worker)  # killed by the pool's close if still alive
+    run_id = submit(pool, "job for a broken worker")
+    stderr = worker.communicate(timeout=60)[1].decode(errors="replace")
+    assert worker.returncode == 3, stderr
+    assert stderr.splitlines()[-1] == ("Error: the worker stopped on an unrecoverable error (exit code 1; "
+                                       "the log above says which)")
+    assert "Unrecoverable error: KeyError('id')" in stderr
+    assert pool.statuses() == {run_id: "queued"}  # its message is back in the queue for a sound worker

@@ -18,17 +18,18 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import sys
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from celery import Celery
+from celery import Celery, signals
 from celery.exceptions import InvalidTaskError
 from celery.worker.strategy import default as default_strategy
 
 from ..store import RunStore, open_store
-from .agents import Factory
+from .agents import Factory, PoolError
 from .queued import DEFAULT_QUEUE, due_for_publish, untouch
 from .take import take
 
@@ -74,21 +75,27 @@ def make_app(broker: str, queue: str | None = None) -> Celery:
 
 
 def checked_strategy(task: Any, app: Celery, consumer: Any, **options: Any) -> Any:
-    """Celery's own strategy, behind a check that a message's body has the task protocol's shape.
+    """Celery's own strategy, behind a check that a message has the task protocol's shape.
 
-    A body that is JSON but not ``[args, kwargs, embed]`` (anyone who can publish to the queue can
-    send one) raised deep inside Celery, which stopped the worker, with exit status 0, and left the
-    message queued for the next worker to die on. Refused here, it is logged and rejected (Celery's
-    way with an invalid task message) and the worker goes on.
+    A JSON body that is not ``[args, kwargs, embed]``, or headers without an ``id`` (anyone who can
+    publish to the queue can send either), raised deep inside Celery, which stopped the worker and
+    left the message queued for the next worker to die on. Refused here, it is logged and rejected
+    (Celery's way with an invalid task message, so it leaves the queue) and the worker goes on.
     """
     handle = default_strategy(task, app, consumer, **options)
 
     def on_message(message: Any, body: Any, ack: Any, reject: Any, callbacks: Any, **more: Any) -> Any:
+        fields = body  # protocol 1: the body holds the id and the rest
         if body is None:  # protocol 2: Celery reads the body itself later
             payload = message.payload
-            if not (isinstance(payload, dict) and "args" in payload) and not _protocol_body(payload):
+            hybrid = isinstance(payload, dict) and "args" in payload
+            if not hybrid and not _protocol_body(payload):
                 raise InvalidTaskError(f"a {TASK_NAME} message whose body is not [args, kwargs, embed]: "
                                        f"{type(payload).__name__}")
+            fields = {**payload, **(message.headers or {})} if hybrid else message.headers
+        why = _bad_fields(fields)
+        if why is not None:
+            raise InvalidTaskError(f"a {TASK_NAME} message {why}")
         return handle(message, body, ack, reject, callbacks, **more)
 
     return on_message
@@ -97,6 +104,23 @@ def checked_strategy(task: Any, app: Celery, consumer: Any, **options: Any) -> A
 def _protocol_body(payload: Any) -> bool:
     return (isinstance(payload, (list, tuple)) and len(payload) == 3 and isinstance(payload[0], (list, tuple))
             and isinstance(payload[1], dict) and (payload[2] is None or isinstance(payload[2], dict)))
+
+
+def _bad_fields(fields: Any) -> str | None:
+    """What is wrong with a task message's headers (its body's fields in protocol 1) for Celery, or None."""
+    if not isinstance(fields, dict):
+        return f"whose headers are not a mapping: {type(fields).__name__}"
+    task_id = fields.get("id")
+    if not isinstance(task_id, str) or not task_id:
+        return "without an id header" if task_id is None else f"whose id is not a string: {type(task_id).__name__}"
+    shadow = fields.get("shadow")
+    if shadow is not None and not isinstance(shadow, str):
+        return f"whose shadow header is not a string: {type(shadow).__name__}"
+    limits = fields.get("timelimit")
+    if limits and not (isinstance(limits, (list, tuple)) and len(limits) == 2 and all(
+            limit is None or (isinstance(limit, (int, float)) and not isinstance(limit, bool)) for limit in limits)):
+        return f"whose timelimit header is not [hard, soft] seconds: {limits!r:.40}"
+    return None
 
 
 def publish(broker: str, run_id: str, queue: str | None = None) -> None:
@@ -116,14 +140,43 @@ def serve(db: str, broker: str, agents: Mapping[str, Factory], *, concurrency: i
     sweeper = threading.Thread(target=_sweep, args=(store, broker, queue, sweep_s, requeue_after_s, stop),
                                name="runner-sweep", daemon=True)
     sweeper.start()
+    ending = _Ending()
+    signals.worker_shutting_down.connect(ending.asked, weak=False)
+    signals.worker_shutdown.connect(ending.stopped, weak=False)
     try:
         app.worker_main(["worker", "--pool=threads", f"--concurrency={concurrency}",
                          f"--queues={queue or DEFAULT_QUEUE}", f"--loglevel={loglevel}",
                          f"--hostname=runner-{os.getpid()}@%h", "--without-gossip", "--without-mingle",
                          "--without-heartbeat"])
     finally:
+        signals.worker_shutting_down.disconnect(ending.asked)
+        signals.worker_shutdown.disconnect(ending.stopped)
+        sys.stdout, sys.stderr = sys.__stdout__, sys.__stderr__  # Celery sent them to its log
         stop.set()
         store.close()
+    if ending.exitcode and not ending.by_signal:
+        raise PoolError(f"the worker stopped on an unrecoverable error (exit code {ending.exitcode}; "
+                        "the log above says which)")
+
+
+class _Ending:
+    """How Celery's worker ended: its exit code, and whether a signal (Ctrl-C, SIGTERM) asked it to.
+
+    ``worker_main`` drops the exit code, so a worker stopped by an error it cannot recover from
+    exited 0, as if asked to stop; a signal's stop keeps its status 0.
+    """
+
+    def __init__(self) -> None:
+        self.exitcode: int | None = None
+        self.by_signal = False
+
+    def asked(self, **_: Any) -> None:
+        self.by_signal = True
+
+    def stopped(self, sender: Any = None, **_: Any) -> None:
+        code = getattr(sender, "exitcode", None)
+        if isinstance(code, int) and code:
+            self.exitcode = code
 
 
 def _sweep(store: RunStore, broker: str, queue: str | None, sweep_s: float, requeue_after_s: float,
