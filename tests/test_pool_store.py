@@ -6,11 +6,16 @@ address nothing listens on (publishing fails, the run stays queued).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,6 +42,7 @@ from tests import pool_agents
 from tests.loop_helpers import call, reply
 from tests.test_cli_helpers import invoke
 
+RUNNER = str(Path(sys.executable).parent / "runner")
 NOWHERE = "amqp://guest:guest@127.0.0.1:1//"  # nothing listens on port 1: publishing fails at once
 
 
@@ -77,6 +83,39 @@ def test_submit_needs_a_broker_and_records_nothing_without_one(store: RunStore,
     with pytest.raises(TypeError, match=r"^unknown limit\(s\): max_stepz "):
         submit(store, "job", agent="tipper", broker=NOWHERE, max_stepz=3)
     assert store.list_runs() == []
+
+
+@pytest.fixture
+def silent_broker() -> Iterator[str]:
+    """A ``redis://`` address whose server accepts connections and never answers."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted: list[socket.socket] = []
+
+    def accept() -> None:
+        with contextlib.suppress(OSError):  # the listener closed: the test is over
+            while True:
+                accepted.append(listener.accept()[0])
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    yield f"redis://127.0.0.1:{listener.getsockname()[1]}/0"
+    listener.close()
+    for conn in accepted:
+        conn.close()
+
+
+def test_submit_to_a_broker_that_never_answers_gives_up_and_leaves_the_run_queued(store: RunStore, store_url: str,
+                                                                                  silent_broker: str) -> None:
+    started = time.monotonic()
+    done = subprocess.run([RUNNER, "submit", "job 1", "--agent", "tipper", "--db", store_url, "--broker",
+                           silent_broker], capture_output=True, text=True, timeout=60)
+    took = time.monotonic() - started
+    assert took < 20, (took, done.stderr)
+    assert done.returncode == 0, done.stderr
+    run_id = done.stdout.strip()
+    assert re.fullmatch(r"note: the broker did not take the run \(OperationalError: [^\n]+\); it stays queued "
+                        r"and a worker's sweep publishes it when the broker is back\n", done.stderr), done.stderr
+    assert store.get_run(run_id).status == "queued"
 
 
 def test_a_worker_starts_a_queued_run_under_its_own_id(store: RunStore) -> None:

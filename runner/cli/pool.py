@@ -11,6 +11,7 @@ from __future__ import annotations
 import click
 
 from .._log.statuses import Status
+from .._text import one_line
 from ..pool.agents import load_agents
 from ..pool.queued import request_cancel
 from ..pool.submission import BROKER_ENV, broker_url, submit_run
@@ -44,7 +45,7 @@ def submit(env: Env, task: str, agent: str, broker: str | None, queue: str | Non
     else:
         click.echo(run_id)
     if unpublished is not None:
-        click.echo(f"note: the broker did not take the run ({unpublished}); it stays queued and a worker's "
+        click.echo(f"note: the broker did not take the run ({one_line(unpublished)}); it stays queued and a worker's "
                    "sweep publishes it when the broker is back", err=True)
 
 

@@ -34,6 +34,7 @@ from .queued import DEFAULT_QUEUE, due_for_publish, untouch
 from .take import take
 
 TASK_NAME = "runner.run"
+SOCKET_TIMEOUT_S = 4.0  # a broker's every reply; a publish to one that never answers gives up in about 10 s
 log = logging.getLogger("runner.pool")
 
 
@@ -64,9 +65,11 @@ def make_app(broker: str, queue: str | None = None) -> Celery:
         task_serializer="json", result_serializer="json", event_serializer="json", accept_content=["json"],
         task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
         task_ignore_result=True, task_default_queue=queue or DEFAULT_QUEUE, broker_connection_retry_on_startup=True,
-        broker_connection_timeout=4, worker_hijack_root_logger=False,
-        # Publishing gives up after one quick retry (the run is recorded queued; the sweep publishes it later).
-        broker_transport_options={"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5},
+        broker_connection_timeout=SOCKET_TIMEOUT_S, worker_hijack_root_logger=False,
+        # Publishing gives up after one quick retry (the run is recorded queued; the sweep publishes it later),
+        # each try bounded on Redis too (without a socket timeout a server that never answers holds it for ever).
+        broker_transport_options={"max_retries": 1, "interval_start": 0, "interval_step": 0.2, "interval_max": 0.5,
+                                  "socket_timeout": SOCKET_TIMEOUT_S, "socket_connect_timeout": SOCKET_TIMEOUT_S},
         worker_cancel_long_running_tasks_on_connection_loss=True,
     )
     app.task(name=TASK_NAME, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
