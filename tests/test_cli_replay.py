@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,50 @@ def test_export_errors_are_one_line(db: str, tmp_path: Path) -> None:
     result = invoke("export", R1, "--db", db)
     assert result.exit_code == 2
     assert "Missing option '-o' / '--output'" in one_error_line(result)
+
+
+def test_export_through_a_symlink_writes_the_file_it_points_at_and_keeps_the_link(db: str, tmp_path: Path) -> None:
+    kept, missing = tmp_path / "kept.json", tmp_path / "sub" / "new.json"
+    kept.write_text("old\n")
+    (tmp_path / "sub").mkdir()
+    for link, points_at in ((tmp_path / "to-kept.json", kept), (tmp_path / "to-new.json", missing)):
+        link.symlink_to(points_at)
+        result = invoke("export", R1, "-o", str(link), "--db", db)
+        assert result.exit_code == 0, result.output
+        assert result.stdout == f"wrote {link}: run {R1}, 2 model replies, ended done\n"
+        assert link.readlink() == points_at  # still the link
+        assert stat.S_ISREG(points_at.lstat().st_mode)
+        assert load_fixture(points_at).data["run_id"] == R1
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_export_refuses_a_fifo_and_leaves_it_a_fifo(db: str, tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for output in (fifo, tmp_path / "to-pipe"):
+        if output != fifo:
+            output.symlink_to(fifo)
+        result = invoke("export", R1, "-o", str(output), "--db", db)
+        assert result.exit_code == 3, result.output
+        assert one_error_line(result) == (f"Error: cannot write fixture {str(output)!r}: not a regular file (a FIFO); "
+                                          "a fixture replaces only a regular file")
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith("runs.db")) == ["pipe", "to-pipe"]
+
+
+def test_export_refuses_dev_null_and_leaves_it_a_character_device(db: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    real_replace = os.replace
+
+    def guarded(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        assert os.path.realpath(dst) != "/dev/null", "the export tried to replace /dev/null"  # as root it would
+        real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", guarded)
+    result = invoke("export", R1, "-o", "/dev/null", "--db", db)
+    assert result.exit_code == 3, result.output
+    assert one_error_line(result) == ("Error: cannot write fixture '/dev/null': not a regular file "
+                                      "(a character device); a fixture replaces only a regular file")
+    assert stat.S_ISCHR(os.lstat("/dev/null").st_mode)
 
 
 def test_replay_of_a_fixture_that_still_matches_exits_0(db: str, tmp_path: Path) -> None:

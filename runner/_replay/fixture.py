@@ -16,6 +16,7 @@ from the log through the event codec, like everything else that reads a run.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import secrets
@@ -136,11 +137,37 @@ class Fixture:
         return escape_surrogates(json.dumps(self.data, sort_keys=True, indent=2, ensure_ascii=False)) + "\n"
 
     def write(self, path: str | Path) -> Path:
-        """Write the fixture atomically: a failed write leaves any earlier file as it was."""
+        """Write the fixture atomically: a failed write leaves any earlier file as it was.
+
+        Through a symlink it writes the file the link points at (creating it when missing), and
+        it refuses a path that holds anything but a regular file (a directory, a FIFO, a device):
+        the rename that makes the write atomic would replace that node with a file.
+        """
         target = Path(path)
         target.parent.mkdir(parents=True, exist_ok=True)
-        write_atomically(target, self.dumps())
+        write_atomically(file_to_replace(target), self.dumps())
         return target
+
+
+NODE_KINDS: Final = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                     (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def file_to_replace(target: Path) -> Path:
+    """The regular file a write to ``target`` replaces: ``target``, or the file a symlink there leads to.
+
+    Missing, it is the path to create. Anything else there raises ``FileExistsError`` in one line.
+    """
+    real = Path(os.path.realpath(target))
+    try:
+        mode = os.stat(real).st_mode
+    except FileNotFoundError:
+        return real
+    if stat.S_ISREG(mode):
+        return real
+    kind = next((name for test, name in NODE_KINDS if test(mode)), "a special file")
+    raise FileExistsError(errno.EEXIST, f"not a regular file ({kind}); a fixture replaces only a regular file",
+                          str(target))
 
 
 def write_atomically(target: Path, text: str) -> None:
