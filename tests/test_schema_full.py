@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import re
 import time
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
+from pydantic import Field
+from pydantic_core import SchemaValidator, core_schema
 
 from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent, validate_args
+from runner._tools.schema_pattern import rust_pattern
 
 BOOKING = {
     "type": "object",
@@ -92,6 +95,13 @@ def test_bad_arguments_against_a_full_schema_are_error_observations_in_a_run() -
     ({"type": "object", "properties": {"p": {"type": "object", "patternProperties": {"^a": {"type": "string"}}}}},
      "tool 't': parameters.p: unsupported schema keyword 'patternProperties' (its regexes would run unbounded; use "
      "'additionalProperties' with 'propertyNames' and a 'pattern')"),
+    ({"type": "object", "properties": {"p": {"$dynamicRef": "#nowhere"}}},
+     "tool 't': parameters: '$dynamicRef' '#nowhere' does not resolve"),
+    ({"type": "object", "properties": {"p": {"$dynamicRef": "#/$defs/missing"}}},
+     "tool 't': parameters: '$dynamicRef' '#/$defs/missing' does not resolve"),
+    ({"type": "object", "$defs": {"a": {"$dynamicAnchor": "a", "$dynamicRef": "#a"}},
+      "properties": {"p": {"$ref": "#/$defs/a"}}},
+     "tool 't': parameters: '$dynamicRef' cycle through '#a' never reaches into the arguments"),
     ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "object"},
      "tool 't': parameters: only JSON Schema 2020-12 is supported, got '$schema' "
      "'http://json-schema.org/draft-07/schema#'"),
@@ -157,3 +167,95 @@ def test_a_self_referencing_schema_object_is_refused_not_a_crash() -> None:
     assert validate_args({"me": {}}, schema) == "arguments nest too deeply to check"
     with pytest.raises(ValueError, match=r"^tool 't': parameters: the schema nests too deeply$"):
         ToolRegistry().register("t", "d", schema, lambda **kw: None)
+
+
+def test_a_dynamic_ref_that_resolves_is_enforced_through_its_anchor() -> None:
+    items = {"anyOf": [{"type": "integer"}, {"$dynamicRef": "#node"}]}
+    schema = {"type": "object", "$defs": {"tree": {"$dynamicAnchor": "node", "type": "array", "items": items}},
+              "properties": {"t": {"$dynamicRef": "#node"}}}
+    registry = ToolRegistry()
+    registry.register("t", "d", schema, lambda t: len(t))
+    assert registry.execute("t", {"t": [1, [2, [3]]]}) == "2"
+    assert validate_args({"t": [1, ["x"]]}, schema) is not None
+    assert validate_args({"t": "x"}, schema) == "argument 't' must be of type array"
+
+
+EMAIL = {"type": "object", "properties": {"to": {"type": "string", "format": "email"}}, "required": ["to"]}
+
+
+@pytest.mark.parametrize("address", [
+    "ada@example.org", "joe.bloggs@example.com", "te~st@example.com", '"joe bloggs"@example.com',
+    '"joe..bloggs"@example.com', "joe.bloggs@[127.0.0.1]", "joe.bloggs@[IPv6:::1]", "postmaster@localhost",
+])
+def test_a_valid_email_address_is_accepted(address: str) -> None:
+    assert validate_args({"to": address}, EMAIL) is None
+
+
+@pytest.mark.parametrize("address", [
+    "ada@example.org\r\nBcc: eve@example.org", "ada@example.org\n", "ada\r@example.org", "ada@exa\x00mple.org",
+    '"ada\r\n"@example.org', "ada example@example.org", ".ada@example.org", "ada..b@example.org", "ada@",
+    "@example.org", "ada@-example.org", "ada@exa_mple.org", "ada@[127.0.0.300]", "ada@[IPv6:::12345]", "nope",
+])
+def test_an_email_address_with_a_line_break_or_outside_the_grammar_is_refused(address: str) -> None:
+    assert validate_args({"to": address}, EMAIL) == "argument 'to' must be a valid email"
+    registry = ToolRegistry()
+    registry.register("send", "Send mail.", EMAIL, lambda to: "sent")
+    assert registry.execute("send", {"to": address}).startswith("ERROR: argument 'to' must be a valid email")
+
+
+@pytest.mark.parametrize(("pattern", "value", "matches"), [
+    (r"^\d{4}$", "2026", True),
+    (r"^\d{4}$", "\u0662\u0660\u0662\u0666", False),  # Arabic-Indic digits are not ECMA-262's \d
+    (r"^[\d-]+$", "\u0661-\u0662", False),
+    (r"^\D$", "\u0661", True),
+    (r"^\w+$", "caf\u00e9", False),
+    (r"^[\w.]+$", "a_b.c", True),
+    (r"^\W$", "\u00e9", True),
+    (r"^\s$", "\u0085", False),  # NEL is Unicode white space, not ECMA-262's
+    (r"^\s$", "\ufeff", True),
+    (r"^\S$", "\u0085", True),
+    (r"\bid\b", "\u00e9id\u00e9", True),  # an ASCII word boundary
+    (r"^.+$", "line\r", False),  # . stops at CR, LF, U+2028 and U+2029
+    (r"^.+$", "line\u2028", False),
+    (r"^[.]$", "\n", False),
+])
+def test_a_pattern_means_what_ecma_262_says(pattern: str, value: str, matches: bool) -> None:
+    schema = {"type": "object", "properties": {"p": {"type": "string", "pattern": pattern}}}
+    ToolRegistry().register("t", "d", schema, lambda p: p)
+    assert (validate_args({"p": value}, schema) is None) is matches
+    names = {"type": "object", "properties": {"p": {"type": "object", "propertyNames": {"pattern": pattern},
+                                                    "additionalProperties": {"type": "integer"}}}}
+    assert (validate_args({"p": {value: 1}}, names) is None) is matches
+
+
+def test_a_pattern_from_type_hints_means_what_ecma_262_says() -> None:
+    registry = ToolRegistry()
+
+    @registry.tool
+    def pin(code: Annotated[str, Field(pattern=r"^\d{4}$")]) -> str:
+        """Check a PIN."""
+        return code
+
+    assert registry.execute("pin", {"code": "2026"}) == '"2026"'
+    assert registry.execute("pin", {"code": "\u0662\u0660\u0662\u0666"}).startswith(
+        "ERROR: argument 'code' must match the pattern '^\\\\d{4}$'")
+
+
+@pytest.mark.parametrize(("pattern", "value", "matches"), [
+    (r"^[[]$", "[", True),  # literal in ECMA-262, nested classes and set operations in Rust's syntax
+    (r"^[a&&b]$", "&", True),
+    (r"^[a~~b]$", "~", True),
+    (r"^[!--]$", ",", True),  # the range from ! to -
+    (r"^[\d-z]$", "-", True),  # \d cannot start a range: a digit, '-' or 'z'
+    (r"^[\d-z]$", "y", False),
+    (r"^[^\d]$", "\u0661", True),
+    (r"^[\S]$", "\u0085", True),
+    (r"^[\b]$", "\b", True),  # backspace, inside a class
+    (r"^[^]$", "\n", True),  # any character
+    (r"^[]$", "a", False),  # no character
+])
+def test_a_pattern_class_reads_as_ecma_262_reads_it(pattern: str, value: str, matches: bool) -> None:
+    # (Not through register: the 2020-12 meta-schema checks a 'pattern' with Python's re, which warns about
+    # or refuses these.)
+    rust = SchemaValidator(core_schema.str_schema(pattern=rust_pattern(pattern), regex_engine="rust-regex"))
+    assert rust.isinstance_python(value) is matches

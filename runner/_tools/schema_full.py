@@ -8,22 +8,24 @@ schema is the tool author's, but the arguments are the model's, so validation is
   pattern can backtrack exponentially; patterns it cannot run (look-around, backreferences,
   a compiled size over 10 MiB) are refused at ``register``, as is ``patternProperties``,
   whose regexes ``jsonschema`` runs with Python's ``re`` in places we cannot reach;
+- ``pattern`` means what ECMA-262 says (``\\d`` is ``[0-9]``, not any Unicode digit);
 - ``format`` is checked by the standard library only (nothing touches the network), and
   ``uniqueItems`` with a hash set (``jsonschema`` compares every pair of unhashable items);
 - arguments nested past Python's recursion limit are refused, not a crash;
-- ``$ref`` must be local and resolve, and a ``$ref`` cycle that never reads into the
-  arguments (which would recurse forever on any input) is refused at ``register``.
+- ``$ref`` and ``$dynamicRef`` must be local and resolve, and a cycle of them that never reads
+  into the arguments (which would recurse forever on any input) is refused at ``register``.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import re
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from datetime import date, datetime, time
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from jsonschema import Draft202012Validator, FormatChecker, ValidationError, validators
 from jsonschema.exceptions import SchemaError, relevance
@@ -32,11 +34,15 @@ from pydantic_core import SchemaValidator, core_schema
 
 from .._text import describe_exception
 from .schema_errors import sentence
+from .schema_pattern import rust_pattern
 from .schema_words import CHECKED_FORMATS, IN_PLACE_LISTS, IN_PLACE_ONES, resolve_pointer, walk_schemas
 
 BUDGET = 20_000  # keyword evaluations per call: far past what a few KB of real arguments need (~1 s at worst)
 TOO_COMPLEX = "arguments are too complex to check against this tool's schema"
 TOO_DEEP = "arguments nest too deeply to check"
+# A $dynamicRef starts where a $ref to the same address would (its dynamic step, with no remote
+# schema allowed, can only land on another $dynamicAnchor of the same name): both must resolve.
+REF_KEYS = ("$ref", "$dynamicRef")
 
 
 def check_full(schema: Mapping[str, Any], where: str) -> None:
@@ -49,12 +55,13 @@ def check_full(schema: Mapping[str, Any], where: str) -> None:
     anchors = {node.get(key): node for node in walk_schemas(schema) if isinstance(node, Mapping)
                for key in ("$anchor", "$dynamicAnchor") if isinstance(node.get(key), str)}
     for node in walk_schemas(schema):
-        if isinstance(node, Mapping) and isinstance(node.get("$ref"), str) \
-                and _target(schema, anchors, node["$ref"]) is None:
-            raise ValueError(f"{where}: '$ref' {node['$ref']!r} does not resolve")
+        for key in REF_KEYS:
+            if isinstance(node, Mapping) and isinstance(node.get(key), str) \
+                    and _target(schema, anchors, node[key]) is None:
+                raise ValueError(f"{where}: {key!r} {node[key]!r} does not resolve")
     cycle = _ref_cycle(schema, anchors)
     if cycle is not None:
-        raise ValueError(f"{where}: '$ref' cycle through {cycle!r} never reaches into the arguments")
+        raise ValueError(f"{where}: {cycle.key!r} cycle through {cycle.address!r} never reaches into the arguments")
 
 
 def compile_pattern(pattern: Any, where: str) -> None:
@@ -145,8 +152,9 @@ def _json_key(value: Any) -> Any:
 
 @lru_cache(maxsize=1024)
 def _matcher(pattern: str) -> SchemaValidator:
-    """A validator accepting strings ``pattern`` finds a match in (Rust ``regex``: linear time)."""
-    return SchemaValidator(core_schema.str_schema(pattern=pattern, regex_engine="rust-regex"))
+    """A validator accepting strings ``pattern`` finds a match in (Rust ``regex``: linear time), read
+    as ECMA-262 reads it (``\\d`` is ``[0-9]``...: see :mod:`runner._tools.schema_pattern`)."""
+    return SchemaValidator(core_schema.str_schema(pattern=rust_pattern(pattern), regex_engine="rust-regex"))
 
 
 def _regex_reason(message: str) -> str:
@@ -174,6 +182,31 @@ def _is_time(value: object) -> bool:
     return bool(_TIME.fullmatch(value)) and _parses(time.fromisoformat, value.upper().replace("Z", "+00:00"))
 
 
+_ATOM = r"[A-Za-z0-9!#$%&'*+/=?^_`{|}~-]+"
+_LOCAL_PART = re.compile(rf'{_ATOM}(?:\.{_ATOM})*|"(?:[\x20\x21\x23-\x5B\x5D-\x7E]|\\[\x20-\x7E])*"')
+_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_DOMAIN = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
+
+
+def _is_email(value: object) -> bool:
+    """RFC 5321's Mailbox: a dot-atom or quoted local part, ``@``, a domain or an address literal.
+
+    ``jsonschema`` asks only for an ``@``, so an address with CR/LF in it (a header injection
+    into whatever sends the mail) passed; no control character fits this grammar.
+    """
+    if not isinstance(value, str):
+        return True
+    local, at, domain = value.rpartition("@")
+    if not at or len(local) > 64 or len(value) > 254 or not _LOCAL_PART.fullmatch(local):
+        return False
+    if domain.startswith("[") and domain.endswith("]"):
+        literal = domain[1:-1]
+        if literal[:5].lower() == "ipv6:":
+            return _parses(ipaddress.IPv6Address, literal[5:])
+        return _parses(ipaddress.IPv4Address, literal)
+    return bool(_DOMAIN.fullmatch(domain))
+
+
 def _parses(parse: Callable[[str], object], value: str) -> bool:
     try:
         parse(value)
@@ -190,6 +223,7 @@ def _format_checker() -> FormatChecker:
             checker.checkers[name] = stock[name]
     checker.checkers["date-time"] = (_is_date_time, ())
     checker.checkers["time"] = (_is_time, ())
+    checker.checkers["email"] = (_is_email, ())
     if "date" not in stock:  # pragma: no cover - every supported jsonschema has it
         checker.checkers["date"] = (lambda v: not isinstance(v, str) or _parses(date.fromisoformat, v), ())
     return checker
@@ -216,21 +250,27 @@ def _target(root: Mapping[str, Any], anchors: Mapping[Any, Any], ref: str) -> An
         else resolve_pointer(root, ref)
 
 
-def _ref_cycle(root: Mapping[str, Any], anchors: Mapping[Any, Any]) -> str | None:
-    """A ``$ref`` on a loop of subschemas all applied to the same value, if there is one."""
+class Ref(NamedTuple):
+    """A reference in a schema: its keyword (``$ref``, ``$dynamicRef``) and the address it names."""
+
+    key: str
+    address: str
+
+
+def _ref_cycle(root: Mapping[str, Any], anchors: Mapping[Any, Any]) -> Ref | None:
+    """A reference on a loop of subschemas all applied to the same value, if there is one."""
     state: dict[int, int] = {}  # 1 on the current path, 2 done
 
-    def visit(node: Any) -> str | None:
+    def visit(node: Any) -> Ref | None:
         if not isinstance(node, Mapping) or state.get(id(node)) == 2:
             return None
         state[id(node)] = 1
-        edges: list[tuple[Any, str | None]] = [(node[k], None) for k in IN_PLACE_ONES if k in node]
+        edges: list[tuple[Any, Ref | None]] = [(node[k], None) for k in IN_PLACE_ONES if k in node]
         edges += [(sub, None) for k in IN_PLACE_LISTS if isinstance(node.get(k), list) for sub in node[k]]
-        if isinstance(node.get("$ref"), str):
-            edges.append((_target(root, anchors, node["$ref"]), node["$ref"]))
+        edges += [(_target(root, anchors, node[k]), Ref(k, node[k])) for k in REF_KEYS if isinstance(node.get(k), str)]
         for child, ref in edges:
             if isinstance(child, Mapping) and state.get(id(child)) == 1:
-                return ref or "#"
+                return ref or Ref("$ref", "#")
             found = visit(child)
             if found is not None:
                 return found
