@@ -58,7 +58,7 @@ def test_a_failed_export_warns_once_in_one_line(capsys: pytest.CaptureFixture[st
     assert [exporter.export([]), exporter.export([])] == [SpanExportResult.FAILURE] * 2
     assert capsys.readouterr().err == (
         "warning: spans not exported to http://127.0.0.1:1/v1/traces (is the collector running?); the run is "
-        "recorded: `runner spans RUN` sends its spans later\n")
+        "recorded: `runner spans RUN --endpoint http://127.0.0.1:1/v1/traces` sends its spans later\n")
 
 
 @pytest.fixture
@@ -102,11 +102,13 @@ def stuck_collector(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 def test_demo_with_a_collector_that_never_finishes_answering_gives_up_with_one_warning_line(
         stuck_collector: str, tmp_path: Path) -> None:
-    done = subprocess.run([installed_runner(), "demo", "--quiet", "--db", f"sqlite:///{tmp_path / 'runs.db'}"],
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    done = subprocess.run([installed_runner(), "demo", "--quiet", "--db", db],
                           capture_output=True, text=True, timeout=25, env=os.environ.copy())  # it took 32 s
     assert done.returncode == 0, done.stderr
     assert done.stderr == (f"warning: spans not exported to {stuck_collector}/v1/traces (no answer within 3 s); "
-                           "the run is recorded: `runner spans RUN` sends its spans later\n")
+                           f"the run is recorded: `runner spans {run_id_in(done.stdout)} --endpoint "
+                           f"{stuck_collector}/v1/traces --db {db}` sends its spans later\n")
 
 
 def test_spans_to_a_collector_that_never_finishes_answering_is_one_error_line(
@@ -123,13 +125,34 @@ def test_spans_to_a_collector_that_never_finishes_answering_is_one_error_line(
 
 def test_demo_with_the_collector_down_ends_fast_with_one_warning_line(dead_collector: str, tmp_path: Path) -> None:
     started = time.monotonic()
-    done = subprocess.run([installed_runner(), "demo", "--quiet", "--db", f"sqlite:///{tmp_path / 'runs.db'}"],
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    done = subprocess.run([installed_runner(), "demo", "--quiet", "--db", db],
                           capture_output=True, text=True, timeout=60, env=os.environ.copy())
     elapsed = time.monotonic() - started
     assert done.returncode == 0, done.stderr
     assert done.stderr == (f"warning: spans not exported to {dead_collector}/v1/traces (is the collector running?); "
-                           "the run is recorded: `runner spans RUN` sends its spans later\n")
+                           f"the run is recorded: `runner spans {run_id_in(done.stdout)} --endpoint "
+                           f"{dead_collector}/v1/traces --db {db}` sends its spans later\n")
     assert elapsed < 5, elapsed
+
+
+def run_id_in(stdout: str) -> str:
+    found = re.search(r"^run id: ([0-9a-f]{32})$", stdout, re.M)
+    assert found is not None, stdout
+    return found[1]
+
+
+def test_the_export_warning_and_the_next_steps_name_the_run_and_the_endpoint_set(
+        dead_collector: str, tmp_path: Path) -> None:
+    assert not dead_collector.endswith(":4318")
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    done = subprocess.run([installed_runner(), "demo", "--quiet", "--db", db],
+                          capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    assert done.returncode == 0, done.stderr
+    run_id = run_id_in(done.stdout)
+    command = f"runner spans {run_id} --endpoint {dead_collector}/v1/traces --db {db}"
+    assert f"`{command}`" in done.stderr
+    assert f"  runner spans {run_id[:8]} --endpoint {dead_collector}/v1/traces --db {db}\n" in done.stdout
 
 
 @pytest.mark.parametrize(("flag", "arguments"),
@@ -138,7 +161,7 @@ def test_demo_record_content_puts_the_tool_arguments_on_the_spans(
         live: tuple[TracerProvider, InMemorySpanExporter], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         flag: list[str], arguments: str | None) -> None:
     provider, exporter = live
-    monkeypatch.setattr("runner.cli.running.tracer_provider", lambda: (provider, lambda: None))
+    monkeypatch.setattr("runner.cli.running.tracer_provider", lambda *_: (provider, lambda: None))
     result = invoke("demo", "--quiet", "--db", f"sqlite:///{tmp_path / 'runs.db'}", *flag)
     assert result.exit_code == 0, result.output
     (tool,) = [span for span in exporter.get_finished_spans() if span.name == "execute_tool calculate"]
@@ -154,7 +177,7 @@ def test_resume_and_fork_record_content_put_the_tool_arguments_on_the_spans(
         live: tuple[TracerProvider, InMemorySpanExporter], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         command: str, flag: list[str], arguments: str | None) -> None:
     provider, exporter = live
-    monkeypatch.setattr("runner.cli.running.tracer_provider", lambda: (provider, lambda: None))
+    monkeypatch.setattr("runner.cli.running.tracer_provider", lambda *_: (provider, lambda: None))
     tools = "tests.loop_helpers:weather_registry"
     oslo = completion("", [("c2", "get_weather", {"city": "Oslo"})])
     # resume: the first run stops on its step limit after Paris; fork: it ends at once, the fork asks again

@@ -29,7 +29,16 @@ from .lineage import pending_approvals, resume_command
 from .options import EXIT_INTERRUPTED, EXIT_NO, CliUsageError, Env, common, label_option
 from .queries import refused_calls, short_ids
 from .render import console, plural, print_json
-from .specs import MODEL_HELP, build_model, continuing_model, load_tools, model_options, tracer_provider
+from .specs import (
+    MODEL_HELP,
+    build_model,
+    configured_endpoint,
+    continuing_model,
+    load_tools,
+    model_options,
+    spans_command,
+    tracer_provider,
+)
 from .timeline import status_style
 
 if TYPE_CHECKING:
@@ -81,7 +90,7 @@ def traced(env: Env, store: RunStore, go: Callable[[TracerProvider], AgentResult
     A Ctrl-C (which the loop answers by closing the run as ``cancelled`` and re-raising)
     says which run it stopped: ``run_id`` names it, or None when none was recorded.
     """
-    provider, flush = tracer_provider()
+    provider, flush = tracer_provider(env.hint())
     try:
         return go(provider)
     except KeyboardInterrupt:
@@ -155,7 +164,7 @@ def _next(out: Console, env: Env, short: str, first: list[str], extra: list[str]
     db = env.hint()
     commands = [*first, f"runner show {short}{db}", f"runner runs{db}", f"runner stats{db}",
                 f"runner export {short} -o tests/fixtures/run.json{db}", *extra,
-                f"runner spans {short} --endpoint http://127.0.0.1:4318/v1/traces{db}"]
+                spans_command(short, db, configured_endpoint())]
     out.print(Text("\nnext, try:", style="bold"))
     for command in dict.fromkeys(commands):
         out.print(Text(f"  {clean(command)}"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import shlex
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -17,7 +18,8 @@ from .._tools.registry import ToolRegistry
 from ..events import RunResumed, decode_all
 from ..messages import Model
 from ..store import StoredRun
-from ..tracing.otlp import otlp_setting
+from ..tracing.attrs import RUN_ID
+from ..tracing.otlp import otlp_protocol, otlp_setting, traces_endpoint
 from .options import CliError, CliUsageError
 
 if TYPE_CHECKING:
@@ -27,6 +29,7 @@ R = TypeVar("R")
 PROVIDERS = ("openai", "anthropic")
 MODEL_HELP = "openai:NAME (any OpenAI-compatible server) or anthropic:NAME"
 SERVICE_NAME = "runner"
+DEFAULT_TRACES_ENDPOINT = "http://127.0.0.1:4318/v1/traces"  # OTLP/HTTP's usual port
 CLI_EXPORT_TIMEOUT_S = 2.0  # per export, retries included: what a dead collector adds to a CLI run
 
 
@@ -88,34 +91,50 @@ def build_model(spec: str, base_url: str | None, api_key: str | None) -> Model:
         raise CliError(f"cannot set up {spec}: {exc}") from None
 
 
-def tracer_provider() -> tuple[TracerProvider, Callable[[], None]]:
+def tracer_provider(db_hint: str = "") -> tuple[TracerProvider, Callable[[], None]]:
     """The provider a recorded run is traced with, and how to flush it before exiting.
 
     With ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``..._TRACES_ENDPOINT``) set, an OTLP
     exporter configured by the standard variables (``cli_exporter``); otherwise
     OpenTelemetry's global provider (whatever the process set up, a no-op by default).
+    ``db_hint`` (``Env.hint``) completes the command its warning suggests.
     """
     from opentelemetry import trace
 
     if otlp_setting("ENDPOINT"):
         from ..tracing import configure_tracing
 
-        provider = configure_tracing(SERVICE_NAME, exporter=cli_exporter())
+        provider = configure_tracing(SERVICE_NAME, exporter=cli_exporter(db_hint))
         return provider, provider.shutdown
     return trace.get_tracer_provider(), lambda: None
 
 
-def cli_exporter() -> WarnOnce:
+def cli_exporter(db_hint: str = "") -> WarnOnce:
     """The OTLP exporter of a CLI run: each export gives up after ``CLI_EXPORT_TIMEOUT_S``
     (unless ``OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`` says otherwise), in all, even with a
     collector that answers a byte at a time, so a collector that is down or stuck delays the
     exit by about that, and its failures are one warning line."""
-    from ..tracing.otlp import export_timeout_s, otlp_exporter, traces_endpoint
+    from ..tracing.otlp import export_timeout_s, otlp_exporter
     from .spans import EXPORT_GRACE_S
 
     inner = otlp_exporter(None if otlp_setting("TIMEOUT") else CLI_EXPORT_TIMEOUT_S)
     deadline_s = export_timeout_s(CLI_EXPORT_TIMEOUT_S) + EXPORT_GRACE_S
-    return WarnOnce(inner, traces_endpoint(), deadline_s)
+    return WarnOnce(inner, traces_endpoint(), deadline_s, db_hint)
+
+
+def configured_endpoint() -> str | None:
+    """The OTLP traces URL the ``OTEL_EXPORTER_OTLP_*`` variables set, or None when they set none."""
+    return traces_endpoint() if otlp_setting("ENDPOINT") else None
+
+
+def spans_command(run_ref: str, db_hint: str, endpoint: str | None) -> str:
+    """The ``runner spans`` command that sends a run's spans to ``endpoint`` (None: OTLP's usual one).
+
+    Over gRPC it leaves the endpoint to the variables that set it (``--endpoint`` is OTLP/HTTP's).
+    """
+    if endpoint is not None and otlp_protocol() == "grpc":
+        return f"runner spans {run_ref}{db_hint}"
+    return f"runner spans {run_ref} --endpoint {shlex.quote(endpoint or DEFAULT_TRACES_ENDPOINT)}{db_hint}"
 
 
 def continuing_model(spec: str | None, run: StoredRun, base_url: str | None, api_key: str | None) -> Model:
@@ -145,8 +164,8 @@ class WarnOnce(SpanExporter):
     the first failed export prints one line naming the endpoint, later ones nothing.
     """
 
-    def __init__(self, inner: SpanExporter, endpoint: str, deadline_s: float) -> None:
-        self.inner, self.endpoint, self.deadline_s = inner, endpoint, deadline_s
+    def __init__(self, inner: SpanExporter, endpoint: str, deadline_s: float, db_hint: str = "") -> None:
+        self.inner, self.endpoint, self.deadline_s, self.db_hint = inner, endpoint, deadline_s, db_hint
         self.warned = self.hung = False
 
     def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
@@ -160,8 +179,9 @@ class WarnOnce(SpanExporter):
         if result is not SpanExportResult.SUCCESS and not self.warned:
             self.warned = True
             why = f"no answer within {self.deadline_s:g} s" if self.hung else "is the collector running?"
+            command = spans_command(_run_of(spans), self.db_hint, self.endpoint)
             click.echo(f"warning: spans not exported to {clean(self.endpoint)} ({why}); the run "
-                       "is recorded: `runner spans RUN` sends its spans later", err=True)
+                       f"is recorded: `{clean(command)}` sends its spans later", err=True)
         return result if result is not None else SpanExportResult.FAILURE
 
     def shutdown(self) -> None:
@@ -174,3 +194,12 @@ class WarnOnce(SpanExporter):
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
         return self.inner.force_flush(timeout_millis)
+
+
+def _run_of(spans: Sequence[ReadableSpan]) -> str:
+    """The run id the spans carry (``RUN`` for spans of no run)."""
+    for span in spans:
+        run_id = (span.attributes or {}).get(RUN_ID)
+        if isinstance(run_id, str) and run_id:
+            return run_id
+    return "RUN"
