@@ -28,6 +28,29 @@ if PG_URL:
     BACKENDS.append(pytest.param("postgresql", id="postgresql", marks=pytest.mark.postgres))
 
 
+PG_LEFT_OUT = pytest.StashKey[int]()
+
+
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected theirs
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without RUNNER_TEST_PG_URL, count the PostgreSQL variants ``store_url`` did not generate."""
+    if not PG_URL:
+        config.stash[PG_LEFT_OUT] = sum(1 for item in items if _backend(item) == "sqlite")
+
+
+def _backend(item: pytest.Item) -> object:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("store_url") if callspec is not None else None
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """Say in one line how many PostgreSQL variants were left out (they are never collected, so not skipped)."""
+    left_out = config.stash.get(PG_LEFT_OUT, 0)
+    if left_out:
+        terminalreporter.write_line(f"SKIPPED [{left_out}] PostgreSQL variants not collected: "
+                                    "RUNNER_TEST_PG_URL is not set")
+
+
 @pytest.fixture(scope="session")
 def pg_admin() -> Iterator[Engine]:
     """An engine on RUNNER_TEST_PG_URL's default schema, for creating and dropping test schemas."""
