@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import site
 import subprocess
 import sys
 import tempfile
@@ -18,6 +19,7 @@ from runner import ScriptedModel, StoreError, run_agent
 from runner.store import RunStore, open_store
 from tests.loop_helpers import weather_registry
 
+CHECKOUT = Path(__file__).resolve().parent.parent
 READ_ONLY_REFUSAL = r"(attempt to write a readonly database|cannot execute \w+( TABLE)? in a read-only transaction)"
 
 
@@ -77,10 +79,13 @@ def shared_dir() -> Iterator[Path]:
     shutil.rmtree(folder)
 
 
-def unprivileged(folder: Path) -> list[str]:
+def unprivileged(folder: Path, env: dict[str, str]) -> list[str]:
     """A command prefix that cannot write ``folder``: as root, drop to nobody; else make it read-only.
 
     Root ignores file modes, so a chmod alone would prove nothing when the suite runs as root.
+    When nobody cannot import this checkout (it lives in a private directory: a ``mktemp -d``,
+    root's home), the reader stays root without the two capabilities that ignore file modes,
+    and the folder is made read-only, as for any other user.
     """
     if os.geteuid() != 0:
         folder.chmod(0o555)
@@ -88,7 +93,23 @@ def unprivileged(folder: Path) -> list[str]:
     setpriv = shutil.which("setpriv")
     if setpriv is None:
         pytest.skip("running as root without setpriv: cannot drop the write permission for real")
-    return [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    nobody = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    if imports_runner(nobody, env):
+        return nobody
+    without = "-dac_override,-dac_read_search"
+    modes_apply = [setpriv, f"--inh-caps={without}", f"--bounding-set={without}"]
+    if not imports_runner(modes_apply, env):
+        pytest.skip("nobody cannot import this checkout (a private directory?) and setpriv cannot drop root's "
+                    "capabilities here: no reader can be denied the write permission")
+    folder.chmod(0o555)
+    return modes_apply
+
+
+def imports_runner(prefix: list[str], env: dict[str, str]) -> bool:
+    """Whether ``runner`` imports from this checkout under ``prefix``."""
+    done = subprocess.run([*prefix, sys.executable, "-c", "import runner.store"], capture_output=True, env=env,
+                          cwd=CHECKOUT, timeout=60)
+    return done.returncode == 0
 
 
 READER = """
@@ -113,13 +134,13 @@ def test_a_store_in_a_read_only_directory_can_be_read(shared_dir: Path) -> None:
     with open_store(path) as store:
         result = run_agent("Hi", ScriptedModel(["hello"]), weather_registry(), store=store)
     before = sorted(p.name for p in shared_dir.iterdir())
-    prefix = unprivileged(shared_dir)
     env = {"PATH": os.environ["PATH"], "PYTHONDONTWRITEBYTECODE": "1", "HOME": str(shared_dir)}
+    prefix = unprivileged(shared_dir, env)
     probe = subprocess.run([*prefix, sys.executable, "-c", "import os, sys; print(os.access(sys.argv[1], os.W_OK))",
                             str(shared_dir)], capture_output=True, text=True, env=env, check=True)
     assert probe.stdout == "False\n"  # the reader really cannot write there
     done = subprocess.run([*prefix, sys.executable, "-c", READER, str(path)], capture_output=True, text=True,
-                          env=env, cwd=Path(__file__).parent.parent, timeout=60)
+                          env=env, cwd=CHECKOUT, timeout=60)
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     assert found["runs"] == [result.run_id]
@@ -131,3 +152,35 @@ def test_a_store_in_a_read_only_directory_can_be_read(shared_dir: Path) -> None:
     assert cli.returncode == 0, cli.stderr
     assert [r["run_id"] for r in json.loads(cli.stdout)] == [result.run_id]
     assert sorted(p.name for p in shared_dir.iterdir()) == before
+
+
+def test_the_read_only_directory_test_passes_from_a_checkout_in_a_private_directory(tmp_path: Path) -> None:
+    """``make test`` in a fresh clone under a 0700 directory (a ``mktemp -d``, root's home): the
+    reader dropped to another user could not even start the checkout's interpreter."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("only root drops privileges in the test above (with setpriv)")
+    private = Path(tempfile.mkdtemp(prefix="runner-private-"))  # mode 0700, like a fresh clone's home
+    try:
+        checkout = private / "checkout"
+        checkout.mkdir()
+        for name in ("runner", "tests", "migrations"):
+            shutil.copytree(CHECKOUT / name, checkout / name, ignore=shutil.ignore_patterns("__pycache__"))
+        shutil.copy(CHECKOUT / "pyproject.toml", checkout / "pyproject.toml")
+        venv = checkout / ".venv"  # its interpreter inside the private directory, as `make` puts it
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=60)
+        site_packages = next(venv.glob("lib/python3*/site-packages"))
+        # The checkout first, then this environment's dependencies (a path line only: their .pth files,
+        # this checkout's editable install among them, are not read).
+        (site_packages / "checkout.pth").write_text(f"{checkout}\n" + "".join(f"{p}\n" for p in site.getsitepackages()))
+        script = venv / "bin" / "runner"
+        script.write_text(f"#!{venv / 'bin' / 'python'}\nfrom runner.cli import main\nmain()\n")
+        script.chmod(0o755)
+        assert oct(private.stat().st_mode & 0o777) == "0o700"
+        one_test = "tests/test_store_readonly.py::test_a_store_in_a_read_only_directory_can_be_read"
+        done = subprocess.run([str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", one_test],
+                              cwd=checkout, capture_output=True, text=True, timeout=120,
+                              env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST")})
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "1 passed" in done.stdout
+    finally:
+        shutil.rmtree(private)
