@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._log.records import RunSummary, StoredEvent, StoredRun
 from ._log.state import RunState, fold
 from ._log.statuses import STATUSES
 from ._loop.aio import arun_agent
@@ -45,12 +46,11 @@ from .recorder import FanoutRecorder, NullRecorder, Recorder
 if TYPE_CHECKING:
     from .pool import submit
     from .progress import ProgressRecorder
-    from .store import RunStore, RunSummary, StoredEvent, StoredRun, open_store
+    from .store import RunStore, open_store
     from .tracing import TracingRecorder, TracingSetupError, configure_tracing, export_run, rebuild_spans
 
 _LAZY = {
-    "RunStore": "store", "RunSummary": "store", "StoredEvent": "store", "StoredRun": "store",
-    "open_store": "store",
+    "RunStore": "store", "open_store": "store",
     "TracingRecorder": "tracing", "TracingSetupError": "tracing", "configure_tracing": "tracing",
     "export_run": "tracing", "rebuild_spans": "tracing",
     "submit": "pool",

@@ -18,10 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import Any, Final, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from .errors import StoreError
 from .messages import Message, ModelReply, ToolCall, ToolSpec, ToolTraits, Usage
+
+if TYPE_CHECKING:  # the records module imports this one
+    from ._log.records import StoredEvent
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -366,24 +369,12 @@ def _base_key(event: Event) -> str:
     return "run"
 
 
-class StoredFact(Protocol):
-    """A row of ``events`` as the store returns it."""
-
-    @property
-    def kind(self) -> str: ...
-    @property
-    def data(self) -> Mapping[str, Any]: ...
-    @property
-    def step(self) -> int: ...
-
-
-def decode_all(rows: Iterable[StoredFact], run_id: str = "") -> list[Event]:
+def decode_all(rows: Iterable[StoredEvent], run_id: str = "") -> list[Event]:
     """Every fact of a stored run, in order; a row that is not one names the run and its place."""
     facts: list[Event] = []
-    for index, row in enumerate(rows, 1):
+    for row in rows:
         try:
             facts.append(decode(row.kind, row.data, row.step, run_id))
         except EventDecodeError as exc:
-            where = getattr(row, "seq", index)
-            raise EventDecodeError(f"run {run_id} event {where}: {exc}") from None
+            raise EventDecodeError(f"run {run_id} event {row.seq}: {exc}") from None
     return facts

@@ -22,6 +22,7 @@ import pytest
 from sqlalchemy import select, update
 
 from runner import CannotResume, RunStore, ScriptedModel, StoreError, ToolRegistry, resume, run_agent, submit
+from runner._log.owner import owner_id
 from runner._loop.results import CallModel
 from runner._loop.sync import drive_until
 from runner.events import ModelCalled, ToolFinished, ToolStarted, decode_all
@@ -36,7 +37,6 @@ from runner.pool.queued import (
 )
 from runner.pool.submission import BROKER_ENV, submit_run
 from runner.pool.take import _start, take
-from runner.store.owner import owner_id
 from runner.store.tables import run_labels, runs
 from tests import pool_agents
 from tests.loop_helpers import call, reply
@@ -336,7 +336,7 @@ def test_the_sweep_publishes_queued_and_orphaned_runs_once_per_interval(store: R
 
 
 def _this_process() -> str:
-    from runner.store.owner import owner_id
+    from runner._log.owner import owner_id
 
     return owner_id()
 

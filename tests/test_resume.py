@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 
 from runner import ScriptedModel, open_store, replay, run_agent
+from runner._log.records import StoredRun
 from runner._loop.observations import IN_DOUBT
 from runner._loop.resume import follow_up, fork, resume
 from runner.errors import CannotResume, RunInUse
-from runner.store.records import StoredRun
 from tests.durable_child import PlanModel, ran, tools
 
 ROOT = Path(__file__).resolve().parent.parent

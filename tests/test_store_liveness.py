@@ -26,14 +26,15 @@ import pytest
 from sqlalchemy import update
 
 from runner import ModelReply, ToolRegistry, open_store
+from runner._log import records
+from runner._log.owner import owner_id, parse_owner
 from runner._loop.aio import arun_agent
 from runner._loop.resume import resume
 from runner._loop.sync import run_agent
 from runner.errors import RunInUse, StoreError
 from runner.pool.queued import due_for_publish, record_queued
-from runner.store import RunStore, records
+from runner.store import RunStore
 from runner.store.lease import Heartbeat
-from runner.store.owner import owner_id, parse_owner
 from runner.store.tables import runs
 from tests.conftest import BACKENDS
 from tests.durable_child import PlanModel, ran, tools

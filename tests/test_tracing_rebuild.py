@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NoOpTracerProvider
 
-from runner import Limits, ModelReply, ScriptedModel, ToolCall, ToolRegistry, Usage, events
+from runner import Limits, ModelReply, ScriptedModel, StoredEvent, StoredRun, ToolCall, ToolRegistry, Usage, events
 from runner._loop.build import new_run_opening
 from runner._loop.core import AgentCore
 from runner._loop.sync import drive
@@ -50,6 +50,17 @@ class Run:
     started_at: datetime | None = None
     finished_at: datetime | None = None
     events: list[Event] = field(default_factory=list)
+
+
+def stored(run: Run) -> StoredRun:
+    """The fake log as the store returns a run: frozen values."""
+    logged = [StoredEvent(e.seq, e.at, e.step or 0, e.kind, e.data, e.span_id) for e in run.events]
+    at = logged[0].at if logged else datetime.now(UTC)
+    return StoredRun(run_id=run.run_id, status=run.status, answer=None, error=run.error, task=run.task, system="",
+                     model=run.model or "", provider=run.provider, agent_name=run.agent_name, steps=0, tokens=0,
+                     tool_calls=0, limits={}, tool_specs=[], labels={}, trace_id=run.trace_id or "",
+                     parent_run_id=None, started_at=at, updated_at=at, finished_at=run.finished_at, owner=None,
+                     heartbeat_at=None, events=logged)
 
 
 class FakeLog:
@@ -130,7 +141,7 @@ def test_rebuilt_spans_equal_the_live_ones(live: tuple[TracerProvider, InMemoryS
     reg = spec.pop("reg", registry)()
     run = logged_run(provider, model, reg=reg, record_content=record_content, **spec)
     live_spans = exporter.get_finished_spans()
-    rebuilt = rebuild_spans(run, record_content=record_content)
+    rebuilt = rebuild_spans(stored(run), record_content=record_content)
     assert tree(rebuilt) == tree(live_spans)
     assert ids_of(rebuilt) == ids_of(live_spans)
 
@@ -151,7 +162,7 @@ def test_rebuilt_times_come_from_the_log(live: tuple[TracerProvider, InMemorySpa
         event.at = t0 + timedelta(seconds=event.seq)
         if event.kind == "model_call":
             event.data["latency_s"] = 0.25
-    spans = {s.name + str((s.attributes or {}).get("runner.step")): s for s in rebuild_spans(run)}
+    spans = {s.name + str((s.attributes or {}).get("runner.step")): s for s in rebuild_spans(stored(run))}
     base = 1_893_553_445_678_901_000  # t0 in ns
     by_kind = {e.kind + str(e.step): e.seq for e in run.events}
     root, chat1, tool1 = spans["invoke_agent forecaster0"], spans["chat scripted1"], spans["execute_tool get_weather1"]
@@ -166,7 +177,7 @@ def test_rebuilt_times_come_from_the_log(live: tuple[TracerProvider, InMemorySpa
 def test_a_run_traced_by_nothing_rebuilds_with_ids_derived_from_the_run_id() -> None:
     run = logged_run(NoOpTracerProvider(), ScriptedModel([weather("c1", "Paris"), "21C"]))
     assert run.trace_id == RUN_ID
-    spans = rebuild_spans(run)
+    spans = rebuild_spans(stored(run))
     assert {(s.name, format(s.context.span_id, "016x")) for s in spans if s.context} == {
         ("invoke_agent forecaster", derived_span_id(RUN_ID, "run")),
         ("step 1", derived_span_id(RUN_ID, "step:1")), ("step 2", derived_span_id(RUN_ID, "step:2")),
@@ -181,8 +192,8 @@ def test_events_without_span_ids_fall_back_to_derived_ids() -> None:
     for event in run.events:
         event.span_id = None
     run.trace_id = None
-    assert ids_of(rebuild_spans(run)) == ids_of(rebuild_spans(logged_run(NoOpTracerProvider(),
-                                                                         ScriptedModel(["hi"]))))
+    assert ids_of(rebuild_spans(stored(run))) == ids_of(rebuild_spans(stored(logged_run(
+        NoOpTracerProvider(), ScriptedModel(["hi"])))))
 
 
 def test_exporting_twice_sends_the_same_spans(live: tuple[TracerProvider, InMemorySpanExporter]) -> None:
@@ -190,10 +201,10 @@ def test_exporting_twice_sends_the_same_spans(live: tuple[TracerProvider, InMemo
     run = logged_run(provider, ScriptedModel([weather("c1", "Paris"), "21C"]))
     sink = InMemorySpanExporter()
     resource = Resource.create({"service.name": "replayer"})
-    assert export_run(run, sink, resource=resource) == SpanExportResult.SUCCESS
+    assert export_run(stored(run), sink, resource=resource) == SpanExportResult.SUCCESS
     first = list(sink.get_finished_spans())
     sink.clear()
-    export_run(run, sink, resource=resource)
+    export_run(stored(run), sink, resource=resource)
     second = list(sink.get_finished_spans())
     assert [s.to_json() for s in first] == [s.to_json() for s in second]
     assert first[0].resource.attributes["service.name"] == "replayer"
@@ -207,7 +218,7 @@ def test_an_unfinished_run_ends_its_open_spans_at_the_last_event(
     run = logged_run(provider, ScriptedModel([weather("c1", "Paris"), "21C"]))
     cut = next(e.seq for e in run.events if e.kind == "tool_finished")
     run.events = [e for e in run.events if e.seq < cut]  # killed while the tool ran
-    spans: list[ReadableSpan] = rebuild_spans(run)
+    spans: list[ReadableSpan] = rebuild_spans(stored(run))
     assert [s.name for s in spans] == ["invoke_agent forecaster", "step 1", "chat scripted",
                                        "execute_tool get_weather"]
     last = max(e.at for e in run.events)

@@ -14,6 +14,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
+from .._log.records import LIVE
 from .._log.state import RunState, fold
 from .._log.statuses import Status
 from .._tools.registry import ToolRegistry
@@ -109,7 +110,6 @@ def decide(store: RunStore, run_id: str, call_id: str, approved: bool, reason: s
     if decided_by is not None and not isinstance(decided_by, str):
         raise TypeError(f"decided_by must be a string, got {type(decided_by).__name__}")
     from ..store.appending import append_to_stopped
-    from ..store.records import LIVE
 
     verdict: Decision = True if approved else (reason or False)
     for _ in range(DECIDE_ATTEMPTS):

@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
+from .._log.owner import owner_id
+from .._log.records import StoredRun
 from .._log.state import fold
 from .._log.statuses import Status
 from .._tools.registry import ToolRegistry
@@ -35,7 +37,7 @@ from .sync import drive
 from .wiring import TraceLink
 
 if TYPE_CHECKING:
-    from ..store import RunStore, StoredRun
+    from ..store import RunStore
 
 
 def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *,
@@ -70,8 +72,6 @@ def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *
     store.claim_run(run)
     reason = run.status if run.status != Status.RUNNING else f"its process is gone ({run.liveness})"
     model_name, provider = model_identity(model)
-    from ..store.owner import owner_id
-
     decided = approvals.decided_facts(state, checked.fresh, approvals.decider()) if checked.fresh else []
     resumed = RunResumed(run_id=run.run_id, step=state.steps, owner=owner_id(), reason=reason, limits=limits.to_dict(),
                          decisions=checked.applied, model=model_name, provider=provider,

@@ -24,8 +24,9 @@ import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
+from .._log.records import StoredRun
 from .._log.state import RunState
 from .._log.statuses import STATUSES, Status
 from .._text import escape_surrogates
@@ -43,9 +44,6 @@ from ..events import (
 )
 from ..messages import Message, ModelReply, ToolCall, Usage, assistant_message
 from .shape import FORMAT, VERSION, ShapeError, check_fixture
-
-if TYPE_CHECKING:
-    from ..store.records import StoredRun
 
 INTERRUPTIBLE: Final = (Status.DEADLINE, Status.CANCELLED)
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
+from .._log.records import StoredRun
 from .._log.statuses import Status
 from .._loop.build import RunOptions, core_for, opening, run_limits, wiring_of
 from .._loop.core import AgentCore
@@ -35,7 +36,6 @@ from .scripted import ReplayModel
 
 if TYPE_CHECKING:
     from ..store import RunStore
-    from ..store.records import StoredRun
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import click
 
+from .._log.records import LIVE
 from .._log.state import RunState, fold
 from .._log.statuses import Status
 from .._loop import approvals
@@ -28,7 +29,6 @@ from ..events import RunQueued, StepStarted, decode_all
 from ..pool.queued import DEFAULT_QUEUE
 from ..pool.submission import BROKER_ENV, broker_url
 from ..store import RunStore, StoredRun
-from ..store.records import LIVE
 from .options import EXIT_NO, CliError, CliUsageError, Env, common, parse_pairs
 from .queries import short_ids
 from .render import plural, print_json

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from rich.text import Text
 
+from .._log.records import LIVE
 from .._log.statuses import STATUSES, Status
 from .._text import clean
 from ..events import (
@@ -32,7 +33,6 @@ from ..events import (
 from ..messages import ToolCall
 from ..progress import ESTIMATED, tokens_text
 from ..store import RunSummary, StoredEvent, StoredRun
-from ..store.records import LIVE
 from .activity import active_seconds
 from .inherited import Inherited
 from .lineage import Link, origin_text

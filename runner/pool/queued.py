@@ -24,15 +24,16 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from .._log.ids import derived_trace_id
+from .._log.owner import owner_id
+from .._log.records import DEAD, STALE, liveness
 from .._log.statuses import Status
 from .._loop.limits import Limits, limit_names
 from .._loop.results import checked_run_id
 from ..events import KIND_OF, RunFinished, RunQueued, encode
 from ..store import RunStore
+from ..store.clock import database_now
 from ..store.engine import one_line
-from ..store.owner import owner_id
 from ..store.recording import NAME_WIDTH, column, dumps, label_rows
-from ..store.records import DEAD, STALE, database_now, liveness
 from ..store.tables import events, run_cancels, run_labels, runs
 from .agents import PoolError
 

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import cast
 
+from .._log.records import LIVE
 from .._log.state import fold
 from .._log.statuses import Status
 from .._loop.build import RunOptions, check_options, core_for, new_run_opening, run_limits, wiring_of
@@ -34,7 +35,6 @@ from .._loop.sync import drive
 from ..errors import CannotResume, RunNotFound
 from ..events import RunQueued, RunStarted, decode_all
 from ..store import RunStore, StoredRun
-from ..store.records import LIVE
 from .agents import Agent, Factory, PoolError, build_agent
 from .queued import StoreCancel
 

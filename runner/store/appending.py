@@ -15,11 +15,11 @@ from datetime import UTC, datetime
 from sqlalchemy import Engine, insert, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
+from .._log.records import StoredRun
 from ..errors import StoreError
 from ..events import Event, encode
 from .engine import one_line
 from .recording import dumps
-from .records import StoredRun
 from .tables import events, runs
 
 

@@ -8,6 +8,9 @@ microseconds change between the facts of one second. The text is the one SQLAlch
 SQLite ``DATETIME`` writes (``YYYY-MM-DD HH:MM:SS.ffffff``), which the store's
 ``UTCDateTime`` reads back as an aware UTC ``datetime`` and writes for a ``datetime``.
 A server database takes the ``datetime`` itself.
+
+On PostgreSQL heartbeats are written and judged by the server's clock (``database_clock``,
+``database_now``), so a host whose clock runs ahead sees no live run stale.
 """
 
 from __future__ import annotations
@@ -15,6 +18,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+
+from sqlalchemy import ColumnElement, Connection, func, select
+
+from .tables import UTCDateTime
 
 # The second last formatted, and its text: replaced whole, so threads never see half of it.
 _second: tuple[int, str] = (-1, "")
@@ -38,3 +45,14 @@ def utc_now() -> datetime:
 def clock_for(dialect_name: str) -> Callable[[], datetime | str]:
     """The recorder's timestamps for a store of ``dialect_name``: text on SQLite, else ``datetime``."""
     return utc_text if dialect_name == "sqlite" else utc_now
+
+
+def database_clock(dialect_name: str) -> tuple[ColumnElement[datetime], ...]:
+    """The ``read_at`` column to select with a run's row: the server's clock on PostgreSQL, else none."""
+    return (func.now(type_=UTCDateTime()).label("read_at"),) if dialect_name == "postgresql" else ()
+
+
+def database_now(conn: Connection) -> datetime | None:
+    """The database server's clock on PostgreSQL; None elsewhere (this process's clock judges)."""
+    clock = database_clock(conn.dialect.name)
+    return conn.execute(select(*clock)).scalar_one() if clock else None

@@ -24,6 +24,7 @@ from sqlalchemy.sql.dml import UpdateBase
 
 from .. import _jsontext as jsontext
 from .._log.ids import derived_span_id, derived_trace_id
+from .._log.owner import owner_id
 from .._log.state import RunState
 from .._log.statuses import Status
 from .._text import storable
@@ -48,7 +49,6 @@ from ..events import (
 from .clock import clock_for
 from .group import Batch, GroupCommitter
 from .lease import Heartbeat
-from .owner import owner_id
 from .pg_bulk import CopyInsert
 from .prepared import Prepared
 from .tables import events, run_labels, run_tools, runs

@@ -21,18 +21,19 @@ from sqlalchemy import ColumnElement, Connection, Engine, FromClause, Select, ex
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
+from .._log.owner import owner_id
+from .._log.records import LIVE, RunSummary, StoredEvent, StoredRun, logged_text, summary_fields
 from .._log.state import RunState
 from .._log.statuses import Status
 from ..errors import RunInUse, RunNotFound, StoreError
 from ..events import MessageAppended, decode_all
+from .clock import database_clock
 from .engine import DEFAULT_BUSY_TIMEOUT_S, is_memory, make_engine, one_line, parse_url, read_connection, shown
 from .group import GroupCommitter
 from .lease import Heartbeat, take_over
 from .migrate import NoStoreError, ensure_schema, location, probe
-from .owner import owner_id
 from .prune import DEFAULT_BATCH, PrunedRun, PruneResult, count_events, delete_batch, plan, prunable_statuses
 from .recording import NAME_WIDTH, SpanSource, StoreRecorder, column, statements
-from .records import LIVE, RunSummary, StoredEvent, StoredRun, database_clock, logged_text, summary_fields
 from .tables import events, run_labels, run_tools, runs
 
 Label = tuple[str, str] | Mapping[str, str]

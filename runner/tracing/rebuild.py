@@ -23,10 +23,10 @@ The spans go out under the ``service.name`` the live ones had (logged with
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Protocol
+from typing import Any
 
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan
@@ -35,6 +35,7 @@ from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, TraceFlags
 
 from .._log.ids import derived_span_id, derived_trace_id
+from .._log.records import StoredEvent, StoredRun
 from ..events import (
     MessageAppended,
     ModelCalled,
@@ -57,38 +58,6 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 DEFAULT_SERVICE_NAME = "runner"  # what ``runner run`` traces under, too
 
 
-class StoredEventLike(Protocol):
-    @property
-    def seq(self) -> int: ...
-    @property
-    def at(self) -> datetime: ...
-    @property
-    def step(self) -> int | None: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def data(self) -> Mapping[str, Any]: ...
-    @property
-    def span_id(self) -> str | None: ...
-
-
-class StoredRunLike(Protocol):
-    """What rebuilding needs of ``store.get_run(run_id)``."""
-
-    @property
-    def run_id(self) -> str: ...
-    @property
-    def trace_id(self) -> str | None: ...
-    @property
-    def model(self) -> str | None: ...
-    @property
-    def provider(self) -> str | None: ...
-    @property
-    def agent_name(self) -> str | None: ...
-    @property
-    def events(self) -> Sequence[StoredEventLike]: ...
-
-
 def _ns(at: datetime) -> int:
     """Nanoseconds since the epoch, exact to the microsecond a datetime holds."""
     return (at - _EPOCH) // timedelta(microseconds=1) * 1000
@@ -108,7 +77,7 @@ class _Span:
 
 
 class _Builder:
-    def __init__(self, run: StoredRunLike, record_content: bool) -> None:
+    def __init__(self, run: StoredRun, record_content: bool) -> None:
         self.run, self.record_content = run, record_content
         self.run_id = run.run_id
         self.model = run.model or ""
@@ -129,10 +98,10 @@ class _Builder:
         self.segment = 0
         self.last = self.last_event = 0
 
-    def id_for(self, key: str, event: StoredEventLike) -> str:
+    def id_for(self, key: str, event: StoredEvent) -> str:
         return event.span_id or derived_span_id(self.run_id, key)
 
-    def open(self, key: str, name: str, kind: SpanKind, event: StoredEventLike, parent: str | None,
+    def open(self, key: str, name: str, kind: SpanKind, event: StoredEvent, parent: str | None,
              values: attrs.Attrs, start: int | None = None) -> _Span:
         parent_id = self.spans[parent].span_id if parent in self.spans else None
         span = _Span(key, name, kind, self.id_for(key, event), parent_id,
@@ -141,7 +110,7 @@ class _Builder:
         self.order.append(span)
         return span
 
-    def close(self, key: str, event: StoredEventLike, values: attrs.Attrs | None = None,
+    def close(self, key: str, event: StoredEvent, values: attrs.Attrs | None = None,
               status: Status | None = None) -> None:
         span = self.spans.get(key)
         if span is None or span.end is not None:
@@ -152,7 +121,7 @@ class _Builder:
         if status is not None:
             span.status = status
 
-    def feed(self, event: StoredEventLike) -> None:
+    def feed(self, event: StoredEvent) -> None:
         fact = decode(event.kind, event.data, event.step or 0, self.run_id)
         self.last_event = self.last
         self.last = max(self.last, _ns(event.at))
@@ -209,7 +178,7 @@ class _Builder:
     def step_key(self, step: int) -> str:
         return span_key(StepStarted(step=step), self.segment)
 
-    def resumed(self, fact: RunResumed, event: StoredEventLike) -> None:
+    def resumed(self, fact: RunResumed, event: StoredEvent) -> None:
         """A new root in the same trace, under the first one; what a crash left open ends where it stopped."""
         for span in self.order:
             if span.end is None:
@@ -234,7 +203,7 @@ class _Builder:
     def run_input(self) -> attrs.Attrs:
         return attrs.run_input(self.task) if self.record_content else {}
 
-    def model_call(self, fact: ModelCalled, key: str, event: StoredEventLike) -> None:
+    def model_call(self, fact: ModelCalled, key: str, event: StoredEvent) -> None:
         step = fact.step
         start = _ns(event.at) - round(fact.latency_s * 1e9)
         span = self.open(key, attrs.chat_name(self.model), attrs.KIND_CHAT, event, self.step_key(step),
@@ -251,7 +220,7 @@ class _Builder:
         span.status = status
         span.end = _ns(event.at)
 
-    def tool_finished(self, fact: ToolFinished, key: str, event: StoredEventLike) -> None:
+    def tool_finished(self, fact: ToolFinished, key: str, event: StoredEvent) -> None:
         if key not in self.spans:  # refused before running: a span of zero length
             self.open(key, attrs.tool_name(fact.name), attrs.KIND_TOOL, event, self.step_key(fact.step),
                       attrs.tool_start(self.common, fact.step, fact.name, fact.call_id))
@@ -279,7 +248,7 @@ def run_resource(service_name: str | None) -> Resource:
     return with_project(found)
 
 
-def rebuild_spans(run: StoredRunLike, *, record_content: bool = False,
+def rebuild_spans(run: StoredRun, *, record_content: bool = False,
                   resource: Resource | None = None) -> list[ReadableSpan]:
     """The spans of a stored run, with its recorded ids, names, attributes, parents and times.
 
@@ -304,7 +273,7 @@ def rebuild_spans(run: StoredRunLike, *, record_content: bool = False,
     return spans
 
 
-def export_run(run: StoredRunLike, exporter: SpanExporter, *, record_content: bool = False,
+def export_run(run: StoredRun, exporter: SpanExporter, *, record_content: bool = False,
                resource: Resource | None = None) -> SpanExportResult:
     """Rebuild ``run``'s spans and hand them to ``exporter`` (OTLP or any other)."""
     return exporter.export(rebuild_spans(run, record_content=record_content, resource=resource))

@@ -17,13 +17,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from sqlalchemy import ColumnElement, Connection, func, select
-
-from .._log.statuses import UNFINISHED, Status
 from ..events import Event, RunFinished, RunResumed, RunStarted
 from ..messages import Message
 from .owner import owner_alive, parse_owner, visible, was_let_go
-from .tables import UTCDateTime
+from .statuses import UNFINISHED, Status
 
 STALE_AFTER_S: Final = 30.0  # three missed heartbeats (store.lease.HEARTBEAT_S)
 FINISHED: Final = "finished"
@@ -96,7 +93,7 @@ def liveness(status: str, owner: str | None, heartbeat_at: datetime | None, now:
     """How a run with this ``status``, ``owner`` and ``heartbeat_at`` stands (see the module docstring).
 
     ``now`` is the clock that judges the heartbeat: the database server's on PostgreSQL
-    (``database_clock``, ``database_now``), else this process's.
+    (``store.clock.database_clock``, ``database_now``), else this process's.
     """
     if status == Status.QUEUED:
         return WAITING
@@ -111,17 +108,6 @@ def liveness(status: str, owner: str | None, heartbeat_at: datetime | None, now:
     if heartbeat_at is None or now - heartbeat_at > timedelta(seconds=stale_after_s):
         return STALE
     return LIVE
-
-
-def database_clock(dialect_name: str) -> tuple[ColumnElement[datetime], ...]:
-    """The ``read_at`` column to select with a run's row: the server's clock on PostgreSQL, else none."""
-    return (func.now(type_=UTCDateTime()).label("read_at"),) if dialect_name == "postgresql" else ()
-
-
-def database_now(conn: Connection) -> datetime | None:
-    """The database server's clock on PostgreSQL; None elsewhere (this process's clock judges)."""
-    clock = database_clock(conn.dialect.name)
-    return conn.execute(select(*clock)).scalar_one() if clock else None
 
 
 def summary_fields(row: Mapping[Any, Any], labels: dict[str, str], loads: Any) -> dict[str, Any]:
