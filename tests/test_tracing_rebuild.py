@@ -53,14 +53,14 @@ class Run:
 
 
 def stored(run: Run) -> StoredRun:
-    """The fake log as the store returns a run: frozen values."""
+    """The fake log as the store returns a run: frozen values, its facts decoded through the codec."""
     logged = [StoredEvent(e.seq, e.at, e.step or 0, e.kind, e.data, e.span_id) for e in run.events]
     at = logged[0].at if logged else datetime.now(UTC)
     return StoredRun(run_id=run.run_id, status=run.status, answer=None, error=run.error, task=run.task, system="",
                      model=run.model or "", provider=run.provider, agent_name=run.agent_name, steps=0, tokens=0,
                      tool_calls=0, limits={}, tool_specs=[], labels={}, trace_id=run.trace_id or "",
                      parent_run_id=None, started_at=at, updated_at=at, finished_at=run.finished_at, owner=None,
-                     heartbeat_at=None, events=logged)
+                     heartbeat_at=None, events=logged, facts=tuple(events.decode_all(logged, run.run_id)))
 
 
 class FakeLog:

@@ -12,7 +12,7 @@ server's clock (``read_at``), so a host whose clock runs ahead sees no live run 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
@@ -82,10 +82,15 @@ class RunSummary:
 
 @dataclass(frozen=True, slots=True)
 class StoredRun(RunSummary):
-    """A run with its whole log: ``events`` in order and the ``messages`` rebuilt from them."""
+    """A run with its whole log: ``events`` in order, ``facts`` (each event decoded, in the same
+    order) and the ``messages`` rebuilt from them.
+
+    The store decodes the log once, when it reads the run; readers use ``facts``.
+    """
 
     events: list[StoredEvent] = field(default_factory=list)
     messages: list[Message] = field(default_factory=list)
+    facts: tuple[Event, ...] = ()
 
 
 def liveness(status: str, owner: str | None, heartbeat_at: datetime | None, now: datetime | None = None,
@@ -119,7 +124,7 @@ def summary_fields(row: Mapping[Any, Any], labels: dict[str, str], loads: Any) -
     return values
 
 
-def logged_text(facts: list[Event]) -> dict[str, Any]:
+def logged_text(facts: Iterable[Event]) -> dict[str, Any]:
     """The run's text fields as its log holds them, exactly (the ``runs`` columns hold a
     rendering: U+FFFD for what a backend cannot store, names cut to the column width)."""
     found: dict[str, Any] = {}

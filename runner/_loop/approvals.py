@@ -19,7 +19,7 @@ from .._log.state import RunState, fold
 from .._log.statuses import Status
 from .._tools.registry import ToolRegistry
 from ..errors import CannotResume, RunInUse
-from ..events import ApprovalDecided, decode_all
+from ..events import ApprovalDecided
 
 if TYPE_CHECKING:
     from ..store import RunStore
@@ -118,7 +118,7 @@ def decide(store: RunStore, run_id: str, call_id: str, approved: bool, reason: s
             raise CannotResume(f"run {run.run_id} is done; it awaits no decision")
         if run.status == Status.RUNNING and run.liveness == LIVE:
             raise RunInUse(f"run {run.run_id} is being driven by a live process ({run.owner}); decide when it stops")
-        state = fold(decode_all(run.events, run.run_id), run.run_id)
+        state = fold(run.facts, run.run_id)
         fresh = check_decisions(run.run_id, state, {call_id: verdict}).fresh
         if not fresh:
             return False

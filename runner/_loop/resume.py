@@ -20,13 +20,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
+from .._log.ids import derived_span_id
 from .._log.owner import owner_id
 from .._log.records import StoredRun
 from .._log.state import fold
 from .._log.statuses import Status
 from .._tools.registry import ToolRegistry
 from ..errors import CannotResume, RunNotFound
-from ..events import Event, MessageAppended, RunResumed, RunStarted, StepStarted, decode_all
+from ..events import Event, MessageAppended, RunResumed, RunStarted, StepStarted
 from ..messages import Message, Model
 from . import approvals
 from .approvals import Decision
@@ -56,10 +57,20 @@ def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *
     a live process drives it. A tool whose traits differ from the log's record is logged as
     a warning (``runner.resume``).
     """
-    run = store.get_run(run_id)
+    return resume_stored(store, store.get_run(run_id), model, registry, decisions=decisions, max_steps=max_steps,
+                         token_budget=token_budget, **options)
+
+
+def resume_stored(store: RunStore, run: StoredRun, model: Model, registry: ToolRegistry, *,
+                  decisions: Mapping[str, Decision] | None = None, max_steps: int | None = None,
+                  token_budget: int | None = None, **options: Unpack[ContinueOptions]) -> AgentResult:
+    """``resume`` of a run already read from ``store`` (a pool's worker has it at hand).
+
+    The takeover is a compare-and-set on the row as read: a run changed since is ``RunInUse``.
+    """
     if run.status == Status.DONE:
         raise CannotResume(f"run {run.run_id} is done; nothing to resume (fork it or follow it up instead)")
-    state = fold(decode_all(run.events, run.run_id), run.run_id)
+    state = fold(run.facts, run.run_id)
     if state.started is None:
         raise CannotResume(f"run {run.run_id} has not started ({run.status}); a worker of its pool starts it")
     given = dict(decisions or {})
@@ -92,12 +103,11 @@ def fork(store: RunStore, run_id: str, *, at_step: int, model: Model, registry: 
     ``resume``: the parent's, with each one given replacing it (or ``limits=``, all of them).
     """
     parent = store.get_run(run_id)
-    facts = decode_all(parent.events, parent.run_id)
-    messages = _messages_before_step(parent.run_id, facts, at_step)
+    messages = _messages_before_step(parent.run_id, parent.facts, at_step)
     messages = _swap_observations(parent.run_id, messages, dict(observations or {}))
-    limits = _limits(fold(facts).limits or parent.limits, max_steps, token_budget, options)
+    limits = _limits(fold(parent.facts).limits or parent.limits, max_steps, token_budget, options)
     started = _linked_start(parent, messages, model, registry, limits, "fork", options, forked_at_step=at_step,
-                            session_id=session_of(store, parent, facts))
+                            session_id=session_of(store, parent))
     return _drive_linked(store, parent, started, messages, model, registry, limits, options)
 
 
@@ -112,7 +122,7 @@ def follow_up(store: RunStore, run_id: str, message: str, model: Model, registry
     if parent.status == Status.RUNNING:
         raise CannotResume(f"run {parent.run_id} has not finished ({parent.liveness}); "
                            "a follow-up continues a finished run")
-    state = fold(decode_all(parent.events, parent.run_id), parent.run_id)
+    state = fold(parent.facts, parent.run_id)
     if state.started is None:  # queued, or cancelled before a worker started it: no conversation to continue
         raise CannotResume(f"run {parent.run_id} never started ({parent.status}); there is no conversation "
                            "to follow up")
@@ -124,7 +134,7 @@ def follow_up(store: RunStore, run_id: str, message: str, model: Model, registry
     messages: list[Message] = [*state.messages, {"role": "user", "content": message}]
     limits = _limits(state.limits or parent.limits, max_steps, token_budget, options)
     started = _linked_start(parent, messages, model, registry, limits, "follow_up", options, task=message,
-                            session_id=session_of(store, parent, [state.started]))
+                            session_id=session_of(store, parent))
     return _drive_linked(store, parent, started, messages, model, registry, limits, options)
 
 
@@ -148,8 +158,8 @@ def _linked_start(parent: StoredRun, messages: list[Message], model: Model, regi
                       session_id=session_id, tool_traits=registry.traits() or None)
 
 
-def session_of(store: RunStore, parent: StoredRun, facts: Sequence[Event]) -> str:
-    """The id of the first run of ``parent``'s conversation (``facts`` are the parent's).
+def session_of(store: RunStore, parent: StoredRun) -> str:
+    """The id of the first run of ``parent``'s conversation.
 
     A linked run logs it on its ``run_started``; a parent logged before that names
     only its own parent, so the chain is followed up to the run that has none (or,
@@ -157,7 +167,7 @@ def session_of(store: RunStore, parent: StoredRun, facts: Sequence[Event]) -> st
     """
     run, seen = parent, {parent.run_id}
     while True:
-        logged = next((fact.session_id for fact in facts if isinstance(fact, RunStarted)), None)
+        logged = next((fact.session_id for fact in run.facts if isinstance(fact, RunStarted)), None)
         if logged:
             return logged
         up = run.parent_run_id
@@ -168,7 +178,6 @@ def session_of(store: RunStore, parent: StoredRun, facts: Sequence[Event]) -> st
             run = store.get_run(up)
         except RunNotFound:
             return up
-        facts = decode_all(run.events, run.run_id)
 
 
 def _limits(recorded: Mapping[str, Any], max_steps: int | None, token_budget: int | None,
@@ -180,13 +189,12 @@ def _limits(recorded: Mapping[str, Any], max_steps: int | None, token_budget: in
 
 def _root_span_id(run: StoredRun) -> str:
     """The span id of the run's first root span (its ``run_started`` event's)."""
-    from .._log.ids import derived_span_id
-
-    first = next((event for event in run.events if event.kind == "run_started"), None)  # a queued run's is 2nd
+    first = next((event for event, fact in zip(run.events, run.facts, strict=True)
+                  if isinstance(fact, RunStarted)), None)  # a queued run's is 2nd
     return (first.span_id if first is not None and first.span_id else None) or derived_span_id(run.run_id, "run")
 
 
-def _messages_before_step(run_id: str, facts: list[Event], at_step: int) -> list[Message]:
+def _messages_before_step(run_id: str, facts: Sequence[Event], at_step: int) -> list[Message]:
     if isinstance(at_step, int) and not isinstance(at_step, bool):
         messages: list[Message] = []
         for fact in facts:

@@ -21,7 +21,7 @@ import json
 import os
 import secrets
 import stat
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -39,7 +39,6 @@ from ..events import (
     RunResumed,
     RunStarted,
     StepStarted,
-    decode_all,
     reply_data,
 )
 from ..messages import Message, ModelReply, ToolCall, Usage, assistant_message
@@ -228,7 +227,7 @@ def fixture_from_run(run: StoredRun) -> Fixture:
     if run.status == Status.RUNNING:
         raise FixtureError(f"run {run.run_id} has not finished (status running, {run.liveness}); "
                            "only a finished run can become a fixture")
-    facts = decode_all(run.events, run.run_id)
+    facts = run.facts
     ends = _segment_ends(facts)
     state = RunState(run_id=run.run_id)
     replies: list[dict[str, Any]] = []
@@ -290,7 +289,7 @@ def fixture_from_run(run: StoredRun) -> Fixture:
 CRASHED: Final = "crashed"
 
 
-def _segment_ends(facts: list[Event]) -> list[tuple[str, str | None]]:
+def _segment_ends(facts: Sequence[Event]) -> list[tuple[str, str | None]]:
     """How each part of the run between resumes ended: its status and error, or ``crashed``."""
     ends: list[tuple[str, str | None]] = []
     current: tuple[str, str | None] = (CRASHED, None)

@@ -25,7 +25,7 @@ from .._loop.approvals import Checked
 from .._loop.results import AgentResult
 from .._text import clean
 from ..errors import CannotResume
-from ..events import RunQueued, StepStarted, decode_all
+from ..events import RunQueued, StepStarted
 from ..pool.queued import DEFAULT_QUEUE
 from ..pool.submission import BROKER_ENV, broker_url
 from ..store import RunStore, StoredRun
@@ -119,7 +119,7 @@ def check_decisions(state: RunState, short: str, decisions: Decisions) -> Checke
 
 def pool_queue(run: StoredRun) -> str | None:
     """The queue of a run submitted to a worker pool (``runner submit``), from its ``run_queued``; else None."""
-    queued = next((fact for fact in decode_all(run.events, run.run_id) if isinstance(fact, RunQueued)), None)
+    queued = next((fact for fact in run.facts if isinstance(fact, RunQueued)), None)
     return None if queued is None else queued.queue or DEFAULT_QUEUE
 
 
@@ -245,7 +245,7 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, model_spec: str | Non
         run = store.find_run(run_ref)
         short = short_ids(store, [run.run_id])[run.run_id]
         check_resumable(run, short)
-        checked = check_decisions(fold(decode_all(run.events, run.run_id), run.run_id), short, decisions)
+        checked = check_decisions(fold(run.facts, run.run_id), short, decisions)
         queue = pool_queue(run)
         if queue is not None and run.status == Status.AWAITING_APPROVAL and not here:
             send_back(env, store, run, short, checked, by, broker, queue)
@@ -274,7 +274,7 @@ def parse_observations(ctx: click.Context, param: click.Parameter, values: tuple
 
 
 def model_calls(run: StoredRun) -> int:
-    return max((f.step for f in decode_all(run.events, run.run_id) if isinstance(f, StepStarted)), default=0)
+    return max((f.step for f in run.facts if isinstance(f, StepStarted)), default=0)
 
 
 @click.command()

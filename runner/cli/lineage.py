@@ -20,7 +20,7 @@ from sqlalchemy import select
 from .._log.state import fold
 from .._log.statuses import Status
 from .._text import clean
-from ..events import ApprovalRequested, RunQueued, RunStarted, decode, decode_all
+from ..events import ApprovalRequested, RunQueued, RunStarted, decode
 from ..store import RunStore, StoredRun
 from ..store.tables import events
 
@@ -71,7 +71,7 @@ def pending_approvals(run: StoredRun) -> dict[str, ApprovalRequested]:
     """The calls a run awaiting approval waits on (none decided yet), by call id, in the order they were asked."""
     if run.status != Status.AWAITING_APPROVAL:
         return {}
-    return fold(decode_all(run.events, run.run_id), run.run_id).pending_approvals
+    return fold(run.facts, run.run_id).pending_approvals
 
 
 def resume_command(short: str, tools: str | None, approve: Sequence[str] = (), db_hint: str = "") -> str:
@@ -83,9 +83,9 @@ def resume_command(short: str, tools: str | None, approve: Sequence[str] = (), d
 def recorded_tools(run: StoredRun) -> str:
     """The ``module:attr`` the run's tools were loaded from, as logged when it started (``runner
     run``, ``demo``, ``fork`` and follow-ups log it), or a placeholder to fill in."""
-    for row in run.events:
-        if row.kind == "run_started":
-            ref = row.data.get("tools_ref") if isinstance(row.data, dict) else None
+    for fact in run.facts:
+        if isinstance(fact, RunStarted):
+            ref = fact.tools_ref
             return ref if isinstance(ref, str) and TOOLS_REF.fullmatch(ref) else TOOLS_PLACEHOLDER
     return TOOLS_PLACEHOLDER
 
@@ -93,7 +93,7 @@ def recorded_tools(run: StoredRun) -> str:
 def continue_hint(run: StoredRun, short: str, db_hint: str = "") -> Iterator[Text]:
     """For a run awaiting approval or whose process died, how to go on with ``runner resume``."""
     pending = pending_approvals(run)
-    pooled = any(isinstance(fact, RunQueued) for fact in decode_all(run.events, run.run_id))
+    pooled = any(isinstance(fact, RunQueued) for fact in run.facts)
     # A pool run's decisions go back to its workers, who have its tools: --tools only resumes here.
     tools = None if pooled and run.status == Status.AWAITING_APPROVAL else recorded_tools(run)
     if pending:

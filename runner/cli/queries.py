@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, cast, func, select
 from sqlalchemy.dialects.postgresql import JSON
 
-from ..events import ToolFinished, decode_all
+from ..events import ToolFinished
 from ..store import RunStore, RunSummary, StoredRun
 from ..store.tables import events, runs
 from .render import iso, short_id
@@ -70,7 +70,7 @@ def refused_calls(store: RunStore, run_ids: list[str]) -> dict[str, int]:
 
 def refused_in(run: StoredRun) -> int:
     """``refused_calls`` of a run whose events are at hand."""
-    return sum(1 for fact in decode_all(run.events, run.run_id) if isinstance(fact, ToolFinished) and not fact.ran)
+    return sum(1 for fact in run.facts if isinstance(fact, ToolFinished) and not fact.ran)
 
 
 def summary_json(run: RunSummary, refused: int) -> dict[str, Any]:

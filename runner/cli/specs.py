@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .._text import clean
 from .._tools.registry import ToolRegistry
-from ..events import RunResumed, decode_all
+from ..events import RunResumed
 from ..messages import Model
 from ..store import StoredRun
 from ..tracing.attrs import RUN_ID
@@ -145,7 +145,7 @@ def continuing_model(spec: str | None, run: StoredRun, base_url: str | None, api
     """
     if spec is None:
         name, provider = run.model, run.provider
-        for fact in decode_all(run.events, run.run_id):
+        for fact in run.facts:
             if isinstance(fact, RunResumed) and fact.model:
                 name, provider = fact.model, fact.provider
         if provider not in PROVIDERS:

@@ -28,7 +28,6 @@ from ..events import (
     StepStarted,
     ToolFinished,
     ToolStarted,
-    decode_all,
 )
 from ..messages import ToolCall
 from ..progress import ESTIMATED, tokens_text
@@ -135,7 +134,7 @@ def timeline(run: StoredRun, *, full: bool = False, children: Sequence[Link] = (
     """Every step of ``run``: what it ``carried`` over from its parent, model text and calls, observations
     (cut unless ``full``), errors, resumes, approval requests, the stop."""
     limit = None if full else SHOWN_CHARS
-    facts = decode_all(run.events, run.run_id)
+    facts = run.facts
     rows = [(event.at, fact) for event, fact in zip(run.events, facts, strict=True)]
     steps = step_facts(rows)
     yield from header(run, facts, children)

@@ -30,10 +30,10 @@ from .._log.statuses import Status
 from .._loop.build import RunOptions, check_options, core_for, new_run_opening, run_limits, wiring_of
 from .._loop.core import DEFAULT_SYSTEM, AgentCore
 from .._loop.limits import Limits, limit_names
-from .._loop.resume import resume
+from .._loop.resume import resume_stored
 from .._loop.sync import drive
 from ..errors import CannotResume, RunNotFound
-from ..events import RunQueued, RunStarted, decode_all
+from ..events import RunQueued, RunStarted
 from ..store import RunStore, StoredRun
 from .agents import Agent, Factory, PoolError, build_agent
 from .queued import StoreCancel
@@ -57,11 +57,10 @@ def take(store: RunStore, run_id: str, agents: Mapping[str, Factory], *, cancel_
         return _dropped(run_id, f"a live process drives it ({run.owner})")
     agent = build_agent(agents, run.agent_name)
     cancel = StoreCancel(store, run.run_id, cancel_poll_s)
-    facts = decode_all(run.events, run.run_id)
     try:
-        if any(isinstance(fact, RunStarted) for fact in facts):
+        if any(isinstance(fact, RunStarted) for fact in run.facts):
             options = {k: v for k, v in agent.options.items() if k in _RESUME_OPTIONS}
-            result = resume(store, run.run_id, agent.model, agent.registry, cancel=cancel, **options)
+            result = resume_stored(store, run, agent.model, agent.registry, cancel=cancel, **options)
         else:
             core = _core_to_start(store, run, agent, cancel)  # before the claim: a mistake leaves it queued
             store.claim_run(run)
@@ -82,8 +81,7 @@ def _core_to_start(store: RunStore, run: StoredRun, agent: Agent, cancel: StoreC
 
 def _start(store: RunStore, run: StoredRun, agent: Agent, cancel: StoreCancel) -> AgentCore:
     """The core of a queued run's start: its agent's options, with the submitted limits and labels on top."""
-    facts = decode_all(run.events, run.run_id)
-    queued = next((fact for fact in facts if isinstance(fact, RunQueued)), None)
+    queued = next((fact for fact in run.facts if isinstance(fact, RunQueued)), None)
     factory = {k: v for k, v in agent.options.items() if k not in _NOT_FROM_FACTORY}
     system = factory.pop("system", DEFAULT_SYSTEM)
     labels = {**dict(factory.pop("labels", None) or {}), **(queued.labels if queued is not None else {})}
@@ -96,7 +94,7 @@ def _start(store: RunStore, run: StoredRun, agent: Agent, cancel: StoreCancel) -
     task = queued.task if queued is not None else run.task
     first = new_run_opening(run.run_id, task, system, limits, agent.registry, agent.model, run.agent_name, labels)
     wiring = replace(wiring_of(options, store), cancel=cancel)
-    return core_for(agent.model, agent.registry, run.run_id, limits, first, fold(facts, run.run_id), wiring)
+    return core_for(agent.model, agent.registry, run.run_id, limits, first, fold(run.facts, run.run_id), wiring)
 
 
 def _dropped(run_id: str, why: str) -> str:

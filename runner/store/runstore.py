@@ -355,10 +355,10 @@ class RunStore:
                                 .where(events.c.run_id == run_id).order_by(events.c.seq)).all()
         stored = [StoredEvent(seq, at, step, kind, _event_data(run_id, seq, data), span_id)
                   for seq, at, step, kind, data, span_id in rows]
-        facts = decode_all(stored, run_id)
+        facts = tuple(decode_all(stored, run_id))
         messages = [fact.message for fact in facts if isinstance(fact, MessageAppended)]
         fields = summary_fields(row, labels, json.loads) | logged_text(facts)
-        return StoredRun(**fields, events=stored, messages=messages)
+        return StoredRun(**fields, events=stored, messages=messages, facts=facts)
 
     def resolve_run_id(self, prefix: str) -> str:
         """The run with exactly this id, else the one run whose id starts with ``prefix``.

@@ -37,6 +37,7 @@ from opentelemetry.trace import SpanContext, SpanKind, Status, TraceFlags
 from .._log.ids import derived_span_id, derived_trace_id
 from .._log.records import StoredEvent, StoredRun
 from ..events import (
+    Event,
     MessageAppended,
     ModelCalled,
     RunFinished,
@@ -46,7 +47,6 @@ from ..events import (
     StepStarted,
     ToolFinished,
     ToolStarted,
-    decode,
     reply_data,
     span_key,
 )
@@ -121,8 +121,7 @@ class _Builder:
         if status is not None:
             span.status = status
 
-    def feed(self, event: StoredEvent) -> None:
-        fact = decode(event.kind, event.data, event.step or 0, self.run_id)
+    def feed(self, event: StoredEvent, fact: Event) -> None:
         self.last_event = self.last
         self.last = max(self.last, _ns(event.at))
         if isinstance(fact, RunResumed):
@@ -257,8 +256,8 @@ def rebuild_spans(run: StoredRun, *, record_content: bool = False,
     ``run_resource`` of the service name the live run logged (see there).
     """
     builder = _Builder(run, record_content)
-    for event in sorted(run.events, key=lambda e: e.seq):
-        builder.feed(event)
+    for event, fact in zip(run.events, run.facts, strict=True):
+        builder.feed(event, fact)
     trace_id = int(run.trace_id or derived_trace_id(run.run_id), 16)
     flags = TraceFlags(TraceFlags.SAMPLED)
     scope = InstrumentationScope(attrs.SCOPE)
