@@ -27,14 +27,7 @@ from runner._loop.results import CallModel
 from runner._loop.sync import drive_until
 from runner.events import ModelCalled, ToolFinished, ToolStarted, decode_all
 from runner.pool.agents import PoolError, build_agent
-from runner.pool.queued import (
-    CANCELLED_QUEUED,
-    StoreCancel,
-    due_for_publish,
-    record_queued,
-    request_cancel,
-    untouch,
-)
+from runner.pool.queued import CANCELLED_QUEUED, StoreCancel, record_queued, request_cancel
 from runner.pool.submission import BROKER_ENV, submit_run
 from runner.pool.take import _start, take
 from runner.store.tables import run_labels, runs
@@ -255,13 +248,13 @@ def test_the_sweep_publishes_only_its_own_queues_pool_runs_and_gives_back_what_i
         conn.execute(update(runs).where(runs.c.run_id == crashed).values(
             status="running", owner=f"{socket.gethostname()}:4194999"))
     time.sleep(0.01)
-    assert [t.run_id for t in due_for_publish(store, 0.0)] == [default]
-    assert due_for_publish(store, 60.0, "celery") == []  # touched just now
+    assert [t.run_id for t in store.due_for_publish(0.0)] == [default]
+    assert store.due_for_publish(60.0, "celery") == []  # touched just now
     submitted_at = store.get_run(other).updated_at
-    touched = due_for_publish(store, 0.0, "gpu")
+    touched = store.due_for_publish(0.0, "gpu")
     assert [t.run_id for t in touched] == [other]
     assert store.get_run(other).updated_at > submitted_at
-    untouch(store, touched)  # its publish failed: not pushed back a whole interval for the other workers
+    store.untouch(touched)  # its publish failed: not pushed back a whole interval for the other workers
     assert store.get_run(other).updated_at == submitted_at
 
 
@@ -331,8 +324,8 @@ def test_the_sweep_publishes_queued_and_orphaned_runs_once_per_interval(store: R
             status="running", owner=f"{socket.gethostname()}:4194999"))
         conn.execute(update(runs).where(runs.c.run_id == live).values(status="running", owner=_this_process()))
     time.sleep(0.01)
-    assert sorted(t.run_id for t in due_for_publish(store, 0.0)) == sorted([queued, orphan])
-    assert due_for_publish(store, 60.0) == []  # touched just now: not again before the interval
+    assert sorted(t.run_id for t in store.due_for_publish(0.0)) == sorted([queued, orphan])
+    assert store.due_for_publish(60.0) == []  # touched just now: not again before the interval
 
 
 def _this_process() -> str:

@@ -32,7 +32,7 @@ from runner._loop.aio import arun_agent
 from runner._loop.resume import resume
 from runner._loop.sync import run_agent
 from runner.errors import RunInUse, StoreError
-from runner.pool.queued import due_for_publish, record_queued
+from runner.pool.queued import record_queued
 from runner.store import RunStore
 from runner.store.lease import Heartbeat
 from runner.store.tables import runs
@@ -171,15 +171,15 @@ def test_a_checker_whose_clock_runs_ahead_judges_heartbeats_by_the_database_cloc
     beating.beat()
     beating.stop()
     monkeypatch.setattr(records, "datetime", Ahead)  # the checker's clock, from here on
-    from runner.pool import queued
+    from runner.store import runstore  # the sweep's clock
 
-    monkeypatch.setattr(queued, "datetime", Ahead)
+    monkeypatch.setattr(runstore, "datetime", Ahead)
     if store_url.startswith("sqlite"):
         assert store.get_run(run_id).liveness == "stale"
         return
     assert store.get_run(run_id).liveness == "live"
     assert [r.liveness for r in store.list_runs(status="running")] == ["live"]
-    assert due_for_publish(store, 30.0) == []  # a pool's sweep does not hand it to another worker
+    assert store.due_for_publish(30.0) == []  # a pool's sweep does not hand it to another worker
     with pytest.raises(RunInUse):
         store.claim_run(store.get_run(run_id))
 

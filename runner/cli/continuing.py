@@ -26,11 +26,9 @@ from .._loop.results import AgentResult
 from .._text import clean
 from ..errors import CannotResume
 from ..events import RunQueued, StepStarted
-from ..pool.queued import DEFAULT_QUEUE
 from ..pool.submission import BROKER_ENV, broker_url
-from ..store import RunStore, StoredRun
+from ..store import DEFAULT_QUEUE, RunStore, StoredRun
 from .options import EXIT_NO, CliError, CliUsageError, Env, common, parse_pairs
-from .queries import short_ids
 from .render import plural, print_json
 from .running import MAX_TIMEOUT_S, QUIET, RECORD_CONTENT, GivenLimits, new_child, not_nan, progress, report, traced
 from .specs import MODEL_HELP, continuing_model, load_tools, model_options
@@ -243,7 +241,7 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, model_spec: str | Non
     by = decided_by if decided_by is not None else approvals.decider()
     with env.store(create=True) as store:
         run = store.find_run(run_ref)
-        short = short_ids(store, [run.run_id])[run.run_id]
+        short = store.short_ids([run.run_id])[run.run_id]
         check_resumable(run, short)
         checked = check_decisions(fold(run.facts, run.run_id), short, decisions)
         queue = pool_queue(run)
@@ -306,7 +304,7 @@ def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], too
     limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s)
     with env.store(create=True) as store:
         parent = store.find_run(run_ref)
-        short = short_ids(store, [parent.run_id])[parent.run_id]
+        short = store.short_ids([parent.run_id])[parent.run_id]
         made = model_calls(parent)
         if at_step > made:
             raise CliUsageError(f"--at {at_step}: run {short} made {plural(made, 'model call')}"

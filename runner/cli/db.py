@@ -5,32 +5,13 @@ from __future__ import annotations
 import click
 from rich.text import Text
 
-from ..errors import StoreError
-from ..store import open_store
-from ..store.engine import make_engine, one_line, parse_url, shown
-from ..store.migrate import current_revision as revision_of
-from ..store.migrate import head_revision
+from ..store import SchemaState, open_store, schema_state
 from .options import Env, common
 from .render import console, print_json
 
 
-def current_revision(db: str) -> str | None:
-    """The store's Alembic revision (None: empty or absent), read without modifying anything."""
-    url = parse_url(db)
-    engine = make_engine(url)
-    try:
-        return revision_of(engine, url)
-    except Exception as exc:
-        if isinstance(exc, StoreError):
-            raise
-        raise StoreError(f"cannot open store {shown(url)}: {one_line(exc)}") from None
-    finally:
-        engine.dispose()
-
-
-def state(db: str, revision: str | None) -> dict[str, object]:
-    head = head_revision()
-    return {"db": shown(parse_url(db)), "revision": revision, "head": head, "at_head": revision == head}
+def state(found: SchemaState) -> dict[str, object]:
+    return {"db": found.db, "revision": found.revision, "head": found.head, "at_head": found.at_head}
 
 
 def describe(found: dict[str, object]) -> str:
@@ -47,9 +28,9 @@ def db() -> None:
 @common
 def upgrade(env: Env) -> None:
     """Migrate the store to the latest schema (opening a store does this too)."""
-    before = current_revision(env.db)
+    before = schema_state(env.db).revision
     open_store(env.db).close()
-    found = state(env.db, current_revision(env.db))
+    found = state(schema_state(env.db))
     if env.as_json:
         print_json({**found, "from": before})
         return
@@ -61,7 +42,7 @@ def upgrade(env: Env) -> None:
 @common
 def current(env: Env) -> None:
     """Print the store's schema revision."""
-    found = state(env.db, current_revision(env.db))
+    found = state(schema_state(env.db))
     if env.as_json:
         print_json(found)
     else:
@@ -72,7 +53,7 @@ def current(env: Env) -> None:
 @common
 def check(env: Env) -> None:
     """Exit 0 when the store is at the latest schema, 1 (with what to run) when it is behind."""
-    found = state(env.db, current_revision(env.db))
+    found = state(schema_state(env.db))
     if env.as_json:
         print_json(found)
     elif found["at_head"]:

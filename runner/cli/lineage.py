@@ -8,21 +8,18 @@ A run awaiting approval, or one whose process died, is continued with
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from rich.text import Text
-from sqlalchemy import select
 
 from .._log.state import fold
 from .._log.statuses import Status
 from .._text import clean
-from ..events import ApprovalRequested, RunQueued, RunStarted, decode
+from ..events import ApprovalRequested, RunQueued, RunStarted
 from ..store import RunStore, StoredRun
-from ..store.tables import events
 
 TOOLS_PLACEHOLDER = "MODULE:ATTR"  # for a run whose log does not say where its tools live
 # What a logged ``tools_ref`` must look like to be printed in a command: the log may come
@@ -54,15 +51,11 @@ def children(store: RunStore, run_id: str) -> list[Link]:
     found = store.children(run_id)
     if not found:
         return []
-    ids = [run.run_id for run in found]
-    with store.reading() as conn:
-        rows = conn.execute(select(events.c.run_id, events.c.step, events.c.data)
-                            .where(events.c.run_id.in_(ids), events.c.kind == "run_started")).all()
-    starts = {run: decode("run_started", json.loads(data), step, run) for run, step, data in rows}
+    starts = store.run_starts([run.run_id for run in found])
     links = []
     for run in found:
         started = starts.get(run.run_id)
-        origin, at = (started.origin, started.forked_at_step) if isinstance(started, RunStarted) else (None, None)
+        origin, at = (started.origin, started.forked_at_step) if started is not None else (None, None)
         links.append(Link(run.run_id, run.status, origin, at))
     return links
 

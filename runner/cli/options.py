@@ -13,8 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from .._text import one_line
-from ..store import RunStore, open_store
-from ..store.migrate import NoStoreError
+from ..store import NoStoreError, RunStore, open_store
 
 DEFAULT_DB = "sqlite:///runs.db"
 NOT_TEXT = re.compile("[\x00\ud800-\udfff]")

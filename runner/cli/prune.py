@@ -14,7 +14,7 @@ from datetime import datetime
 import click
 from rich.text import Text
 
-from ..store.prune import PRUNABLE, PruneResult
+from ..store import PRUNABLE, PruneResult
 from .options import EXIT_NO, CliUsageError, Env, common
 from .render import console, plural, print_json
 from .show import when_option

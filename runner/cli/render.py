@@ -1,4 +1,4 @@
-"""Terminal output: short ids, durations, rich tables and JSON.
+"""Terminal output: durations, rich tables and JSON.
 
 Everything a model, a tool or a user typed into a task is untrusted: it reaches the
 terminal through ``runner._text.clean``. ``--json`` output is never cleaned: JSON
@@ -21,7 +21,6 @@ from rich.text import Text
 
 from .._text import clean
 
-SHORT_ID = 8
 PIPE_WIDTH = 160
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
@@ -77,25 +76,6 @@ def error_console() -> Console:
 def text(value: object, style: str = "") -> Text:
     """Untrusted text as a rich ``Text``: cleaned, and never parsed as markup."""
     return Text(clean(value), style=style)
-
-
-def short_id(run_id: str, previous: str | None, following: str | None) -> str:
-    """The shortest prefix of ``run_id`` (at least ``SHORT_ID`` chars) that no neighbour shares.
-
-    ``previous`` and ``following`` are the ids next to it in sorted order; a prefix
-    unique among them is unique in the whole store.
-    """
-    shared = max(common_prefix(run_id, other) for other in (previous or "", following or ""))
-    return run_id[: max(SHORT_ID, shared + 1)]
-
-
-def common_prefix(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def when(at: datetime | None) -> str:

@@ -12,7 +12,6 @@ from .._replay.replayer import ReplayReport
 from .._replay.replayer import replay as replay_fixture
 from .._text import clean
 from .options import CliError, Env, common
-from .queries import find
 from .render import console, plural, print_json
 from .specs import load_tools
 
@@ -25,7 +24,7 @@ from .specs import load_tools
 def export(env: Env, run_ref: str, output: str) -> None:
     """Export a run as a replay fixture: a JSON file a test can replay without a database."""
     with env.store() as store:
-        fixture = fixture_from_run(find(store, run_ref))
+        fixture = fixture_from_run(store.find_run(run_ref))
     if output == "-":
         click.echo(fixture.dumps(), nl=False)
         return
@@ -48,7 +47,7 @@ def source_fixture(env: Env, source: str) -> Fixture:
     if source.endswith(".json") or "/" in source:
         return load_fixture(source)  # a missing file: say so, rather than "no run"
     with env.store() as store:
-        return fixture_from_run(find(store, source))
+        return fixture_from_run(store.find_run(source))
 
 
 def report_json(report: ReplayReport, live_side_effects: bool) -> dict[str, object]:

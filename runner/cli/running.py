@@ -27,7 +27,6 @@ from ..recorder import Recorder
 from ..store import RunStore
 from .lineage import pending_approvals, resume_command
 from .options import EXIT_INTERRUPTED, EXIT_NO, CliUsageError, Env, common, label_option
-from .queries import refused_calls, short_ids
 from .render import console, plural, print_json
 from .specs import (
     MODEL_HELP,
@@ -122,7 +121,7 @@ def interrupted(env: Env, store: RunStore, run_id: str | None) -> None:
     out.print(Text(f"interrupted: run {run_id} is {status}" + (f" ({clean(error)})" if error else ""),
                    style="bold red"))
     assert run_id is not None
-    out.print(Text(f"  runner show {short_ids(store, [run_id])[run_id]}{env.hint()}"))
+    out.print(Text(f"  runner show {store.short_ids([run_id])[run_id]}{env.hint()}"))
 
 
 def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str], *, tools_spec: str | None = None,
@@ -143,9 +142,9 @@ def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]
         out.print(Text(clean(result.answer or "")))
     else:
         out.print(Text(f"stopped: {result.status}: {clean(result.error or '')}", style="bold red"))
-    short = short_ids(store, [result.run_id])[result.run_id]
+    short = store.short_ids([result.run_id])[result.run_id]
     out.print(Text(f"\nrun id: {result.run_id}", style="bold"))
-    refused = refused_calls(store, [result.run_id])[result.run_id]
+    refused = store.refused_calls([result.run_id])[result.run_id]
     calls = plural(result.tool_calls, "tool call") + (f" (+{refused} refused)" if refused else "")
     out.print(Text(f"status {result.status}, {plural(result.steps, 'step')}, {calls}, "
                    f"{plural(result.tokens, 'token')}", style=status_style(result.status)))
@@ -283,7 +282,7 @@ def follow(env: Env, parent_ref: str, message: str, tools_spec: str, model_spec:
                              tools_ref=tools_spec, **limits.options())
 
         result = traced(env, store, go, lambda: new_child(store, parent.run_id, known))
-        short = short_ids(store, [parent.run_id])[parent.run_id]
+        short = store.short_ids([parent.run_id])[parent.run_id]
         report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"],
                tools_spec=tools_spec, parent_run_id=parent.run_id, lead=f"follow-up of run {short}")
     if result.status != Status.DONE:

@@ -18,7 +18,7 @@ from .inherited import inherited, inherited_json
 from .lineage import TOOLS_PLACEHOLDER, children, continue_hint, resume_command
 from .listing import Row, runs_table
 from .options import Env, common, label_option
-from .queries import find, refused_calls, refused_in, short_ids, summary_json
+from .queries import refused_in, summary_json
 from .render import console, plural, print_json
 from .timeline import event_json, status_label, status_style, timeline
 
@@ -89,11 +89,11 @@ def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: dat
         filters = functools.partial(store.count_runs, status=list(statuses) or None, since=since, until=until,
                                     tool=tool, text=search, label=labels or None)
         found = store.list_runs(**filters.keywords, limit=limit)
-        refused = refused_calls(store, [run.run_id for run in found])
+        refused = store.refused_calls([run.run_id for run in found])
         if env.as_json:
             print_json([summary_json(run, refused[run.run_id]) for run in found])
             return
-        shorts = short_ids(store, [run.run_id for run in found])
+        shorts = store.short_ids([run.run_id for run in found])
         # Only a full page can have more; count them, but only so far (a text search would read every run).
         counted = filters(at_most=limit + MORE_COUNTED + 1) if len(found) == limit else 0
     out = console()
@@ -149,9 +149,9 @@ def show(env: Env, run_ref: str, full: bool) -> None:
     RUN is a run id or any unique prefix of one (as `runner runs` prints).
     """
     with env.store() as store:
-        run = find(store, run_ref)
+        run = store.find_run(run_ref)
         linked = children(store, run.run_id)
-        short = short_ids(store, [run.run_id])[run.run_id]
+        short = store.short_ids([run.run_id])[run.run_id]
         carried = inherited(decode_all(run.events, run.run_id), parent_of(store, run))
     if env.as_json:
         print_json({"run": with_active_time(summary_json(run, refused_in(run)), run),

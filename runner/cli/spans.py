@@ -15,7 +15,6 @@ from rich.text import Text
 from ..tracing import otlp_exporter, rebuild_spans
 from ..tracing.otlp import export_timeout_s
 from .options import CliError, Env, common
-from .queries import find
 from .render import console, plural, print_json
 
 if TYPE_CHECKING:
@@ -96,7 +95,7 @@ def spans(env: Env, run_refs: tuple[str, ...], endpoint: str | None, record_cont
     (default: runner).
     """
     with env.store() as store:
-        stored = [find(store, ref) for ref in run_refs]
+        stored = [store.find_run(ref) for ref in run_refs]
     built = [(run.run_id, rebuild_spans(run, record_content=record_content)) for run in stored]
     exporter = exporter_for(endpoint)
     deadline_s = export_timeout_s() + EXPORT_GRACE_S

@@ -1,36 +1,25 @@
 """``runner stats``: statuses, tools, latencies and tokens over a window of runs.
 
-Computed with a few read-only aggregate queries over ``runs`` and ``events``
-(runs are picked by ``started_at``); latencies are gathered per event and
-summarised here, the same way on every backend.
+The store counts the runs (picked by ``started_at``) and hands over the facts that
+time their steps and tool calls (``RunStore.activity``); latencies are summarised
+here, the same way on every backend.
 """
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
 import click
 from rich.text import Text
-from sqlalchemy import Select, func, select
 
 from .._text import clean
-from ..events import StepFinished, StepStarted, ToolFinished, decode
+from ..events import StepFinished, StepStarted, ToolFinished
 from ..store import RunStore
-from ..store.tables import events, runs
 from .options import Env, common
 from .render import console, iso, median, percentile, plural, print_json, seconds, table
 from .show import when_option
 from .timeline import status_style, tool_failed
-
-
-def window(query: Select[Any], since: datetime | None, until: datetime | None) -> Select[Any]:
-    if since is not None:
-        query = query.where(runs.c.started_at >= since)
-    if until is not None:
-        query = query.where(runs.c.started_at < until)
-    return query
 
 
 def latency(values: list[float]) -> dict[str, float | None]:
@@ -39,38 +28,29 @@ def latency(values: list[float]) -> dict[str, float | None]:
 
 def gather(store: RunStore, since: datetime | None, until: datetime | None) -> dict[str, Any]:
     """The statistics of the runs started in [since, until), as plain JSON-able data."""
-    in_window = window(select(runs.c.run_id), since, until)
-    with store.reading() as conn:
-        by_status: dict[str, int] = dict(conn.execute(window(select(runs.c.status, func.count()), since, until)
-                                      .group_by(runs.c.status)).all())
-        totals = conn.execute(window(select(func.coalesce(func.sum(runs.c.tokens), 0),
-                                            func.coalesce(func.sum(runs.c.tool_calls), 0)), since, until)).one()
-        rows = conn.execute(select(events.c.run_id, events.c.kind, events.c.at, events.c.step, events.c.data)
-                            .where(events.c.kind.in_(("step_started", "step_finished", "tool_finished")),
-                                   events.c.run_id.in_(in_window))
-                            .order_by(events.c.run_id, events.c.seq)).all()
+    found = store.activity(since, until)
     tools: dict[str, dict[str, Any]] = {}
     steps: list[float] = []
     started: dict[tuple[str, int], datetime] = {}
-    for run_id, kind, at, step, raw in rows:
-        fact = decode(kind, json.loads(raw), step, run_id)
-        if isinstance(fact, StepStarted):
-            started[(run_id, fact.step)] = at
-        elif isinstance(fact, StepFinished) and (run_id, fact.step) in started:
-            steps.append((at - started.pop((run_id, fact.step))).total_seconds())
-        elif isinstance(fact, ToolFinished):
-            tool = tools.setdefault(str(fact.name), {"calls": 0, "errors": 0, "durations": []})
-            tool["calls"] += 1
-            if tool_failed(fact):
-                tool["errors"] += 1
-            tool["durations"].append(float(fact.duration_s))
-    runs_total = sum(by_status.values())
+    for run_id, at, fact in found.timed:
+        match fact:
+            case StepStarted():
+                started[(run_id, fact.step)] = at
+            case StepFinished() if (run_id, fact.step) in started:
+                steps.append((at - started.pop((run_id, fact.step))).total_seconds())
+            case ToolFinished():
+                tool = tools.setdefault(str(fact.name), {"calls": 0, "errors": 0, "durations": []})
+                tool["calls"] += 1
+                if tool_failed(fact):
+                    tool["errors"] += 1
+                tool["durations"].append(float(fact.duration_s))
+    runs_total = sum(found.by_status.values())
     all_durations = [d for tool in tools.values() for d in tool["durations"]]
     return {
         "since": iso(since), "until": iso(until), "runs": runs_total,
-        "by_status": dict(sorted(by_status.items(), key=lambda kv: (-kv[1], kv[0]))),
-        "tokens": {"total": int(totals[0]), "per_run": totals[0] / runs_total if runs_total else None},
-        "tool_calls": int(totals[1]),
+        "by_status": dict(sorted(found.by_status.items(), key=lambda kv: (-kv[1], kv[0]))),
+        "tokens": {"total": found.tokens, "per_run": found.tokens / runs_total if runs_total else None},
+        "tool_calls": found.tool_calls,
         "step_latency": latency(steps),
         "tool_latency": latency(all_durations),
         "tools": {name: {"calls": t["calls"], "errors": t["errors"], "error_rate": t["errors"] / t["calls"],

@@ -28,9 +28,8 @@ from celery import Celery, signals
 from celery.exceptions import InvalidTaskError
 from celery.worker.strategy import default as default_strategy
 
-from ..store import RunStore, open_store
+from ..store import DEFAULT_QUEUE, RunStore, open_store
 from .agents import Factory, PoolError
-from .queued import DEFAULT_QUEUE, due_for_publish, untouch
 from .take import take
 
 TASK_NAME = "runner.run"
@@ -187,13 +186,13 @@ def _sweep(store: RunStore, broker: str, queue: str | None, sweep_s: float, requ
     while not stop.wait(sweep_s):
         due = []
         try:
-            due = due_for_publish(store, requeue_after_s, queue)
+            due = store.due_for_publish(requeue_after_s, queue)
             while due:
                 publish(broker, due[0].run_id, queue)
                 log.info("sweep: published run %s again", due.pop(0).run_id)
         except Exception as exc:  # the broker or the store is down: try again next time
             log.warning("sweep failed: %s: %s", type(exc).__name__, exc)
             try:  # what it could not publish is due again for the other workers, not in requeue_after_s
-                untouch(store, due)
+                store.untouch(due)
             except Exception as again:
                 log.warning("sweep could not give back %d run(s): %s", len(due), again)

@@ -1,17 +1,35 @@
-"""The durable event log: ``runs`` and ``events`` tables behind ``open_store``."""
+"""The durable event log: ``runs`` and ``events`` tables behind ``open_store``.
+
+What this package exports is the store's whole public surface: the CLI and the
+worker pool import nothing else from it.
+"""
 
 from .._log.ids import derived_span_id, derived_trace_id
 from .._log.records import RunSummary, StoredEvent, StoredRun
+from .migrate import NoStoreError, SchemaState, schema_state
+from .opening import open_store
+from .prune import PRUNABLE, PruneResult
+from .queries import Activity, Timed
+from .queue import DEFAULT_QUEUE, Touched
 from .recording import StoreRecorder
-from .runstore import RunStore, open_store
+from .runstore import RunStore
 
 __all__ = [
+    "DEFAULT_QUEUE",
+    "PRUNABLE",
+    "Activity",
+    "NoStoreError",
+    "PruneResult",
     "RunStore",
     "RunSummary",
+    "SchemaState",
     "StoreRecorder",
     "StoredEvent",
     "StoredRun",
+    "Timed",
+    "Touched",
     "derived_span_id",
     "derived_trace_id",
     "open_store",
+    "schema_state",
 ]

@@ -19,7 +19,7 @@ from .._log.records import StoredRun
 from ..errors import StoreError
 from ..events import Event, encode
 from .engine import one_line
-from .recording import dumps
+from .rows import dumps
 from .tables import events, runs
 
 

@@ -15,6 +15,7 @@ import re
 import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from alembic import command
 from alembic.config import Config
@@ -24,7 +25,7 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import StoreError
-from .engine import is_memory, one_line, read_connection, shown, sqlite_ro_uri
+from .engine import is_memory, make_engine, one_line, parse_url, read_connection, shown, sqlite_ro_uri
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 PG_LOCK_KEY = 0x72756E6E6572  # "runner": one migrator at a time per database
@@ -87,6 +88,33 @@ class Probe:
 def current_revision(engine: Engine, url: URL) -> str | None:
     """The store's revision (None: empty), read without modifying anything; ``StoreError`` if not ours."""
     return probe(engine, url).revision
+
+
+class SchemaState(NamedTuple):
+    """A database's schema revision (None: empty or absent) and the migration scripts' head."""
+
+    db: str  # where it is, as shown (no password)
+    revision: str | None
+    head: str
+
+    @property
+    def at_head(self) -> bool:
+        return self.revision == self.head
+
+
+def schema_state(db: str) -> SchemaState:
+    """The revision of the database at ``db`` and the scripts' head, read without modifying anything."""
+    url = parse_url(db)
+    engine = make_engine(url)
+    try:
+        revision = current_revision(engine, url)
+    except StoreError:
+        raise
+    except Exception as exc:
+        raise StoreError(f"cannot open store {shown(url)}: {one_line(exc)}") from None
+    finally:
+        engine.dispose()
+    return SchemaState(shown(url), revision, head_revision())
 
 
 def probe(engine: Engine, url: URL) -> Probe:

@@ -13,21 +13,19 @@ or many threads) share one engine's pool.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol, overload
+from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import Dialect, Engine, Insert, Table, bindparam, func
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import UpdateBase
 
-from .. import _jsontext as jsontext
 from .._log.ids import derived_span_id, derived_trace_id
 from .._log.owner import owner_id
 from .._log.state import RunState
 from .._log.statuses import Status
-from .._text import storable
 from ..errors import StoreError
 from ..events import (
     ApprovalDecided,
@@ -51,6 +49,7 @@ from .group import Batch, GroupCommitter
 from .lease import Heartbeat
 from .pg_bulk import CopyInsert
 from .prepared import Prepared
+from .rows import NAME_WIDTH, column, dumps, label_rows, run_row
 from .tables import events, run_labels, run_tools, runs
 
 if TYPE_CHECKING:
@@ -68,21 +67,6 @@ class SpanSource(Protocol):
     trace_id: str
 
     def span_id_for(self, key: str) -> str | None: ...
-
-
-def dumps(value: Any) -> str:
-    return jsontext.compact(value)
-
-
-@overload
-def column(text: str, width: int | None = None) -> str: ...
-@overload
-def column(text: None, width: int | None = None) -> None: ...
-def column(text: str | None, width: int | None = None) -> str | None:
-    """A summary column's rendering of ``text``: ``storable`` (U+FFFD for a lone surrogate
-    or NUL), cut to the column's ``width``. The event log keeps the exact text."""
-    shown = storable(text)
-    return shown if shown is None or width is None else shown[:width]
 
 
 class StoreRecorder:
@@ -183,13 +167,7 @@ class StoreRecorder:
             self.trace_id = self.span_source.trace_id
         elif not self.trace_id:
             self.trace_id = derived_trace_id(self.run_id)
-        self._new_run = {
-            "run_id": self.run_id, "parent_run_id": run.parent_run_id, "task": column(run.task),
-            "system": column(run.system), "model": column(run.model, NAME_WIDTH),
-            "provider": column(run.provider, NAME_WIDTH), "agent_name": column(run.agent_name, NAME_WIDTH),
-            "limits": dumps(run.limits), "tool_specs": dumps(run.tool_specs), "trace_id": self.trace_id,
-            "owner": owner_id(), "started_at": now,
-        }
+        self._new_run = run_row(self.run_id, run, self.trace_id, owner_id(), now)
         self._started_at = now
         if self.heartbeat is not None:
             self.heartbeat.add(self.run_id)
@@ -302,8 +280,6 @@ class StoreRecorder:
 _PLAIN_FACTS: frozenset[type] = frozenset({StepStarted, StepFinished, MessageAppended, ModelCalled, ToolStarted,
                                            ToolFinished, ApprovalRequested, ApprovalDecided})
 _STATEMENTS: dict[str, dict[str, Prepared]] = {}
-# The width of the name columns (runs.model, provider, agent_name; run_labels.key; run_tools.name).
-NAME_WIDTH = 200
 SUMMARY_COLUMNS = ("status", "answer", "error", "steps", "tokens", "tool_calls", "updated_at", "heartbeat_at",
                    "finished_at")
 EVENT_COLUMNS = ("run_id", "seq", "at", "step", "kind", "data", "span_id")
@@ -339,19 +315,12 @@ def statements(dialect: Dialect) -> dict[str, Prepared]:
             "runs": prepared(runs.insert().values(values(c.name for c in runs.c))),
             "run_labels": prepared(_labels_upsert(dialect)),
             "events": CopyInsert(events, dialect) if copy else prepared(events.insert()),
-            "run_tools": prepared(_insert_new(run_tools, dialect)),
+            "run_tools": prepared(insert_new(run_tools, dialect)),
             "update_run": update(SUMMARY_COLUMNS), "update_progress": update(PROGRESS_COLUMNS),
             "start_queued": prepared(runs.update().where(runs.c.run_id == bindparam("_run_id")).values(
                 values(c.name for c in runs.c if c.name != "run_id")))}
         assert tuple(found["events"].names) == EVENT_COLUMNS  # the order the recorder builds its rows in
     return found
-
-
-def label_rows(run_id: str, labels: Mapping[str, str], started_at: datetime | str) -> list[dict[str, Any]]:
-    """A run's ``run_labels`` rows: keys and values rendered for their columns; of two keys that
-    render alike, the first one given wins."""
-    rendered = {column(k, NAME_WIDTH): column(v) for k, v in reversed(list(labels.items()))}
-    return [{"run_id": run_id, "key": k, "value": v, "started_at": started_at} for k, v in reversed(rendered.items())]
 
 
 def _labels_upsert(dialect: Dialect) -> Insert:
@@ -366,7 +335,7 @@ def _labels_upsert(dialect: Dialect) -> Insert:
     return table.insert()
 
 
-def _insert_new(table: Table, dialect: Dialect) -> Insert:
+def insert_new(table: Table, dialect: Dialect) -> Insert:
     """An insert that skips rows whose key exists (a resumed run names tools it named before)."""
     if dialect.name == "postgresql":
         return postgresql.insert(table).on_conflict_do_nothing()

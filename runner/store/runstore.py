@@ -1,123 +1,39 @@
-"""``open_store`` and ``RunStore``: open (migrating on the way), record, query.
+"""``RunStore``: one database's runs and events, recorded, queried, queued for a pool, pruned.
 
-Queries read in one plain (deferred) transaction, so they never wait on a
-writer's lock on SQLite and see one consistent snapshot.
+The facade over the store's modules: ``recording`` (a run's facts committed),
+``queries`` (reads), ``queue`` (a worker pool's queued runs and cancel requests),
+``prune``, ``lease`` (taking a run over). Reads run in one plain (deferred)
+transaction, so they never wait on a writer's lock on SQLite and see one consistent
+snapshot; a database failure is one ``StoreError`` line, and a missing run ``RunNotFound``.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-import weakref
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
-from typing import Any, TypeVar, cast
 
-from sqlalchemy import ColumnElement, Connection, Engine, FromClause, Select, exists, func, literal, or_, select
+from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
 from .._log.owner import owner_id
-from .._log.records import LIVE, RunSummary, StoredEvent, StoredRun, logged_text, summary_fields
+from .._log.records import LIVE, RunSummary, StoredRun
 from .._log.state import RunState
 from .._log.statuses import Status
 from ..errors import RunInUse, RunNotFound, StoreError
-from ..events import MessageAppended, decode_all
+from ..events import RunQueued, RunStarted
+from . import forks, queries, queue
 from .clock import database_clock
-from .engine import DEFAULT_BUSY_TIMEOUT_S, is_memory, make_engine, one_line, parse_url, read_connection, shown
+from .engine import DEFAULT_BUSY_TIMEOUT_S, one_line, read_connection, shown
 from .group import GroupCommitter
 from .lease import Heartbeat, take_over
-from .migrate import NoStoreError, ensure_schema, location, probe
 from .prune import DEFAULT_BATCH, PrunedRun, PruneResult, count_events, delete_batch, plan, prunable_statuses
-from .recording import NAME_WIDTH, SpanSource, StoreRecorder, column, statements
-from .tables import events, run_labels, run_tools, runs
-
-Label = tuple[str, str] | Mapping[str, str]
-AMBIGUOUS_SHOWN = 5  # run ids an ambiguous prefix's error names before "and N more"
-
-
-_T = TypeVar("_T")
-
-# Every store open in this process, so a forked child can start each one afresh (see ``_after_fork``).
-_OPEN: weakref.WeakSet[RunStore] = weakref.WeakSet()
-
-
-# The stores whose commits ``_stores_before_fork`` held off, to let go of in the parent.
-_HELD: list[RunStore] = []
-
-
-def _stores_before_fork() -> None:
-    for store in list(_OPEN):
-        if store._hold_for_fork():
-            _HELD.append(store)
-
-
-def _stores_after_fork_in_parent() -> None:
-    while _HELD:
-        _HELD.pop().committer.release_after_fork()
-
-
-def _stores_after_fork() -> None:
-    _HELD.clear()
-    for store in list(_OPEN):
-        store._after_fork()
-
-
-if hasattr(os, "register_at_fork"):  # POSIX: Windows has no fork
-    os.register_at_fork(before=_stores_before_fork, after_in_parent=_stores_after_fork_in_parent,
-                        after_in_child=_stores_after_fork)
-
-
-def _stored(value: _T, width: int | None = None) -> _T:
-    """A filter value as the summary columns store it; anything not a string is left to the database."""
-    return cast(_T, column(value, width)) if isinstance(value, str) else value
-
-
-def open_store(url: str | os.PathLike[str] | URL = "sqlite:///runs.db", *, synchronous: str | None = None,
-               busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, read_only: bool = False) -> RunStore:
-    """Open the event log at ``url``, applying any pending migration.
-
-    ``url`` is a SQLAlchemy URL (``sqlite:///runs.db``, ``postgresql+psycopg://...``)
-    or a SQLite file path (a ``Path``, or a string without ``://``). ``synchronous`` (SQLite only, default ``NORMAL``;
-    also ``?synchronous=FULL`` in the URL) trades commit speed for durability
-    across power loss. Raises ``StoreError`` with one line on any failure, without
-    modifying a database that is not a runner store.
-
-    ``read_only=True`` is for inspection: it never creates, migrates or writes
-    anything (an older revision is read as it is), works on a file in a directory
-    it cannot write, and raises ``NoStoreError`` (a ``StoreError``) when there is
-    no store yet: a missing or empty file, or a database without our tables.
-    """
-    parsed = parse_url(url)
-    if read_only:
-        return _open_read_only(parsed, synchronous, busy_timeout_s)
-    engine = make_engine(parsed, synchronous=synchronous, busy_timeout_s=busy_timeout_s)
-    try:
-        ensure_schema(engine, parsed)
-    except BaseException:
-        engine.dispose()
-        raise
-    return RunStore(engine, parsed, busy_timeout_s=busy_timeout_s)
-
-
-def _open_read_only(url: URL, synchronous: str | None, busy_timeout_s: float) -> RunStore:
-    engine = make_engine(url, synchronous=synchronous, busy_timeout_s=busy_timeout_s, read_only=True)
-    try:
-        found = probe(engine, url)
-        if found.revision is None:
-            raise NoStoreError(location(url))
-        if found.immutable:  # the probe needed immutable=1: so will every query
-            engine.dispose()
-            engine = make_engine(url, synchronous=synchronous, busy_timeout_s=busy_timeout_s, read_only=True,
-                                 immutable=True)
-    except BaseException:
-        engine.dispose()
-        raise
-    return RunStore(engine, url, read_only=True, busy_timeout_s=busy_timeout_s)
+from .queries import Activity, Label
+from .recording import SpanSource, StoreRecorder, statements
+from .tables import runs
 
 
 class RunStore:
@@ -138,27 +54,7 @@ class RunStore:
         self._clock = database_clock(engine.dialect.name)  # read with each run: its liveness's clock
         # One writer for every run this store records: concurrent runs share its commits.
         self.committer = GroupCommitter(engine, lambda: statements(engine.dialect))
-        _OPEN.add(self)
-
-    def _hold_for_fork(self) -> bool:
-        """Before a fork, on a SQLite file: let the commits under way end and start no other until
-        the fork is done (see ``GroupCommitter.hold_for_fork``). A commit ends within the busy
-        timeout; a server database needs no wait (its connections are sockets, nothing the child
-        shares). Whether the commits are held."""
-        if self.closed or self.engine.dialect.name != "sqlite" or is_memory(self.url):
-            return False
-        self.committer.hold_for_fork(self.busy_timeout_s + 1.0)
-        return True
-
-    def _after_fork(self) -> None:
-        """In a forked child: let go of the parent's connections without closing them (they are
-        the parent's; SQLite must never use one across a fork) and of its threads and commits.
-        An in-memory store keeps its one connection: it is the database, and the child's copy."""
-        if not self.closed:
-            if not is_memory(self.url):
-                self.engine.dispose(close=False)
-            self.heartbeat.after_fork()
-            self.committer.after_fork()
+        forks.track(self)
 
     def __repr__(self) -> str:
         return f"RunStore({shown(self.url)!r})"
@@ -183,9 +79,7 @@ class RunStore:
         """A recorder for one run (``run_agent(..., store=store)`` calls this); ``resume``: the
         stored run's folded state, to continue its log; ``loop_state``: the loop's own state,
         read instead of folded again (see ``StoreRecorder``)."""
-        self._check_open()
-        if self.read_only:
-            raise StoreError(f"store {shown(self.url)} is open read-only: it cannot record runs")
+        self._check_writable("record runs")
         return StoreRecorder(self.engine, span_source, resume, trace_id, self.heartbeat, self.committer,
                              loop_state=loop_state)
 
@@ -194,9 +88,7 @@ class RunStore:
 
         ``RunInUse`` when its owner is alive, or another process took it first.
         """
-        self._check_open()
-        if self.read_only:
-            raise StoreError(f"store {shown(self.url)} is open read-only: it cannot resume runs")
+        self._check_writable("resume runs")
         if seen.status == Status.RUNNING and seen.liveness == LIVE:
             raise RunInUse(f"run {seen.run_id} is being driven by a live process ({seen.owner}); "
                            "it cannot be taken over")
@@ -210,9 +102,7 @@ class RunStore:
 
         ``CannotResume`` for a call that awaits no decision, or a decision against a logged one.
         """
-        self._check_open()
-        if self.read_only:
-            raise StoreError(f"store {shown(self.url)} is open read-only: it cannot log decisions")
+        self._check_writable("log decisions")
         from .._loop.approvals import decide
 
         return decide(self, run_id, call_id, approved, reason, decided_by=decided_by)
@@ -266,12 +156,10 @@ class RunStore:
             raise ValueError(f"limit must be a non-negative integer, got {limit!r}")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
-        query, driver = self._matching(select(runs, *self._clock), status, since, until, tool, text, label)
+        query, driver = queries.matching(select(runs, *self._clock), status, since, until, tool, text, label)
         query = query.order_by(driver.c.started_at.desc(), driver.c.run_id.desc()).limit(limit).offset(offset)
         with self.reading() as conn:
-            rows = conn.execute(query).mappings().all()
-            labels = self._labels(conn, [row["run_id"] for row in rows])
-        return [RunSummary(**summary_fields(row, labels.get(row["run_id"], {}), json.loads)) for row in rows]
+            return queries.summaries(conn, query)
 
     def count_runs(self, *, status: str | Sequence[str] | None = None, since: datetime | None = None,
                    until: datetime | None = None, tool: str | None = None, text: str | None = None,
@@ -283,53 +171,11 @@ class RunStore:
         """
         if at_most is not None and (isinstance(at_most, bool) or not isinstance(at_most, int) or at_most < 0):
             raise ValueError(f"at_most must be a non-negative integer, got {at_most!r}")
-        query, _ = self._matching(select(runs.c.run_id), status, since, until, tool, text, label)
+        query, _ = queries.matching(select(runs.c.run_id), status, since, until, tool, text, label)
         if at_most is not None:
             query = query.limit(at_most)
         with self.reading() as conn:
             return int(conn.execute(select(func.count()).select_from(query.subquery())).scalar_one())
-
-    @staticmethod
-    def _matching(query: Select[Any], status: str | Sequence[str] | None, since: datetime | None,
-                  until: datetime | None, tool: str | None, text: str | None,
-                  label: Label | None) -> tuple[Select[Any], FromClause]:
-        """``query`` (a select from ``runs``) narrowed by the filters, and the table it walks."""
-        pairs = [label] if isinstance(label, tuple) else list((label or {}).items())
-        # Filters match the columns' rendering of what was recorded (``recorder.column``).
-        pairs = [(_stored(key, NAME_WIDTH), _stored(value)) for key, value in pairs]
-        tool, text = _stored(tool, NAME_WIDTH), _stored(text)
-        # The newest-first walk runs on the most selective index at hand: a tool's or a
-        # label's own (name/key, started_at) index when filtering on one, else the runs'.
-        driver: FromClause = runs
-        if tool is not None:
-            driver = run_tools.alias("driver")
-            conditions: list[ColumnElement[bool]] = [driver.c.name == tool]
-        elif pairs:
-            key, value = pairs.pop(0)
-            driver = run_labels.alias("driver")
-            conditions = [driver.c.key == key, driver.c.value == value]
-        else:
-            conditions = []
-        if driver is not runs:
-            query = query.select_from(driver.join(runs, runs.c.run_id == driver.c.run_id))
-        query = query.where(*conditions)
-        if status is not None:
-            query = query.where(runs.c.status.in_([status] if isinstance(status, str) else list(status)))
-        if since is not None:
-            query = query.where(driver.c.started_at >= since)
-        if until is not None:
-            query = query.where(driver.c.started_at < until)
-        if text is not None:
-            # Both sides lowered by the database, so the needle folds as the column does: Python's
-            # 'İ'.lower() is two code points where PostgreSQL's lower() gives one.
-            escaped = text.replace("/", "//").replace("%", "/%").replace("_", "/_")
-            pattern = func.lower(literal(f"%{escaped}%"))
-            query = query.where(or_(func.lower(runs.c.task).like(pattern, escape="/"),
-                                    func.lower(runs.c.answer).like(pattern, escape="/")))
-        for key, value in pairs:
-            query = query.where(exists().where(
-                run_labels.c.run_id == runs.c.run_id, run_labels.c.key == key, run_labels.c.value == value))
-        return query, driver
 
     def children(self, run_id: str) -> list[RunSummary]:
         """The runs forked from or following up ``run_id`` (their ``parent_run_id``), oldest first.
@@ -339,51 +185,29 @@ class RunStore:
         query = (select(runs, *self._clock).where(runs.c.parent_run_id == run_id)
                  .order_by(runs.c.started_at, runs.c.run_id))
         with self.reading() as conn:
-            rows = conn.execute(query).mappings().all()
-            labels = self._labels(conn, [row["run_id"] for row in rows])
-        return [RunSummary(**summary_fields(row, labels.get(row["run_id"], {}), json.loads)) for row in rows]
+            return queries.summaries(conn, query)
 
     def get_run(self, run_id: str) -> StoredRun:
-        """The run with its events and rebuilt messages; ``RunNotFound`` (a ``StoreError``) if there is none."""
+        """The run with its events, their facts and the messages rebuilt from them; ``RunNotFound``
+        (a ``StoreError``) if there is none."""
         with self.reading() as conn:
-            row = conn.execute(select(runs, *self._clock).where(runs.c.run_id == run_id)).mappings().first()
-            if row is None:
-                raise RunNotFound(f"no run {run_id!r} in {shown(self.url)}")
-            labels = self._labels(conn, [run_id]).get(run_id, {})
-            rows = conn.execute(select(events.c.seq, events.c.at, events.c.step, events.c.kind,
-                                       events.c.data, events.c.span_id)
-                                .where(events.c.run_id == run_id).order_by(events.c.seq)).all()
-        stored = [StoredEvent(seq, at, step, kind, _event_data(run_id, seq, data), span_id)
-                  for seq, at, step, kind, data, span_id in rows]
-        facts = tuple(decode_all(stored, run_id))
-        messages = [fact.message for fact in facts if isinstance(fact, MessageAppended)]
-        fields = summary_fields(row, labels, json.loads) | logged_text(facts)
-        return StoredRun(**fields, events=stored, messages=messages, facts=facts)
+            found = queries.read_run(conn, run_id)
+        if found is None:
+            raise RunNotFound(f"no run {run_id!r} in {shown(self.url)}")
+        return found
 
     def resolve_run_id(self, prefix: str) -> str:
         """The run with exactly this id, else the one run whose id starts with ``prefix``.
 
         ``StoreError`` when none or several do (naming up to ``AMBIGUOUS_SHOWN`` of them).
-        The prefix match is an indexed range scan (a ``LIKE`` alone cannot use the index
-        on SQLite). Text no run id can hold (a surrogate; NUL on PostgreSQL) is no run.
+        Text no run id can hold (a surrogate; NUL on PostgreSQL) is no run.
         """
         if not prefix:
             raise StoreError("empty run id")
         if not self._storable(prefix):
             raise StoreError(f"no run {prefix!r} in {shown(self.url)}")
-        matching = [runs.c.run_id >= prefix, runs.c.run_id.startswith(prefix, autoescape=True)]
-        if prefix[-1] != chr(sys.maxunicode):  # else no string is past every match: the range stays open
-            matching.append(runs.c.run_id < prefix[:-1] + chr(ord(prefix[-1]) + 1))
         with self.reading() as conn:
-            if conn.execute(select(runs.c.run_id).where(runs.c.run_id == prefix)).first() is not None:
-                return prefix
-            query = select(runs.c.run_id).where(*matching).order_by(runs.c.run_id).limit(AMBIGUOUS_SHOWN + 1)
-            found = [str(run_id) for run_id in conn.execute(query).scalars()]
-            more = 0
-            if len(found) > AMBIGUOUS_SHOWN:
-                found.pop()
-                counted = conn.execute(select(func.count()).select_from(runs).where(*matching)).scalar_one()
-                more = int(counted) - len(found)
+            found, more = queries.prefixed(conn, prefix)
         if not found:
             raise StoreError(f"no run {prefix!r} in {shown(self.url)}")
         if len(found) > 1:
@@ -391,13 +215,34 @@ class RunStore:
             raise StoreError(f"run id prefix {prefix!r} is ambiguous: {listed}")
         return found[0]
 
-    def _storable(self, text: str) -> bool:
-        """Whether a run id could be ``text``: both backends refuse surrogates, PostgreSQL NUL."""
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            return False
-        return not ("\x00" in text and self.engine.dialect.name == "postgresql")
+    def find_run(self, prefix: str) -> StoredRun:
+        """``get_run`` of the run whose id starts with ``prefix`` (for the CLI)."""
+        return self.get_run(self.resolve_run_id(prefix))
+
+    def short_ids(self, run_ids: list[str]) -> dict[str, str]:
+        """For each id, its shortest prefix (8 characters at least) that names no other run in the store."""
+        with self.reading() as conn:
+            return queries.short_ids(conn, run_ids)
+
+    def refused_calls(self, run_ids: list[str]) -> dict[str, int]:
+        """Per run, its tool calls refused before running (unknown tool, bad arguments, a repeat, denied).
+
+        ``tool_calls`` counts the calls that ran, each once however many attempts it took;
+        these are the others, counted over the given runs' events only.
+        """
+        with self.reading() as conn:
+            return queries.refused_calls(conn, run_ids)
+
+    def activity(self, since: datetime | None = None, until: datetime | None = None) -> Activity:
+        """What the runs started in [since, until) did: counts by status, totals, and the facts
+        that time their steps and tool calls (``runner stats`` summarises them)."""
+        with self.reading() as conn:
+            return queries.activity(conn, since, until)
+
+    def run_starts(self, run_ids: list[str]) -> dict[str, RunStarted]:
+        """The ``run_started`` fact of each of ``run_ids`` that has started (how it came about)."""
+        with self.reading() as conn:
+            return queries.run_starts(conn, run_ids)
 
     def export_fixture(self, run_id: str, path: str | Path) -> Path:
         """Write the run (``run_id`` may be a unique prefix) as a replay fixture file.
@@ -408,15 +253,68 @@ class RunStore:
 
         return fixture_from_run(self.find_run(run_id)).write(path)
 
-    def find_run(self, prefix: str) -> StoredRun:
-        """``get_run`` of the run whose id starts with ``prefix`` (for the CLI)."""
-        return self.get_run(self.resolve_run_id(prefix))
+    # -- a worker pool's queue ---------------------------------------------------
+
+    def queue_run(self, queued: RunQueued) -> None:
+        """Record run ``queued.run_id`` as ``queued`` with its ``run_queued`` fact, for a pool's worker."""
+        self._check_writable("queue runs")
+        queue.queue_run(self.engine, queued)
+
+    def request_cancel(self, run_id: str) -> bool:
+        """Ask for run ``run_id`` to be cancelled (its driver polls ``cancel_requested``); False when
+        it was asked before (that request stands)."""
+        self._check_writable("cancel runs")
+        return queue.request_cancel(self.engine, run_id, owner_id())
+
+    def cancel_queued(self, run_id: str, error: str) -> bool:
+        """End a run still ``queued`` as ``cancelled`` with ``error``, unless a worker claimed it
+        first; whether it did."""
+        self._check_writable("cancel runs")
+        return queue.cancel_queued(self.engine, run_id, error)
+
+    def cancel_requested(self, run_id: str) -> bool:
+        """Whether someone asked for run ``run_id`` to be cancelled."""
+        with self.reading() as conn:
+            return queue.cancel_requested(conn, run_id)
+
+    def due_for_publish(self, older_than_s: float, queue_name: str | None = None) -> list[queue.Touched]:
+        """Runs a worker on ``queue_name`` (None: the default queue) should get (again): submitted to
+        that queue, queued or running with the owner gone, and untouched for ``older_than_s``.
+
+        Each is touched (``updated_at``) by compare-and-set, so of several workers sweeping at
+        once one publishes it, and it is not published again before ``older_than_s``
+        (``untouch`` gives it back when publishing fails).
+        """
+        self._check_writable("sweep runs")
+        now = datetime.now(UTC)
+        with self.reading() as conn:
+            waiting = queue.due(conn, now - timedelta(seconds=older_than_s), queue_name or queue.DEFAULT_QUEUE, now)
+        return [touched for run in waiting if (touched := queue.touch(self.engine, run, now)) is not None]
+
+    def untouch(self, touched: Sequence[queue.Touched]) -> None:
+        """Give back runs ``due_for_publish`` touched but could not publish: as due as if never
+        touched, so the other workers' sweeps are not held off a whole interval."""
+        self._check_writable("sweep runs")
+        queue.untouch(self.engine, touched)
 
     # -- plumbing --------------------------------------------------------------
 
     def _check_open(self) -> None:
         if self.closed:
             raise StoreError(f"store {shown(self.url)} is closed")
+
+    def _check_writable(self, doing: str) -> None:
+        self._check_open()
+        if self.read_only:
+            raise StoreError(f"store {shown(self.url)} is open read-only: it cannot {doing}")
+
+    def _storable(self, text: str) -> bool:
+        """Whether a run id could be ``text``: both backends refuse surrogates, PostgreSQL NUL."""
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return False
+        return not ("\x00" in text and self.engine.dialect.name == "postgresql")
 
     @contextmanager
     def reading(self) -> Iterator[Connection]:
@@ -429,23 +327,3 @@ class RunStore:
                 yield conn
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot read store {shown(self.url)}: {one_line(exc)}") from None
-
-    @staticmethod
-    def _labels(conn: Connection, run_ids: list[str]) -> dict[str, dict[str, str]]:
-        found: dict[str, dict[str, str]] = {}
-        if not run_ids:
-            return found
-        rows = conn.execute(select(run_labels.c.run_id, run_labels.c.key, run_labels.c.value)
-                            .where(run_labels.c.run_id.in_(run_ids)).order_by(run_labels.c.key))
-        for run_id, key, value in rows:
-            found.setdefault(run_id, {})[key] = value
-        return found
-
-
-def _event_data(run_id: str, seq: int, data: str) -> Any:
-    """An event's ``data``; text that is not JSON (a hand edit, a foreign writer) is one ``StoreError``."""
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError is a ValueError
-        raise StoreError(f"run {run_id}: event {seq} holds data that is not JSON ({exc}); "
-                         "the log was written by something other than runner") from None

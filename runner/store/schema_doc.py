@@ -38,7 +38,7 @@ def schema_markdown(engine: Engine) -> str:
 
 
 def generated_block() -> str:
-    from .runstore import open_store
+    from .opening import open_store
 
     with tempfile.TemporaryDirectory() as folder, open_store(f"sqlite:///{folder}/schema.db") as store:
         return f"{START}\n{schema_markdown(store.engine)}{END}"

@@ -1,0 +1,252 @@
+"""The store's read queries, each on a connection inside ``RunStore.reading()``.
+
+Runs are walked newest first on the most selective index at hand; run ids are
+matched by indexed range scans on ``runs.run_id`` (a ``LIKE`` prefix match cannot
+use the index on SQLite), so lookups stay fast on a store of any size. Facts come
+back decoded by the event codec, never as payload keys.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, NamedTuple, TypeVar, cast
+
+from sqlalchemy import ColumnElement, Connection, FromClause, Select, exists, func, literal, or_, select
+from sqlalchemy import cast as sql_cast
+from sqlalchemy.dialects.postgresql import JSON
+
+from .._log.records import RunSummary, StoredEvent, StoredRun, logged_text, summary_fields
+from ..events import (
+    KIND_OF,
+    Event,
+    MessageAppended,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    ToolFinished,
+    decode,
+    decode_all,
+)
+from .clock import database_clock
+from .rows import NAME_WIDTH, column, event_data
+from .tables import events, run_labels, run_tools, runs
+
+Label = tuple[str, str] | Mapping[str, str]
+AMBIGUOUS_SHOWN: Final = 5  # run ids an ambiguous prefix's error names before "and N more"
+SHORT_ID: Final = 8  # the fewest characters of a short run id
+BATCH: Final = 500  # run ids per IN (...) list, well under SQLite's limit on bound parameters
+RUN_STARTED: Final = KIND_OF[RunStarted]
+TOOL_FINISHED: Final = KIND_OF[ToolFinished]
+TIMED: Final = (KIND_OF[StepStarted], KIND_OF[StepFinished], TOOL_FINISHED)
+
+_T = TypeVar("_T")
+
+
+class Prefixed(NamedTuple):
+    """The run ids a prefix matches, in order (at most ``AMBIGUOUS_SHOWN``), and how many more do."""
+
+    found: list[str]
+    more: int
+
+
+class Timed(NamedTuple):
+    """A fact of a run and when it was logged."""
+
+    run_id: str
+    at: datetime
+    fact: Event
+
+
+@dataclass(frozen=True, slots=True)
+class Activity:
+    """The runs started in a window: how many per status, their tokens and tool calls (those
+    that ran), and the facts that time their steps and tools, each run's in log order."""
+
+    by_status: dict[str, int]
+    tokens: int
+    tool_calls: int
+    timed: list[Timed]
+
+
+def _stored(value: _T, width: int | None = None) -> _T:
+    """A filter value as the summary columns store it; anything not a string is left to the database."""
+    return cast(_T, column(value, width)) if isinstance(value, str) else value
+
+
+def matching(query: Select[Any], status: str | Sequence[str] | None, since: datetime | None,
+             until: datetime | None, tool: str | None, text: str | None,
+             label: Label | None) -> tuple[Select[Any], FromClause]:
+    """``query`` (a select from ``runs``) narrowed by the filters, and the table it walks."""
+    pairs = [label] if isinstance(label, tuple) else list((label or {}).items())
+    # Filters match the columns' rendering of what was recorded (``rows.column``).
+    pairs = [(_stored(key, NAME_WIDTH), _stored(value)) for key, value in pairs]
+    tool, text = _stored(tool, NAME_WIDTH), _stored(text)
+    # The newest-first walk runs on the most selective index at hand: a tool's or a
+    # label's own (name/key, started_at) index when filtering on one, else the runs'.
+    driver: FromClause = runs
+    if tool is not None:
+        driver = run_tools.alias("driver")
+        conditions: list[ColumnElement[bool]] = [driver.c.name == tool]
+    elif pairs:
+        key, value = pairs.pop(0)
+        driver = run_labels.alias("driver")
+        conditions = [driver.c.key == key, driver.c.value == value]
+    else:
+        conditions = []
+    if driver is not runs:
+        query = query.select_from(driver.join(runs, runs.c.run_id == driver.c.run_id))
+    query = query.where(*conditions)
+    if status is not None:
+        query = query.where(runs.c.status.in_([status] if isinstance(status, str) else list(status)))
+    if since is not None:
+        query = query.where(driver.c.started_at >= since)
+    if until is not None:
+        query = query.where(driver.c.started_at < until)
+    if text is not None:
+        # Both sides lowered by the database, so the needle folds as the column does: Python's
+        # 'İ'.lower() is two code points where PostgreSQL's lower() gives one.
+        escaped = text.replace("/", "//").replace("%", "/%").replace("_", "/_")
+        pattern = func.lower(literal(f"%{escaped}%"))
+        query = query.where(or_(func.lower(runs.c.task).like(pattern, escape="/"),
+                                func.lower(runs.c.answer).like(pattern, escape="/")))
+    for key, value in pairs:
+        query = query.where(exists().where(
+            run_labels.c.run_id == runs.c.run_id, run_labels.c.key == key, run_labels.c.value == value))
+    return query, driver
+
+
+def summaries(conn: Connection, query: Select[Any]) -> list[RunSummary]:
+    """The runs ``query`` (a select of whole ``runs`` rows) finds, with their labels."""
+    rows = conn.execute(query).mappings().all()
+    labels = labels_of(conn, [row["run_id"] for row in rows])
+    return [RunSummary(**summary_fields(row, labels.get(row["run_id"], {}), json.loads)) for row in rows]
+
+
+def labels_of(conn: Connection, run_ids: list[str]) -> dict[str, dict[str, str]]:
+    found: dict[str, dict[str, str]] = {}
+    if not run_ids:
+        return found
+    rows = conn.execute(select(run_labels.c.run_id, run_labels.c.key, run_labels.c.value)
+                        .where(run_labels.c.run_id.in_(run_ids)).order_by(run_labels.c.key))
+    for run_id, key, value in rows:
+        found.setdefault(run_id, {})[key] = value
+    return found
+
+
+def read_run(conn: Connection, run_id: str) -> StoredRun | None:
+    """Run ``run_id`` with its log, decoded once; None when there is no such run."""
+    row = conn.execute(select(runs, *database_clock(conn.dialect.name)).where(runs.c.run_id == run_id)) \
+        .mappings().first()
+    if row is None:
+        return None
+    labels = labels_of(conn, [run_id]).get(run_id, {})
+    rows = conn.execute(select(events.c.seq, events.c.at, events.c.step, events.c.kind, events.c.data,
+                               events.c.span_id).where(events.c.run_id == run_id).order_by(events.c.seq)).all()
+    stored = [StoredEvent(seq, at, step, kind, event_data(run_id, seq, data), span_id)
+              for seq, at, step, kind, data, span_id in rows]
+    facts = tuple(decode_all(stored, run_id))
+    messages = [fact.message for fact in facts if isinstance(fact, MessageAppended)]
+    fields = summary_fields(row, labels, json.loads) | logged_text(facts)
+    return StoredRun(**fields, events=stored, messages=messages, facts=facts)
+
+
+def prefixed(conn: Connection, prefix: str) -> Prefixed:
+    """The run with exactly the id ``prefix``, else the runs whose id starts with it."""
+    if conn.execute(select(runs.c.run_id).where(runs.c.run_id == prefix)).first() is not None:
+        return Prefixed([prefix], 0)
+    matches = [runs.c.run_id >= prefix, runs.c.run_id.startswith(prefix, autoescape=True)]
+    if prefix[-1] != chr(sys.maxunicode):  # else no string is past every match: the range stays open
+        matches.append(runs.c.run_id < prefix[:-1] + chr(ord(prefix[-1]) + 1))
+    query = select(runs.c.run_id).where(*matches).order_by(runs.c.run_id).limit(AMBIGUOUS_SHOWN + 1)
+    found = [str(run_id) for run_id in conn.execute(query).scalars()]
+    more = 0
+    if len(found) > AMBIGUOUS_SHOWN:
+        found.pop()
+        more = int(conn.execute(select(func.count()).select_from(runs).where(*matches)).scalar_one()) - len(found)
+    return Prefixed(found, more)
+
+
+def short_ids(conn: Connection, run_ids: list[str]) -> dict[str, str]:
+    """For each id, its shortest prefix (``SHORT_ID`` characters at least) that names no other run."""
+    out: dict[str, str] = {}
+    for run_id in run_ids:
+        before = conn.execute(select(func.max(runs.c.run_id)).where(runs.c.run_id < run_id)).scalar()
+        after = conn.execute(select(func.min(runs.c.run_id)).where(runs.c.run_id > run_id)).scalar()
+        # Its neighbours in sorted order: a prefix no neighbour shares is unique in the store.
+        shared = max(_common_prefix(run_id, other or "") for other in (before, after))
+        out[run_id] = run_id[:max(SHORT_ID, shared + 1)]
+    return out
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+def refused_calls(conn: Connection, run_ids: list[str]) -> dict[str, int]:
+    """Per run, the ``tool_finished`` facts with ``ran`` false, counted in the database (JSON
+    functions on SQLite and PostgreSQL; another backend's events are read here)."""
+    found: dict[str, int] = dict.fromkeys(run_ids, 0)
+    dialect = conn.dialect.name
+    refused: ColumnElement[bool] | None = None
+    if dialect == "sqlite":
+        refused = func.json_extract(events.c.data, "$.ran") == 0
+    elif dialect == "postgresql":  # json, not jsonb: jsonb refuses the \u0000 a logged text may hold
+        refused = sql_cast(events.c.data, JSON)["ran"].astext == "false"
+    for start in range(0, len(run_ids), BATCH):
+        chunk = run_ids[start:start + BATCH]
+        if refused is None:
+            query = select(events.c.run_id, events.c.seq, events.c.step, events.c.data).where(
+                events.c.run_id.in_(chunk), events.c.kind == TOOL_FINISHED)
+            for run_id, seq, step, data in conn.execute(query):
+                fact = decode(TOOL_FINISHED, event_data(run_id, seq, data), step, run_id)
+                found[run_id] += isinstance(fact, ToolFinished) and not fact.ran
+        else:
+            counted = select(events.c.run_id, func.count()).where(
+                events.c.run_id.in_(chunk), events.c.kind == TOOL_FINISHED, refused).group_by(events.c.run_id)
+            for run_id, count in conn.execute(counted):
+                found[run_id] = count
+    return found
+
+
+def activity(conn: Connection, since: datetime | None, until: datetime | None) -> Activity:
+    """What the runs started in [since, until) did (``Activity``)."""
+    def window(query: Select[Any]) -> Select[Any]:
+        if since is not None:
+            query = query.where(runs.c.started_at >= since)
+        if until is not None:
+            query = query.where(runs.c.started_at < until)
+        return query
+
+    by_status = {str(status): int(count) for status, count in
+                 conn.execute(window(select(runs.c.status, func.count())).group_by(runs.c.status))}
+    tokens, tool_calls = conn.execute(window(select(func.coalesce(func.sum(runs.c.tokens), 0),
+                                                    func.coalesce(func.sum(runs.c.tool_calls), 0)))).one()
+    rows = conn.execute(select(events.c.run_id, events.c.seq, events.c.kind, events.c.at, events.c.step,
+                               events.c.data)
+                        .where(events.c.kind.in_(TIMED), events.c.run_id.in_(window(select(runs.c.run_id))))
+                        .order_by(events.c.run_id, events.c.seq))
+    timed = [Timed(run_id, at, decode(kind, event_data(run_id, seq, data), step, run_id))
+             for run_id, seq, kind, at, step, data in rows]
+    return Activity(by_status, int(tokens), int(tool_calls), timed)
+
+
+def run_starts(conn: Connection, run_ids: list[str]) -> dict[str, RunStarted]:
+    """The ``run_started`` fact of each of ``run_ids`` that has one (a queued run has none yet)."""
+    found: dict[str, RunStarted] = {}
+    for start in range(0, len(run_ids), BATCH):
+        query = select(events.c.run_id, events.c.seq, events.c.step, events.c.data).where(
+            events.c.run_id.in_(run_ids[start:start + BATCH]), events.c.kind == RUN_STARTED)
+        for run_id, seq, step, data in conn.execute(query):
+            fact = decode(RUN_STARTED, event_data(run_id, seq, data), step, run_id)
+            if isinstance(fact, RunStarted):
+                found[run_id] = fact
+    return found
