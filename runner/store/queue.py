@@ -85,8 +85,9 @@ def request_cancel(engine: Engine, run_id: str, by: str) -> bool:
     """Record that ``by`` asks for run ``run_id`` to be cancelled; False when it was asked before
     (that request stands)."""
     row = {"run_id": run_id, "requested_at": datetime.now(UTC), "requested_by": by}
+    statement = insert_new(run_cancels, engine.dialect).returning(run_cancels.c.run_id)
     with writing(engine, f"cannot cancel run {run_id}") as conn:
-        return bool(conn.execute(insert_new(run_cancels, engine.dialect), row).rowcount == 1)
+        return conn.execute(statement, row).first() is not None  # no row back: it was there already
 
 
 def cancel_queued(engine: Engine, run_id: str, error: str) -> bool:

@@ -199,24 +199,25 @@ class RunStore:
     def resolve_run_id(self, prefix: str) -> str:
         """The run with exactly this id, else the one run whose id starts with ``prefix``.
 
-        ``StoreError`` when none or several do (naming up to ``AMBIGUOUS_SHOWN`` of them).
-        Text no run id can hold (a surrogate; NUL on PostgreSQL) is no run.
+        ``RunNotFound`` when none does, ``StoreError`` when several do (naming up to
+        ``AMBIGUOUS_SHOWN`` of them). Text no run id can hold (a surrogate; NUL on
+        PostgreSQL) is no run.
         """
         if not prefix:
             raise StoreError("empty run id")
         if not self._storable(prefix):
-            raise StoreError(f"no run {prefix!r} in {shown(self.url)}")
+            raise RunNotFound(f"no run {prefix!r} in {shown(self.url)}")
         with self.reading() as conn:
             found, more = queries.prefixed(conn, prefix)
         if not found:
-            raise StoreError(f"no run {prefix!r} in {shown(self.url)}")
+            raise RunNotFound(f"no run {prefix!r} in {shown(self.url)}")
         if len(found) > 1:
             listed = ", ".join(found) + (f" and {more} more" if more else "")
             raise StoreError(f"run id prefix {prefix!r} is ambiguous: {listed}")
         return found[0]
 
     def find_run(self, prefix: str) -> StoredRun:
-        """``get_run`` of the run whose id starts with ``prefix`` (for the CLI)."""
+        """``get_run`` of the run whose id starts with ``prefix`` (for the CLI); ``RunNotFound`` when none does."""
         return self.get_run(self.resolve_run_id(prefix))
 
     def short_ids(self, run_ids: list[str]) -> dict[str, str]:
