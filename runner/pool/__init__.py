@@ -12,7 +12,7 @@ Importing this package does not import Celery: only ``pool.app`` does, and only 
 publishing and worker paths import that.
 
 - ``agents``  an agents module (``module:attr``) and the ``(model, registry[, options])`` it builds
-- ``queued``  the store's side: record a queued run, cancel requests, the sweep's query
+- ``queued``  what the pool asks of the store (which keeps the queue): a checked submission, a cancel
 - ``take``    the task body: claim, then start or resume (no Celery in it, so tests call it)
 - ``submission`` ``submit()``: record, then publish
 - ``app``     the Celery app, its one task, the worker and its sweep thread

@@ -9,13 +9,11 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ..store import RunStore
 from .agents import PoolError
 from .queued import record_queued
-
-if TYPE_CHECKING:
-    from ..store import RunStore
 
 BROKER_ENV = "RUNNER_BROKER_URL"
 log = logging.getLogger("runner.pool")
