@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from ..events import Event, MessageAppended, RunQueued, RunStarted, decode_all
+from ..events import Event, MessageAppended, RunQueued, RunStarted
 from ..messages import Message
 from ..store import StoredRun
 
@@ -52,7 +52,7 @@ def inherited(facts: Sequence[Event], parent: StoredRun | None) -> Inherited | N
     steps: list[int] = []
     theirs: list[Message] = []
     if parent is not None:
-        for fact in decode_all(parent.events, parent.run_id):
+        for fact in parent.facts:
             if isinstance(fact, MessageAppended):
                 steps.append(fact.step)
                 theirs.append(fact.message)

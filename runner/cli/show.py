@@ -11,7 +11,6 @@ import click
 
 from .._log.statuses import Status
 from ..errors import RunNotFound
-from ..events import decode_all
 from ..store import RunStore, RunSummary, StoredRun
 from .activity import active_seconds
 from .inherited import inherited, inherited_json
@@ -152,7 +151,7 @@ def show(env: Env, run_ref: str, full: bool) -> None:
         run = store.find_run(run_ref)
         linked = children(store, run.run_id)
         short = store.short_ids([run.run_id])[run.run_id]
-        carried = inherited(decode_all(run.events, run.run_id), parent_of(store, run))
+        carried = inherited(run.facts, parent_of(store, run))
     if env.as_json:
         print_json({"run": with_active_time(summary_json(run, refused_in(run)), run),
                     "events": [event_json(e) for e in run.events],
@@ -169,7 +168,7 @@ def show(env: Env, run_ref: str, full: bool) -> None:
 
 def with_active_time(summary: dict[str, Any], run: StoredRun) -> dict[str, Any]:
     """``summary`` with ``active_s`` (see ``activity``) next to its ``duration_s``."""
-    active = active_seconds(run.events, decode_all(run.events, run.run_id))
+    active = active_seconds(run.events, run.facts)
     out: dict[str, Any] = {}
     for key, value in summary.items():
         out[key] = value
