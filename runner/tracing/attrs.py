@@ -1,27 +1,10 @@
-"""Span names, attributes and statuses: ONE definition for live spans and rebuilt ones.
+"""Span names, attributes and statuses, defined once for live and rebuilt spans.
 
-The live recorder and ``rebuild_spans`` both call these functions with the same
-facts (the live side from the recorder arguments, the rebuild side from the
-logged events), so a live trace and a trace rebuilt from the log cannot drift.
-
-Names follow the OpenTelemetry GenAI semantic conventions (``gen_ai.*``); the
-runner's own facts live under ``runner.*``. Beside them go the OpenInference
-attributes (``openinference.span.kind``, ``input.value``/``output.value``,
-``llm.tools.N.tool.json_schema``, ``llm.token_count.*``) that Phoenix and other
-LLM observability UIs read to show a run's kind, input and output. Token usage
-goes on ``chat`` spans only: a parent repeating its children's usage makes
-backends count it twice. Only a provider's own counts are usage (``gen_ai.usage.*``,
-``llm.token_count.*``); the runner's estimates go under ``runner.usage.estimated_*``,
-so a backend never adds or prices a guess as if the provider had reported it.
-
-``content`` (the recorder's ``record_content``) decides whether text that came
-from the model, a tool or a caller reaches a span: messages, arguments and
-results, and also error texts, which quote them (see ``error_text``). The chat
-spans' content is built in ``content``.
-
-What does not change in a run goes on its root spans only (the agent, the labels
-as OpenInference ``metadata`` and ``tag.tags``, ``session.id``, the parent run):
-a step's spans repeat only the ids a backend filters by.
+The live recorder and ``rebuild_spans`` call the same functions with the same facts,
+so a live trace and one rebuilt from the log cannot drift apart.
+Names follow the OpenTelemetry GenAI conventions, with OpenInference attributes beside them.
+Token usage goes on chat spans only, and only a provider's own counts are usage.
+Text from a model, a tool or a caller reaches a span only when content is recorded.
 """
 
 from __future__ import annotations
@@ -166,14 +149,11 @@ def run_output(answer: str | None) -> Attrs:
 
 
 def error_text(text: str | None, category: str, content: bool) -> str:
-    """The description of a failure on a span: its text only when content is recorded.
+    """Describe a failure on a span, with its text only when content is recorded.
 
-    Error texts quote what the model or a tool produced: a schema error names the
-    argument it refused, a tool's exception repeats a value, a refusal quotes the
-    reply, a model client's exception can quote the output it could not parse. So
-    with content off a failed span says only its class (the ``error.type`` value:
-    ``invalid_arguments``, ``KeyError``, ``model_error``, ...); the full text stays
-    in the run's log, found by the run id on every span.
+    Error texts quote what the model or a tool produced, such as a refused argument.
+    So with content off a failed span says only its class, the ``error.type`` value.
+    The full text stays in the run's log, found by the run id on every span.
     """
     return text if content and text else category
 

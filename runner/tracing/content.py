@@ -1,15 +1,10 @@
-"""The opt-in content of a chat span: its messages, the tools offered, the call's parameters.
+"""Build the opt-in content of a chat span: its messages, the tools offered and the call's parameters.
 
-Written twice, for the two readers: the GenAI convention's ``gen_ai.input.messages``
-and ``gen_ai.output.messages`` (JSON), and OpenInference's own flattened attributes
-(``llm.input_messages.{i}.message.role``, ``...message.tool_calls.{j}.tool_call.function.name``,
-``llm.output_messages``, ``llm.tools``, ``llm.invocation_parameters``), with the
-JSON as the span's ``input.value`` and ``output.value``.
-
-An SDK span keeps 128 attributes by default and past that drops its OLDEST one (the
-span kind first), so the flattened input messages take only the room left (``ROOM``):
-the latest messages that fit, numbered from 0, with ``runner.input_messages.omitted``
-saying how many earlier ones are left out. ``input.value`` always holds them all.
+The content is written twice, once per reader: the GenAI convention's JSON messages,
+and OpenInference's flattened attributes with the JSON as ``input.value`` and ``output.value``.
+An SDK span keeps 128 attributes and then drops its oldest ones.
+So the flattened input messages take only the room left (``ROOM``): the latest ones that fit.
+``runner.input_messages.omitted`` counts the rest; ``input.value`` always holds them all.
 """
 
 from __future__ import annotations
@@ -43,9 +38,11 @@ Flat = list[tuple[str, AttributeValue]]
 
 
 def offered(model: str, tool_specs: Sequence[Mapping[str, Any]]) -> Attrs:
-    """What every chat span of a run repeats, made once a run: the tools offered as
-    ``llm.tools.N.tool.json_schema`` (the OpenAI tool shape OpenInference's instrumentations
-    send) and the call's parameters (all the runner knows of them is the model)."""
+    """Build what every chat span of a run repeats, once per run.
+
+    That is the tools offered as ``llm.tools.N.tool.json_schema`` and the call's parameters.
+    The runner knows only one parameter, the model.
+    """
     attrs: Attrs = {INVOCATION_PARAMETERS: json_text({"model": model})}
     for i, spec in enumerate(tool_specs):
         attrs[f"llm.tools.{i}.tool.json_schema"] = json_text({"type": "function", "function": dict(spec)})
@@ -53,8 +50,11 @@ def offered(model: str, tool_specs: Sequence[Mapping[str, Any]]) -> Attrs:
 
 
 def chat_content(shown: Sequence[Mapping[str, Any]], reply: Mapping[str, Any] | None, run_offered: Attrs) -> Attrs:
-    """A chat span's content: ``shown`` are the messages sent, ``reply`` the reply as
-    ``events.reply_data`` data (None when there was none), ``run_offered`` from ``offered``."""
+    """Build a chat span's content from the messages sent and the reply.
+
+    ``reply`` is the reply as ``events.reply_data`` data, or None when there was none.
+    ``run_offered`` comes from ``offered``.
+    """
     sent = json_text([convention_message(m) for m in shown])
     attrs: Attrs = {INPUT_MESSAGES: sent, INPUT_VALUE: sent, INPUT_MIME: JSON, **run_offered}
     room = ROOM - len(run_offered)

@@ -1,29 +1,10 @@
-"""``TracingRecorder``: one span per run, step, model call and tool call, as they happen.
+"""Record a run as spans while it runs: one per run, step, model call and tool call.
 
-Spans are opened with explicit parent contexts and never attached to the
-current context: the sync loop may run tools on worker threads and an async
-driver runs many runs on one thread, so "the current span" would be wrong there.
-The root span alone takes the caller's current span as its parent, so a run
-started inside a request handler joins the request's trace.
-
-The recorder is also the store's span source: ``trace_id`` and
-``span_id_for(key)`` name the span of each span key (``runner.events.span_key``),
-and the store asks for them when it commits, after every recorder has seen the
-facts it commits. A resumed run opens a new root span in the run's own trace,
-under the first root (``TraceLink.joins``); a fork or follow-up starts its own
-trace with a link to its parent's root, and shares the conversation's ``session.id``.
-It also offers ``service_name``, the ``service.name`` of the provider that records
-the run, which the store logs so that spans rebuilt later go out under it. When
-nothing records the run (no SDK configured, or the sampler dropped it) no further
-spans are made and the ids are derived from the run id, so the log still carries
-stable ids.
-
-A span cannot be changed once it is sent, and a part of a run ends before anyone
-knows whether it will be resumed. So a root that stops on a budget, the deadline, a
-cancel or a wait for approval is not an ERROR (``runner.status`` names the stop),
-and each part's root carries its own outcome: the final answer is on the root of
-the part that ended the run. A trace rebuilt from the log knows the end and also
-puts it on the first root (see ``rebuild``).
+Spans get an explicit parent, never the current context: tools may run on worker threads.
+Only the root span takes the caller's current span as its parent.
+The recorder is also the store's span source: the store asks it for span ids when it
+commits, after every recorder has seen the facts it commits.
+With nothing recording the run, no spans are made and the ids are derived from the run id.
 """
 
 from __future__ import annotations
@@ -71,16 +52,13 @@ def _service_name(provider: TracerProvider) -> str | None:
 
 
 class TracingRecorder:
-    """Records a run as spans on ``tracer_provider`` (None: the global provider).
+    """Record a run as spans on ``tracer_provider``, or on the global provider when it is None.
 
-    ``record_content`` adds messages, tool arguments and results to the spans
-    under the convention's names, and error texts (which quote them) to failed
-    spans; off by default because they are sensitive.
-    ``run_id`` names the run (the events do not repeat it); ``link`` ties a resumed,
-    forked or followed-up run's spans to the trace it comes from. A resumed run's
-    recorder gets the facts of its ``run_started`` (``task``, ``tool_specs``, ...),
-    which its new root and chat spans repeat, as the first part's did: ``started``
-    gives them all at once (the other keywords are the older way to give some).
+    ``record_content`` puts messages, tool arguments, results and error texts on the spans.
+    It is off by default because that content is sensitive.
+    ``run_id`` names the run; ``link`` ties a resumed, forked or followed-up run to its trace.
+    ``started`` gives a resumed run's ``run_started`` facts, which its new spans repeat.
+    The other keywords are the older way to give some of those facts.
     """
 
     def __init__(self, tracer_provider: TracerProvider | None, *, record_content: bool = False, run_id: str = "",
@@ -118,8 +96,11 @@ class TracingRecorder:
 
     @property
     def idle(self) -> bool:
-        """Whether every later fact of this run will be ignored (``sync`` never does anything):
-        its root span is not recorded and no content is kept, so the loop stops handing facts over."""
+        """Say whether this recorder will ignore every later fact of the run.
+
+        That is so when the root span is not recorded and no content is kept.
+        The loop then stops handing facts over.
+        """
         return self._tracer is not None and not self._live and not self.record_content
 
     def span_id_for(self, key: str) -> str | None:

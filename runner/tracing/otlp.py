@@ -1,13 +1,9 @@
-"""``configure_tracing``: the standard OTLP exporter, configured the standard way.
+"""Configure the standard OTLP exporter from the standard environment variables.
 
-Everything comes from the usual environment variables, read by the exporter
-and the SDK themselves: ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or
-``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``), ``..._HEADERS``, ``..._TIMEOUT``,
-``..._COMPRESSION``, ``..._CERTIFICATE``, ``OTEL_SERVICE_NAME``,
-``OTEL_RESOURCE_ATTRIBUTES`` and ``OTEL_BSP_*`` for the batch processor. The
-protocol is http/protobuf unless ``OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`` says grpc.
-The few the runner reads itself (is an endpoint set, where spans go, the timeout)
-are read here only.
+The exporter and the SDK read ``OTEL_EXPORTER_OTLP_*``, ``OTEL_SERVICE_NAME``,
+``OTEL_RESOURCE_ATTRIBUTES`` and ``OTEL_BSP_*`` themselves.
+The protocol is http/protobuf unless ``OTEL_EXPORTER_OTLP_[TRACES_]PROTOCOL`` says grpc.
+The few settings the runner reads itself are read in this module only.
 """
 
 from __future__ import annotations
@@ -100,14 +96,17 @@ def with_project(resource: Resource) -> Resource:
 
 def configure_tracing(service_name: str | None = None, *, set_global: bool = False,
                       exporter: SpanExporter | None = None) -> TracerProvider:
-    """A ``TracerProvider`` that batches spans to the OTLP endpoint the environment names.
+    """Make a ``TracerProvider`` that batches spans to the OTLP endpoint the environment names.
 
-    ``service_name`` is used only when ``OTEL_SERVICE_NAME`` / ``OTEL_RESOURCE_ATTRIBUTES``
-    do not name a service. ``exporter`` replaces the OTLP one (tests, other backends).
-    With ``set_global`` the provider also becomes OpenTelemetry's global one (it can
-    be set once per process). Call ``provider.shutdown()`` before exiting: it
-    flushes the spans still in the batch. The spans land in the OpenInference project
-    (Phoenix) named after the service, unless ``OTEL_RESOURCE_ATTRIBUTES`` names one.
+    Call ``provider.shutdown()`` before exiting: it flushes the spans still in the batch.
+    The spans land in the OpenInference (Phoenix) project named after the service,
+    unless ``OTEL_RESOURCE_ATTRIBUTES`` names one.
+
+    Args:
+        service_name: the service, used only when ``OTEL_SERVICE_NAME`` and
+            ``OTEL_RESOURCE_ATTRIBUTES`` do not name one.
+        set_global: also make it OpenTelemetry's global provider, which can be set once a process.
+        exporter: replaces the OTLP exporter, for tests or other backends.
     """
     resource = Resource.create()
     if service_name and str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):

@@ -1,24 +1,10 @@
-"""A stored run's spans, rebuilt from its event log, and shipped after the fact.
+"""Rebuild a stored run's spans from its event log, to ship them after the fact.
 
-Every event carries the id of the span it belongs to and the run carries its
-trace id, so the rebuilt spans have the ids the live ones had (or the derived
-ones when nothing traced the run). Names and attributes come from the same
-functions the live recorder uses. Exporting a run twice sends the same ids,
-which backends deduplicate.
-
-A run that did not finish (its process was killed) still rebuilds: its open
-spans end at its last event and carry no status.
-
-One difference from the live spans, on purpose: a resumed run's first root is the
-trace's top span, which backends show as the run (Phoenix's trace list, its
-Sessions). Live, it ended when its part stopped and cannot be changed; rebuilt, the
-whole log is known, so once the run has ended the top span reads as the run: it
-lasts until the end, and its status, ``runner.status``, stop reason and output are
-the run's final ones (the stop it was resumed from stays on the next root's
-``runner.resumed_from``). Every other span is exactly the live one.
-
-The spans go out under the ``service.name`` the live ones had (logged with
-``run_started``), so a resent trace lands with the service that produced it.
+Each event carries its span id and the run its trace id, so rebuilt spans have the live ids.
+Names and attributes come from the functions the live recorder uses.
+Sending a run twice sends the same ids, which backends deduplicate.
+A run whose process was killed still rebuilds: its open spans end at its last event.
+Once the run has ended, a resumed run's first root reads as the whole run.
 """
 
 from __future__ import annotations
@@ -230,14 +216,11 @@ class _Builder:
 
 
 def run_resource(service_name: str | None) -> Resource:
-    """The resource a rebuilt run goes out under.
+    """Build the resource a rebuilt run goes out under.
 
-    The environment's resource (``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_SERVICE_NAME``),
-    as a ``TracerProvider`` would build it, named after ``service_name`` (the live
-    run's, from its log) when there is one. A run no SDK recorded has none: it keeps
-    the environment's service name, or ``DEFAULT_SERVICE_NAME`` ("runner") rather
-    than OpenTelemetry's ``unknown_service:python``. Its OpenInference project is
-    named after that service unless ``OTEL_RESOURCE_ATTRIBUTES`` names one (``with_project``).
+    It is the environment's resource, named after the live run's ``service_name`` when there is one.
+    A run no SDK recorded keeps the environment's service name, else ``DEFAULT_SERVICE_NAME``.
+    Its OpenInference project is named after that service unless the environment names one.
     """
     found = Resource.create()
     if service_name:
