@@ -34,16 +34,18 @@ async def arun_agent(
     token_budget: int | NotGiven = NOT_GIVEN,
     **options: Unpack[RunOptions],
 ) -> AgentResult:
-    """Async ``run_agent``: ``model`` and tools may be coroutine functions or plain ones.
+    """Run an agent like ``run_agent``, with a model and tools that may be coroutine functions.
 
-    A plain model runs on a worker thread; a reply that is awaitable (from a coroutine
-    function, or any callable returning one) is awaited. Limits as for ``run_agent``:
-    ``limits=Limits(...)`` or the limit keywords, not both for one limit.
+    A plain model runs on a worker thread; an awaitable reply is awaited.
+    ``cancel`` may be an ``asyncio.Event`` or a ``threading.Event``.
+    Commits never block the event loop: they go to the store's writer thread and the run awaits them.
+    So many coroutines write to a store as many threads would.
 
-    ``cancel`` may be an ``asyncio.Event`` or a ``threading.Event``. Commits to a store
-    never block the event loop: they go to the store's writer thread (one transaction
-    for every run with facts waiting, see ``runner.store.group``) and the run awaits
-    the commit that carries its facts, so many coroutines write like many threads.
+    Args:
+        task, model, registry, system: as for ``run_agent``.
+        max_steps, token_budget: limits as for ``run_agent``; ``limits=Limits(...)`` sets them all,
+            and a limit given both ways is a ``TypeError``.
+        **options: the ``RunOptions`` of ``run_agent``.
     """
     return await adrive(build_core(task, model, registry, system, max_steps, token_budget, **options))
 

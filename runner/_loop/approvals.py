@@ -30,8 +30,11 @@ DECIDE_ATTEMPTS = 3  # reads of a run whose row changed under a decision, before
 
 
 class Checked(NamedTuple):
-    """Decisions given to a resume, checked: ``fresh`` are not logged yet, ``applied`` are every
-    decision the run goes on with (those logged for its unanswered calls, and the fresh ones)."""
+    """Hold the decisions given to a resume, once checked against the log.
+
+    ``fresh`` are the ones not logged yet.
+    ``applied`` are every decision the run goes on with: those logged for its unanswered calls, and the fresh ones.
+    """
 
     fresh: dict[str, Decision]
     applied: dict[str, Decision]
@@ -53,8 +56,11 @@ def decider() -> str:
 
 
 def check_decisions(run_id: str, state: RunState, given: Mapping[str, Decision]) -> Checked:
-    """``given`` against the log: ``CannotResume`` (one line) for a call that awaits no decision
-    or whose logged decision it contradicts; ``ValueError`` for a decision of the wrong type."""
+    """Check the decisions ``given`` to a resume against the log.
+
+    A call that awaits no decision, or whose logged decision is contradicted, raises ``CannotResume``.
+    A decision of the wrong type raises ``ValueError``.
+    """
     unanswered = {call.id for call in state.remaining_calls}
     fresh: dict[str, Decision] = {}
     for call_id, decision in given.items():
@@ -79,8 +85,10 @@ def check_decisions(run_id: str, state: RunState, given: Mapping[str, Decision])
 
 
 def undecided(run_id: str, state: RunState, given: Mapping[str, Decision], asks: bool) -> str | None:
-    """Why a run awaiting approval has nothing to resume with: no decision given, none logged, and
-    no ``approve`` callback (``asks``) to take one. None when it has."""
+    """Say why a run awaiting approval has nothing to resume with, or return None when it has.
+
+    It has nothing when no decision is given, none is logged, and no ``approve`` callback can take one.
+    """
     if state.status != Status.AWAITING_APPROVAL or given or asks:
         return None
     if any(call.id in state.decisions for call in state.remaining_calls):

@@ -40,14 +40,13 @@ NOT_GIVEN: Final = NotGiven.NOT_GIVEN
 
 
 class ContinueOptions(TypedDict, total=False):
-    """The options of a run that continues a stored one (``resume``, ``fork``, ``follow_up``):
-    its store and run id come from the stored run.
+    """Hold the options of a run that continues a stored one with ``resume``, ``fork`` or ``follow_up``.
 
-    ``limits`` is a whole ``Limits``; the limit keywords (``max_tool_calls`` ...) are its
-    shorthand, each replacing one limit, and cannot be combined with it. ``cancel`` is any
-    object with ``is_set()`` (a ``threading.Event``, or an ``asyncio.Event`` for async
-    runs). ``tools_ref`` says where the registry comes from (``"myapp.tools:registry"``):
-    it is logged with the run so that ``runner show`` can print a ``runner resume`` command.
+    The store and the run id come from the stored run.
+    ``limits`` is a whole ``Limits``; each limit keyword replaces one limit, and the two ways do not mix.
+    ``cancel`` is any object with ``is_set()``, such as a ``threading.Event`` or an ``asyncio.Event``.
+    ``tools_ref`` names where the registry comes from (``"myapp.tools:registry"``).
+    It is logged with the run so that ``runner show`` can print a ``runner resume`` command.
     """
 
     limits: Limits | None

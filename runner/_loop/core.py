@@ -1,17 +1,10 @@
-"""The loop's decisions, written once for every driver and every way a run starts.
+"""Decide what a run does next, once for every driver and every way a run starts.
 
-``AgentCore.run`` is a generator: it decides what happens next and *yields* an
-action (call the model, call a tool); a driver performs it and sends back an
-``Outcome``. The sync driver (``run_agent``) waits on worker threads, an async
-driver awaits coroutines, and neither holds a single budget or validation rule.
-
-The core starts from a ``RunState`` and changes it only by recording facts
-(``_emit`` applies each one to the state, then hands it to the recorder). A new
-run starts from an empty state; resume, fork and follow-up start from a state
-folded from the log, so they are this same loop and nothing else. How a run ends
-(its closing facts, and an abort) is in ``ending``. Where a run may stop for an outside
-cause (a deadline, a cancel, a replayed recording) the loop asks its driver with a
-``Checkpoint``: the clock and the cancel event are the driver's to read.
+``AgentCore.run`` is a generator: it yields an action, and a driver performs it and sends back an ``Outcome``.
+So the sync and async drivers hold no budget or validation rule of their own.
+The core changes its ``RunState`` only by recording facts, each applied to the state, then recorded.
+Resume, fork and follow-up start it from a state folded from the log; how a run ends is in ``ending``.
+For an outside stop such as a deadline or a cancel, the core asks its driver with a ``Checkpoint``.
 """
 
 from __future__ import annotations
@@ -296,8 +289,10 @@ class AgentCore(Closing):
 
     def _observe(self, step: int, call: ToolCall, observation: str, refused: str | None,
                  duration_s: float = 0.0, cut: bool = True) -> None:
-        """Log a call's observation (cut to ``max_result_chars`` unless ``cut`` is off) and append it
-        as the call's tool message."""
+        """Log a call's observation and append it as the call's tool message.
+
+        The observation is cut to ``max_result_chars`` unless ``cut`` is off.
+        """
         ok = not observation.startswith("ERROR:")  # judged on the whole text: a cut may shorten "ERROR:"
         if cut:
             observation = cut_observation(observation, self.limits.max_result_chars)
@@ -307,9 +302,11 @@ class AgentCore(Closing):
         self._emit(MessageAppended(step=step, index=len(self.state.messages), message=tool_message(call, observation)))
 
     def abort(self, exc: BaseException) -> None:
-        """``Closing.abort``; a call whose start was being committed when the run was aborted (the
-        commit failed, or Ctrl-C while it waited) is logged as not run before the close: its tool was
-        never called, so a resume must not show it as in doubt (a side effect's call would be refused)."""
+        """Close the run on ``exc``, first logging a call whose start was being committed as not run.
+
+        Such a call's tool was never called, for instance when the commit failed or on Ctrl-C.
+        A resume must not show it as in doubt, or a side effect's call would be refused.
+        """
         starting, self._starting = self._starting, None
         if starting is not None and not self.closed and self.result is None:
             step, call = starting
@@ -351,11 +348,11 @@ class AgentCore(Closing):
 
 
 def may_run_again(recorded: ToolTraits | None, tool: Tool) -> bool:
-    """Whether a call in doubt may run again: its tool had no side effects when it started (``recorded``,
-    the log's record; None: the log has none, ``tool`` tells), or it has an idempotency key then and now.
+    """Say whether a call in doubt may run again.
 
-    Where the registry given now says the tool has side effects and the log does not, the careful
-    reading holds: the call is not run again without a key it had from its first attempt.
+    It may when its tool had no side effects when it started, or when it has an idempotency key then and now.
+    ``recorded`` is the log's record of the tool; when it is None, ``tool`` tells.
+    If the registry now says the tool has side effects and the log does not, the careful reading holds.
     """
     traits = recorded if recorded is not None else tool.traits()
     if not traits["side_effects"] and not tool.side_effects:

@@ -1,8 +1,8 @@
-"""How a run ends: its result decided once, and its closing facts told to every recorder
-and committed, even when an exception is leaving the loop.
+"""End a run: decide its result once, then tell and commit its closing facts.
 
-``AgentCore`` is a ``Closing``; the ending lives here so that the loop's module reads as
-the loop. It relies on the core's ``state``, ``recorder``, ``run_id`` and ``_emit``.
+The closing facts are told to every recorder and committed even when an exception is leaving the loop.
+``AgentCore`` is a ``Closing``; the ending lives here so that the loop's module reads as the loop.
+It relies on the core's ``state``, ``recorder``, ``run_id`` and ``_emit``.
 """
 
 from __future__ import annotations
@@ -69,8 +69,11 @@ class Closing:
         return self.result
 
     def _closing_facts(self) -> Exception | None:
-        """End the open step and the run; ``run_finished`` is told even when ``step_finished`` raised
-        (that failure is returned, to be raised once the close is committed)."""
+        """End the open step and the run.
+
+        ``run_finished`` is told even when ``step_finished`` raised.
+        That failure is returned, to be raised once the close is committed.
+        """
         s, result = self.state, self.result
         assert result is not None
         failure: Exception | None = None

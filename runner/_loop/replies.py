@@ -1,11 +1,9 @@
-"""What makes a model's reply acceptable, checked before the loop acts on any of it.
+"""Check that a model's reply is acceptable before the loop acts on any of it.
 
-A reply comes from code the harness does not control (a provider's JSON, a user's
-Python model), so every check here works on hostile values without raising: no
-``repr`` of an object that is not a string, no recursion over arguments of any depth.
-Arguments must be JSON data as a server would send it (objects with string keys,
-arrays, strings, finite numbers, booleans, null), at most ``MAX_ARGS_DEPTH``
-levels deep, so that what the log stores is exactly what the tool receives.
+A reply comes from code the runner does not control, so every check works on hostile values
+without raising: no ``repr`` of a non-string, no recursion over arguments of any depth.
+Arguments must be JSON data as a server would send it, at most ``MAX_ARGS_DEPTH`` levels deep.
+That way the log stores exactly what the tool receives.
 """
 
 from __future__ import annotations
@@ -139,9 +137,12 @@ def _counts(usage: object) -> bool:
 
 
 def loggable(reply: object) -> bool:
-    """Whether an invalid reply can still be logged as data that a fixture holds as it is (so replay
-    replays that very reply). One that cannot (an empty call id, usage that is not two counts) is
-    logged as the stop it caused, its error text saying what was wrong."""
+    """Say whether an invalid reply can still be logged as data a fixture holds as it is.
+
+    Then replay replays that very reply.
+    One that cannot, such as one with an empty call id, is logged as the stop it caused.
+    Its error text says what was wrong.
+    """
     if not isinstance(reply, ModelReply) or type(reply.content) is not str or type(reply.tool_calls) is not list:
         return False
     if not _counts(reply.usage):

@@ -23,11 +23,11 @@ _RUN_ID = re.compile(r"[\x21-\x7e]{1,64}")
 
 @dataclass(frozen=True, slots=True)
 class AgentResult:
-    """How a run ended. ``answer`` is the final text for ``done``, else None. ``tool_calls``
-    counts the calls that ran, a call run again after a crash once.
+    """Say how a run ended.
 
-    ``exception`` keeps the object a model raised (``model_error``), or the
-    divergence a replay ended the run with.
+    ``answer`` is the final text for ``done``, else None.
+    ``tool_calls`` counts the calls that ran; a call run again after a crash counts once.
+    ``exception`` keeps what a model raised (``model_error``), or the divergence a replay ended the run with.
     """
 
     status: Status
@@ -62,8 +62,11 @@ class CallModel:
 
 @dataclass(frozen=True, slots=True)
 class CallTool:
-    """Run ``tool`` on ``args``: a copy of the call's, so a tool that edits its arguments
-    cannot rewrite the assistant message already appended (and logged)."""
+    """Ask the driver to run ``tool`` on ``args``.
+
+    ``args`` is a copy of the call's, so a tool that edits its arguments
+    cannot rewrite the assistant message already appended and logged.
+    """
 
     tool: Tool
     call: ToolCall

@@ -1,18 +1,10 @@
-"""Continue a stored run (``resume``), branch it (``fork``), or carry its conversation on
-(``follow_up``): each is the ordinary loop started from a state folded from the log.
+"""Resume a stored run, fork it, or follow it up: the ordinary loop, started from its log.
 
-- ``resume`` takes the same run over (same id; the log continues after a
-  ``run_resumed`` fact that says who, why and with which limits and decisions).
-  What happens to the calls of the interrupted reply is decided from the log alone:
-  a call with ``tool_finished`` is never run again; a call never started runs; a call
-  in doubt (started, never finished) runs again unless its tool had side effects when
-  it started (the log records each tool's traits), in which case the model is told its
-  outcome is unknown, or has an idempotency key, in which case it runs again with the
-  same key. Decisions on calls awaiting approval are checked and logged by ``approvals``.
-- ``fork`` makes a new run, linked to its parent, from the parent's messages before
-  its ``at_step``-th model call, with chosen tool observations swapped: a what-if.
-- ``follow_up`` makes a new run, linked to a finished parent, whose history is the
-  parent's messages plus a new user message: a conversation is a chain of runs.
+``resume`` takes the same run over, with the same id; the log continues after a ``run_resumed`` fact.
+What happens to the calls of the interrupted reply is decided from the log alone.
+``fork`` makes a new linked run from the parent's messages before a step, with observations swapped.
+``follow_up`` makes a new linked run from a finished parent's messages plus a new user message.
+The rules are in docs/durable-execution.md.
 """
 
 from __future__ import annotations
@@ -44,18 +36,25 @@ if TYPE_CHECKING:
 def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *,
            decisions: Mapping[str, Decision] | None = None, max_steps: int | None = None,
            token_budget: int | None = None, **options: Unpack[ContinueOptions]) -> AgentResult:
-    """Continue run ``run_id`` where its log stops, as this process.
+    """Continue run ``run_id`` where its log stops, in this process.
 
-    Works for a run that stopped on any limit, on ``model_error`` or ``invalid_reply``,
-    on ``awaiting_approval`` (``decisions`` maps a pending call id to True, False or a
-    denial reason; each is logged as an ``approval_decided`` fact by the OS user, and those
-    already logged, by ``RunStore.decide`` say, apply too), and for a run whose process died.
-    Each limit keyword given replaces that recorded limit, the others keep theirs;
-    ``limits=Limits(...)`` replaces them all (giving a limit both ways is a ``TypeError``);
-    ``max_steps`` counts the whole run. ``CannotResume`` (one line) for a ``done`` run, a run
-    awaiting approval with no decision, or a decision against a logged one; ``RunInUse`` when
-    a live process drives it. A tool whose traits differ from the log's record is logged as
-    a warning (``runner.resume``).
+    It works for a run stopped on any limit, on ``model_error``, ``invalid_reply`` or
+    ``awaiting_approval``, and for a run whose process died.
+    A tool whose traits differ from the log's record is logged as a ``runner.resume`` warning.
+
+    Args:
+        decisions: maps a pending call id to True, False or a denial reason.
+            Each is logged as an ``approval_decided`` fact by the OS user;
+            decisions already in the log apply too.
+        max_steps, token_budget: each limit given replaces the recorded one, and the others keep theirs.
+            ``max_steps`` counts the whole run. ``limits=Limits(...)`` replaces them all;
+            a limit given both ways is a ``TypeError``.
+        **options: the ``ContinueOptions``.
+
+    Raises:
+        CannotResume: a ``done`` run, a run awaiting approval with no decision,
+            or a decision against a logged one.
+        RunInUse: a live process drives the run.
     """
     return resume_stored(store, store.get_run(run_id), model, registry, decisions=decisions, max_steps=max_steps,
                          token_budget=token_budget, **options)
@@ -95,12 +94,12 @@ def resume_stored(store: RunStore, run: StoredRun, model: Model, registry: ToolR
 def fork(store: RunStore, run_id: str, *, at_step: int, model: Model, registry: ToolRegistry,
          observations: Mapping[str, str] | None = None, max_steps: int | None = None,
          token_budget: int | None = None, **options: Unpack[ContinueOptions]) -> AgentResult:
-    """A new run from ``run_id``'s messages before its ``at_step``-th model call.
+    """Start a new run from ``run_id``'s messages before its ``at_step``-th model call.
 
     ``observations`` replaces the content of those tool messages by call id, exactly.
-    Steps before ``at_step`` are not run again; the new run's steps are numbered on from
-    there. The parent is untouched; the new run records ``parent_run_id``. Limits as for
-    ``resume``: the parent's, with each one given replacing it (or ``limits=``, all of them).
+    Steps before ``at_step`` are not run again; the new run's steps are numbered on from there.
+    The parent is untouched; the new run records ``parent_run_id``.
+    Limits are the parent's, with each one given replacing it, or all of them with ``limits=``.
     """
     parent = store.get_run(run_id)
     messages = _messages_before_step(parent.run_id, parent.facts, at_step)
@@ -114,9 +113,9 @@ def fork(store: RunStore, run_id: str, *, at_step: int, model: Model, registry: 
 def follow_up(store: RunStore, run_id: str, message: str, model: Model, registry: ToolRegistry, *,
               max_steps: int | None = None, token_budget: int | None = None,
               **options: Unpack[ContinueOptions]) -> AgentResult:
-    """A new run that continues finished run ``run_id``'s conversation with ``message``.
+    """Start a new run that continues finished run ``run_id``'s conversation with ``message``.
 
-    Limits as for ``resume``: the parent's, with each one given replacing it (or ``limits=``, all of them).
+    Limits are the parent's, with each one given replacing it, or all of them with ``limits=``.
     """
     parent = store.get_run(run_id)
     if parent.status == Status.RUNNING:

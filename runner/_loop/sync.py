@@ -33,17 +33,23 @@ def run_agent(
     token_budget: int | NotGiven = NOT_GIVEN,
     **options: Unpack[RunOptions],
 ) -> AgentResult:
-    """Run ``task`` with ``model`` and the tools in ``registry`` until done or a limit.
+    """Run ``task`` with ``model`` and the tools in ``registry`` until it is done or hits a limit.
 
-    Never raises for anything the model or a tool does; the returned result says
-    how the run ended (``result.raise_for_status()`` turns a stop into an error).
-    Limits: ``limits=Limits(...)`` sets them all; or any field of ``Limits`` as a keyword
-    (``max_steps=3``, ``timeout_s=60``), the others keeping ``Limits``' defaults. Giving
-    a limit both ways is a ``TypeError``.
-    Other options (see ``RunOptions``): ``cancel`` (a ``threading.Event``); ``approve``
-    for tools registered with ``needs_approval``; ``store`` to commit every fact to an
-    event log; ``tracer_provider`` for spans (message and argument content only
-    with ``record_content``); ``labels``, ``agent_name``, ``run_id``, ``recorder``.
+    It never raises for anything the model or a tool does: the result says how the run ended.
+    ``result.raise_for_status()`` turns a stop into an error.
+
+    Args:
+        task: what the user asks.
+        model: the model, a callable from the messages and tool specs to a reply.
+        registry: the tools the model may call.
+        system: the system prompt.
+        max_steps, token_budget: limits; any field of ``Limits`` is a keyword too (``timeout_s=60``),
+            and the others keep ``Limits``' defaults. ``limits=Limits(...)`` sets them all;
+            a limit given both ways is a ``TypeError``.
+        **options: see ``RunOptions``: ``cancel`` (a ``threading.Event``), ``approve`` for tools
+            registered with ``needs_approval``, ``store`` to commit every fact to an event log,
+            ``tracer_provider`` for spans (content only with ``record_content``), ``labels``,
+            ``agent_name``, ``run_id``, ``recorder``.
     """
     return drive(build_core(task, model, registry, system, max_steps, token_budget, **options))
 

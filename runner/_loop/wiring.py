@@ -36,9 +36,11 @@ class RunWiring:
 
 @dataclass(frozen=True, slots=True)
 class TraceLink:
-    """Where a continued run's spans attach: ``joins`` puts a resumed run's new root under
-    its first root (``span_id``) in the same trace; otherwise (fork, follow-up) the new
-    trace links to the parent run's root."""
+    """Say where a continued run's spans attach.
+
+    With ``joins``, a resumed run's new root goes under its first root (``span_id``) in the same trace.
+    Otherwise, for a fork or a follow-up, the new trace links to the parent run's root.
+    """
 
     trace_id: str
     span_id: str
