@@ -1,14 +1,10 @@
-"""The replay driver: it performs the loop's actions from a recording, beside the sync and async drivers.
+"""Perform the loop's actions from a recording: the replay driver, beside the sync and async ones.
 
-``CallModel`` is answered by the ``ReplayModel`` (the recorded reply, once what the
-loop shows has been compared with what the recorded model was shown). ``CallTool``
-runs the tool for real, in strict replay only for a call the recording handled, and
-under the recording's idempotency key; a tool with side effects is not run but
-answered with its recorded observation, unless the replay runs them live. The
-approver's answers are the recording's: nobody is asked again. A ``Checkpoint``
-stops the run where the recording's part stopped (a deadline, a cancel, a crash). A
-divergence is returned, never raised: the driver ends the run there itself, so
-nothing between the loop and the driver can catch it.
+The ``ReplayModel`` answers ``CallModel`` with the recorded reply, once what the loop shows matches.
+``CallTool`` runs the tool for real; a tool with side effects gets its recorded observation instead.
+The approver's answers are the recording's, and a ``Checkpoint`` stops where the recorded part stopped.
+A divergence is returned, never raised: the driver ends the run there itself,
+so nothing between the loop and the driver can catch it.
 """
 
 from __future__ import annotations
@@ -38,16 +34,20 @@ NOT_SERVED = ("replay serves the recorded result of a tool with side effects, an
 
 
 class PartResult(NamedTuple):
-    """How a replayed part ended: its result (None where it gave up as the recorded
-    process died), and the divergence that ended it, if one did."""
+    """Say how a replayed part ended, and which divergence ended it, if one did.
+
+    ``result`` is None where the part gave up because the recorded process died.
+    """
 
     result: AgentResult | None
     divergence: ReplayDivergence | None
 
 
 class DueStop(NamedTuple):
-    """A recorded stop with an outside cause, to reproduce at a checkpoint once the part's
-    replies are played: before ``call_id``, or before the next model call (None)."""
+    """Hold a recorded stop with an outside cause, to reproduce at a checkpoint.
+
+    It comes once the part's replies are played: before ``call_id``, or before the next model call when None.
+    """
 
     status: Status
     reason: str
@@ -114,8 +114,11 @@ class ReplayDriver:
                 return perform(self.core, action)
 
     def recorded_decision(self, call: ToolCall) -> bool | str | None:
-        """The approver's answer on ``call`` as the recording shows it: its denial, True for a call
-        it ran, None (wait for a decision) where it waited, or was decided by a later resume."""
+        """Give the approver's answer on ``call`` as the recording shows it.
+
+        That is its denial, True for a call it ran, or None to wait for a decision.
+        None also covers a call decided by a later resume.
+        """
         recorded = self.model.observation(call)
         if recorded is None or call.id in self.decided_on_resume:
             return None

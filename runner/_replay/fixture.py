@@ -1,16 +1,10 @@
-"""The replay fixture: a stored run as a versioned, diff-friendly JSON file.
+"""Turn a stored run into a replay fixture: a versioned, diff-friendly JSON file.
 
-A fixture holds what a replay needs and nothing that changes between exports of
-the same run: task, system prompt, limits, tool specs, each reply (with usage)
-and the observations that followed it, and how the run ended. Keys are sorted
-and each reply is its own block, so a re-recorded fixture diffs cleanly in review.
+A fixture holds what a replay needs and nothing that changes between exports of the same run.
+Keys are sorted and each reply is its own block, so a re-recorded fixture diffs cleanly.
 Loading one needs no database.
-
-A resumed run adds ``resumes``: for each resume, how many replies came before it,
-how the part before it ended (a status, or ``crashed`` when its process died, with
-the calls left in doubt), and the limits and decisions it resumed with. A forked or
-followed-up run adds ``history``, the messages it started from. The fixture is read
-from the log through the event codec, like everything else that reads a run.
+A resumed run adds ``resumes``, and a forked or followed-up run adds ``history``.
+The fixture is read from the log through the event codec, like everything else that reads a run.
 """
 
 from __future__ import annotations

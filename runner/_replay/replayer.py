@@ -1,16 +1,10 @@
-"""Replay: run the current loop and tools against a recording, and say where they differ.
+"""Run the current loop and tools against a recording, and say where they differ.
 
-The replaying model plays back the recorded replies in order. In strict mode it
-also compares, at every call, what the loop shows it (the tool specs, and the
-message list) with what the recorded model was shown at that point, and each
-reply's calls with the calls the recording handled, and the replay ends at the
-first difference: that is how a regression test pins a trace. Only the model is
-replayed; tools really run, so a changed tool shows up as a changed result.
-Strict replay never runs a call the recording did not make: the reply is checked
-before any of its calls runs, and the driver checks each call as it is handed
-over, in case the loop goes further than the recording did (a larger budget, an
-approval). The driver (``driver``) plays one part of the recording; this module
-plays the parts of a resumed run in turn and reports.
+Only the model is replayed; tools really run, so a changed tool shows up as a changed result.
+Strict mode compares what the loop shows the model with what the recorded model was shown,
+and each reply's calls with those the recording handled; it ends at the first difference.
+Strict replay never runs a call the recording did not make.
+The driver plays one part of a recording; this module plays the parts in turn and reports.
 """
 
 from __future__ import annotations
@@ -103,12 +97,19 @@ def replay(
 ) -> ReplayReport:
     """Replay a fixture path, a ``Fixture``, a stored run, or a run id in ``source_store``.
 
-    Reuses the recorded task, system prompt and limits unless given here: each limit
-    keyword replaces that recorded limit, ``limits=Limits(...)`` replaces them all (giving
-    a limit both ways is a ``TypeError``). Other ``run_agent`` options (``store`` to record
-    the replay itself, ``tracer_provider``...) pass through, but ``approve`` is never asked:
-    the recorded decisions are replayed. A tool with side effects gets its recorded
-    observation instead of running again, unless ``live_side_effects`` is true.
+    The recorded task, system prompt and limits are reused unless given here.
+    ``approve`` is never asked: the recorded decisions are replayed.
+
+    Args:
+        source: the recording.
+        registry: the tools to run now.
+        source_store: the store to find a run id in.
+        strict: stop at the first difference; False plays on and collects differences.
+        task, system: replace the recorded ones.
+        max_steps, token_budget: each limit given replaces the recorded one;
+            ``limits=Limits(...)`` replaces them all, and a limit given both ways is a ``TypeError``.
+        live_side_effects: run tools with side effects instead of using their recorded observation.
+        **options: other ``run_agent`` options, such as ``store`` or ``tracer_provider``, pass through.
     """
     fixture = as_fixture(source, source_store)
     model = ReplayModel(fixture, strict=strict)
@@ -134,8 +135,11 @@ def replay(
 
 def _first_core(fixture: Fixture, model: ReplayModel, tools: ToolRegistry, task: str | None, system: str | None,
                 max_steps: int | None, token_budget: int | None, options: RunOptions, wiring: RunWiring) -> AgentCore:
-    """The core of the recording's first part: its task, system prompt and limits unless given,
-    and the history it started from (a fork's or follow-up's)."""
+    """Build the core of the recording's first part.
+
+    It takes the recorded task, system prompt and limits unless given,
+    and the history a fork or a follow-up started from.
+    """
     given = {"max_steps": max_steps, "token_budget": token_budget}
     lim = run_limits(fixture.limits, options, {name: value for name, value in given.items() if value is not None})
     run_id = checked_run_id(options.get("run_id"))

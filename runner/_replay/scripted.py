@@ -75,8 +75,10 @@ class ScriptedModel:
 
 
 class RecordedStop(NamedTuple):
-    """A recorded model call that gave no reply (the model raised, or a deadline or cancel hit
-    while it thought): the status and reason the recorded run stopped with there."""
+    """Hold the status and reason a recorded run stopped with at a model call that gave no reply.
+
+    The model raised there, or a deadline or a cancel hit while it thought.
+    """
 
     status: Status
     reason: str

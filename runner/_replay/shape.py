@@ -1,11 +1,9 @@
-"""The shape of a replay fixture, checked in one place when a fixture is loaded.
+"""Check the shape of a replay fixture in one place, when it is loaded.
 
-A fixture is a file people edit by hand (to pin a trace, to trim it, by mistake),
-so replay must never meet a field of the wrong type deep inside the loop. Every
-field replay reads is checked here, and the first problem is named by its path:
-``fixture field 'replies[0].content' is missing``. Fields replay does not read
-(``step``, ``run_id``, counters) are checked only for their type when present, and
-unknown keys are ignored so that a newer exporter's additions do not break an older reader.
+People edit fixtures by hand, so replay must never meet a field of the wrong type deep in the loop.
+Every field replay reads is checked here, and the first problem is named by its path.
+Fields replay does not read are checked only for their type when present.
+Unknown keys are ignored, so a newer exporter's additions do not break an older reader.
 """
 
 from __future__ import annotations
