@@ -1,13 +1,9 @@
-"""Stable trace and span ids for runs recorded without a live tracer.
+"""Derive stable trace and span ids for runs recorded without a live tracer.
 
-Shared by the store (runs recorded with no span source) and tracing (a no-op
-provider, and spans rebuilt from the log), so both always agree.
-
-The log stores a span id on every event so a trace can be rebuilt from it. When
-no tracer is attached the ids are derived from the run id and a span key, so
-rebuilding the same run always gives the same trace. Span keys: ``run``,
-``step:N``, ``chat:N`` (the model call of step N) and ``tool:CALL_ID``; a message
-belongs to ``chat:N`` (assistant), ``tool:CALL_ID`` (tool) or ``run`` (system, user).
+The store and tracing both use them, so they always agree, and rebuilding a run gives the same trace.
+The ids come from the run id and a span key: ``run``, ``step:N``, ``chat:N`` or ``tool:CALL_ID``.
+An assistant message belongs to ``chat:N``, a tool message to ``tool:CALL_ID``,
+and a system or user message to ``run``.
 """
 
 from __future__ import annotations

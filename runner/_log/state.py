@@ -1,11 +1,9 @@
-"""``RunState``: everything the loop knows about a run, folded from its facts.
+"""Fold a run's facts into ``RunState``, everything the loop knows about the run.
 
-The loop changes its state only by applying the facts it records, so
-``fold(stored events)`` gives back exactly the state the loop had when it wrote
-the last of them. That is what makes resume, fork and follow-up the same loop
-started from a different state, and what tells resume, from the log alone, which
-calls of the interrupted reply finished, which never started and which are in
-doubt (started, never finished: the process died while the tool ran).
+The loop changes its state only by applying the facts it records.
+So ``fold`` of the stored events gives back exactly the state the loop had when it wrote the last one.
+That makes resume, fork and follow-up the same loop started from another state.
+It also tells resume, from the log alone, which calls finished, never started, or are in doubt.
 """
 
 from __future__ import annotations
@@ -47,12 +45,12 @@ def call_key(call: ToolCall) -> str | None:
 
 @dataclass(slots=True)
 class RunState:
-    """One run's state. ``reply`` is the reply whose calls are being worked through and
-    ``next_call`` the index of its first call without an observation.
+    """Hold one run's state.
 
-    ``pending_approvals`` are the calls awaiting a decision (asked, not decided, not answered);
-    ``decisions`` every decision logged. ``tool_traits`` are the traits of the tools the run goes
-    on with (None: the log records none), ``started_traits`` those each started call ran under.
+    ``reply`` is the reply whose calls are being worked through; ``next_call`` is its first call with no observation.
+    ``pending_approvals`` are the calls awaiting a decision; ``decisions`` are every decision logged.
+    ``tool_traits`` are the traits of the tools the run goes on with, or None when the log records none.
+    ``started_traits`` are those each started call ran under.
     """
 
     run_id: str = ""
@@ -177,8 +175,10 @@ class RunState:
             self.steps = event.forked_at_step - 1
 
     def _traits(self, recorded: dict[str, ToolTraits] | None) -> None:
-        """A start or resume's tool traits. A log that recorded traits before records every
-        start and resume's (none at all: every tool has the defaults); an older one, none."""
+        """Take a start's or a resume's tool traits.
+
+        A log that recorded traits once records them at every start and resume; an older log has none.
+        """
         if recorded is not None or self.tool_traits is not None:
             self.tool_traits = dict(recorded or {})
 
