@@ -14,8 +14,11 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def tool_args(tool: Tool, args: dict[str, Any], run_id: str, call_id: str) -> dict[str, Any]:
-    """The keyword arguments ``tool`` runs with: exactly what the log holds (checked JSON
-    data), in a copy, plus the key of its ``idempotency_key`` parameter if it has one."""
+    """Build the keyword arguments ``tool`` runs with.
+
+    They are exactly the checked JSON data the log holds, in a copy,
+    plus the key for the tool's ``idempotency_key`` parameter if it has one.
+    """
     own = dict(args) if _SCALARS.issuperset(map(type, args.values())) else own_copy(args)
     if tool.idempotency_key is not None:
         own[tool.idempotency_key] = idempotency_key(run_id, call_id)

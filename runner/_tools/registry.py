@@ -23,17 +23,13 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 @dataclass(frozen=True, slots=True)
 class Tool:
-    """A registered tool and its per-tool options.
+    """Hold a registered tool and its per-tool options.
 
-    ``timeout_s`` bounds one call (its observation then says it timed out and the
-    run goes on); ``side_effects`` marks a tool that writes somewhere, so a resumed
-    run never re-runs it blindly; ``needs_approval`` makes the loop ask the
-    caller's ``approve`` callback (or a later ``resume(decisions=...)``) before each
-    call; ``idempotency_key`` names a keyword argument that receives a key stable
-    across every attempt of one call, so a resumed run may re-run a call in doubt
-    and the far side deduplicates it. The model never sees that argument.
-    A tool made by ``@registry.tool`` also carries Pydantic's check (``validate``)
-    and leaves ``format`` to it (``check_formats``).
+    ``timeout_s`` bounds one call; a call that times out says so and the run goes on.
+    ``side_effects`` marks a tool that writes somewhere, so a resumed run never runs it again blindly.
+    ``needs_approval`` makes the loop ask ``approve``, or wait for ``resume(decisions=...)``, before each call.
+    ``idempotency_key`` names a parameter given a key stable across one call's attempts; the model never sees it.
+    A tool made by ``@registry.tool`` also carries Pydantic's check (``validate``) and leaves ``format`` to it.
     """
 
     name: str

@@ -1,17 +1,10 @@
-"""Tool schemas (JSON Schema 2020-12), checked once at ``register`` and per call.
+"""Check tool schemas (JSON Schema 2020-12) once at ``register`` and arguments on every call.
 
-Two layers, so the common case stays fast and its sentences stay exact:
-- our own walk covers the seed subset (type, properties, required, items, enum) and
-  gives the sentences the model has always been told (``missing required argument 'x'``);
-- everything beyond it (``$ref``, ``anyOf``, ``pattern``, ``format``, bounds...) goes to the
-  ``jsonschema`` library in :mod:`runner._tools.schema_full`, imported only when a schema needs it.
-
-What cannot be enforced is still refused at ``register``: an unknown keyword (a typo such
-as ``patern`` would otherwise be silently ignored), a ``format`` we do not check, a remote
-``$ref``. Objects are closed by default (a key outside ``properties`` is an unexpected
-argument) unless they open themselves with ``additionalProperties``, ``patternProperties``
-or ``unevaluatedProperties``, or compose with ``allOf``/``anyOf``/``oneOf``; the top level
-is always closed, because its keys become the function's keyword arguments.
+Our own walk covers the common subset (type, properties, required, items, enum) fast,
+with the exact sentences models have always been told.
+Everything beyond it goes to ``jsonschema`` in ``schema_full``, imported only when a schema needs it.
+What cannot be enforced, such as an unknown keyword or a remote ``$ref``, is refused at ``register``.
+Objects are closed unless they open themselves; the top level is always closed.
 """
 
 from __future__ import annotations
@@ -225,13 +218,10 @@ _EXACT: dict[str, type] = {"string": str, "integer": int, "boolean": bool, "null
 
 
 def args_checker(schema: Mapping[str, Any], *, formats: bool) -> ArgsCheck:
-    """``check_args`` for one registered schema, with what depends on the schema alone
-    worked out once (a tool's schema is checked per call, and it does not change).
+    """Build ``check_args`` for one registered schema, with what depends on the schema alone worked out once.
 
-    The usual tool schema is flat: an object of named scalars, each with one ``type``.
-    Its check is a loop over the arguments that gives exactly the walk's sentences, in
-    the walk's order (missing, then unexpected, then wrong type); any other schema gets
-    the walk itself.
+    A flat schema, an object of named scalars with one ``type`` each, gets a simple loop over the arguments.
+    It gives exactly the walk's sentences in the walk's order. Any other schema gets the walk itself.
     """
     full = uses_full(schema)
     flat = None if full else _flat_types(schema)
@@ -258,8 +248,7 @@ def args_checker(schema: Mapping[str, Any], *, formats: bool) -> ArgsCheck:
 
 
 def _flat_types(schema: Mapping[str, Any]) -> dict[str, str] | None:
-    """``{property: type}`` when ``schema`` is a closed object whose properties each say only
-    their one type (and annotations), else None."""
+    """Map each property to its type when ``schema`` is a closed object of one-type properties, else return None."""
     if any(key not in ANNOTATIONS and key not in ("type", "properties", "required", "additionalProperties")
            for key in schema) or schema.get("type", "object") != "object" or _is_open(schema):
         return None

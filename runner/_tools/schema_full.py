@@ -1,19 +1,10 @@
-"""Everything in JSON Schema 2020-12 beyond the seed subset, through the ``jsonschema`` library.
+"""Check what JSON Schema 2020-12 has beyond the common subset, through the ``jsonschema`` library.
 
-Imported only when a schema needs it (``jsonschema`` costs about 0.2 s to import). A
-schema is the tool author's, but the arguments are the model's, so validation is bounded:
-- every keyword evaluation spends from a budget, so a schema whose checks blow up
-  combinatorially (nested ``anyOf`` over recursive ``$ref``) ends in an ``ERROR`` instead of a hang;
-- ``pattern`` runs on Rust's linear-time regex engine (through ``pydantic_core``), so no
-  pattern can backtrack exponentially; patterns it cannot run (look-around, backreferences,
-  a compiled size over 10 MiB) are refused at ``register``, as is ``patternProperties``,
-  whose regexes ``jsonschema`` runs with Python's ``re`` in places we cannot reach;
-- ``pattern`` means what ECMA-262 says (``\\d`` is ``[0-9]``, not any Unicode digit);
-- ``format`` is checked by the standard library only (nothing touches the network), and
-  ``uniqueItems`` with a hash set (``jsonschema`` compares every pair of unhashable items);
-- arguments nested past Python's recursion limit are refused, not a crash;
-- ``$ref`` and ``$dynamicRef`` must be local and resolve, and a cycle of them that never reads
-  into the arguments (which would recurse forever on any input) is refused at ``register``.
+It is imported only when a schema needs it, since ``jsonschema`` takes about 0.2 s to import.
+The schema is the tool author's but the arguments are the model's, so every check is bounded:
+an evaluation budget, linear-time patterns, hashed ``uniqueItems``, no network for ``format``.
+Patterns the linear-time engine cannot run, ``patternProperties``, and non-local or
+unresolved ``$ref`` are refused at ``register``; docs/tools.md lists the rules.
 """
 
 from __future__ import annotations
@@ -152,8 +143,10 @@ def _json_key(value: Any) -> Any:
 
 @lru_cache(maxsize=1024)
 def _matcher(pattern: str) -> SchemaValidator:
-    """A validator accepting strings ``pattern`` finds a match in (Rust ``regex``: linear time), read
-    as ECMA-262 reads it (``\\d`` is ``[0-9]``...: see :mod:`runner._tools.schema_pattern`)."""
+    """Build a validator that accepts the strings in which ``pattern`` finds a match.
+
+    It uses Rust's linear-time ``regex`` engine and reads the pattern as ECMA-262 does (see ``schema_pattern``).
+    """
     return SchemaValidator(core_schema.str_schema(pattern=rust_pattern(pattern), regex_engine="rust-regex"))
 
 
