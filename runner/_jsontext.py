@@ -1,18 +1,10 @@
-"""JSON text at the loop's pace: the standard library's encoders, each built once.
+"""Encode JSON at the loop's pace, with the standard library's encoders each built once.
 
-``json.dumps`` with any option set builds a ``JSONEncoder`` on every call, and even a
-kept ``JSONEncoder.encode`` builds its C encoder anew each time; the loop encodes a
-few small values per fact (the log's ``data``, the token meter's lengths, the repeat
-guard's key, a tool's result), so that set-up was a large share of a logged step.
-Here the C encoder is made once per set of options and called directly: the text is
-the standard library's own, byte for byte.
-
-One difference is hidden: a kept C encoder cannot keep a fresh circular-reference
-memo per call, so it runs without one. A circular value then recurses until Python's
-recursion limit; that ``RecursionError`` is caught and the value is encoded again by
-the standard library, which raises its usual error (or encodes it, should it be a deep
-value after all). Without the C accelerator (another Python) every call is the standard
-library's.
+``json.dumps`` with options builds an encoder on every call, which was a large share of a logged step.
+Here the C encoder is made once per set of options and called directly; the text is the same, byte for byte.
+A kept C encoder has no circular-reference memo, so a circular value recurses until ``RecursionError``.
+That error is caught and the standard library encodes the value again, raising its usual error.
+Without the C accelerator every call is the standard library's.
 """
 
 from __future__ import annotations

@@ -1,14 +1,10 @@
-"""Text from models, tools and exceptions, made safe to format, to store and to print.
+"""Make text from models, tools and exceptions safe to format, to store and to print.
 
-Anything a model, a tool or a user's exception hands the loop is untrusted: an
-exception's ``__str__`` may raise, and a string may hold what no database column
-accepts (a lone surrogate, which UTF-8 cannot encode; NUL, which PostgreSQL's
-text refuses). The event log keeps such text exactly (``events.data`` is JSON,
-which escapes both); only the summary columns get ``storable``'s rendering.
-Before it reaches a terminal, ``clean`` removes escape sequences (CSI, OSC, DCS and
-the other string controls, two-character ESC sequences), the other C0 and C1
-controls except newline and tab, and the bidirectional overrides that can make text
-read differently from what it is.
+Such text is untrusted: an exception's ``__str__`` may raise, and a string may hold
+a lone surrogate or a NUL, which UTF-8 or PostgreSQL's text refuses.
+The event log keeps such text exactly, as escaped JSON; only the summary columns get ``storable``'s rendering.
+Before text reaches a terminal, ``clean`` removes escape sequences, control characters
+except newline and tab, and the bidirectional overrides that make text read differently.
 """
 
 from __future__ import annotations

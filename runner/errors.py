@@ -1,19 +1,28 @@
-"""Every error the library raises on purpose derives from one base.
+"""Every error the library raises on purpose derives from one base, ``RunnerError``.
 
     RunnerError
-    ├── AgentStopped        a run ended early and the caller asked for an exception
-    ├── ScriptError         a scripted model was used outside its script
-    │   └── ScriptExhausted called more often than it has replies
-    ├── StoreError          the event log cannot be opened, read or written
-    ├── StopRun             deprecated: nothing raises it, and the loop gives it no meaning
-    ├── FixtureError        a replay fixture cannot be read
-    ├── ReplayDivergence    a replay differs from its recording
-    └── CannotResume        a run cannot be resumed (it is done, say)
-        └── RunInUse        another live process drives the run
+    ├── AgentStopped          a run ended early and the caller asked for an exception
+    ├── ScriptError           a scripted model was used outside its script
+    │   └── ScriptExhausted   called more often than it has replies
+    ├── StoreError            the event log cannot be opened, read or written
+    │   ├── RunNotFound       the store holds no run of that id
+    │   ├── NoStoreError      a read-only open found no store (runner.store.migrate)
+    │   └── EventDecodeError  a stored event is not one of this runner's facts (runner.events)
+    ├── StopRun               deprecated: nothing raises it
+    ├── FixtureError          a replay fixture cannot be read
+    │   └── ShapeError        a fixture field is missing or has the wrong type (runner._replay.shape)
+    ├── ReplayDivergence      a replay differs from its recording
+    ├── CannotResume          a run cannot be resumed (it is done, say)
+    │   └── RunInUse          another live process drives the run
+    ├── TracingSetupError     the OTLP exporter cannot be set up (runner.tracing.otlp)
+    ├── PoolError             a worker pool is configured wrong (runner.pool.agents)
+    ├── MissingDependency     a model adapter's SDK is not installed (runner.adapters)
+    └── UnusableResponse      a provider answered with nothing a reply can be made of (runner.adapters)
 
-Model mistakes are never raised: they become ``ERROR:`` observations the model
-can act on. Developer mistakes (a bad schema at ``register``) raise ``ValueError``
-at definition time, before any run starts.
+Model mistakes are never raised: they become ``ERROR:`` observations the model can act on.
+Developer mistakes, such as a bad schema at ``register``, raise ``ValueError`` before any run starts.
+Outside the tree are the pytest plugin's ``RealModelCalled``, an ``AssertionError``,
+and the CLI's ``CliError``, a click exception.
 """
 
 from __future__ import annotations
@@ -94,8 +103,10 @@ class ReplayDivergence(RunnerError):
 
 
 class CannotResume(RunnerError):
-    """``resume`` refused a run: the message says why in one line (a ``done`` run, an
-    unknown decision, a run that is not finished for a follow-up)."""
+    """``resume`` refused a run; the message says why in one line.
+
+    For example the run is done, a decision is unknown, or a run to follow up has not finished.
+    """
 
 
 class RunInUse(CannotResume):

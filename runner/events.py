@@ -1,17 +1,10 @@
 """The facts a run is made of, as types, and the one codec between them and ``events.data``.
 
-The loop emits these values; the store writes them with ``encode``; everything that
-reads a stored run (fixtures, rebuilt spans, ``show``/``stats``, resume) gets them
-back with ``decode``. Recording and resuming therefore speak one vocabulary, and a
-stored run folds back into the exact state the loop had (``runner._log.state``).
-
-Each kind's JSON keeps the shape the log has always had (the ``events`` table is a
-supported interface): the step of ``message``, ``tool_started`` and ``tool_finished``
-lives in the row's ``step`` column, not in ``data``. Fields added later are written
-only when set, so old rows decode and old readers see nothing new.
-
-``ModelCallStarted`` is the one transient fact: the tracer opens the chat span on it,
-the log has no row for it.
+The loop emits these facts, the store writes them with ``encode``, and every reader gets them back with ``decode``.
+So recording and resuming speak one vocabulary, and a stored run folds back into the loop's exact state.
+Each kind's JSON keeps the log's shape, since the ``events`` table is a supported interface.
+Fields added later are written only when set, so old rows decode and old readers see nothing new.
+``ModelCallStarted`` is the one transient fact: the tracer opens the chat span on it, and the log has no row for it.
 """
 
 from __future__ import annotations
@@ -29,11 +22,12 @@ if TYPE_CHECKING:  # the records module imports this one
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunStarted:
-    """A new run: what it was asked, of whom, under which limits. ``origin`` says how a
-    linked run came about (``fork`` at ``forked_at_step``, or ``follow_up``);
-    ``session_id`` names its conversation: the id of the chain's first run (set on linked runs only).
-    ``tool_traits`` holds the tools registered with side effects, approval or an idempotency key
-    (None: none was)."""
+    """A new run: what it was asked, of whom, under which limits.
+
+    ``origin`` says how a linked run came about: ``fork`` at ``forked_at_step``, or ``follow_up``.
+    ``session_id`` names a linked run's conversation: the id of the chain's first run.
+    ``tool_traits`` holds the tools registered with side effects, approval or an idempotency key, or None.
+    """
 
     run_id: str = ""
     step: int = 0
@@ -76,8 +70,11 @@ class ModelCallStarted:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ModelCalled:
-    """A finished model call. ``reply`` is None when the call raised or was abandoned;
-    an ``error`` beside a reply means the loop refused that reply."""
+    """A finished model call.
+
+    ``reply`` is None when the call raised or was abandoned.
+    An ``error`` beside a reply means the loop refused that reply.
+    """
 
     step: int
     prompt_tokens: int
@@ -114,8 +111,11 @@ class CallTokens(NamedTuple):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolStarted:
-    """Committed before the function runs: a started call with no finish is *in doubt*.
-    ``attempt`` counts runs of the same call (2 when a resume ran it again)."""
+    """A tool call about to run, committed before the function runs.
+
+    A started call with no finish is in doubt.
+    ``attempt`` counts the runs of the same call: 2 when a resume ran it again.
+    """
 
     step: int = 0
     call_id: str
@@ -126,8 +126,11 @@ class ToolStarted:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolFinished:
-    """A call that got its observation. ``refused`` names why a call did not run:
-    ``unknown_tool``, ``invalid_args``, ``repeat``, ``denied`` or ``in_doubt``."""
+    """A tool call that got its observation.
+
+    ``refused`` names why a call did not run:
+    ``unknown_tool``, ``invalid_args``, ``repeat``, ``denied`` or ``in_doubt``.
+    """
 
     step: int = 0
     call_id: str
@@ -192,9 +195,11 @@ class RunFinished:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunResumed:
-    """A stopped or orphaned run taken up again: by whom (``owner``), from which status
-    (``reason``), with which limits and approval ``decisions``, and the ``tool_traits`` of
-    the registry it goes on with (as ``RunStarted``'s)."""
+    """A stopped or orphaned run taken up again.
+
+    It says by whom (``owner``), from which status (``reason``), and with which limits and approval ``decisions``.
+    ``tool_traits`` are those of the registry it goes on with, as in ``RunStarted``.
+    """
 
     run_id: str = ""
     step: int = 0
@@ -209,9 +214,11 @@ class RunResumed:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunQueued:
-    """A run submitted to a worker pool and not started yet: the request as submitted
-    (``limits`` holds only the limits the submitter chose; the agent's own options fill
-    in the rest when a worker starts it, with ``run_started`` after this fact)."""
+    """A run submitted to a worker pool and not started yet, as it was submitted.
+
+    ``limits`` holds only the limits the submitter chose.
+    The agent's own options fill in the rest when a worker starts it, with ``run_started`` after this fact.
+    """
 
     run_id: str = ""
     step: int = 0

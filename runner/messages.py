@@ -88,8 +88,10 @@ class ToolSpec(TypedDict):
 
 
 class ToolTraits(TypedDict):
-    """How a tool is to be treated beyond what the model sees: logged per tool so that a resume
-    judges a call from the log by what its tool was when the call started."""
+    """How a tool is to be treated beyond what the model sees.
+
+    The traits are logged per tool, so a resume judges a call by what its tool was when the call started.
+    """
 
     side_effects: bool
     needs_approval: bool

@@ -1,13 +1,9 @@
-"""Progress lines: one per model call and one per tool call, as they happen.
+"""Print progress lines, one per model call and one per tool call, as they happen.
 
-``ProgressRecorder`` is a plain ``Recorder`` (``runner.recorder``): pass it as
-``run_agent(..., recorder=ProgressRecorder())`` and it prints to stderr, styled on a
-terminal and plain when piped, while the store and the tracer record as before.
-``runner run`` and ``runner demo`` use it unless ``--quiet``. Any object with
-``record(event)`` and ``sync()`` is a recorder: write your own for other sinks.
-
-Names and errors come from the model and the tools (untrusted): terminal control
-sequences are stripped before printing.
+``ProgressRecorder`` is a plain recorder: ``run_agent(..., recorder=ProgressRecorder())`` prints to stderr.
+Lines are styled on a terminal and plain when piped; the store and the tracer record as before.
+``runner run`` and ``runner demo`` use it unless ``--quiet``.
+Names and errors come from the model and the tools, so terminal control sequences are stripped first.
 """
 
 from __future__ import annotations
@@ -24,8 +20,10 @@ ESTIMATED = " (estimated)"  # after a count that is the loop's estimate: the pro
 
 
 def tokens_text(tokens: CallTokens) -> str:
-    """A model call's tokens as ``progress_line`` and ``runner show`` both print them: ``120 in + 30 out
-    tokens``, with `` (estimated)`` when the provider reported no usage."""
+    """Format a model call's tokens as ``progress_line`` and ``runner show`` print them.
+
+    For example ``120 in + 30 out tokens``, with `` (estimated)`` when the provider reported no usage.
+    """
     return f"{tokens.input} in + {tokens.output} out tokens" + (ESTIMATED if tokens.estimated else "")
 
 

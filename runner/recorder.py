@@ -1,22 +1,10 @@
-"""The one seam between the loop and the outside world (event log, tracing).
+"""The one seam between the loop and the outside world, such as the event log and tracing.
 
-The loop hands every fact (``runner.events``) to ``record``, in order, on the
-loop's own thread, and its driver calls ``sync`` (the loop's ``Commit`` action)
-right before it acts: before the model is
-called, before a tool function runs, and when the run ends. A durable recorder
-commits what it holds in ``sync``, which is what makes a killed process leave a
-log that says exactly how far the run got. Recorders may be given the facts in
-any order relative to each other: nothing is committed before every recorder has
-seen the fact that ``sync`` follows.
-
-A recorder may say it is ``idle`` once it will ignore every later fact of the run and
-its ``sync`` does nothing (a tracer whose root span nothing records): the loop then
-stops handing it facts and asks for a commit only when the run ends, which spares a
-plain run a call per fact and a round trip through its driver per commit point.
-
-``run_finished`` may come a second time when closing the run raised the first time
-(the loop retries once): a recorder that has already closed the run ignores the
-repeat, or just commits what it still holds.
+The loop hands every fact to ``record``, in order, on the loop's own thread.
+Its driver calls ``sync`` right before it acts: before the model is called, before a tool runs, and when the run ends.
+A durable recorder commits in ``sync``, so a killed process leaves a log that says exactly how far the run got.
+Nothing is committed before every recorder has seen the fact that ``sync`` follows.
+``run_finished`` may come again if closing raised; a recorder that closed the run ignores it or commits what it holds.
 """
 
 from __future__ import annotations
@@ -31,13 +19,22 @@ if TYPE_CHECKING:
 
 
 class Recorder(Protocol):
+    """Take a run's facts as they come, and commit what it holds when asked.
+
+    A recorder may also say it is ``idle``: it will ignore every later fact and its ``sync`` does nothing.
+    The loop then stops handing it facts and asks for a commit only when the run ends.
+    That spares a plain run a call per fact and a round trip through its driver per commit point.
+    """
+
     def record(self, event: Event) -> None: ...
     def sync(self) -> None: ...
 
 
 class LaterSync(Protocol):
-    """A recorder that can commit without blocking: ``sync_later`` hands what ``sync``
-    would commit to a writer thread and returns the futures of those commits."""
+    """A recorder that can commit without blocking.
+
+    ``sync_later`` hands what ``sync`` would commit to a writer thread and returns the futures of those commits.
+    """
 
     def sync_later(self) -> list[asyncio.Future[None]]: ...
 

@@ -1,21 +1,10 @@
 """The pytest plugin: recorded runs as regression tests.
 
-Fixtures:
-
-- ``runner_store``: a fresh store in the test's temporary folder.
-- ``scripted_model``: ``scripted_model(replies)`` builds a ``ScriptedModel``; every
-  one built is checked at teardown to have used its whole script.
-- ``runner_replay``: ``runner_replay("tests/fixtures/x.json", registry)`` replays a
-  fixture strictly against the current tools and fails the test with the
-  divergence sentence. Tools with side effects get their recorded results unless
-  ``live_side_effects=True``, and recorded approvals are replayed. With
-  ``pytest --runner-record``, a missing fixture is recorded instead, by running
-  ``task`` against the real ``model`` given; without it, a missing fixture fails
-  the test.
-- ``runner_no_real_models``: any call of a real model adapter fails the test.
-  ``runner_replay`` turns it on in replay mode, so a test cannot reach a paid API
-  by accident; the ini option ``runner_block_real_models = true`` turns it on for
-  every test.
+It gives the fixtures ``runner_store``, ``scripted_model``, ``runner_replay`` and ``runner_no_real_models``.
+``runner_replay`` replays a fixture strictly and fails the test with the divergence sentence.
+With ``pytest --runner-record`` a missing fixture is recorded with the real model; without it the test fails.
+In replay mode real model calls are blocked, so a test cannot reach a paid API by accident.
+docs/replay.md describes each fixture.
 """
 
 from __future__ import annotations
