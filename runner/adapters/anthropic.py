@@ -1,16 +1,10 @@
 """Models over the official ``anthropic`` client's Messages API.
 
-Our messages map to the API as it wants them: the system prompt apart
-(``system=``), tool calls as ``tool_use`` blocks in the assistant's content, and
-the results of one reply's calls as ``tool_result`` blocks in ONE user message, in
-call order (``is_error`` set for ``ERROR:`` observations). Tool specs become
-``{name, description, input_schema}``.
-
-``stop_reason`` is the provider's own value, except that a reply cut off by a
-token limit (``max_tokens``, ``model_context_window_exceeded``) says ``"length"``
-as it does for every adapter. Usage counts cached prompt tokens as input.
-Extended thinking is refused: its blocks would have to be sent back with every
-tool result, and our messages do not carry them.
+The system prompt goes apart, tool calls become ``tool_use`` blocks, and the results of
+one reply's calls go back as ``tool_result`` blocks in one user message, in call order.
+A reply cut off by a token limit has ``stop_reason`` ``"length"``, as with every adapter.
+Usage counts cached prompt tokens as input.
+Extended thinking is refused: its blocks would have to be sent back, and our messages do not carry them.
 """
 
 from __future__ import annotations

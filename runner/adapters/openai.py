@@ -1,17 +1,10 @@
 """Models over the official ``openai`` client's Chat Completions API.
 
-Works with OpenAI and any OpenAI-compatible server (vLLM, llama.cpp's
-``llama-server --jinja``, Ollama, LM Studio): pass a client built with that
-``base_url``. The client is the caller's, so keys, retries, timeouts and the
-HTTP client are configured the usual way; ``openai_model`` builds one for you.
-
-What the model sends is kept as sent: arguments that are not JSON stay the raw
-string (the registry's check turns them into an ``ERROR:`` observation), and
-``finish_reason`` becomes ``ModelReply.stop_reason`` (``"length"`` for a cut-off
-reply, ``"content_filter"``, and ``"refusal"`` when the message carries one).
-Only what goes back on the wire is repaired: a call whose arguments were not a
-JSON object is replayed with ``"{}"``, because some servers (llama.cpp) reject a
-whole conversation whose history holds unparsable arguments.
+It works with OpenAI and any compatible server: pass a client built with its ``base_url``.
+The client is the caller's, so keys, retries and timeouts are set the usual way; ``openai_model`` builds one.
+What the model sends is kept as sent: arguments that are not JSON stay the raw string.
+Only what goes back on the wire is repaired: such a call is sent back with ``"{}"``,
+because some servers, llama.cpp among them, reject a history that holds unparsable arguments.
 """
 
 from __future__ import annotations
@@ -116,8 +109,10 @@ class _Base:
         return f"{type(self).__name__}(model={self.model_name!r}, provider={self.provider_name!r})"
 
     def _request(self, messages: Sequence[Message], specs: Sequence[ToolSpec]) -> dict[str, Any]:
-        """The request's keyword arguments; ``tools`` only when there are any (no SDK sentinel,
-        so every SDK version the extra allows takes it)."""
+        """Build the request's keyword arguments, with ``tools`` only when there are any.
+
+        No SDK sentinel is used, so every SDK version the extra allows takes it.
+        """
         request: dict[str, Any] = {"model": self.model_name, "messages": to_openai_messages(messages)}
         if specs:
             request["tools"] = to_openai_tools(specs)
