@@ -111,9 +111,12 @@ def cli() -> None:
     Start with `runner demo`, then `runner runs` and `runner show ID`.
 
     \b
-    Exit status: 0 success; 1 "no" (a replay diverged, a run did not end done,
-    the schema is behind); 2 a usage mistake; 3 an error (no such run, an
-    unreadable store or fixture); 130 interrupted (Ctrl-C).
+    Exit status:
+      0    success
+      1    "no": a replay diverged, a run did not end done, the schema is behind
+      2    a usage mistake
+      3    an error: no such run, an unreadable store or fixture
+      130  interrupted (Ctrl-C)
     """
 
 

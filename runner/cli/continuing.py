@@ -1,11 +1,9 @@
 """``runner resume RUN`` and ``runner fork RUN --at STEP``: go on with a stored run, or branch it.
 
-Both are thin layers over ``runner.resume``/``runner.fork``. Approval decisions are
-given per call: ``--approve ID`` runs it, ``--deny ID`` refuses it, and a ``--reason``
-right after a ``--deny`` is the reason the model reads. Click gathers each option's
-values apart, so ``ResumeCommand`` also keeps the order the options came in, which
-pairs each ``--reason`` with its ``--deny``. Decisions are logged (``approval_decided``)
-before the run goes on; a pool run's go back to its queue instead (``send_back``).
+Both are thin layers over ``runner.resume`` and ``runner.fork``.
+``--approve ID`` runs a call, ``--deny ID`` refuses it, and a ``--reason`` right after a ``--deny`` is its reason.
+Click gathers each option's values apart, so ``ResumeCommand`` also keeps the order the options came in.
+Decisions are logged before the run goes on; a pool run's go back to its queue instead (``send_back``).
 """
 
 from __future__ import annotations
@@ -123,8 +121,10 @@ def pool_queue(run: StoredRun) -> str | None:
 
 def send_back(env: Env, store: RunStore, run: StoredRun, short: str, checked: Checked, by: str, broker: str | None,
               queue: str) -> None:
-    """Log a pool run's decisions and publish it to its queue, where a worker resumes it with its agent's
-    model and tools (this process needs neither)."""
+    """Log a pool run's decisions and publish the run to its queue.
+
+    A worker resumes it with its agent's model and tools, so this process needs neither.
+    """
     url = broker_url(broker)  # no broker: refused before anything is logged
     for call_id, verdict in checked.fresh.items():
         store.decide(run.run_id, call_id, verdict is True, verdict if isinstance(verdict, str) else None,
@@ -220,18 +220,16 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, model_spec: str | Non
            decided_by: str | None, here: bool, broker: str | None, quiet: bool, record_content: bool) -> None:
     """Continue RUN where its log stops: after a limit, an error, a crash, or awaiting approval.
 
-    The same run goes on (same id). Calls that finished are not run again; a call the
-    process died inside runs again only if its tool had no side effects (or has an
-    idempotency key). Each decision is logged with who made it (--by). A run submitted
-    to a pool (runner submit) that awaits approval goes back to its queue, and a worker
-    resumes it with its own model and tools (--here resumes it in this process instead).
-    Exit 3 for a done run, one a live process still drives, or one awaiting approval
-    given no decision.
+    The same run goes on, with the same id. Calls that finished are not run again; a call the process
+    died inside runs again only if its tool had no side effects or has an idempotency key.
+    Each decision is logged with who made it (--by). A pool run awaiting approval goes back to its
+    queue for a worker to resume (--here resumes it in this process instead).
+    Exit 3 for a done run, one a live process still drives, or one awaiting approval with no decision.
 
     \b
-    runner resume 1f2e3d4c --tools myapp.tools:registry --max-steps 12
-    runner resume 1f2e3d4c --tools myapp.tools:registry --approve call_1 --deny call_2 --reason "over limit"
-    runner resume 1f2e3d4c --approve call_1 --by alice          # a pool run: back to its workers
+      runner resume 1f2e3d4c --tools myapp.tools:registry --max-steps 12
+      runner resume 1f2e3d4c --tools myapp.tools:registry --approve call_1 --deny call_2 --reason "over limit"
+      runner resume 1f2e3d4c --approve call_1 --by alice          # a pool run: back to its workers
     """
     from .._loop.resume import resume as resume_run
 

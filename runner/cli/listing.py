@@ -1,11 +1,8 @@
 """The table ``runner runs`` prints, fitted to the terminal so the task never vanishes.
 
-Rich shrinks a table that is too wide by cutting every column, which at 80
-columns cut the ids (the one thing you need to paste) and squeezed the task to
-nothing. So the layout is chosen here: the wide one when the task still gets
-``TASK_MIN`` characters, else a narrow one (start time to the minute without the
-year, no duration, a terse tool-call cell); the task takes what is left and is
-cut with an ellipsis.
+Rich would shrink a table that is too wide by cutting every column, the ids and the task included.
+So the layout is chosen here: the wide one when the task still gets ``TASK_MIN`` characters,
+else a narrow one. The task takes what is left and is cut with an ellipsis.
 """
 
 from __future__ import annotations

@@ -107,8 +107,11 @@ def common(fn: Callable[..., R]) -> Callable[..., R]:
 
 def parse_pairs(ctx: click.Context, param: click.Parameter, values: tuple[str, ...], *, shape: str = "KEY=VALUE",
                 once: str | None = None) -> dict[str, str]:
-    """Repeatable ``KEY=VALUE`` options as a dict (the value may hold ``=`` and be empty); a value
-    without ``=`` is a usage error, and so is a repeated key when ``once`` names what a key is."""
+    """Parse repeatable ``KEY=VALUE`` options into a dict.
+
+    The value may hold ``=`` and may be empty.
+    A value without ``=`` is a usage error, and so is a repeated key when ``once`` names what a key is.
+    """
     found: dict[str, str] = {}
     for value in values:
         key, sep, val = value.partition("=")

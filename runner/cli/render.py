@@ -47,8 +47,10 @@ def ellipsis(text: str, limit: int) -> str:
 
 
 class _PipedConsole(Console):
-    """A reader that stops early (``runner runs | head``) is no failure: exit 0 as the ``--json``
-    output does (rich's own console exits 1, which every command here uses for a "no" answer)."""
+    """A console for which a reader that stops early, as in ``runner runs | head``, is no failure.
+
+    It exits 0 as the ``--json`` output does. Rich's own console exits 1, which means "no" here.
+    """
 
     def on_broken_pipe(self) -> None:
         self.quiet = True

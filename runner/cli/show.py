@@ -73,15 +73,14 @@ def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: dat
          search: str | None, labels: dict[str, str], limit: int) -> None:
     """List recorded runs, newest first, and say how many more match past --limit.
 
-    "tool calls" counts the calls that ran (a call run again after a crash once);
-    calls refused before running (an unknown tool, bad arguments, a repeat) are
-    shown apart: "3 (+1 refused)".
-    Runs awaiting approval, and running ones whose process is gone ("running
-    (dead)"), get a note saying how to go on with them.
+    "tool calls" counts the calls that ran, a call run again after a crash once.
+    Calls refused before running (an unknown tool, bad arguments, a repeat) are shown apart: "3 (+1 refused)".
+    Runs awaiting approval, and running ones whose process is gone ("running (dead)"), get a
+    note saying how to go on with them.
 
     \b
-    runner runs --status step_limit --since 1d
-    runner runs --tool get_weather --label env=prod --json
+      runner runs --status step_limit --since 1d
+      runner runs --tool get_weather --label env=prod --json
     """
     with env.store() as store:
         # The filters once: for the page, and for counting what lies past it.
@@ -139,13 +138,12 @@ def waiting_notes(found: list[RunSummary], shorts: dict[str, str], db_hint: str)
 def show(env: Env, run_ref: str, full: bool) -> None:
     """Show one run as a timeline: model text, tool calls, observations, errors and how it stopped.
 
-    Also its parent and children (forks, follow-ups), what a fork or follow-up inherited
-    (swapped observations marked, with the parent's original), each resume (who, why,
-    with which limits and decisions), approval requests, calls left in doubt, and for a run
-    awaiting approval the `runner resume` command that answers it. "took 3m12s
-    (active 4.10s)": the active time leaves out the waits for an approval or a resume.
+    Also its parent and children, what a fork or follow-up inherited (swapped observations marked),
+    each resume, approval requests, calls left in doubt, and the `runner resume` command that answers
+    a run awaiting approval.
+    In "took 3m12s (active 4.10s)" the active time leaves out the waits for an approval or a resume.
 
-    RUN is a run id or any unique prefix of one (as `runner runs` prints).
+    RUN is a run id or any unique prefix of one, as `runner runs` prints.
     """
     with env.store() as store:
         run = store.find_run(run_ref)

@@ -24,11 +24,11 @@ EXPORT_GRACE_S = 1.0  # past the exporter's own timeout, before an export counts
 
 
 def bounded_export(exporter: SpanExporter, spans: Sequence[ReadableSpan], deadline_s: float) -> SpanExportResult | None:
-    """``exporter.export(spans)``, given up after ``deadline_s`` in all (None then).
+    """Call ``exporter.export(spans)``, giving up after ``deadline_s`` in all and returning None then.
 
-    The exporters' timeout bounds each read from the socket, not the export: a collector that
-    answers a byte at a time holds an export for ever. The export runs on a daemon thread, so
-    one that never ends is left behind and cannot keep the process from exiting.
+    The exporters' timeout bounds each read from the socket, not the export,
+    so a collector that answers a byte at a time could hold an export without end.
+    The export runs on a daemon thread, so one that never ends cannot keep the process from exiting.
     """
     box: list[SpanExportResult] = []
 

@@ -110,10 +110,12 @@ def tracer_provider(db_hint: str = "") -> tuple[TracerProvider, Callable[[], Non
 
 
 def cli_exporter(db_hint: str = "") -> WarnOnce:
-    """The OTLP exporter of a CLI run: each export gives up after ``CLI_EXPORT_TIMEOUT_S``
-    (unless ``OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`` says otherwise), in all, even with a
-    collector that answers a byte at a time, so a collector that is down or stuck delays the
-    exit by about that, and its failures are one warning line."""
+    """Make the OTLP exporter of a CLI run, which gives up after ``CLI_EXPORT_TIMEOUT_S`` in all.
+
+    ``OTEL_EXPORTER_OTLP_[TRACES_]TIMEOUT`` overrides that time.
+    It gives up in time even with a collector that answers a byte at a time.
+    So a collector that is down or stuck delays the exit by about that, and its failures are one warning line.
+    """
     from ..tracing.otlp import export_timeout_s, otlp_exporter
     from .spans import EXPORT_GRACE_S
 

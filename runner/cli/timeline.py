@@ -66,12 +66,10 @@ def _args(args: Any) -> str:
 
 
 def step_facts(rows: Sequence[tuple[datetime, Event]]) -> dict[int, dict[str, float]]:
-    """Per ``step_started`` (by its index in ``rows``): the step's duration (to its
-    ``step_finished``), the tokens of its model call, and ``estimated`` (1.0) when they are
-    the loop's estimate.
+    """Collect each step's duration and model-call tokens, keyed by the index of its ``step_started`` in ``rows``.
 
-    Keyed by occurrence, not step number: a resumed run opens the step it stopped in
-    again, and each opening keeps its own facts.
+    ``estimated`` is 1.0 when the tokens are the loop's estimate.
+    The key is the occurrence, not the step number: a resumed run opens the step it stopped in again.
     """
     opened: dict[int, tuple[int, datetime]] = {}  # step -> (index, at) of its latest opening
     facts: dict[int, dict[str, float]] = {}
@@ -131,8 +129,10 @@ def header(run: StoredRun, facts: Sequence[Event], children: Sequence[Link] = ()
 
 def timeline(run: StoredRun, *, full: bool = False, children: Sequence[Link] = (),
              carried: Inherited | None = None) -> Iterator[Text]:
-    """Every step of ``run``: what it ``carried`` over from its parent, model text and calls, observations
-    (cut unless ``full``), errors, resumes, approval requests, the stop."""
+    """List every step of ``run``: what it ``carried`` over, model text and calls, observations and errors.
+
+    It also shows resumes, approval requests and the stop. Observations are cut unless ``full``.
+    """
     limit = None if full else SHOWN_CHARS
     facts = run.facts
     rows = [(event.at, fact) for event, fact in zip(run.events, facts, strict=True)]
