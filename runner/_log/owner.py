@@ -1,18 +1,10 @@
-"""Which process owns a run: an identity a reused pid cannot fake, and whether it still runs.
+"""Say which process owns a run, with an identity a reused pid cannot fake, and whether it still runs.
 
-A run records its owner as ``host:pid@start/boot/pidns``: the process's start time in
-clock ticks since boot (field 22 of ``/proc/<pid>/stat``), the kernel's boot id
-(``/proc/sys/kernel/random/boot_id``) and its PID namespace (the inode of
-``/proc/self/ns/pid``). A pid alone lies: the killed run's pid 1 in a container is the
-next container's pid 1, pids wrap, and containers that share a hostname (host
-networking) each have their own pid 1. An owner's process is checked only where it can
-be seen (same host, same boot, same PID namespace): there it is alive only when its pid
-runs, is no zombie, and started at the recorded tick. Elsewhere its heartbeat decides.
-
-Without ``/proc`` (macOS) the owner is the older ``host:pid`` and only the pid is
-checked; owners of that form, or of ``host:pid@start/boot``, written by earlier versions
-are read the same way. A process also remembers the runs it let go of
-(``remember_let_go``): it lives on, but drives them no more.
+An owner is ``host:pid@start/boot/pidns``: the process's start tick, the boot id and the PID namespace.
+A pid alone lies: pids wrap, and containers each have their own pid 1.
+Its process is checked only where it can be seen: same host, boot and PID namespace; elsewhere its heartbeat decides.
+Without ``/proc``, as on macOS, the owner is ``host:pid`` and only the pid is checked; older forms read the same way.
+A process also remembers the runs it let go of (``remember_let_go``): it lives on but drives them no more.
 """
 
 from __future__ import annotations

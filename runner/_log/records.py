@@ -1,13 +1,10 @@
 """What the store returns: frozen values with attributes, never bare rows.
 
-``liveness`` tells an unfinished run whose process died from one still going:
-``finished`` (it has ended), ``waiting`` (queued: no process drives it yet), ``live``,
-``dead`` (the owner process, one this process can see, is gone, or its pid now belongs
-to another process: see ``owner``) or ``stale`` (an owner it cannot see, silent for
-longer than ``STALE_AFTER_S``: a live run refreshes ``heartbeat_at`` at every commit and
-every ``store.lease.HEARTBEAT_S`` in between; or a run its process let go of, see
-``lease.Heartbeat.let_go``). On PostgreSQL heartbeats are written and judged by the
-server's clock (``read_at``), so a host whose clock runs ahead sees no live run stale.
+``liveness`` tells an unfinished run whose process died from one still going.
+It is ``finished``, ``waiting`` (queued), ``live``, ``dead`` (an owner this process can see is gone),
+or ``stale`` (an owner it cannot see has been silent past ``STALE_AFTER_S``, or let the run go).
+On PostgreSQL heartbeats are judged by the server's clock (``read_at``),
+so a host whose clock runs ahead sees no live run stale.
 """
 
 from __future__ import annotations
@@ -82,8 +79,7 @@ class RunSummary:
 
 @dataclass(frozen=True, slots=True)
 class StoredRun(RunSummary):
-    """A run with its whole log: ``events`` in order, ``facts`` (each event decoded, in the same
-    order) and the ``messages`` rebuilt from them.
+    """A run with its whole log: ``events``, their decoded ``facts`` in the same order, and its ``messages``.
 
     The store decodes the log once, when it reads the run; readers use ``facts``.
     """
@@ -125,8 +121,10 @@ def summary_fields(row: Mapping[Any, Any], labels: dict[str, str], loads: Any) -
 
 
 def logged_text(facts: Iterable[Event]) -> dict[str, Any]:
-    """The run's text fields as its log holds them, exactly (the ``runs`` columns hold a
-    rendering: U+FFFD for what a backend cannot store, names cut to the column width)."""
+    """The run's text fields exactly as its log holds them.
+
+    The ``runs`` columns hold a rendering: U+FFFD for what a backend cannot store, names cut to the column width.
+    """
     found: dict[str, Any] = {}
     for fact in facts:
         if isinstance(fact, RunStarted):
