@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Unpack
 
+from .._log.decisions import Decision, check_decisions, decided_facts, decider
 from .._log.ids import derived_span_id
 from .._log.owner import owner_id
 from .._log.records import StoredRun
@@ -22,7 +23,6 @@ from ..errors import CannotResume, RunNotFound
 from ..events import Event, MessageAppended, RunResumed, RunStarted, StepStarted
 from ..messages import Message, Model
 from . import approvals
-from .approvals import Decision
 from .build import ContinueOptions, core_for, opening, run_limits, wiring_of
 from .limits import Limits
 from .results import AgentResult, model_identity, new_run_id
@@ -73,7 +73,7 @@ def resume_stored(store: RunStore, run: StoredRun, model: Model, registry: ToolR
     if state.started is None:
         raise CannotResume(f"run {run.run_id} has not started ({run.status}); a worker of its pool starts it")
     given = dict(decisions or {})
-    checked = approvals.check_decisions(run.run_id, state, given)
+    checked = check_decisions(run.run_id, state, given)
     refusal = approvals.undecided(run.run_id, state, given, options.get("approve") is not None)
     if refusal is not None:
         raise CannotResume(refusal)
@@ -82,7 +82,7 @@ def resume_stored(store: RunStore, run: StoredRun, model: Model, registry: ToolR
     store.claim_run(run)
     reason = run.status if run.status != Status.RUNNING else f"its process is gone ({run.liveness})"
     model_name, provider = model_identity(model)
-    decided = approvals.decided_facts(state, checked.fresh, approvals.decider()) if checked.fresh else []
+    decided = decided_facts(state, checked.fresh, decider()) if checked.fresh else []
     resumed = RunResumed(run_id=run.run_id, step=state.steps, owner=owner_id(), reason=reason, limits=limits.to_dict(),
                          decisions=checked.applied, model=model_name, provider=provider,
                          tool_traits=registry.traits() or None)

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING, TypeVar
 
 import click
 
+from .._log.decisions import Checked, check_decisions, decider, describe
 from .._log.records import LIVE
 from .._log.state import RunState, fold
 from .._log.statuses import Status
 from .._loop import approvals
-from .._loop.approvals import Checked
 from .._loop.results import AgentResult
 from .._text import clean
 from ..errors import CannotResume
@@ -89,7 +89,7 @@ def check_resumable(run: StoredRun, short: str) -> None:
         raise CliError(f"run {short} is being driven by a live process ({run.owner}); it cannot be taken over")
 
 
-def check_decisions(state: RunState, short: str, decisions: Decisions) -> Checked:
+def check_given(state: RunState, short: str, decisions: Decisions) -> Checked:
     """The decisions given, checked against the log before anything is set up or written.
 
     A usage error for a call the run does not wait on; an error (exit 3) for a decision
@@ -104,7 +104,7 @@ def check_decisions(state: RunState, short: str, decisions: Decisions) -> Checke
             raise CliUsageError(f"{option} {call_id}: run {short} has no call {call_id!r} awaiting approval "
                                 f"(awaiting: {waiting})")
     try:
-        checked = approvals.check_decisions(short, state, decisions)
+        checked = check_decisions(short, state, decisions)
     except CannotResume as exc:
         raise CliError(str(exc)) from None
     refusal = approvals.undecided(short, state, decisions, asks=False)
@@ -140,7 +140,7 @@ def send_back(env: Env, store: RunStore, run: StoredRun, short: str, checked: Ch
         print_json({"run_id": run.run_id, "status": run.status, "decisions": checked.applied, "decided_by": by,
                     "queue": queue, "published": True})
         return
-    what = (", ".join(f"{call_id} {approvals.describe(verdict)}" for call_id, verdict in checked.fresh.items())
+    what = (", ".join(f"{call_id} {describe(verdict)}" for call_id, verdict in checked.fresh.items())
             + f" by {by}") if checked.fresh else "its decisions are logged already"
     click.echo(clean(f"run {short}: {what}; sent back to queue {queue}, where a worker resumes it"))
 
@@ -236,12 +236,12 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, model_spec: str | Non
     decisions = decisions_from(click.get_current_context().meta[ORDER], approve, deny, reason)
     registry = load_tools(tools_spec) if tools_spec is not None else None
     limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s)
-    by = decided_by if decided_by is not None else approvals.decider()
+    by = decided_by if decided_by is not None else decider()
     with env.store(create=True) as store:
         run = store.find_run(run_ref)
         short = store.short_ids([run.run_id])[run.run_id]
         check_resumable(run, short)
-        checked = check_decisions(fold(run.facts, run.run_id), short, decisions)
+        checked = check_given(fold(run.facts, run.run_id), short, decisions)
         queue = pool_queue(run)
         if queue is not None and run.status == Status.AWAITING_APPROVAL and not here:
             send_back(env, store, run, short, checked, by, broker, queue)

@@ -25,7 +25,7 @@ from .._log.state import RunState
 from .._log.statuses import Status
 from ..errors import RunInUse, RunNotFound, StoreError
 from ..events import RunQueued, RunStarted
-from . import forks, queries, queue
+from . import appending, forks, queries, queue
 from .clock import database_clock
 from .engine import DEFAULT_BUSY_TIMEOUT_S, one_line, read_connection, shown
 from .group import GroupCommitter
@@ -103,9 +103,7 @@ class RunStore:
         ``CannotResume`` for a call that awaits no decision, or a decision against a logged one.
         """
         self._check_writable("log decisions")
-        from .._loop.approvals import decide
-
-        return decide(self, run_id, call_id, approved, reason, decided_by=decided_by)
+        return appending.decide(self.engine, self.get_run, run_id, call_id, approved, reason, decided_by=decided_by)
 
     def prune(self, before: datetime, *, status: str | Sequence[str] | None = None, dry_run: bool = False,
               batch_size: int = DEFAULT_BATCH) -> PruneResult:
