@@ -13,11 +13,12 @@ import time
 
 from workload import registry, script
 
+from runner._log.limits import Limits
 from runner._log.state import RunState
 from runner._loop.build import new_run_opening
 from runner._loop.core import AgentCore
-from runner._loop.limits import Limits, NaiveTokenMeter, TokenMeter
 from runner._loop.sync import drive
+from runner._loop.tokens import NaiveTokenMeter, TokenMeter
 from runner._loop.wiring import RunWiring, build_recorder
 
 SIZES = (10, 100, 1000)

@@ -10,13 +10,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ._log.limits import Limits
 from ._log.records import RunSummary, StoredEvent, StoredRun
 from ._log.state import RunState, fold
 from ._log.statuses import STATUSES
 from ._loop.aio import arun_agent
 from ._loop.build import RunOptions
 from ._loop.core import DEFAULT_SYSTEM
-from ._loop.limits import Limits
 from ._loop.plan import run_plan
 from ._loop.results import AgentResult
 from ._loop.resume import follow_up, fork, resume

@@ -60,7 +60,7 @@ def hanging_model(release: threading.Event) -> Any:
 
 def record_unfinished_run(store: Any, run_id: str, task: str = "t") -> None:
     """A run's first commit and nothing more, as a process killed right after it leaves it."""
-    from runner._loop.limits import Limits
+    from runner._log.limits import Limits
     from runner.events import RunStarted
 
     recorder = store.recorder()

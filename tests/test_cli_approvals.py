@@ -19,7 +19,7 @@ import pytest
 from sqlalchemy import update
 
 from runner import ModelReply, RunStore, ToolCall, open_store
-from runner._loop.limits import Limits
+from runner._log.limits import Limits
 from runner._loop.observations import IN_DOUBT
 from runner.events import MessageAppended, ModelCalled, RunStarted, StepStarted, ToolStarted
 from runner.pool.queued import record_queued

@@ -21,7 +21,7 @@ from click.testing import Result
 from sqlalchemy import update
 
 from runner import ModelReply, ScriptedModel, ToolCall, open_store, run_agent
-from runner._loop.limits import Limits
+from runner._log.limits import Limits
 from runner._loop.observations import IN_DOUBT
 from runner.cli.continuing import decisions_from
 from runner.events import MessageAppended, ModelCalled, RunStarted, StepStarted, ToolStarted

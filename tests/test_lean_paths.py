@@ -15,10 +15,10 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import NoOpTracerProvider
 
 from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry
+from runner._log.limits import Limits
 from runner._log.state import RunState
 from runner._loop.build import new_run_opening
 from runner._loop.core import AgentCore
-from runner._loop.limits import Limits
 from runner._loop.replies import MAX_ARGS_DEPTH, json_problem
 from runner._loop.results import Action, CallModel, CallTool, Commit
 from runner._loop.sync import drive_until

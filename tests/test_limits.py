@@ -7,7 +7,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from runner._loop.limits import NaiveTokenMeter, TokenMeter, cut_observation
+from runner._loop.tokens import NaiveTokenMeter, TokenMeter, cut_observation
 
 from .loop_helpers import weather_registry
 

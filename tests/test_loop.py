@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from runner import AgentStopped, ModelReply, ScriptedModel, ToolCall, ToolRegistry, Usage, run_agent
-from runner._loop.limits import naive_prompt_tokens
+from runner._loop.tokens import naive_prompt_tokens
 from runner.events import ToolFinished
 from runner.recorder import NullRecorder
 

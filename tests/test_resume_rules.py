@@ -290,7 +290,7 @@ def test_a_second_resume_keeps_the_limits_the_first_one_set(store: RunStore) -> 
 
 def _killed_in_its_first_model_call(store: RunStore, run_id: str) -> None:
     """The log a process leaves when it dies while the model of step 1 is thinking."""
-    from runner._loop.limits import Limits
+    from runner._log.limits import Limits
     from runner.events import MessageAppended, RunStarted, StepStarted
 
     recorder = store.recorder()

@@ -11,13 +11,13 @@ from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 
+from .._log.limits import Limits, limit_names
 from .._log.state import RunState
 from .._tools.registry import ToolRegistry
 from ..events import Event, MessageAppended, RunStarted
 from ..messages import AnyModel, Message
 from ..recorder import Recorder
 from .core import AgentCore, Approver, Cancel
-from .limits import Limits, limit_names
 from .results import checked_run_id, model_identity
 from .wiring import RunWiring, TraceLink, build_recorder
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Generator, Sequence
 from typing import Protocol
 
+from .._log.limits import Limits
 from .._log.state import RunState
 from .._log.statuses import Status
 from .._text import describe_exception
@@ -34,9 +35,9 @@ from ..messages import AnyModel, Message, ModelReply, ToolCall, ToolTraits, assi
 from ..recorder import Recorder
 from . import observations
 from .ending import Closing
-from .limits import Limits, TokenMeter, cut_observation, tokens_for_chars
 from .replies import failed_call, output_chars, unfinished_reply
 from .results import BEFORE_MODEL_CALL, COMMIT, Action, AgentResult, CallModel, CallTool, Checkpoint, Outcome, Stop
+from .tokens import TokenMeter, cut_observation, tokens_for_chars
 
 DEFAULT_SYSTEM = "You are a helpful assistant. Use the tools when they help, then give a final answer."
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Final
 
+from .._log.limits import Limits
 from .._log.statuses import Status
-from .limits import Limits
 
 IN_DOUBT: Final = ("ERROR: the outcome of this call is unknown: the process running it stopped before it "
                    "finished, so it may or may not have taken effect. Do not assume either way; check "

@@ -13,11 +13,11 @@ import math
 from collections.abc import Collection
 from typing import Any, Final, NamedTuple
 
+from .._log.limits import Limits
 from .._log.statuses import Status
 from .._text import describe_exception
 from ..messages import CUT_OFF_STOP_REASONS, REFUSAL_STOP_REASONS, ModelReply, ToolCall, Usage
 from . import observations
-from .limits import Limits
 from .results import Outcome, Stop
 
 # Deep enough for any real tool's arguments, shallow enough that copying, encoding

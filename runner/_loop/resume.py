@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 from .._log.decisions import Decision, check_decisions, decided_facts, decider
 from .._log.ids import derived_span_id
+from .._log.limits import Limits
 from .._log.owner import owner_id
 from .._log.records import StoredRun
 from .._log.state import fold
@@ -24,7 +25,6 @@ from ..events import Event, MessageAppended, RunResumed, RunStarted, StepStarted
 from ..messages import Message, Model
 from . import approvals
 from .build import ContinueOptions, core_for, opening, run_limits, wiring_of
-from .limits import Limits
 from .results import AgentResult, model_identity, new_run_id
 from .sync import drive
 from .wiring import TraceLink

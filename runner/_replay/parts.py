@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .._loop.limits import Limits
+from .._log.limits import Limits
 from .fixture import CRASHED, Fixture
 
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from .._log.limits import LimitRule, limit_rules
 from .._log.statuses import STATUSES, Status
-from .._loop.limits import LimitRule, limit_rules
 from ..errors import FixtureError
 
 Check = Callable[[Any, str], None]

@@ -13,9 +13,9 @@ import click
 from rich.console import Console
 from rich.text import Text
 
+from .._log.limits import Limits
 from .._log.statuses import Status
 from .._loop.core import DEFAULT_SYSTEM
-from .._loop.limits import Limits
 from .._loop.results import AgentResult
 from .._loop.sync import run_agent
 from .._text import clean

@@ -13,8 +13,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from .._log.limits import Limits, limit_names
 from .._log.statuses import Status
-from .._loop.limits import Limits, limit_names
 from .._loop.results import checked_run_id
 from ..events import RunQueued
 from ..store import RunStore

@@ -24,12 +24,12 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import cast
 
+from .._log.limits import Limits, limit_names
 from .._log.records import LIVE
 from .._log.state import fold
 from .._log.statuses import Status
 from .._loop.build import RunOptions, check_options, core_for, new_run_opening, run_limits, wiring_of
 from .._loop.core import DEFAULT_SYSTEM, AgentCore
-from .._loop.limits import Limits, limit_names
 from .._loop.resume import resume_stored
 from .._loop.sync import drive
 from ..errors import CannotResume, RunNotFound

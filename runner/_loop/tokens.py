@@ -1,4 +1,4 @@
-"""Budgets and the token estimate.
+"""The token estimate, and the cut of a long observation.
 
 The estimate is about 4 characters a token over the JSON of the tool specs and of
 the whole message list, as if the prompt were re-serialised at every step. It is
@@ -9,10 +9,9 @@ size of the new messages rather than the size of the history.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import Field, asdict, dataclass, field, fields
+from collections.abc import Sequence
 from json.encoder import encode_basestring_ascii
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 from .. import _jsontext as jsontext
 from ..messages import Message, ToolSpec
@@ -20,90 +19,9 @@ from ..messages import Message, ToolSpec
 CHARS_PER_TOKEN: Final = 4
 
 __all__ = [
-    "Limits", "LimitRule", "limit_names", "limit_rules", "TokenMeter", "NaiveTokenMeter", "cut_observation",
-    "tokens_for_chars", "json_len", "naive_prompt_tokens", "context_chars_of",
+    "TokenMeter", "NaiveTokenMeter", "cut_observation", "tokens_for_chars", "json_len", "naive_prompt_tokens",
+    "context_chars_of",
 ]
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """Every budget a run is held to; None means unlimited.
-
-    The one list of limits and their defaults: the limit keywords of ``run_agent`` and the
-    others, the fixture's limits and a pool's submitted limits all come from these fields.
-    ``max_identical_calls`` is the repeat guard: that many identical consecutive calls
-    run, the next identical one is refused with an observation telling the model to
-    change course.
-    """
-
-    max_steps: int = 8
-    token_budget: int = 4000
-    max_tool_calls: int | None = None
-    timeout_s: float | None = None
-    max_context_chars: int | None = None
-    max_output_chars: int | None = None
-    max_result_chars: int | None = None
-    max_identical_calls: int = field(default=2, metadata={"minimum": 1})
-
-    def __post_init__(self) -> None:
-        for rule in limit_rules():
-            rule.check(getattr(self, rule.name))
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, recorded: Mapping[str, Any]) -> Limits:
-        """The limits a log or a fixture recorded: a missing one takes its default, an unknown one is ignored."""
-        return cls(**{name: recorded[name] for name in limit_names() if name in recorded})
-
-
-class LimitRule(NamedTuple):
-    """What values one limit takes, read from its field in ``Limits``.
-
-    A count is a non-negative integer (at least ``minimum``), a duration (``seconds``) a
-    positive number; ``optional`` limits also take None, for unlimited.
-    """
-
-    name: str
-    seconds: bool
-    optional: bool
-    minimum: int
-
-    def check(self, value: object) -> None:
-        """Raise ``ValueError`` (naming the limit) unless ``value`` is one this limit takes."""
-        if value is None and self.optional:
-            return
-        unlimited = " or None" if self.optional else ""
-        if self.seconds:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
-                raise ValueError(f"{self.name} must be positive{unlimited}, got {value!r}")
-            return
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise ValueError(f"{self.name} must be a non-negative integer{unlimited}, got {value!r}")
-        if value < self.minimum:
-            raise ValueError(f"{self.name} must be at least {self.minimum}")
-
-
-def _rule(limit: Field[Any]) -> LimitRule:
-    kind = str(limit.type)  # the annotation's text (``from __future__ import annotations``)
-    if kind not in ("int", "int | None", "float | None"):
-        raise TypeError(f"Limits.{limit.name}: a limit is int, int | None or float | None, not {kind}")
-    return LimitRule(limit.name, kind.startswith("float"), kind.endswith("| None"), limit.metadata.get("minimum", 0))
-
-
-_RULES: Final = tuple(_rule(limit) for limit in fields(Limits))
-_NAMES: Final = tuple(rule.name for rule in _RULES)
-
-
-def limit_rules() -> tuple[LimitRule, ...]:
-    """The rule of every limit, in the order of ``Limits``' fields."""
-    return _RULES
-
-
-def limit_names() -> tuple[str, ...]:
-    """The name of every limit, in the order of ``Limits``' fields (each is also a keyword of ``run_agent``)."""
-    return _NAMES
 
 
 def tokens_for_chars(chars: int) -> int:

@@ -1,0 +1,95 @@
+"""Every budget a run is held to, and what values each limit takes.
+
+``Limits`` is the one list of limits and their defaults; ``limit_rules`` reads each
+limit's rule from its field, so a log, a fixture or a pool's submission is checked
+against the same list the loop runs with.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import Field, asdict, dataclass, field, fields
+from typing import Any, Final, NamedTuple
+
+__all__ = ["Limits", "LimitRule", "limit_names", "limit_rules"]
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Every budget a run is held to; None means unlimited.
+
+    The one list of limits and their defaults: the limit keywords of ``run_agent`` and the
+    others, the fixture's limits and a pool's submitted limits all come from these fields.
+    ``max_identical_calls`` is the repeat guard: that many identical consecutive calls
+    run, the next identical one is refused with an observation telling the model to
+    change course.
+    """
+
+    max_steps: int = 8
+    token_budget: int = 4000
+    max_tool_calls: int | None = None
+    timeout_s: float | None = None
+    max_context_chars: int | None = None
+    max_output_chars: int | None = None
+    max_result_chars: int | None = None
+    max_identical_calls: int = field(default=2, metadata={"minimum": 1})
+
+    def __post_init__(self) -> None:
+        for rule in limit_rules():
+            rule.check(getattr(self, rule.name))
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, recorded: Mapping[str, Any]) -> Limits:
+        """The limits a log or a fixture recorded: a missing one takes its default, an unknown one is ignored."""
+        return cls(**{name: recorded[name] for name in limit_names() if name in recorded})
+
+
+class LimitRule(NamedTuple):
+    """What values one limit takes, read from its field in ``Limits``.
+
+    A count is a non-negative integer (at least ``minimum``), a duration (``seconds``) a
+    positive number; ``optional`` limits also take None, for unlimited.
+    """
+
+    name: str
+    seconds: bool
+    optional: bool
+    minimum: int
+
+    def check(self, value: object) -> None:
+        """Raise ``ValueError`` (naming the limit) unless ``value`` is one this limit takes."""
+        if value is None and self.optional:
+            return
+        unlimited = " or None" if self.optional else ""
+        if self.seconds:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ValueError(f"{self.name} must be positive{unlimited}, got {value!r}")
+            return
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{self.name} must be a non-negative integer{unlimited}, got {value!r}")
+        if value < self.minimum:
+            raise ValueError(f"{self.name} must be at least {self.minimum}")
+
+
+def _rule(limit: Field[Any]) -> LimitRule:
+    kind = str(limit.type)  # the annotation's text (``from __future__ import annotations``)
+    if kind not in ("int", "int | None", "float | None"):
+        raise TypeError(f"Limits.{limit.name}: a limit is int, int | None or float | None, not {kind}")
+    return LimitRule(limit.name, kind.startswith("float"), kind.endswith("| None"), limit.metadata.get("minimum", 0))
+
+
+_RULES: Final = tuple(_rule(limit) for limit in fields(Limits))
+_NAMES: Final = tuple(rule.name for rule in _RULES)
+
+
+def limit_rules() -> tuple[LimitRule, ...]:
+    """The rule of every limit, in the order of ``Limits``' fields."""
+    return _RULES
+
+
+def limit_names() -> tuple[str, ...]:
+    """The name of every limit, in the order of ``Limits``' fields (each is also a keyword of ``run_agent``)."""
+    return _NAMES
