@@ -1,1 +1,1 @@
-"""Replay: fixtures, the replay driver, divergence reports and the scripted model."""
+"""Replay: the replay driver, divergence reports and the scripted model (fixtures are ``_log.fixture``)."""

@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
+from .._log.fixture import fixture_from_run
 from .._log.owner import owner_id
 from .._log.records import LIVE, RunSummary, StoredRun
 from .._log.state import RunState
@@ -248,8 +249,6 @@ class RunStore:
 
         The write is atomic: if it fails, an existing file at ``path`` is left as it was.
         """
-        from .._replay.fixture import fixture_from_run
-
         return fixture_from_run(self.find_run(run_id)).write(path)
 
     # -- a worker pool's queue ---------------------------------------------------
