@@ -19,12 +19,13 @@ from ..messages import AnyModel, Message
 from ..recorder import Recorder
 from .core import AgentCore, Approver, Cancel
 from .results import checked_run_id, model_identity
-from .wiring import RunWiring, TraceLink, build_recorder
+from .wiring import RunWiring, build_recorder
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
     from ..store import RunStore
+    from ..tracing.live import TraceLink
 
 
 class NotGiven(Enum):

@@ -27,10 +27,10 @@ from . import approvals
 from .build import ContinueOptions, core_for, opening, run_limits, wiring_of
 from .results import AgentResult, model_identity, new_run_id
 from .sync import drive
-from .wiring import TraceLink
 
 if TYPE_CHECKING:
     from ..store import RunStore
+    from ..tracing.live import TraceLink
 
 
 def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *,
@@ -86,7 +86,7 @@ def resume_stored(store: RunStore, run: StoredRun, model: Model, registry: ToolR
     resumed = RunResumed(run_id=run.run_id, step=state.steps, owner=owner_id(), reason=reason, limits=limits.to_dict(),
                          decisions=checked.applied, model=model_name, provider=provider,
                          tool_traits=registry.traits() or None)
-    link = TraceLink(run.trace_id, _root_span_id(run), joins=True)
+    link = _link_to(run, joins=True)
     return drive(core_for(model, registry, run.run_id, limits, [*decided, resumed], state, wiring_of(options, store),
                           link))
 
@@ -139,7 +139,7 @@ def follow_up(store: RunStore, run_id: str, message: str, model: Model, registry
 
 def _drive_linked(store: RunStore, parent: StoredRun, started: RunStarted, messages: list[Message], model: Model,
                   registry: ToolRegistry, limits: Limits, options: ContinueOptions) -> AgentResult:
-    link = TraceLink(parent.trace_id, _root_span_id(parent), joins=False)
+    link = _link_to(parent, joins=False)
     return drive(core_for(model, registry, started.run_id, limits, opening(started, messages), None,
                           wiring_of(options, store), link))
 
@@ -184,6 +184,13 @@ def _limits(recorded: Mapping[str, Any], max_steps: int | None, token_budget: in
     """The recorded limits, with those given replacing theirs (None: not given)."""
     given = {"max_steps": max_steps, "token_budget": token_budget}
     return run_limits(recorded, options, {name: value for name, value in given.items() if value is not None})
+
+
+def _link_to(run: StoredRun, *, joins: bool) -> TraceLink:
+    """Where the spans of a run continued from ``run`` attach (``TraceLink``)."""
+    from ..tracing.live import TraceLink  # lazily, as wiring builds the tracer: import runner loads no OpenTelemetry
+
+    return TraceLink(run.trace_id, _root_span_id(run), joins=joins)
 
 
 def _root_span_id(run: StoredRun) -> str:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
     from ..store import RunStore
+    from ..tracing.live import TraceLink
     from .core import Approver, Cancel
 
 
@@ -32,19 +33,6 @@ class RunWiring:
     recorder: Recorder | None = None
     cancel: Cancel | None = None
     approve: Approver | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TraceLink:
-    """Say where a continued run's spans attach.
-
-    With ``joins``, a resumed run's new root goes under its first root (``span_id``) in the same trace.
-    Otherwise, for a fork or a follow-up, the new trace links to the parent run's root.
-    """
-
-    trace_id: str
-    span_id: str
-    joins: bool
 
 
 def build_recorder(wiring: RunWiring, state: RunState, link: TraceLink | None = None) -> Recorder:

@@ -10,7 +10,8 @@ With nothing recording the run, no spans are made and the ids are derived from t
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags, Tracer, TracerProvider
@@ -33,11 +34,20 @@ from ..events import (
 )
 from . import attrs, content
 
-if TYPE_CHECKING:
-    from .._loop.wiring import TraceLink
-
-
 _OPENS_ROOT = (RunStarted, RunResumed)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceLink:
+    """Say where a continued run's spans attach.
+
+    With ``joins``, a resumed run's new root goes under its first root (``span_id``) in the same trace.
+    Otherwise, for a fork or a follow-up, the new trace links to the parent run's root.
+    """
+
+    trace_id: str
+    span_id: str
+    joins: bool
 
 
 def _hex(span: Span) -> str:
