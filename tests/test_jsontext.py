@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runner import _jsontext as jsontext
+from runner import _jsontext
 
 
 class Tagged(int):
@@ -36,9 +36,9 @@ VALUES: list[Any] = [
 ]
 
 CASES = [
-    (jsontext.standard, {}),
-    (jsontext.sorted_keys, {"sort_keys": True}),
-    (jsontext.compact, {"separators": (",", ":"), "default": repr}),
+    (_jsontext.standard, {}),
+    (_jsontext.sorted_keys, {"sort_keys": True}),
+    (_jsontext.compact, {"separators": (",", ":"), "default": repr}),
 ]
 
 
@@ -61,22 +61,22 @@ FINITE = [v for v in VALUES if v != [math.nan, math.inf, -math.inf]]
 
 @pytest.mark.parametrize("value", FINITE, ids=range(len(FINITE)))
 def test_the_strict_encoder_writes_what_json_dumps_writes_without_nan(value: Any) -> None:
-    assert jsontext.strict(value) == json.dumps(value, allow_nan=False)
+    assert _jsontext.strict(value) == json.dumps(value, allow_nan=False)
 
 
 def test_the_strict_encoder_refuses_nan_with_the_standard_message() -> None:
-    assert outcome(jsontext.strict, {"x": [math.nan]}) == outcome(lambda v: json.dumps(v, allow_nan=False),
+    assert outcome(_jsontext.strict, {"x": [math.nan]}) == outcome(lambda v: json.dumps(v, allow_nan=False),
                                                                   {"x": [math.nan]})
-    assert outcome(jsontext.strict, [math.nan])[0] == "ValueError"
+    assert outcome(_jsontext.strict, [math.nan])[0] == "ValueError"
 
 
 def test_a_value_that_is_not_json_fails_as_json_dumps_fails_and_compact_writes_its_repr() -> None:
     with pytest.raises(TypeError, match=r"^Object of type Opaque is not JSON serializable$"):
-        jsontext.standard({"x": Opaque()})
-    assert jsontext.compact({"x": Opaque(), "y": {1, 2} - {1, 2}}) == '{"x":"<opaque>","y":"set()"}'
+        _jsontext.standard({"x": Opaque()})
+    assert _jsontext.compact({"x": Opaque(), "y": {1, 2} - {1, 2}}) == '{"x":"<opaque>","y":"set()"}'
 
 
-@pytest.mark.parametrize("encode", [jsontext.standard, jsontext.sorted_keys, jsontext.strict, jsontext.compact],
+@pytest.mark.parametrize("encode", [_jsontext.standard, _jsontext.sorted_keys, _jsontext.strict, _jsontext.compact],
                          ids=["standard", "sorted_keys", "strict", "compact"])
 def test_a_circular_value_raises_the_standard_circular_reference_error(encode: Any) -> None:
     looped: dict[str, Any] = {"a": [1]}
@@ -97,8 +97,8 @@ def test_encoding_builds_no_encoder_per_call(monkeypatch: pytest.MonkeyPatch) ->
 
     monkeypatch.setattr(stdlib_encoder, "c_make_encoder", counting)
     for n in range(10):
-        assert jsontext.compact({"n": n}) == f'{{"n":{n}}}'
-        assert jsontext.standard([n]) == f"[{n}]"
+        assert _jsontext.compact({"n": n}) == f'{{"n":{n}}}'
+        assert _jsontext.standard([n]) == f"[{n}]"
     assert built == []
     assert json.JSONEncoder().encode({"n": 1}) == '{"n": 1}'
     assert built == [1]  # the standard library's own encoder does build one

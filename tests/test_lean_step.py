@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
-from runner import _jsontext as jsontext
+from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, _jsontext, run_agent
 
 
 def _registry(seen: list[dict[str, Any]]) -> ToolRegistry:
@@ -37,7 +36,7 @@ def test_a_plain_step_serialises_three_values(monkeypatch: pytest.MonkeyPatch) -
         return counting_encode
 
     for name in ("standard", "sorted_keys", "strict", "compact"):  # the encoders kept in runner._jsontext
-        monkeypatch.setattr(jsontext, name, counted(getattr(jsontext, name)))
+        monkeypatch.setattr(_jsontext, name, counted(getattr(_jsontext, name)))
 
     model = ScriptedModel([ModelReply("", [ToolCall(f"c{i}", "echo", {"n": i})]) for i in range(10)] + ["done"])
     registry = _registry([])

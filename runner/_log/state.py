@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .. import _jsontext as jsontext
+from .. import _jsontext
 from ..events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -38,7 +38,7 @@ _RESETS_REPEATS = frozenset({"unknown_tool", "invalid_args"})
 def call_key(call: ToolCall) -> str | None:
     """What makes two calls identical for the repeat guard; None when the args cannot be keyed."""
     try:
-        return call.name + "\x00" + jsontext.sorted_keys(call.args)
+        return call.name + "\x00" + _jsontext.sorted_keys(call.args)
     except (TypeError, ValueError, RecursionError):
         return None
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from json.encoder import encode_basestring_ascii
 from typing import Any, Final
 
-from .. import _jsontext as jsontext
+from .. import _jsontext
 from ..messages import Message, ToolSpec
 
 CHARS_PER_TOKEN: Final = 4
@@ -30,7 +30,7 @@ def tokens_for_chars(chars: int) -> int:
 
 def json_len(value: Any) -> int:
     """``len(json.dumps(value))``."""
-    return len(jsontext.standard(value))
+    return len(_jsontext.standard(value))
 
 
 def naive_prompt_tokens(specs: Sequence[ToolSpec], messages: Sequence[Message]) -> int:
@@ -77,7 +77,7 @@ def _dict_len(value: Any) -> tuple[int, int]:
                 chars += call_chars
                 args += call_args
         else:
-            size = len(jsontext.standard(item))
+            size = len(_jsontext.standard(item))
             chars += size
             if key == "args":
                 args += size

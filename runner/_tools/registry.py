@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
-from .. import _jsontext as jsontext
+from .. import _jsontext
 from .._text import describe_exception
 from ..messages import DEFAULT_TRAITS, ToolSpec, ToolTraits
 from .schema import ArgsCheck, args_checker, check_schema
@@ -202,7 +202,7 @@ def _check_key_parameter(name: str, key: str, params: Mapping[str, Any], fn: Cal
 def result_observation(name: str, value: Any) -> str:
     """``json.dumps`` of a tool's result, or an ``ERROR:`` if it is not valid JSON."""
     try:
-        return jsontext.strict(value)
+        return _jsontext.strict(value)
     except Exception as exc:  # a dict subclass's own items() may raise anything
         return f"ERROR: {name} returned a value that is not JSON-serialisable: {describe_exception(exc)}"
 

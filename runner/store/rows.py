@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, overload
 
-from .. import _jsontext as jsontext
+from .. import _jsontext
 from .._text import storable
 from ..errors import StoreError
 from ..events import RunQueued, RunStarted
@@ -23,7 +23,7 @@ NAME_WIDTH = 200
 
 
 def dumps(value: Any) -> str:
-    return jsontext.compact(value)
+    return _jsontext.compact(value)
 
 
 def event_data(run_id: str, seq: int, data: str) -> Any:
