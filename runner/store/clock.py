@@ -1,16 +1,9 @@
 """The recorder's clock: each fact's timestamp, already in the form its store keeps.
 
-Every fact carries a timestamp. On SQLite a timestamp is UTC text, so a ``datetime``
-made for each fact was turned into text again when its row was written, and those two
-steps cost more than a fact's own JSON. ``utc_text`` reads the clock and writes the
-text in one go, formatting the date and time of day once per second: only the
-microseconds change between the facts of one second. The text is the one SQLAlchemy's
-SQLite ``DATETIME`` writes (``YYYY-MM-DD HH:MM:SS.ffffff``), which the store's
-``UTCDateTime`` reads back as an aware UTC ``datetime`` and writes for a ``datetime``.
-A server database takes the ``datetime`` itself.
-
-On PostgreSQL heartbeats are written and judged by the server's clock (``database_clock``,
-``database_now``), so a host whose clock runs ahead sees no live run stale.
+On SQLite ``utc_text`` reads the clock and writes the text ``UTCDateTime`` keeps in one go,
+formatting the date and time of day once per second: a ``datetime`` per fact, turned into
+text later, cost more than the fact's JSON. A server database takes the ``datetime``.
+On PostgreSQL heartbeats use the server's clock (``database_clock``, ``database_now``).
 """
 
 from __future__ import annotations

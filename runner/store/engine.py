@@ -1,25 +1,10 @@
 """The engine factory: SQLite pragmas first, writes in ``BEGIN IMMEDIATE``.
 
-SQLite settings, per connection and before anything else touches the file:
-``busy_timeout`` (wait for another writer instead of failing), ``journal_mode=WAL``
-(readers never block the writer, several processes can share one file),
-``foreign_keys=ON`` and ``synchronous=NORMAL``. NORMAL in WAL mode never corrupts
-the file; a power cut may lose the last commits. ``synchronous="FULL"`` (argument
-to ``open_store``, or ``?synchronous=FULL`` in the URL) makes every commit durable
-at the cost of an fsync each.
-
-pysqlite's own transaction handling is switched off and every transaction starts
-with ``BEGIN IMMEDIATE`` (SQLAlchemy's documented recipe), so a writer takes the
-write lock at the start and waits for it under the busy timeout instead of failing
-half-way with "database is locked". Readers (``read_connection``) get a plain
-deferred ``BEGIN`` under ``PRAGMA query_only`` on SQLite, a ``READ ONLY``
-transaction on PostgreSQL; either is undone before the connection goes back to
-the pool, so the next writer is not read-only.
-
-A read-only engine (``read_only=True``) never writes at all: SQLite files are
-opened ``mode=ro`` (``immutable=1`` when the directory cannot hold the WAL index,
-e.g. a read-only mount: only safe while nobody writes the file) with
-``query_only`` on, and PostgreSQL connections are read-only.
+SQLite gets ``busy_timeout``, WAL, foreign keys and ``synchronous=NORMAL`` (``FULL`` on request)
+on every connection before anything else touches the file. pysqlite's own transactions are
+off: a writer takes the write lock at ``BEGIN IMMEDIATE`` and waits for it, instead of failing
+half-way with "database is locked". Readers run read-only (``query_only``, or ``READ ONLY``),
+undone before the pool reuses the connection; a ``read_only`` engine never writes at all.
 """
 
 from __future__ import annotations
@@ -39,6 +24,8 @@ from sqlalchemy.pool import StaticPool
 
 from ..errors import StoreError
 
+# NORMAL in WAL mode never corrupts the file, but a power cut may lose the last commits;
+# FULL makes every commit durable at the cost of an fsync each.
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 READ_OPTION = "runner_read"
@@ -93,8 +80,10 @@ def make_engine(url: URL, *, synchronous: str | None = None, busy_timeout_s: flo
                 read_only: bool = False, immutable: bool = False) -> Engine:
     """An engine for ``url`` (already parsed); SQLite gets its pragmas and BEGIN IMMEDIATE.
 
-    ``read_only`` makes an engine that cannot write (see the module docstring);
-    ``immutable`` (SQLite, with ``read_only``) opens the file without locking or a WAL index.
+    ``read_only`` makes an engine that cannot write: SQLite files ``mode=ro`` with ``query_only``,
+    PostgreSQL connections read-only. ``immutable`` (SQLite, with ``read_only``) opens the file
+    without locking or a WAL index, for a directory that cannot hold one (a read-only mount);
+    it is safe only while nobody writes the file.
     """
     kwargs: dict[str, Any] = {}
     if url.get_backend_name() == "sqlite":
@@ -149,7 +138,11 @@ def _read_only_sqlite(path: Path, immutable: bool, busy_timeout_s: float) -> Cal
 
 
 def read_connection(engine: Engine) -> Connection:
-    """A connection whose transactions cannot write (see the module docstring)."""
+    """A connection whose transactions cannot write, undone before the pool reuses it.
+
+    SQLite reads in a deferred ``BEGIN`` under ``PRAGMA query_only``, PostgreSQL in a
+    ``READ ONLY`` transaction; the next writer of the connection is not read-only.
+    """
     options: dict[str, Any] = {READ_OPTION: True}
     if engine.dialect.name == "postgresql":
         options["postgresql_readonly"] = True

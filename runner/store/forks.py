@@ -29,11 +29,10 @@ def track(store: RunStore) -> None:
 
 
 def hold(store: RunStore) -> bool:
-    """Before a fork, on a SQLite file: let the commits under way end and start no other until
-    the fork is done (see ``GroupCommitter.hold_for_fork``); whether the commits are held.
+    """Hold a SQLite file's commits while this process forks; whether they are held.
 
-    A commit ends within the busy timeout; a server database needs no wait (its connections
-    are sockets, nothing the child shares).
+    The commits under way end first, within the busy timeout (``GroupCommitter.hold_for_fork``).
+    A server database needs no wait: its connections are sockets, nothing the child shares.
     """
     if store.closed or store.engine.dialect.name != "sqlite" or is_memory(store.url):
         return False
@@ -42,10 +41,11 @@ def hold(store: RunStore) -> bool:
 
 
 def start_afresh(store: RunStore) -> None:
-    """In a forked child: let go of the parent's connections without closing them (they are
-    the parent's; SQLite must never use one across a fork) and of its threads and commits.
+    """Give ``store`` its own connections, threads and commits in a forked child.
 
-    An in-memory store keeps its one connection: it is the database, and the child's copy.
+    The parent's connections are let go of without closing them: they are the parent's,
+    and SQLite must never use one across a fork. An in-memory store keeps its one
+    connection: it is the database, and the child's copy.
     """
     if not store.closed:
         if not is_memory(store.url):

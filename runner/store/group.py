@@ -1,34 +1,9 @@
 """Group commit: one transaction carries the pending facts of every run that shares a store.
 
-SQLite has one writer and a commit costs far more than the rows it carries, so when
-many runs (threads, or coroutines of one event loop) write one store, each committing
-on its own spends the store's time on commits. Instead every run hands its buffered
-rows to the store's ``GroupCommitter`` as a ``Batch``:
-
-- a thread that must wait (``commit``) becomes the *leader* when nobody is writing:
-  it takes every batch queued so far, its own included, and commits them in one
-  transaction. Batches handed in meanwhile wait for the next leader. A run alone
-  therefore commits on its own thread with no hand-off, as it always did;
-- a batch nobody blocks on (``submit``, the async driver's way, so the event loop's
-  thread never waits on the database) is committed by a background writer thread,
-  and its ``future`` (an asyncio future of the submitting loop) completes when the
-  commit that carries it is done. One callback per loop and commit completes them
-  all: fifty coroutines' commits cost the loop one wake-up, not fifty.
-
-On PostgreSQL a commit mostly waits for the server to flush its log, so up to
-``leaders`` groups are under way at once, each on a connection of its own: while one
-group's commit waits, the runs it does not carry go on and the next group is written
-(the server flushes concurrent commits together). SQLite has a single writer: one
-leader at a time.
-
-A run hands in its next batch only after the previous one is committed (the loop
-waits for each before it acts), so a run has at most one batch under way, and its
-events stay contiguous and in order whichever leader carries each batch. When a group's
-transaction fails, its batches are retried one transaction each, so a run whose rows cannot be
-written (a taken run id, say) fails alone; a later batch of that run in the same
-group is not written either (its log must not skip events). A run another process
-took over fails alone too. The transaction itself (the held connection, the order of
-the rows, the owner fence) is ``transaction.Writer``'s.
+A waiting thread leads when nobody writes, taking every queued batch; ``submit``'s batches
+go to a background writer. A run has at most one batch under way, so its events stay in
+order. A failed group is retried one batch per transaction, so only the faulty run fails.
+The invariants and why: docs/event-log.md, "Commits: the invariants".
 """
 
 from __future__ import annotations
@@ -71,7 +46,7 @@ class Batch:
     error: StoreError | None = None
 
 
-# Groups under way at once on a server database (see the module docstring).
+# Groups under way at once on a server database (docs/event-log.md, "Group commit").
 SERVER_LEADERS = 2
 
 
@@ -104,16 +79,15 @@ class GroupCommitter:
         self._background: list[threading.Thread] = []
 
     def after_fork(self) -> None:
-        """In a forked child: the parent's commits under way, queued batches and threads are not
-        this process's (its leaders do not exist here, and its lock may be held for ever)."""
+        """Forget the parent's commits, queued batches, threads and lock, in a forked child."""
         self._start_afresh()
 
     def hold_for_fork(self, wait_s: float) -> None:
-        """Before a fork: wait for the commits under way to end (at most ``wait_s``), then hold
-        the lock so none starts until ``release_after_fork``. SQLite keeps the locks of every
-        connection to a file in one table per process, and a fork copies it: a child forked
-        while a commit held the file would find it locked for ever by a connection it does not
-        have. (The child starts afresh, with a lock of its own.)"""
+        """Wait up to ``wait_s`` for the commits under way, then start none until ``release_after_fork``.
+
+        A SQLite child forked mid-commit would find the file locked for ever
+        (docs/event-log.md, "Forks"). The child starts afresh, with a lock of its own.
+        """
         self._lock.acquire()
         deadline = time.monotonic() + wait_s
         self._closers += 1
@@ -161,9 +135,11 @@ class GroupCommitter:
             self._wait_locked(batch)
 
     def submit(self, batch: Batch) -> asyncio.Future[None]:
-        """Queue ``batch`` for the background writer; the future, of the running event loop,
-        completes with its commit. Cancelling the future calls nothing off: the rows are the
-        run's log, and ``wait`` still blocks until they are committed."""
+        """Queue ``batch`` for the background writer; a future of the running loop completes with its commit.
+
+        Cancelling the future calls nothing off: the rows are the run's log,
+        and ``wait`` still blocks until they are committed.
+        """
         import asyncio  # only async runs come here: a plain run does not load it
 
         future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -201,8 +177,7 @@ class GroupCommitter:
     # -- leading ------------------------------------------------------------------
 
     def _wait_locked(self, batch: Batch) -> None:
-        """With the lock held: lead a commit when nobody does, else sleep until this batch is
-        committed or leadership is handed to this thread."""
+        """Lead a commit when a leader is free, else sleep until ``batch`` is done or it is our turn; lock held."""
         while not batch.done:
             if batch.taken or self._leading >= self.leaders:
                 waiter = getattr(self._mine, "cond", None)
@@ -261,8 +236,10 @@ class GroupCommitter:
         return writer
 
     def _hand_over_locked(self) -> None:
-        """Batches queued during the commit: wake the thread that waits on the first one to lead
-        the next, and a background writer when one of them is nobody's to wait on."""
+        """Wake the next leader for the batches queued meanwhile: a waiting thread, or a background writer.
+
+        The background writer is woken too when a queued batch has no thread waiting on it.
+        """
         if not self._queue or self._leading >= self.leaders:
             return
         first = next((b for b in self._queue if b.waiter is not None), None)
@@ -349,8 +326,7 @@ def _error(batch: Batch, exc: BaseException) -> StoreError:
 
 
 def _complete_futures(group: Sequence[Batch]) -> None:
-    """Hand each event loop the outcomes of its batches in one callback (one wake-up of
-    the loop per commit, however many of its coroutines the commit carried)."""
+    """Hand each event loop the outcomes of its batches in one callback: one wake-up per loop and commit."""
     by_loop: dict[asyncio.AbstractEventLoop, list[Batch]] = {}
     for batch in group:
         if batch.future is not None:

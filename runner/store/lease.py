@@ -1,21 +1,10 @@
 """Who drives a run: the owner lease, taken by compare-and-set, kept alive by a heartbeat.
 
-A run's row names its ``owner`` (the process driving it) and when that owner last
-showed signs of life (``heartbeat_at``). While a run is live its process refreshes
-the heartbeat every ``HEARTBEAT_S`` from a background thread, even while the model
-or a tool is busy for minutes, so a run whose process died is seen as gone after
-``LEASE_S`` anywhere (and at once where the process itself can be checked: its host,
-boot and PID namespace). On PostgreSQL the heartbeat is the server's clock (``now()``),
-never the process's: hosts whose clocks disagree still agree on a heartbeat's age.
-
-Taking a run over is one ``UPDATE ... WHERE`` the row is still exactly as the taker
-read it (status, owner, heartbeat): of two processes that race for a run, one
-update matches and the other matches nothing. A worker pool relies on this too.
-
-A process that stops driving a run whose close it could not commit (the store was
-locked, or the server gone) lets go of it (``Heartbeat.let_go``): it remembers so at
-once, and releases the row (no owner, no heartbeat) as soon as the store takes writes
-again, so the run can be resumed there and then, here or in any other process.
+A background thread refreshes ``heartbeat_at`` of the runs this process drives; on
+PostgreSQL it is the server's clock. Taking a run over is one ``UPDATE`` that matches only
+the row as the taker read it, so of two racers one wins. A run whose close could not be
+committed is let go of, and its row released once the store takes writes again.
+Why, in full: docs/event-log.md, "The lease".
 """
 
 from __future__ import annotations
@@ -99,8 +88,10 @@ class Heartbeat:
         self.after_fork()
 
     def after_fork(self) -> None:
-        """No run to beat for or release, and no thread (at start, and in a forked child: the
-        parent's runs are the parent's, and its lock may have been held by its beating thread)."""
+        """Start with no run to beat for or release, and no thread: at start, and in a forked child.
+
+        In a child the parent's runs are the parent's, and its beating thread may have held the lock.
+        """
         self._runs: set[str] = set()
         self._releases: dict[str, str] = {}  # run id -> the owner it was let go of as
         self._lock = threading.Lock()
@@ -143,8 +134,11 @@ class Heartbeat:
             yield
 
     def stop(self) -> None:
-        """No more beats (the store closes). Releases still owed get one last try: past it, a run
-        this process let go of reads live to other processes on this host until this one exits."""
+        """Stop beating, as the store closes; the releases still owed get one last try.
+
+        Past it, a run this process let go of reads live to other processes
+        on this host until this one exits.
+        """
         if self._releases:
             self.release()
         with self._lock:
@@ -175,8 +169,11 @@ class Heartbeat:
             pass  # the next beat, or the run's next commit, refreshes it
 
     def release(self) -> None:
-        """Write the releases still owed: each run's row loses its owner and heartbeat, if it is
-        still running as this process left it (the thread calls this; a failure waits for the next try)."""
+        """Write the releases still owed: each row loses its owner and heartbeat.
+
+        Only a row still running as this process left it is released. The thread
+        calls this; a failure waits for the next try.
+        """
         engine = self._engine()
         if engine is None:
             return

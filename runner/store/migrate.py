@@ -1,11 +1,10 @@
 """Alembic, driven in code: find the scripts, check the version cheaply, upgrade.
 
-The migration scripts live in the top-level ``migrations/`` of a source checkout
-and are mapped to ``runner/_migrations`` in the wheel; both are looked for.
-Opening a store at head costs one read-only look at ``alembic_version`` (on
-SQLite through a ``mode=ro`` connection, before any pragma can touch the file);
-only a store behind head takes the write lock and runs Alembic. Only an empty
-database or one that is recognisably ours is ever migrated into (see ``_check``).
+The scripts are ``migrations/`` in a checkout, ``runner/_migrations`` in the wheel. Opening
+a store at head costs one read-only look at ``alembic_version`` (on SQLite a ``mode=ro``
+connection, before any pragma touches the file); only a store behind head takes the write
+lock and runs Alembic. Only an empty database or one that is recognisably ours is ever
+migrated into (see ``_check``).
 """
 
 from __future__ import annotations

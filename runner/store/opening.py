@@ -15,16 +15,19 @@ def open_store(url: str | os.PathLike[str] | URL = "sqlite:///runs.db", *, synch
                busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, read_only: bool = False) -> RunStore:
     """Open the event log at ``url``, applying any pending migration.
 
-    ``url`` is a SQLAlchemy URL (``sqlite:///runs.db``, ``postgresql+psycopg://...``)
-    or a SQLite file path (a ``Path``, or a string without ``://``). ``synchronous`` (SQLite only, default ``NORMAL``;
-    also ``?synchronous=FULL`` in the URL) trades commit speed for durability
-    across power loss. Raises ``StoreError`` with one line on any failure, without
-    modifying a database that is not a runner store.
+    Args:
+        url: a SQLAlchemy URL (``sqlite:///runs.db``, ``postgresql+psycopg://...``)
+            or a SQLite file path (a ``Path``, or a string without ``://``).
+        synchronous: SQLite only, default ``NORMAL`` (also ``?synchronous=FULL`` in the URL);
+            trades commit speed for durability across power loss.
+        busy_timeout_s: how long a SQLite writer waits for another one.
+        read_only: for inspection. Never creates, migrates or writes anything (an older
+            revision is read as it is), and works on a file in a directory it cannot write.
 
-    ``read_only=True`` is for inspection: it never creates, migrates or writes
-    anything (an older revision is read as it is), works on a file in a directory
-    it cannot write, and raises ``NoStoreError`` (a ``StoreError``) when there is
-    no store yet: a missing or empty file, or a database without our tables.
+    Raises:
+        StoreError: one line, on any failure, without modifying a database that is not
+            a runner store. ``NoStoreError`` (a ``StoreError``) when ``read_only`` finds no
+            store: a missing or empty file, or a database without our tables.
     """
     parsed = parse_url(url)
     if read_only:

@@ -1,14 +1,8 @@
 """A group's event rows into PostgreSQL by ``COPY``: one data stream, not a statement per row.
 
-psycopg's ``executemany`` binds and runs every row on its own (pipelined, but each row
-is Python work in the store's writer, on the GIL the runs themselves need): measured on
-the concurrency benchmark at about 20 us of the writer's CPU per event row. ``COPY``
-formats the rows in the driver's C code. (The runs' summary updates stay an
-``executemany``: as one ``UPDATE ... FROM unnest(...)`` the planner joins the whole
-``runs`` table, which costs more than it saves.)
-
-Triggers fire for ``COPY`` as for ``INSERT``, so the log's append-only guards hold, and
-a row that breaks a constraint fails the transaction just the same.
+``executemany`` costs the writer Python work per row, on the GIL the runs need; ``COPY``
+formats the rows in the driver's C code. Triggers fire for ``COPY`` as for ``INSERT``, so
+the append-only guards hold. Numbers: docs/event-log.md, "Notes".
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """Core statements compiled once per dialect and run on the DBAPI cursor.
 
-The recorder writes a few rows at every step; sending each through the full
-Core execution pipeline costs more than SQLite's own commit. A ``Prepared``
-statement keeps the SQL that Core generated for the dialect, plus the column
-types' own bind processors, and hands plain parameter rows to the driver's
-cursor (one ``executemany`` per batch) inside the caller's transaction, which
-the caller begins (``BEGIN IMMEDIATE`` on SQLite) and commits.
+Sending a step's few rows through the full Core pipeline costs more than SQLite's commit.
+A ``Prepared`` statement keeps Core's SQL for the dialect and the columns' bind processors,
+and hands plain rows to the cursor (one ``executemany`` per batch) inside the caller's
+transaction, which the caller begins and commits.
 """
 
 from __future__ import annotations
@@ -61,8 +59,10 @@ class Prepared:
             cursor.executemany(self.sql, [self.values_params(row) for row in rows])
 
     def run(self, cursor: Any, rows: Sequence[Mapping[str, Any]]) -> int:
-        """Execute for ``rows`` on a DBAPI cursor; how many rows it changed. Driver errors come
-        out raw (the caller wraps them)."""
+        """Execute for ``rows`` on a DBAPI cursor; how many rows it changed.
+
+        Driver errors come out raw: the caller wraps them.
+        """
         if not rows:
             return 0
         if len(rows) == 1:

@@ -1,18 +1,9 @@
 """Retention: delete whole finished runs, one transaction per batch (``RunStore.prune``).
 
-What goes: runs started before a time, in a finished status (any but ``running``,
-``queued`` and ``awaiting_approval``, which someone may still continue), with every
-row keyed by them (events, labels, tools, cancel requests). A run stays when a run
-that stays descends from it (forks and follow-ups point at their parent through
-``runs.parent_run_id``, a foreign key): deleting it would orphan a kept run, so it
-goes only together with all its children. Children are deleted before or with their
-parents, so every batch leaves the foreign keys intact.
-
-The events' append-only guard (migration 0004) lets an event go only while its run
-is marked in ``run_deletions``; the marks live inside the batch's transaction only.
-Each batch re-reads its runs under the write lock (``FOR UPDATE`` on PostgreSQL,
-``BEGIN IMMEDIATE`` on SQLite), so a run resumed or forked since the plan was made
-is skipped, not half-deleted.
+A run goes with every row keyed by it, and only with all its children (``parent_run_id``
+is a foreign key). The append-only guard lets an event go only while its run is marked in
+``run_deletions``, inside the batch's transaction. Each batch re-reads its runs under the
+write lock, so a run resumed or forked since the plan is skipped, not half-deleted.
 """
 
 from __future__ import annotations
@@ -43,8 +34,10 @@ class PrunedRun:
 
 @dataclass(frozen=True, slots=True)
 class PruneResult:
-    """What a prune deleted (``dry_run``: would delete): runs, their event count, and the
-    matching runs kept because a kept run descends from them."""
+    """What a prune deleted, or with ``dry_run`` would delete.
+
+    ``kept_parents`` are the matching runs kept because a kept run descends from them.
+    """
 
     runs: tuple[PrunedRun, ...]
     events: int

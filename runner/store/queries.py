@@ -63,8 +63,10 @@ class Timed(NamedTuple):
 
 @dataclass(frozen=True, slots=True)
 class Activity:
-    """The runs started in a window: how many per status, their tokens and tool calls (those
-    that ran), and the facts that time their steps and tools, each run's in log order."""
+    """The runs started in a window: counts per status, tokens, tool calls that ran, and timing facts.
+
+    ``timed`` holds the facts that time steps and tools, each run's in log order.
+    """
 
     by_status: dict[str, int]
     tokens: int
@@ -192,8 +194,10 @@ def _common_prefix(a: str, b: str) -> int:
 
 
 def refused_calls(conn: Connection, run_ids: list[str]) -> dict[str, int]:
-    """Per run, the ``tool_finished`` facts with ``ran`` false, counted in the database (JSON
-    functions on SQLite and PostgreSQL; another backend's events are read here)."""
+    """Count, per run, the ``tool_finished`` facts with ``ran`` false.
+
+    SQLite and PostgreSQL count with their JSON functions; another backend's events are read here.
+    """
     found: dict[str, int] = dict.fromkeys(run_ids, 0)
     dialect = conn.dialect.name
     refused: ColumnElement[bool] | None = None

@@ -1,13 +1,9 @@
 """A worker pool's queue, kept in the store: queued runs, cancel requests, what a sweep publishes again.
 
-A queued run is a ``runs`` row with status ``queued`` and one fact, ``run_queued``
-(task, agent name, the limits and labels chosen at submission, the queue). The worker
-that takes it appends ``run_started`` and the rest, under the same run id.
-
-Only the owner appends to a run's log, so a cancel request is a ``run_cancels`` row
-that the driving worker polls. A run still queued is cancelled at once: its row moves
-from ``queued`` to ``cancelled`` by compare-and-set (no worker can claim it after that)
-and its ``run_finished`` is appended in the same transaction.
+A queued run is a ``runs`` row with status ``queued`` and one fact, ``run_queued``; the worker
+that takes it appends the rest under the same run id. Only the owner appends to a log, so a
+cancel request is a ``run_cancels`` row that the driving worker polls. A run still queued is
+cancelled at once, by compare-and-set, with its ``run_finished`` in the same transaction.
 """
 
 from __future__ import annotations
@@ -82,8 +78,10 @@ def queue_run(engine: Engine, queued: RunQueued) -> None:
 
 
 def request_cancel(engine: Engine, run_id: str, by: str) -> bool:
-    """Record that ``by`` asks for run ``run_id`` to be cancelled; False when it was asked before
-    (that request stands)."""
+    """Record that ``by`` asks for run ``run_id`` to be cancelled; False when it was asked before.
+
+    The earlier request stands.
+    """
     row = {"run_id": run_id, "requested_at": datetime.now(UTC), "requested_by": by}
     statement = insert_new(run_cancels, engine.dialect).returning(run_cancels.c.run_id)
     with writing(engine, f"cannot cancel run {run_id}") as conn:
@@ -91,8 +89,7 @@ def request_cancel(engine: Engine, run_id: str, by: str) -> bool:
 
 
 def cancel_queued(engine: Engine, run_id: str, error: str) -> bool:
-    """Move a queued run to ``cancelled`` and log its ``run_finished``, unless a worker claimed it
-    first; whether it did."""
+    """Cancel a run still queued, logging its ``run_finished``; False when a worker claimed it first."""
     now = datetime.now(UTC)
     with writing(engine, f"cannot cancel run {run_id}") as conn:
         moved = conn.execute(update(runs).where(runs.c.run_id == run_id, runs.c.status == Status.QUEUED).values(
@@ -133,8 +130,10 @@ def due(conn: Connection, untouched_since: datetime, queue: str, now: datetime) 
 
 
 def touch(engine: Engine, run: Waiting, now: datetime) -> Touched | None:
-    """Mark ``run`` as published at ``now`` if its row is still as read; None when it changed (another
-    worker's sweep took it, or it moved on)."""
+    """Mark ``run`` as published at ``now`` if its row is still as read, else None.
+
+    The row changes when another worker's sweep took the run, or the run moved on.
+    """
     statement = update(runs).where(runs.c.run_id == run.run_id, runs.c.status == run.status,
                                    runs.c.updated_at == run.updated_at).values(updated_at=now)
     with writing(engine, f"cannot sweep run {run.run_id}") as conn:

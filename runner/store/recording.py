@@ -1,14 +1,9 @@
 """``StoreRecorder``: the loop's facts, committed to ``events`` before the loop acts.
 
-Events are buffered and committed in one transaction at the three points where
-the loop is about to act or stop: ``model_call_started`` (before the model is
-called), ``tool_started`` (before the tool function runs) and ``run_finished``.
-The ``runs`` row is inserted with the first commit and its summary updated in
-every later one (only its progress columns while the status stays the same), so
-a step costs one commit plus one per tool that runs. Runs hold no connection:
-the store's one writer (``GroupCommitter``) commits for all of them on a single
-connection of its own, so any number of runs (50 coroutines in one event loop,
-or many threads) share one engine's pool.
+Events are buffered and committed in one transaction before the model is called, before a
+tool runs, and when the run finishes: a step costs one commit, plus one per tool. The
+``runs`` row comes with the first commit and its summary is updated in each later one.
+Runs hold no connection: the store's one writer (``GroupCommitter``) commits for them all.
 """
 
 from __future__ import annotations
@@ -188,8 +183,10 @@ class StoreRecorder:
     # -- buffering and commits ---------------------------------------------------
 
     def _used(self, name: str) -> None:
-        """A tool name this run has not named yet: its ``run_tools`` row, unless another name
-        renders to the same column text (two long names that share the column's width are one row)."""
+        """Buffer the ``run_tools`` row of a tool name this run has not named yet.
+
+        Two long names that render to the same column text are one row.
+        """
         self._tool_names.add(name)
         key = column(name, NAME_WIDTH)
         if key not in self._tool_columns:
@@ -214,9 +211,10 @@ class StoreRecorder:
             raise
 
     def sync_later(self) -> list[asyncio.Future[None]]:
-        """``sync`` without blocking, on an event loop's thread: the buffered rows go to the
-        store's writer thread, and the future completes once they are committed (the async
-        driver awaits it)."""
+        """Hand the buffered rows to the store's writer thread; the future completes once they are committed.
+
+        This is ``sync`` without blocking, for an event loop's thread; the async driver awaits the future.
+        """
         self._settle_inflight()
         batch = self._inflight = self._batch()
         return [self._committer.submit(batch)]
@@ -231,9 +229,12 @@ class StoreRecorder:
                 self._let_go_if_closing()
 
     def _let_go_if_closing(self) -> None:
-        """A commit failed with the run's close buffered: the loop is done with the run, so this
-        process lets go of it (``lease.Heartbeat.let_go``) rather than leave it running as its own.
-        Should the close's retry commit after all, the run is finished and nothing is released."""
+        """Let go of the run when a commit failed with its close buffered.
+
+        The loop is done with the run, so this process lets go of it (``lease.Heartbeat.let_go``)
+        rather than leave it running as its own. Should the close's retry commit after all,
+        the run is finished and nothing is released.
+        """
         if self._closing and self.heartbeat is not None:
             self.heartbeat.let_go(self.run_id, owner_id())
 
@@ -324,8 +325,11 @@ def statements(dialect: Dialect) -> dict[str, Prepared]:
 
 
 def _labels_upsert(dialect: Dialect) -> Insert:
-    """Labels of a run: a queued run has its rows already (from ``submit``); its start moves
-    their ``started_at`` to the run's, so the label filter keeps reading newest first."""
+    """The insert of a run's labels, which updates the rows a queued run already has.
+
+    A queued run's start moves their ``started_at`` to the run's, so the label filter
+    keeps reading newest first.
+    """
     table = run_labels
     if dialect.name in ("postgresql", "sqlite"):
         insert = postgresql.insert(table) if dialect.name == "postgresql" else sqlite.insert(table)

@@ -40,8 +40,10 @@ def column(text: str, width: int | None = None) -> str: ...
 @overload
 def column(text: None, width: int | None = None) -> None: ...
 def column(text: str | None, width: int | None = None) -> str | None:
-    """A summary column's rendering of ``text``: ``storable`` (U+FFFD for a lone surrogate
-    or NUL), cut to the column's ``width``. The event log keeps the exact text."""
+    """Render ``text`` for a summary column: ``storable``, then cut to the column's ``width``.
+
+    ``storable`` drops NUL and puts U+FFFD for a lone surrogate. The event log keeps the exact text.
+    """
     shown = storable(text)
     return shown if shown is None or width is None else shown[:width]
 
@@ -69,7 +71,9 @@ def run_row(run_id: str, opened: RunStarted | RunQueued, trace_id: str, owner: s
 
 
 def label_rows(run_id: str, labels: Mapping[str, str], started_at: datetime | str) -> list[dict[str, Any]]:
-    """A run's ``run_labels`` rows: keys and values rendered for their columns; of two keys that
-    render alike, the first one given wins."""
+    """A run's ``run_labels`` rows, keys and values rendered for their columns.
+
+    Of two keys that render alike, the first one given wins.
+    """
     rendered = {column(k, NAME_WIDTH): column(v) for k, v in reversed(list(labels.items()))}
     return [{"run_id": run_id, "key": k, "value": v, "started_at": started_at} for k, v in reversed(rendered.items())]

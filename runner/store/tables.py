@@ -1,20 +1,18 @@
 """The log's tables, typed. Their names and columns are a supported interface.
 
-``runs``        one row per run: the summary, updated as the run moves
-``events``      the append-only facts of a run, primary key (run_id, seq)
-``run_labels``  caller labels of a run (key, value), for the label filter
-``run_tools``   each tool name a run called, for the tool filter
-``run_cancels`` runs someone asked to cancel (a worker pool polls it)
-``run_deletions`` runs being pruned, only inside the pruning transaction (see ``prune``)
+The tables::
 
-Both filter tables repeat the run's ``started_at``, so a filter on a tool or a
-label walks its own index newest first and stops after ``limit`` rows, whether
-the tool is in every run or in three of them.
+    runs           one row per run: the summary, updated as the run moves
+    events         the append-only facts of a run, primary key (run_id, seq)
+    run_labels     caller labels of a run (key, value), for the label filter
+    run_tools      each tool name a run called, for the tool filter
+    run_cancels    runs someone asked to cancel (a worker pool polls it)
+    run_deletions  runs being pruned, only inside the pruning transaction (see ``prune``)
 
-JSON columns (``events.data``, ``runs.limits``, ``runs.tool_specs``) hold JSON
-text on every backend. Timestamps are UTC with microseconds. The schema is
-created and changed only by the Alembic migrations in ``migrations/``; a test
-checks that these models and the migrated schema agree.
+Both filter tables repeat the run's ``started_at``, so a filter walks its own index newest
+first and stops after ``limit`` rows. JSON columns hold JSON text on every backend;
+timestamps are UTC with microseconds. Only the Alembic migrations in ``migrations/``
+create and change the schema; a test checks that these models and it agree.
 """
 
 from __future__ import annotations
@@ -49,9 +47,11 @@ class UTCDateTime(TypeDecorator[datetime]):
         return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
 
     def bind_processor(self, dialect: Dialect) -> Any:
-        """On SQLite, the text SQLAlchemy's ``DATETIME`` would make of ``process_bind_param``'s
-        value (always with six digits of microseconds), in one step. The recorder's own
-        statements skip it: its clock gives that text already (``clock``)."""
+        """On SQLite, turn a ``datetime`` into the text SQLAlchemy's ``DATETIME`` makes, in one step.
+
+        The text always has six digits of microseconds. The recorder's own statements skip
+        this: its clock gives that text already (``clock``).
+        """
         if dialect.name != "sqlite":
             return super().bind_processor(dialect)
 

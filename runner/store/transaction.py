@@ -1,17 +1,9 @@
 """One group's transaction: the writer's held connection, the rows in order, the owner fence.
 
-The store's one writer (``GroupCommitter``) keeps one pooled driver connection between
-commits: a checkout plus a reset-on-return per commit would cost as much as SQLite's own
-commit. A connection the server dropped (a restart, an idle timeout) is replaced, with the
-pool's idle ones (dropped with it, most likely), and the transaction tried again: at once,
-then, while the server refuses connections, with a growing pause for up to ``RECONNECT_S``.
-Should the dead one have committed after all, the retry fails on the events' primary key, so
-a fact is never written twice. A forked child (worker pools fork) never touches its parent's
-connection: it opens its own.
-
-Every summary update is fenced by the run's owner (``... AND owner = <this process>``): a
-process that stalled past its lease while another took the run over matches nothing, and
-its rows are not written (``TakenOver``), so it never runs a tool whose start it cannot log.
+Each summary update matches only the run's own owner, so a process that lost its lease
+writes nothing (``TakenOver``). A dropped connection is replaced and the transaction
+retried, for up to ``RECONNECT_S`` on a server; the events' primary key keeps a retry
+from writing a fact twice. Why: docs/event-log.md, "The transaction".
 """
 
 from __future__ import annotations
@@ -37,8 +29,7 @@ FENCED = frozenset({"update_run", "update_progress"})  # statements that match o
 
 @dataclass(slots=True)
 class Parts:
-    """A group's rows by statement, in the order they are written: new runs first, then
-    summaries, events and tools, so each run's rows keep their order."""
+    """A group's rows by statement, in the order they are written, so each run's rows keep their order."""
 
     new_runs: list[Row]
     starts: list[Row]  # queued runs whose row their start fills in (runner.pool)
@@ -50,8 +41,10 @@ class Parts:
 
 
 class ServerGone(Exception):
-    """The server could not be reached again within ``Writer.reconnect_s``: the group fails as one
-    (trying its runs one by one would wait that long for each)."""
+    """The server stayed out of reach for ``Writer.reconnect_s``; the whole group fails.
+
+    Trying its runs one by one would wait that long for each.
+    """
 
     def __init__(self, cause: BaseException) -> None:
         super().__init__(str(cause))
@@ -115,8 +108,11 @@ class Writer:
                 waited, pause = waited + pause, min(pause * 2, RECONNECT_MAX_PAUSE_S)
 
     def close(self) -> None:
-        """Hand the connection back to the pool. A later commit (of a run the store's owner did
-        not wait for) opens a connection of its own and closes it when done."""
+        """Hand the connection back to the pool.
+
+        A later commit (of a run the store's owner did not wait for) opens a connection
+        of its own and closes it when done.
+        """
         self._closed = True
         self._drop(broken=False)
 
@@ -162,8 +158,10 @@ class Writer:
         return self._conn
 
     def _drop(self, *, broken: bool, keep: bool = True) -> None:
-        """Let go of the held connection: back to the pool (``keep``), or closed for good
-        (``broken``, or a late commit after ``close``: the pool was disposed already)."""
+        """Let go of the held connection: back to the pool (``keep``), or closed for good.
+
+        It is closed for good when ``broken``, or after ``close``: the pool is disposed of already.
+        """
         conn, self._conn = self.connection, None  # a forked child never closes its parent's
         cursor, self._cursor = self._cursor, None
         if conn is None:
