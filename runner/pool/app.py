@@ -1,16 +1,10 @@
 """The Celery side: one app per broker, one task (``runner.run``) carrying a run id, the worker.
 
-Configuration follows Celery's conventions: JSON only (no pickle), late
-acknowledgement with ``reject_on_worker_lost`` (a killed worker's message goes back to
-the queue), prefetch 1 (a worker holds no message it is not working on), no result
-backend (the store holds every outcome). Workers use Celery's thread pool: one
-process per ``runner worker``, so killing it ends every run it drives at once, and
-its heartbeat thread with them.
-
-The sweep is a plain timer thread in each worker (no Celery beat): every
-``sweep_s`` it publishes runs left ``queued`` or whose owner is gone for longer than
-``requeue_after_s`` (a message lost, a broker down at submission, a worker dead
-with the broker unaware). A duplicate message costs one store read.
+Celery's conventions: JSON only, late acknowledgement with ``reject_on_worker_lost``,
+prefetch 1, no result backend (the store holds every outcome). Workers use the thread
+pool, so killing a ``runner worker`` ends every run it drives, and its heartbeat. A timer
+thread in each worker (no Celery beat) sweeps: it publishes again the runs left ``queued``
+or whose owner is gone. Why each: docs/workers.md.
 """
 
 from __future__ import annotations

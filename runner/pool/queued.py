@@ -56,11 +56,11 @@ def request_cancel(store: RunStore, run_id: str) -> str:
 
 
 class StoreCancel:
-    """A run's ``cancel`` option backed by the store's cancel requests: ``is_set()`` reads the store
-    at most once every ``every_s`` (the loop polls it every few milliseconds while a model call runs).
+    """A run's ``cancel`` option backed by the store's cancel requests.
 
-    It lets a running tool call finish (``lets_tools_finish``): the run stops before its next
-    model or tool call, with every call it started logged with its result, none left in doubt.
+    ``is_set()`` reads the store at most once every ``every_s``: the loop polls it every few
+    milliseconds while a model call runs. A running tool call is let finish (``lets_tools_finish``):
+    the run stops before its next model or tool call, with no call left in doubt.
     """
 
     lets_tools_finish = True

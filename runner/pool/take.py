@@ -1,20 +1,10 @@
 """The worker's task body: take a run by its id, then start it or resume it.
 
-Celery delivers at least once, so every delivery decides from the store alone:
-
-- no such run, or a run that has finished: acknowledged and dropped;
-- a run live in another process: dropped (the sweep publishes it again if that
-  process dies without the broker noticing);
-- a run whose log has no ``run_started`` (queued, or its worker died before the
-  first commit): its start is built first (an agent whose options are wrong raises
-  ``PoolError`` and the run stays queued), then it is claimed by compare-and-set and
-  started under its own id;
-- a run that has started: ``resume``, which claims it the same way and follows the
-  in-doubt rules for calls its dead worker left started and unfinished;
-- a run awaiting approval: resumed with the decisions its log holds (``runner resume
-  --approve`` logs one and sends the run back here), dropped while it holds none.
-
-Nothing here imports Celery, so tests drive it directly.
+Celery delivers at least once, so every delivery decides from the store alone. A finished
+or unknown run, or one live elsewhere, is dropped. A run with no ``run_started`` has its start
+built (a wrong agent option leaves it queued), then is claimed by compare-and-set; a started
+one is resumed under the in-doubt rules, and one awaiting approval with the decisions logged.
+Nothing here imports Celery, so tests drive it. The rules: docs/workers.md, "Running".
 """
 
 from __future__ import annotations
