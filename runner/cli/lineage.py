@@ -74,8 +74,10 @@ def resume_command(short: str, tools: str | None, approve: Sequence[str] = (), d
 
 
 def recorded_tools(run: StoredRun) -> str:
-    """The ``module:attr`` the run's tools were loaded from, as logged when it started (``runner
-    run``, ``demo``, ``fork`` and follow-ups log it), or a placeholder to fill in."""
+    """The ``module:attr`` the run's tools were loaded from, as logged at its start, or a placeholder.
+
+    ``runner run``, ``demo``, ``fork`` and follow-ups log it; the placeholder is for the reader to fill in.
+    """
     for fact in run.facts:
         if isinstance(fact, RunStarted):
             ref = fact.tools_ref
