@@ -77,9 +77,11 @@ class RunStore:
 
     def recorder(self, span_source: SpanSource | None = None, resume: RunState | None = None,
                  trace_id: str | None = None, loop_state: RunState | None = None) -> StoreRecorder:
-        """A recorder for one run (``run_agent(..., store=store)`` calls this); ``resume``: the
-        stored run's folded state, to continue its log; ``loop_state``: the loop's own state,
-        read instead of folded again (see ``StoreRecorder``)."""
+        """A recorder for one run; ``run_agent(..., store=store)`` calls this.
+
+        ``resume`` is the stored run's folded state, to continue its log. ``loop_state`` is the
+        loop's own state, read instead of folded again (see ``StoreRecorder``).
+        """
         self._check_writable("record runs")
         return StoreRecorder(self.engine, span_source, resume, trace_id, self.heartbeat, self.committer,
                              loop_state=loop_state)
@@ -98,24 +100,30 @@ class RunStore:
 
     def decide(self, run_id: str, call_id: str, approved: bool, reason: str | None = None, *,
                decided_by: str | None = None) -> bool:
-        """Log a decision on a call of run ``run_id`` awaiting approval, without resuming it; whether
-        it was logged now (the same decision again logs nothing). ``decided_by`` defaults to the OS user.
+        """Log a decision on a call awaiting approval, without resuming the run.
 
-        ``CannotResume`` for a call that awaits no decision, or a decision against a logged one.
+        Returns whether it was logged now: the same decision again logs nothing.
+        ``decided_by`` defaults to the OS user.
+
+        Raises:
+            CannotResume: the call awaits no decision, or a logged decision says otherwise.
+            RunInUse: a live process drives the run.
         """
         self._check_writable("log decisions")
         return appending.decide(self.engine, self.get_run, run_id, call_id, approved, reason, decided_by=decided_by)
 
     def prune(self, before: datetime, *, status: str | Sequence[str] | None = None, dry_run: bool = False,
               batch_size: int = DEFAULT_BATCH) -> PruneResult:
-        """Delete whole finished runs started before ``before`` (naive means UTC), with their events,
-        labels, tools and cancel requests, ``batch_size`` runs per transaction.
+        """Delete whole finished runs started before ``before`` (naive means UTC).
 
-        ``status`` narrows to some finished statuses; ``running``, ``queued`` and
-        ``awaiting_approval`` runs are never deleted (asking for them is a ``ValueError``),
-        nor a run that a kept run was forked or followed up from (``kept_parents``).
-        ``dry_run`` deletes nothing and reports what would go. Single events stay
+        A run goes with its events, labels, tools and cancel requests, ``batch_size`` runs per
+        transaction. Running, queued and awaiting-approval runs are never deleted, nor a run
+        that a kept run was forked or followed up from (``kept_parents``). Single events stay
         undeletable: only this whole-run path gets past the append-only guard.
+
+        Args:
+            status: only these finished statuses (asking for an unfinished one is a ``ValueError``).
+            dry_run: delete nothing; report what would go.
         """
         self._check_open()
         statuses = prunable_statuses(status)
@@ -187,8 +195,10 @@ class RunStore:
             return queries.summaries(conn, query)
 
     def get_run(self, run_id: str) -> StoredRun:
-        """The run with its events, their facts and the messages rebuilt from them; ``RunNotFound``
-        (a ``StoreError``) if there is none."""
+        """The run with its events, their facts and the messages rebuilt from them.
+
+        ``RunNotFound`` (a ``StoreError``) if there is none.
+        """
         with self.reading() as conn:
             found = queries.read_run(conn, run_id)
         if found is None:
@@ -234,8 +244,10 @@ class RunStore:
             return queries.refused_calls(conn, run_ids)
 
     def activity(self, since: datetime | None = None, until: datetime | None = None) -> Activity:
-        """What the runs started in [since, until) did: counts by status, totals, and the facts
-        that time their steps and tool calls (``runner stats`` summarises them)."""
+        """What the runs started in [since, until) did; ``runner stats`` summarises it.
+
+        Counts by status, totals, and the facts that time their steps and tool calls.
+        """
         with self.reading() as conn:
             return queries.activity(conn, since, until)
 
@@ -259,14 +271,18 @@ class RunStore:
         queue.queue_run(self.engine, queued)
 
     def request_cancel(self, run_id: str) -> bool:
-        """Ask for run ``run_id`` to be cancelled (its driver polls ``cancel_requested``); False when
-        it was asked before (that request stands)."""
+        """Ask for run ``run_id`` to be cancelled; its driver polls ``cancel_requested``.
+
+        False when it was asked before (that request stands).
+        """
         self._check_writable("cancel runs")
         return queue.request_cancel(self.engine, run_id, owner_id())
 
     def cancel_queued(self, run_id: str, error: str) -> bool:
-        """End a run still ``queued`` as ``cancelled`` with ``error``, unless a worker claimed it
-        first; whether it did."""
+        """End a run still queued as cancelled with ``error``, unless a worker claimed it first.
+
+        Returns whether it did.
+        """
         self._check_writable("cancel runs")
         return queue.cancel_queued(self.engine, run_id, error)
 
@@ -276,8 +292,10 @@ class RunStore:
             return queue.cancel_requested(conn, run_id)
 
     def due_for_publish(self, older_than_s: float, queue_name: str | None = None) -> list[queue.Touched]:
-        """Runs a worker on ``queue_name`` (None: the default queue) should get (again): submitted to
-        that queue, queued or running with the owner gone, and untouched for ``older_than_s``.
+        """The runs a worker on ``queue_name`` (None: the default queue) should be sent again.
+
+        They were submitted to that queue, are queued or running with the owner gone, and were
+        not touched for ``older_than_s``.
 
         Each is touched (``updated_at``) by compare-and-set, so of several workers sweeping at
         once one publishes it, and it is not published again before ``older_than_s``
@@ -290,8 +308,10 @@ class RunStore:
         return [touched for run in waiting if (touched := queue.touch(self.engine, run, now)) is not None]
 
     def untouch(self, touched: Sequence[queue.Touched]) -> None:
-        """Give back runs ``due_for_publish`` touched but could not publish: as due as if never
-        touched, so the other workers' sweeps are not held off a whole interval."""
+        """Give back runs ``due_for_publish`` touched but could not publish.
+
+        They are as due as if never touched, so other workers' sweeps are not held off an interval.
+        """
         self._check_writable("sweep runs")
         queue.untouch(self.engine, touched)
 
@@ -316,9 +336,11 @@ class RunStore:
 
     @contextmanager
     def reading(self) -> Iterator[Connection]:
-        """One read-only transaction for your own queries on the tables: never takes the
-        write lock, sees one snapshot, refuses writes (``query_only`` on SQLite, a
-        ``READ ONLY`` transaction on PostgreSQL); failures are one ``StoreError`` line."""
+        """One read-only transaction for your own queries on the tables.
+
+        It never takes the write lock, sees one snapshot and refuses writes (``query_only`` on
+        SQLite, a ``READ ONLY`` transaction on PostgreSQL). A failure is one ``StoreError`` line.
+        """
         self._check_open()
         try:
             with read_connection(self.engine) as conn, conn.begin():
