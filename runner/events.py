@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from .errors import StoreError
-from .messages import Message, ModelReply, ToolCall, ToolSpec, ToolTraits, Usage
+from .messages import Message, ModelReply, ToolCall, ToolSpec, ToolTraits, Usage, check_traits
 
 if TYPE_CHECKING:  # the records module imports this one
     from ._log.records import StoredEvent
@@ -322,6 +322,7 @@ def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") 
     try:
         if cls is ModelCalled:
             values["reply"] = None if data.get("reply") is None else parse_reply(data["reply"])
+        check_traits(values.get("tool_traits"))  # run_started's and run_resumed's
         event: Event = cls(**values)
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
         raise EventDecodeError(f"{kind} event is malformed: {exc}") from None

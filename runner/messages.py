@@ -102,6 +102,20 @@ class ToolTraits(TypedDict):
 DEFAULT_TRAITS: Final[ToolTraits] = {"side_effects": False, "needs_approval": False, "idempotency_key": None}
 
 
+def check_traits(traits: object) -> None:
+    """Raise ``TypeError`` unless ``traits`` is None or maps tool names to whole ``ToolTraits``.
+
+    A resume trusts the log's record of a tool for its calls in doubt, so a damaged or forged one is refused.
+    """
+    if traits is None:
+        return
+    if not isinstance(traits, dict) or not all(
+            isinstance(name, str) and isinstance(one, dict) and isinstance(one.get("side_effects"), bool)
+            and isinstance(one.get("needs_approval"), bool) and "idempotency_key" in one
+            and isinstance(one["idempotency_key"], (str, type(None))) for name, one in traits.items()):
+        raise TypeError("tool_traits must map tool names to their side_effects, needs_approval and idempotency_key")
+
+
 class Model(Protocol):
     """Any callable ``(messages, tool_specs) -> ModelReply`` is a model.
 

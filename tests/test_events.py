@@ -77,11 +77,20 @@ def test_a_row_written_before_the_new_fields_existed_decodes_with_their_defaults
                                                                 observation="2", ok=True)
 
 
+# Records of tool traits a resume must not trust: the first four crashed the fold or the in-doubt rules.
+FORGED_TRAITS: list[object] = [{"pay": {}}, {"pay": "x"}, ["pay"], "x",
+                               {"pay": {"side_effects": "no", "needs_approval": False, "idempotency_key": None}}]
+
+
 @pytest.mark.parametrize(("kind", "data", "message"), [
     ("tool_sung", {}, "unknown event kind 'tool_sung'"),
     ("tool_started", [1, 2], "tool_started event data is list, not an object"),
     ("tool_started", {"name": "x", "args": {}}, "tool_started event is malformed"),
     ("model_call", {"step": 1, "prompt_tokens": 1, "reply": {"tool_calls": []}}, "model_call event is malformed"),
+    *[(kind, {**fields, "tool_traits": traits}, f"{kind} event is malformed")
+      for kind, fields in (("run_started", {"task": "t", "system": "s", "limits": {}, "tool_specs": [], "model": "m"}),
+                           ("run_resumed", {"owner": "o", "reason": "running", "limits": {}}))
+      for traits in FORGED_TRAITS],
 ])
 def test_a_row_that_is_not_one_of_our_facts_is_one_store_error_line(kind: str, data: Any, message: str) -> None:
     with pytest.raises(StoreError) as caught:

@@ -8,10 +8,12 @@ real process inside a payment (``tests.durable_child``) and resumes it from this
 from __future__ import annotations
 
 import getpass
+import json
 import logging
 from pathlib import Path
 
 import pytest
+from sqlalchemy import func, insert, select
 
 from runner import CannotResume, RunStore, fold, open_store, rebuild_spans, replay, run_agent
 from runner._loop.observations import IN_DOUBT
@@ -20,6 +22,7 @@ from runner._tools.registry import ToolRegistry
 from runner.events import ApprovalDecided, EventDecodeError, decode, decode_all, encode
 from runner.pool.queued import record_queued
 from runner.pool.take import take
+from runner.store.tables import events
 from tests import pool_agents
 from tests.durable_child import Plan, PlanModel, ran, tools
 from tests.test_resume import RUN_ID, assert_consistent, killed_in
@@ -72,6 +75,26 @@ def test_a_call_started_under_a_registry_without_side_effects_is_not_run_again_b
     assert warnings_of(caplog) == [
         f"run {RUN_ID}: tool 'lookup' differs from the log's record: side_effects False in the log, True now "
         "(calls already started are judged by the more careful of the two)"]
+
+
+@pytest.mark.parametrize("traits", [{"pay": {}}, {"pay": "x"}, ["pay"]])
+def test_a_forged_record_of_tool_traits_is_one_store_error_and_the_payment_in_doubt_is_not_run(
+        store_url: str, tmp_path: Path, traits: object) -> None:
+    plan = [[["c1", "pay", {"ref": "p1"}]]]
+    killed_in(store_url, tmp_path, plan, "p1", "pay p1")
+    with open_store(store_url) as store:
+        run = store.get_run(RUN_ID)
+        last = run.events[-1]
+        forged = {"owner": "mallory", "reason": "running", "limits": {}, "tool_traits": traits}
+        with store.engine.begin() as conn:  # the log is append-only: a hostile writer can only append
+            conn.execute(insert(events).values(run_id=RUN_ID, seq=last.seq + 1, at=last.at, step=last.step,
+                                               kind="run_resumed", data=json.dumps(forged)))
+        with pytest.raises(EventDecodeError, match=rf"^run {RUN_ID} event {last.seq + 1}: run_resumed event is "
+                                                   r"malformed: tool_traits must map"):
+            resume(store, RUN_ID, PlanModel(plan), tools(tmp_path))
+        with store.engine.connect() as conn:  # the resume wrote nothing after the forged row
+            assert conn.scalar(select(func.max(events.c.seq)).where(events.c.run_id == RUN_ID)) == last.seq + 1
+    assert ran(tmp_path) == ["pay p1"]
 
 
 def awaiting(store: RunStore, workdir: Path, plan: Plan) -> None:
