@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from runner import run_agent
 from runner.events import RunResumed, ToolStarted, decode_all
 from runner.pool.submission import submit_run
-from tests import pool_agents
-from tests.pool_helpers import Pool
+from tests.pool import agents
+from tests.pool.helpers import Pool
 
 PG = os.environ.get("RUNNER_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 BROKER = os.environ.get("RUNNER_TEST_BROKER_URL", "amqp://guest:guest@127.0.0.1:5672//")
@@ -115,7 +115,7 @@ def in_process_per_step_ms(runs: int) -> float:
         os.environ.update(POOL_NAP_S="0", POOL_LEDGER_URL=p.db)
         steps, started = 0, time.perf_counter()
         for i in range(runs):
-            model, registry, _ = pool_agents.make_tipper()
+            model, registry, _ = agents.make_tipper()
             steps += run_agent(f"job {i}", model, registry, store=p.store, max_steps=10, token_budget=100_000).steps
         return (time.perf_counter() - started) / steps * 1000
 

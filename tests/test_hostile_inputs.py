@@ -24,7 +24,7 @@ from runner.events import Event, RunFinished, StepFinished, ToolStarted
 from runner.recorder import NullRecorder
 from runner.store import RunStore, open_store
 from runner.store.tables import run_labels, run_tools, runs
-from tests.loop_helpers import Calls, call, reply, weather_registry
+from tests.loop.helpers import Calls, call, reply, weather_registry
 
 RUN_ID = "hostile0" + "0" * 24
 # A lone surrogate (JSON "\ud800" from a server) and NUL (PostgreSQL refuses it), with their summary rendering.
@@ -117,7 +117,7 @@ def test_show_export_and_replay_work_on_a_run_with_invalid_unicode(store_url: st
     assert (fixture["task"], fixture["outcome"]["answer"]) == ("task \ud800\x00", "answer \ud800\x00")
     report = replay(target, weather_registry())
     assert (report.ok, report.result.answer) == (True, "answer \ud800\x00")
-    replayed = CliRunner().invoke(cli, ["replay", str(target), "--tools", "tests.loop_helpers:weather_registry"],
+    replayed = CliRunner().invoke(cli, ["replay", str(target), "--tools", "tests.loop.helpers:weather_registry"],
                                   catch_exceptions=False)
     assert replayed.exit_code == 0, replayed.output
 

@@ -1,0 +1,137 @@
+"""Shared by the CLI tests: a store of known runs, an invoker, table parsing, a fake OpenAI server."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from datetime import UTC, datetime, timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from click.testing import CliRunner, Result
+from sqlalchemy import update
+
+from runner import ScriptedModel, ToolRegistry, run_agent
+from runner.cli import cli
+from runner.store import RunStore, open_store
+from runner.store.tables import runs
+from tests.loop.helpers import call, reply, weather_registry
+
+T0 = datetime(2025, 1, 1, tzinfo=UTC)
+LONG = "x" * 500
+
+# Ids chosen so two runs share their first 8 characters (4444dddd...).
+R1 = "1111aaaa" + "0" * 24
+R2 = "2222bbbb" + "0" * 24
+R3 = "3333cccc" + "0" * 24
+R4 = "4444dddd" + "0" * 24
+R5 = "4444dddd" + "9" * 24
+
+
+def registry() -> ToolRegistry:
+    """The weather tools plus ``echo_long``, whose observation is 500+ characters."""
+    tools = weather_registry()
+    tools.register("echo_long", "A long result.", {"type": "object", "properties": {}}, lambda: LONG)
+    return tools
+
+
+def record(store: RunStore, run_id: str, task: str, script: list[Any], started: datetime,
+           labels: dict[str, str] | None = None, **options: Any) -> None:
+    run_agent(task, ScriptedModel(script), registry(), run_id=run_id, store=store, labels=labels, **options)
+    with store.engine.begin() as conn:
+        conn.execute(update(runs).where(runs.c.run_id == run_id).values(started_at=started))
+
+
+def fill(url: str) -> None:
+    """Five runs of known statuses, tools, labels and start times (R5 started 10 minutes ago)."""
+    with open_store(url) as store:
+        record(store, R1, "Weather in Paris?", [reply("", call("c1", "get_weather", city="Paris")), "It is 21C."],
+               T0 + timedelta(hours=1), {"env": "prod", "team": "a"})
+        record(store, R2, "Say HELLO", ["hello"], T0 + timedelta(hours=2), {"env": "dev"})
+        record(store, R3, "Broken run", [], T0 + timedelta(hours=3), {"env": "prod", "team": "b"})
+        record(store, R4, "Convert 21C, then more", [reply("", call("c1", "c_to_f", celsius=21))],
+               T0 + timedelta(hours=4), max_steps=1)
+        record(store, R5, "Long output and a bad tool",
+               [reply("Checking.", call("c1", "echo_long"), call("c2", "get_forecast", city="Oslo")), "ok"],
+               datetime.now(UTC) - timedelta(minutes=10))
+
+
+def invoke(*args: str, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(cli, list(args), env=env, catch_exceptions=False)
+
+
+ROW = re.compile(r"\s{2,}")
+NOTES = ("… ", "tools: ")  # lines printed under the runs table
+
+
+def rows(output: str) -> list[list[str]]:
+    """The cells of each row of a table printed by the CLI (after its header rule; not the notes under it)."""
+    if output == "no runs match\n":
+        return []
+    lines = output.splitlines()
+    start = next(i for i, line in enumerate(lines) if set(line.strip()) == {"─"}) + 1
+    return [ROW.split(line.strip()) for line in lines[start:] if line.strip() and not line.startswith(NOTES)]
+
+
+def one_error_line(result: Result) -> str:
+    """The single stderr line of a failed command (asserting it is one line, no traceback)."""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("Error: ")
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def completion(content: str = "", calls: list[tuple[str, str, dict[str, Any]]] | None = None) -> dict[str, Any]:
+    """An OpenAI chat completion body."""
+    tool_calls = [{"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+                  for i, n, a in calls or []]
+    message: dict[str, Any] = {"role": "assistant", "content": content or None}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "fake",
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+
+
+class FakeOpenAI:
+    """A real HTTP server on 127.0.0.1 answering /v1/chat/completions with scripted completions.
+
+    With ``hang``, it records each request and never answers (until it shuts down).
+    """
+
+    def __init__(self, *bodies: dict[str, Any], hang: bool = False) -> None:
+        self.bodies = list(bodies)
+        self.requests: list[dict[str, Any]] = []
+        self.closing = threading.Event()
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                fake.requests.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                if hang:
+                    fake.closing.wait(60)
+                    return
+                status, body = (200, fake.bodies.pop(0)) if fake.bodies else (400, {"error": {"message": "no more"}})
+                out = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeOpenAI:
+        threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.closing.set()
+        self.server.shutdown()
+        self.server.server_close()

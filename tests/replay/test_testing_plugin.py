@@ -1,0 +1,208 @@
+"""The pytest plugin, exercised by real pytest runs of test files that use its fixtures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runner import ScriptedModel, ToolRegistry, run_agent
+from runner._log.fixture import fixture_from_run
+from runner.store import open_store
+from tests.loop.helpers import call, reply, weather_registry
+
+pytest_plugins = ["pytester"]
+
+TOOLS = '''
+from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry
+
+def registry(celsius=21, description="Current temperature in a city."):
+    reg = ToolRegistry()
+    reg.register("get_weather", description,
+                 {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+                 lambda city: {"celsius": celsius})
+    return reg
+
+def real_model():
+    return ScriptedModel([ModelReply("", [ToolCall("c1", "get_weather", {"city": "Paris"})]), "21 C"])
+'''
+
+
+def _record(tmp_path: Path, target: Path) -> None:
+    """Record the run ``TOOLS``'s ``registry()`` replays: the same one tool, Paris at 21 C."""
+    tools = ToolRegistry()
+    weather = weather_registry().get("get_weather")
+    assert weather is not None
+    tools.register(weather.name, weather.description, weather.parameters, weather.fn)
+    with open_store(f"sqlite:///{tmp_path / 'rec.db'}") as store:
+        model = ScriptedModel([reply("", call("c1", "get_weather", city="Paris")), "21 C"])
+        result = run_agent("Weather in Paris?", model, tools, store=store)
+        fixture_from_run(store.get_run(result.run_id)).write(target)
+
+
+def test_replay_of_a_recorded_fixture_passes(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    _record(tmp_path, pytester.path / "fixtures" / "weather.json")
+    pytester.makepyfile(tools=TOOLS, test_weather='''
+from tools import registry
+
+def test_weather(runner_replay):
+    report = runner_replay("fixtures/weather.json", registry())
+    assert report.result.answer == "21 C"
+''')
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1)
+
+
+def test_a_changed_tool_fails_with_the_divergence_sentence(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    _record(tmp_path, pytester.path / "fixtures" / "weather.json")
+    pytester.makepyfile(tools=TOOLS, test_weather='''
+from tools import registry
+
+def test_weather(runner_replay):
+    runner_replay("fixtures/weather.json", registry(celsius=30))
+''')
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*at step 2 the result of call c1 (get_weather) differs: recorded '{\"celsius\": 21}', "
+        "got '{\"celsius\": 30}'*"])
+
+
+def test_a_changed_tool_description_fails_with_the_tool_specs_sentence(
+        pytester: pytest.Pytester, tmp_path: Path) -> None:
+    _record(tmp_path, pytester.path / "fixtures" / "weather.json")
+    pytester.makepyfile(tools=TOOLS, test_weather='''
+from tools import registry
+
+def test_weather(runner_replay):
+    runner_replay("fixtures/weather.json", registry(description="Weather now."))
+''')
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([
+        "*at step 1 the tools shown to the model differ from the recording: the description of tool "
+        "'get_weather' changed: recorded 'Current temperature in a city.', got 'Weather now.'*"])
+
+
+def test_a_missing_fixture_fails_in_the_default_mode(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(tools=TOOLS, test_weather='''
+from tools import registry, real_model
+
+def test_weather(runner_replay):
+    runner_replay("fixtures/new.json", registry(), real_model(), task="Weather in Paris?")
+''')
+    result = pytester.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*runner fixture 'fixtures/new.json' is missing; record it with pytest "
+                                 "--runner-record*"])
+    assert not (pytester.path / "fixtures" / "new.json").exists()
+
+
+def test_record_mode_writes_the_fixture_then_replay_mode_uses_it(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(tools=TOOLS, test_weather='''
+from tools import registry, real_model
+
+def test_weather(runner_replay):
+    report = runner_replay("fixtures/new.json", registry(), real_model(), task="Weather in Paris?")
+    assert report.result.answer == "21 C"
+''')
+    pytester.runpytest("--runner-record").assert_outcomes(passed=1)
+    written = pytester.path / "fixtures" / "new.json"
+    assert written.exists()
+    first = written.read_bytes()
+    pytester.runpytest().assert_outcomes(passed=1)
+    assert written.read_bytes() == first
+
+
+def test_an_accidental_real_model_call_in_replay_mode_fails_the_test(
+        pytester: pytest.Pytester, tmp_path: Path) -> None:
+    _record(tmp_path, pytester.path / "fixtures" / "weather.json")
+    pytester.makepyfile(tools=TOOLS, test_weather='''
+import openai
+from runner import run_agent
+from runner.adapters import OpenAIModel
+from tools import registry
+
+def test_weather(runner_replay):
+    runner_replay("fixtures/weather.json", registry())
+    client = openai.OpenAI(api_key="x", base_url="http://127.0.0.1:9/v1", max_retries=0)
+    result = run_agent("t", OpenAIModel(client, "gpt-test"), registry())
+    client.close()
+    assert result.status == "model_error"
+''')
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*a real model was called in replay mode: OpenAIModel(gpt-test)*"])
+
+
+def test_scripted_model_fixture_fails_when_replies_are_left(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_script='''
+from runner import ToolRegistry, run_agent
+
+def test_leftover(scripted_model):
+    model = scripted_model(["one", "two"])
+    assert run_agent("t", model, ToolRegistry()).answer == "one"
+''')
+    result = pytester.runpytest()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(["*scripted model was called 1 time for 2 replies*"])
+
+
+def test_runner_store_fixture_gives_a_fresh_store(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_store='''
+from runner import ScriptedModel, ToolRegistry, run_agent
+
+def test_store(runner_store):
+    assert runner_store.list_runs() == []
+    result = run_agent("t", ScriptedModel(["ok"]), ToolRegistry(), store=runner_store)
+    assert [r.run_id for r in runner_store.list_runs()] == [result.run_id]
+''')
+    pytester.runpytest().assert_outcomes(passed=1)
+
+
+PAYING = '''
+from runner import ToolRegistry
+
+PAID = []
+
+def registry():
+    reg = ToolRegistry()
+    reg.register("pay", "Pay (writes).",
+                 {"type": "object", "properties": {"ref": {"type": "string"}}, "required": ["ref"]},
+                 lambda ref: PAID.append(ref) or f"paid {ref}", side_effects=True)
+    return reg
+'''
+
+
+def test_replay_serves_a_recorded_side_effect_unless_live_side_effects_is_given(
+        pytester: pytest.Pytester, tmp_path: Path) -> None:
+    paid: list[str] = []
+
+    def pay(ref: str) -> str:
+        paid.append(ref)
+        return f"paid {ref}"
+
+    tools = ToolRegistry()
+    tools.register("pay", "Pay (writes).",
+                   {"type": "object", "properties": {"ref": {"type": "string"}}, "required": ["ref"]},
+                   pay, side_effects=True)
+    with open_store(f"sqlite:///{tmp_path / 'rec.db'}") as store:
+        result = run_agent("Pay p1.", ScriptedModel([reply("", call("c1", "pay", ref="p1")), "paid"]), tools,
+                           store=store)
+        store.export_fixture(result.run_id, pytester.path / "fixtures" / "pay.json")
+    assert paid == ["p1"]
+    pytester.makepyfile(paying=PAYING, test_pay='''
+from paying import PAID, registry
+
+def test_served(runner_replay):
+    PAID.clear()
+    runner_replay("fixtures/pay.json", registry())
+    assert PAID == []
+
+def test_live(runner_replay):
+    PAID.clear()
+    report = runner_replay("fixtures/pay.json", registry(), live_side_effects=True)
+    assert PAID == ["p1"]
+    assert report.ok
+''')
+    pytester.runpytest().assert_outcomes(passed=2)
