@@ -1,14 +1,19 @@
-"""Shared by the CLI tests: a store of known runs, an invoker, table parsing, a fake OpenAI server."""
+"""Shared by the CLI tests: a store of known runs, an invoker, table parsing, a fake OpenAI server,
+the installed script."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 import threading
 from datetime import UTC, datetime, timedelta
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner, Result
 from sqlalchemy import update
 
@@ -16,6 +21,7 @@ from runner import ScriptedModel, ToolRegistry, run_agent
 from runner.cli import cli
 from runner.store import RunStore, open_store
 from runner.store.tables import runs
+from tests.helpers import Answer, LocalServer
 from tests.loop.helpers import call, reply, weather_registry
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -95,7 +101,7 @@ def completion(content: str = "", calls: list[tuple[str, str, dict[str, Any]]] |
             "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
 
 
-class FakeOpenAI:
+class FakeOpenAI(LocalServer):
     """A real HTTP server on 127.0.0.1 answering /v1/chat/completions with scripted completions.
 
     With ``hang``, it records each request and never answers (until it shuts down).
@@ -105,33 +111,30 @@ class FakeOpenAI:
         self.bodies = list(bodies)
         self.requests: list[dict[str, Any]] = []
         self.closing = threading.Event()
-        fake = self
+        self.hang = hang
+        super().__init__(self.answer)
+        self.url = f"{self.address}/v1"
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                fake.requests.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                if hang:
-                    fake.closing.wait(60)
-                    return
-                status, body = (200, fake.bodies.pop(0)) if fake.bodies else (400, {"error": {"message": "no more"}})
-                out = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+    def answer(self, request: BaseHTTPRequestHandler, body: bytes) -> Answer | None:
+        self.requests.append(json.loads(body))
+        if self.hang:
+            self.closing.wait(60)
+            return None
+        status, out = (200, self.bodies.pop(0)) if self.bodies else (400, {"error": {"message": "no more"}})
+        return Answer(status, "application/json", json.dumps(out).encode())
 
     def __enter__(self) -> FakeOpenAI:
-        threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True).start()
+        self.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.closing.set()
-        self.server.shutdown()
-        self.server.server_close()
+        self.stop()
+
+
+def installed_runner() -> str:
+    """The path of the installed ``runner`` script (the test fails when it is missing)."""
+    script = Path(sys.executable).parent / ("runner.exe" if os.name == "nt" else "runner")
+    if not script.exists():
+        pytest.fail(f"the runner entry point is not installed at {script}: pip install -e '.[dev]'")
+    return str(script)

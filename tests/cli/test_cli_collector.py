@@ -18,8 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from runner.cli import specs as loading
 from runner.tracing.attrs import TOOL_ARGUMENTS
-from tests.cli.helpers import FakeOpenAI, completion, invoke
-from tests.cli.test_cli_run import installed_runner
+from tests.cli.helpers import FakeOpenAI, completion, installed_runner, invoke
 
 
 def closed_port() -> int:

@@ -14,7 +14,7 @@ from runner.store import open_store
 from runner.store.engine import parse_url, shown
 from runner.store.migrate import alembic_config, head_revision
 from tests.cli.helpers import R1, R2, R3, R4, R5, fill, invoke, one_error_line, rows
-from tests.tracing.test_tracing_otlp import Receiver
+from tests.tracing.helpers import Receiver
 
 
 @pytest.fixture

@@ -6,13 +6,12 @@ import json
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from runner.store import open_store
-from tests.cli.helpers import FakeOpenAI, completion, invoke, one_error_line
+from tests.cli.helpers import FakeOpenAI, completion, installed_runner, invoke, one_error_line
 
 ANSWER = "Each person pays $40.62: EUR 127.50 plus an 18% tip is EUR 150.45"
 
@@ -105,13 +104,6 @@ def test_run_needs_a_real_model(tmp_path: Path, args: list[str], message: str) -
                     "--db", f"sqlite:///{tmp_path / 'r.db'}")
     assert result.exit_code == 2
     assert one_error_line(result).startswith(message)
-
-
-def installed_runner() -> str:
-    script = Path(sys.executable).parent / ("runner.exe" if os.name == "nt" else "runner")
-    if not script.exists():
-        pytest.fail(f"the runner entry point is not installed at {script}: pip install -e '.[dev]'")
-    return str(script)
 
 
 def test_the_installed_entry_point_runs_the_demo_and_shows_it(tmp_path: Path) -> None:

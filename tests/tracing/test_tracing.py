@@ -1,7 +1,4 @@
-"""Live spans: the tree a run leaves on an injected TracerProvider, normalised.
-
-Helpers here are shared by the other ``test_tracing_*`` modules.
-"""
+"""Live spans: the tree a run leaves on an injected TracerProvider, normalised."""
 
 from __future__ import annotations
 
@@ -11,13 +8,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NoOpTracerProvider
 
@@ -37,104 +32,13 @@ from runner.events import (
 )
 from runner.recorder import FanoutRecorder
 from runner.tracing import TracingRecorder, derived_span_id
-
-RUN_ID = "0123456789abcdef0123456789abcdef"
-WEATHER = {"Paris": 21}
-
-
-def registry() -> ToolRegistry:
-    reg = ToolRegistry()
-
-    def get_weather(city: str) -> dict[str, int]:
-        return {"celsius": WEATHER[city]}
-
-    def slow(seconds: float) -> str:
-        time.sleep(seconds)
-        return "slept"
-
-    reg.register("get_weather", "Temperature in a city.",
-                 {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}, get_weather)
-    reg.register("slow", "Sleeps.", {"type": "object", "properties": {"seconds": {"type": "number"}}}, slow,
-                 timeout_s=0.05)
-    return reg
-
-
-def weather(call_id: str, city: str) -> ModelReply:
-    return ModelReply("", [ToolCall(call_id, "get_weather", {"city": city})])
+from tests.tracing.helpers import RUN, RUN_ID, chat, registry, step, tool, tree, weather
 
 
 @pytest.fixture
-def spans() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    yield provider, exporter
-    provider.shutdown()
-
-
-def tree(spans: Sequence[ReadableSpan]) -> list[Any]:
-    """Spans as nested ``[name, status, attrs, children]``; ids and times left out.
-
-    ``gen_ai.conversation.id``, ``runner.run_id`` and ``session.id`` are checked apart (they are ids).
-    """
-    by_parent: dict[int | None, list[ReadableSpan]] = {}
-    for span in sorted(spans, key=lambda s: (s.start_time or 0, s.end_time or 0)):
-        parent = span.parent.span_id if span.parent is not None else None
-        by_parent.setdefault(parent, []).append(span)
-
-    def node(span: ReadableSpan) -> list[Any]:
-        attrs = {k: (list(v) if isinstance(v, tuple) else v) for k, v in (span.attributes or {}).items()
-                 if k not in ("gen_ai.conversation.id", "runner.run_id", "session.id")}
-        status = span.status.status_code.name
-        if span.status.description:
-            status += f": {span.status.description}"
-        assert span.context is not None
-        return [span.name, status, attrs, [node(c) for c in by_parent.get(span.context.span_id, [])]]
-
-    return [node(root) for root in by_parent.get(None, [])]
-
-
-def ids_of(spans: Sequence[ReadableSpan]) -> set[tuple[Any, ...]]:
-    """What must agree between a live trace and a rebuilt one."""
-    out = set()
-    for s in spans:
-        assert s.context is not None
-        out.add((s.name, format(s.context.trace_id, "032x"), format(s.context.span_id, "016x"),
-                 format(s.parent.span_id, "016x") if s.parent else None))
-    return out
-
-
-RUN = {"openinference.span.kind": "AGENT", "gen_ai.operation.name": "invoke_agent", "runner.step": 0,
-       "gen_ai.request.model": "scripted",
-       "gen_ai.provider.name": "scripted"}
-
-
-def step(step: int) -> dict[str, Any]:
-    return {"openinference.span.kind": "CHAIN", "runner.step": step}
-
-
-def chat(step: int, inp: int, out: int, finish: str, estimated: bool = True) -> dict[str, Any]:
-    """A chat span's attributes: a provider's usage is usage, the runner's estimate only an estimate."""
-    attrs: dict[str, Any] = {
-        "openinference.span.kind": "LLM", "gen_ai.operation.name": "chat", "runner.step": step,
-        "gen_ai.request.model": "scripted", "gen_ai.provider.name": "scripted",
-        "gen_ai.response.finish_reasons": [finish], "runner.usage.estimated": estimated}
-    if estimated:
-        attrs.update({"runner.usage.estimated_input_tokens": inp, "runner.usage.estimated_output_tokens": out})
-    else:
-        attrs.update({"gen_ai.usage.input_tokens": inp, "gen_ai.usage.output_tokens": out,
-                      "llm.token_count.prompt": inp, "llm.token_count.completion": out,
-                      "llm.token_count.total": inp + out})
-    return attrs
-
-
-def tool(step: int, name: str, call_id: str, ran: bool = True, error: str | None = None) -> dict[str, Any]:
-    attrs: dict[str, Any] = {"openinference.span.kind": "TOOL", "gen_ai.operation.name": "execute_tool",
-                             "runner.step": step, "gen_ai.tool.name": name,
-                             "gen_ai.tool.call.id": call_id, "gen_ai.tool.type": "function", "runner.tool.ran": ran}
-    if error:
-        attrs["error.type"] = error
-    return attrs
+def spans(live: tuple[TracerProvider, InMemorySpanExporter]) -> tuple[TracerProvider, InMemorySpanExporter]:
+    """``live`` (tests/conftest.py): an injected provider and its exporter, under the name used here."""
+    return live
 
 
 def test_happy_path_tree(spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:

@@ -20,7 +20,7 @@ from runner import ModelReply, RunStore, ScriptedModel, ToolSpec, Usage, resume,
 from runner.tracing import configure_tracing, rebuild_spans
 from runner.tracing.rebuild import run_resource
 from tests.loop.helpers import call, reply, weather_registry
-from tests.tracing.test_tracing import registry, weather
+from tests.tracing.helpers import registry, weather
 
 KINDS = {"invoke_agent": "AGENT", "step": "CHAIN", "chat": "LLM", "execute_tool": "TOOL"}
 TEXT_KEYS = ("input.value", "output.value", "input.mime_type", "output.mime_type")

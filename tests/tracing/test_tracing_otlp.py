@@ -6,84 +6,20 @@ the same trace id, span ids, names, parents and attributes.
 
 from __future__ import annotations
 
-import gzip
 import json
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from runner import ModelReply, RunStore, ScriptedModel, ToolCall, run_agent
 from runner.tracing import TracingSetupError, configure_tracing, export_run, otlp_exporter
 from tests.cli.helpers import invoke
-from tests.tracing.test_tracing import registry, weather
-
-
-class Receiver:
-    """Collects ``ExportTraceServiceRequest`` bodies POSTed to /v1/traces."""
-
-    def __init__(self) -> None:
-        self.requests: list[ExportTraceServiceRequest] = []
-        self.paths: list[str] = []
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                if self.headers.get("Content-Encoding") == "gzip":
-                    body = gzip.decompress(body)
-                request = ExportTraceServiceRequest()
-                request.ParseFromString(body)
-                receiver.requests.append(request)
-                receiver.paths.append(self.path)
-                out = ExportTraceServiceResponse().SerializeToString()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/x-protobuf")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
-
-    def spans(self) -> list[dict[str, Any]]:
-        out = []
-        for request in self.requests:
-            for rs in request.resource_spans:
-                resource = {kv.key: value(kv.value) for kv in rs.resource.attributes}
-                for ss in rs.scope_spans:
-                    for s in ss.spans:
-                        out.append({
-                            "trace_id": s.trace_id.hex(), "span_id": s.span_id.hex(),
-                            "parent": s.parent_span_id.hex() or None, "name": s.name, "kind": s.kind,
-                            "status": s.status.code, "scope": ss.scope.name,
-                            "start": s.start_time_unix_nano, "end": s.end_time_unix_nano,
-                            "service": resource.get("service.name"),
-                            "project": resource.get("openinference.project.name"),
-                            "attrs": {kv.key: value(kv.value) for kv in s.attributes}})
-        return out
-
-
-def value(v: AnyValue) -> Any:
-    kind = v.WhichOneof("value")
-    if kind == "array_value":
-        return [value(x) for x in v.array_value.values]
-    return getattr(v, kind) if kind else None
+from tests.tracing.helpers import Receiver, registry, weather
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ span ids of the same keys), so rebuilding is pinned here independently of the st
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -18,13 +17,13 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NoOpTracerProvider
 
-from runner import Limits, ModelReply, ScriptedModel, StoredEvent, StoredRun, ToolCall, ToolRegistry, Usage, events
+from runner import Limits, ScriptedModel, StoredEvent, StoredRun, ToolRegistry, events
 from runner._loop.build import new_run_opening
 from runner._loop.core import AgentCore
 from runner._loop.sync import drive
 from runner.recorder import FanoutRecorder
 from runner.tracing import TracingRecorder, derived_span_id, export_run, rebuild_spans
-from tests.tracing.test_tracing import RUN_ID, ids_of, registry, tree, weather
+from tests.tracing.helpers import RUN_ID, SCENARIOS, ids_of, registry, tree, weather
 
 
 @dataclass
@@ -103,32 +102,6 @@ def logged_run(provider: Any, model: Any, *, reg: ToolRegistry | None = None, re
                                              agent_name="forecaster"))
     drive(core)
     return log.run
-
-
-def broken(messages: Any, specs: Any) -> ModelReply:
-    raise ConnectionError("api down")
-
-
-def slow_registry() -> ToolRegistry:
-    reg = ToolRegistry()
-    reg.register("slow", "Sleeps.", {"type": "object", "properties": {"seconds": {"type": "number"}}},
-                 lambda seconds: time.sleep(seconds))
-    return reg
-
-
-SCENARIOS: dict[str, dict[str, Any]] = {
-    "happy": {"model": lambda: ScriptedModel([weather("c1", "Paris"), ModelReply("21C", usage=Usage(90, 3))])},
-    "tool_error": {"model": lambda: ScriptedModel([weather("c1", "Atlantis"), "sorry"])},
-    "unknown_tool": {"model": lambda: ScriptedModel([
-        ModelReply("", [ToolCall("u1", "get_forecast", {"day": 1}), ToolCall("b1", "get_weather", {})]), "ok"])},
-    "step_limit": {"model": lambda: ScriptedModel([weather("c1", "Paris"), weather("c2", "Paris")]),
-                   "max_steps": 2},
-    "model_error": {"model": lambda: broken},
-    "invalid_reply": {"model": lambda: ScriptedModel([ModelReply("", [ToolCall("x", "get_weather", {"city": "P"}),
-                                                                      ToolCall("x", "get_weather", {})])])},
-    "deadline": {"model": lambda: ScriptedModel([ModelReply("", [ToolCall("s1", "slow", {"seconds": 0.3})])]),
-                 "reg": slow_registry, "timeout_s": 0.05},
-}
 
 
 @pytest.mark.parametrize("record_content", [False, True], ids=["plain", "content"])

@@ -11,8 +11,7 @@ from opentelemetry.trace import NoOpTracerProvider
 
 from runner import ModelReply, RunStore, ScriptedModel, ToolCall, run_agent
 from runner.tracing import derived_span_id, rebuild_spans
-from tests.tracing.test_tracing import RUN, ids_of, registry, step, tree, weather
-from tests.tracing.test_tracing_rebuild import SCENARIOS
+from tests.tracing.helpers import RUN, SCENARIOS, ids_of, registry, step, tree, weather
 
 
 @pytest.mark.parametrize("record_content", [False, True], ids=["plain", "content"])

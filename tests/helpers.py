@@ -1,0 +1,54 @@
+"""Shared by the tests of several areas: a real HTTP server on 127.0.0.1 with scripted answers."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, NamedTuple
+
+
+class Answer(NamedTuple):
+    """What a ``LocalServer`` sends back to one POST."""
+
+    status: int
+    content_type: str
+    body: bytes
+
+
+Answering = Callable[[BaseHTTPRequestHandler, bytes], Answer | None]
+
+
+class LocalServer:
+    """A real HTTP server on a free port of 127.0.0.1; ``answer`` answers each POST on the server's threads.
+
+    ``answer(request, body)`` gets the handler (its ``path`` and ``headers``) and the body read
+    by ``Content-Length``; it returns the ``Answer`` to send, or None to send nothing (the
+    connection then closes without a response). ``start`` serves on a daemon thread.
+    """
+
+    def __init__(self, answer: Answering) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                reply = answer(self, self.rfile.read(int(self.headers["Content-Length"])))
+                if reply is None:
+                    return
+                self.send_response(reply.status)
+                self.send_header("Content-Type", reply.content_type)
+                self.send_header("Content-Length", str(len(reply.body)))
+                self.end_headers()
+                self.wfile.write(reply.body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.address = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
