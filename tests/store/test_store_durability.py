@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from runner.store import RunStore, open_store
+from tests.store.helpers import KINDS_BEFORE_KILL, KINDS_PER_RUN
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,19 +57,6 @@ WORKER = textwrap.dedent("""
                 ids.append(result.run_id)
         print(json.dumps(ids))
 """)
-
-KINDS_BEFORE_KILL = [
-    "run_started", "message", "message",
-    "step_started", "message", "model_call", "tool_started", "tool_finished", "message", "step_finished",
-    "step_started", "message", "model_call", "tool_started",
-]
-KINDS_PER_RUN = [
-    "run_started", "message", "message",
-    "step_started", "message", "model_call", "tool_started", "tool_finished", "message", "step_finished",
-    "step_started", "message", "model_call", "tool_started", "tool_finished", "message", "step_finished",
-    "step_started", "message", "model_call", "step_finished",
-    "run_finished",
-]
 
 
 def spawn(url: str, mode: str, arg: Path) -> subprocess.Popen[str]:

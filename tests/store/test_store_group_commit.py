@@ -28,16 +28,9 @@ from runner.errors import StoreError
 from runner.store import RunStore, open_store
 from runner.store.tables import runs
 from runner.store.transaction import Parts, TakenOver, Writer
+from tests.store.helpers import KINDS_PER_RUN, OPENING, TOOL_STEP
 
 ROOT = Path(__file__).resolve().parents[2]
-
-KINDS_PER_RUN = [
-    "run_started", "message", "message",
-    "step_started", "message", "model_call", "tool_started", "tool_finished", "message", "step_finished",
-    "step_started", "message", "model_call", "tool_started", "tool_finished", "message", "step_finished",
-    "step_started", "message", "model_call", "step_finished",
-    "run_finished",
-]
 
 
 def _script(i: int) -> ScriptedModel:
@@ -311,8 +304,6 @@ CHILD = textwrap.dedent("""
             asyncio.run(main())
 """)
 
-STEP_KINDS = ["step_started", "message", "model_call", "tool_started", "tool_finished", "message", "step_finished"]
-
 
 @pytest.mark.parametrize("driver", ["threads", "coroutines"])
 def test_sigkill_during_twenty_concurrent_runs_leaves_every_log_consistent_and_every_ran_tool_started(
@@ -339,8 +330,8 @@ def test_sigkill_during_twenty_concurrent_runs_leaves_every_log_consistent_and_e
         run = store.get_run(f"{n:032x}")
         kinds = [e.kind for e in run.events]
         assert [e.seq for e in run.events] == list(range(1, len(kinds) + 1))
-        steps = (len(kinds) - 3 + len(STEP_KINDS) - 1) // len(STEP_KINDS)
-        assert kinds == (["run_started", "message", "message"] + STEP_KINDS * steps)[:len(kinds)]
+        steps = (len(kinds) - len(OPENING) + len(TOOL_STEP) - 1) // len(TOOL_STEP)
+        assert kinds == (OPENING + TOOL_STEP * steps)[:len(kinds)]
         assert run.status == "running"
         started = [e.data["call_id"] for e in run.events if e.kind == "tool_started"]
         executed = ran[f"{n:032x}"]
