@@ -1,4 +1,4 @@
-"""A scripted HTTP server for the real SDK clients, and a guard against real network calls.
+"""A scripted HTTP server for the real SDK clients, models over it, and a guard against real network calls.
 
 The adapters are tested through the official ``openai`` and ``anthropic`` client
 objects; only the transport underneath them is replaced (``httpx2.MockTransport``,
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import json
 import socket
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, TypeVar
 
 import httpx2
 import pytest
@@ -19,6 +20,9 @@ from runner import ToolRegistry
 
 TEST_HOST = "test.invalid"
 WEATHER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+SPECS: list[Any] = [{"name": "get_weather", "description": "Current temperature in a city.",
+                     "parameters": WEATHER_SCHEMA}]
+START: list[Any] = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"}]
 
 
 class ScriptedServer:
@@ -51,6 +55,31 @@ class ScriptedServer:
 
     def transport(self) -> httpx2.MockTransport:
         return httpx2.MockTransport(self)
+
+
+class Closing(Protocol):
+    def close(self) -> None: ...
+
+
+ModelT = TypeVar("ModelT", bound=Closing)
+Build = Callable[[httpx2.Client, int, dict[str, Any]], ModelT]
+
+
+def connections(build: Build[ModelT]) -> Iterator[Callable[..., ModelT]]:
+    """The body of a ``connect`` fixture: ``connect(server, max_retries=0, **options)`` is a model over a real
+    SDK client whose transport is ``server``, made by ``build(http_client, max_retries, options)``.
+
+    Every model it made is closed when the fixture ends.
+    """
+    models: list[ModelT] = []
+
+    def connect(server: ScriptedServer, max_retries: int = 0, **options: Any) -> ModelT:
+        models.append(build(httpx2.Client(transport=server.transport()), max_retries, options))
+        return models[-1]
+
+    yield connect
+    for model in models:
+        model.close()
 
 
 def block_network(monkeypatch: pytest.MonkeyPatch) -> None:

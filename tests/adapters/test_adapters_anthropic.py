@@ -17,19 +17,18 @@ from runner.adapters import AnthropicModel, AsyncAnthropicModel, MissingDependen
 from runner.adapters.anthropic import async_anthropic_model, to_anthropic_messages
 from tests.adapters.helpers import (
     CONVERSATION,
+    SPECS,
+    START,
     TEST_HOST,
     WEATHER_SCHEMA,
     Ran,
     ScriptedServer,
-    block_network,
+    connections,
     weather_registry,
 )
 
 MODEL = "claude-sonnet-5"  # a deprecated name would make the SDK warn
 TOOLS_JSON = [{"name": "get_weather", "description": "Current temperature in a city.", "input_schema": WEATHER_SCHEMA}]
-SPECS: list[Any] = [{"name": "get_weather", "description": "Current temperature in a city.",
-                     "parameters": WEATHER_SCHEMA}]
-START: list[Any] = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"}]
 
 
 def text(value: str) -> dict[str, Any]:
@@ -48,28 +47,18 @@ def message(*blocks: dict[str, Any], stop_reason: str | None = "end_turn", usage
             "usage": {"input_tokens": usage[0], "output_tokens": usage[1], **usage_extra}}
 
 
-@pytest.fixture(autouse=True)
-def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    block_network(monkeypatch)
-
-
 Connect = Any
 
 
 @pytest.fixture
 def connect() -> Iterator[Connect]:
     """``connect(server, **model_options)`` -> an AnthropicModel over a real client; closed after the test."""
-    models: list[AnthropicModel] = []
-
-    def make(server: ScriptedServer, max_retries: int = 0, **options: Any) -> AnthropicModel:
+    def build(http_client: httpx2.Client, max_retries: int, options: dict[str, Any]) -> AnthropicModel:
         client = anthropic.Anthropic(api_key="test", base_url=f"http://{TEST_HOST}", max_retries=max_retries,
-                                     http_client=httpx2.Client(transport=server.transport()))
-        models.append(AnthropicModel(client, MODEL, **options))
-        return models[-1]
+                                     http_client=http_client)
+        return AnthropicModel(client, MODEL, **options)
 
-    yield make
-    for model in models:
-        model.close()
+    yield from connections(build)
 
 
 def test_final_answer_sends_system_apart_and_maps_usage(connect: Connect) -> None:

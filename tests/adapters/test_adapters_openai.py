@@ -25,20 +25,19 @@ from runner.adapters import (
 from runner.adapters.openai import to_openai_messages
 from tests.adapters.helpers import (
     CONVERSATION,
+    SPECS,
+    START,
     TEST_HOST,
     WEATHER_SCHEMA,
     Ran,
     ScriptedServer,
-    block_network,
+    connections,
     weather_registry,
 )
 
 MODEL = "gpt-4o-mini"
 TOOLS_JSON = [{"type": "function", "function": {
     "name": "get_weather", "description": "Current temperature in a city.", "parameters": WEATHER_SCHEMA}}]
-SPECS: list[Any] = [{"name": "get_weather", "description": "Current temperature in a city.",
-                     "parameters": WEATHER_SCHEMA}]
-START: list[Any] = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather in Paris?"}]
 
 
 def completion(content: str | None = None, calls: Sequence[tuple[str, str, str]] = (),
@@ -59,28 +58,18 @@ def completion(content: str | None = None, calls: Sequence[tuple[str, str, str]]
     return body
 
 
-@pytest.fixture(autouse=True)
-def _no_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    block_network(monkeypatch)
-
-
 Connect = Any
 
 
 @pytest.fixture
 def connect() -> Iterator[Connect]:
     """``connect(server, **model_options)`` -> an OpenAIModel over a real client; closed after the test."""
-    models: list[OpenAIModel] = []
-
-    def make(server: ScriptedServer, max_retries: int = 0, **options: Any) -> OpenAIModel:
+    def build(http_client: httpx2.Client, max_retries: int, options: dict[str, Any]) -> OpenAIModel:
         client = openai.OpenAI(api_key="test", base_url=f"http://{TEST_HOST}/v1", max_retries=max_retries,
-                               http_client=httpx2.Client(transport=server.transport()))
-        models.append(OpenAIModel(client, MODEL, **options))
-        return models[-1]
+                               http_client=http_client)
+        return OpenAIModel(client, MODEL, **options)
 
-    yield make
-    for model in models:
-        model.close()
+    yield from connections(build)
 
 
 def test_final_answer_sends_messages_without_tools_and_maps_usage(connect: Connect) -> None:
