@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import runner
 
 EXPECTED = {
@@ -32,6 +34,7 @@ def test_statuses_are_the_contract() -> None:
                                "output_budget", "cancelled", "invalid_reply", "model_error", "awaiting_approval")
 
 
+@pytest.mark.process
 def test_importing_runner_does_not_load_the_store_or_the_otel_sdk() -> None:
     code = ("import sys, runner; print('sqlalchemy' in sys.modules, 'opentelemetry.sdk' in sys.modules); "
             "runner.open_store; print('sqlalchemy' in sys.modules)")
@@ -39,6 +42,7 @@ def test_importing_runner_does_not_load_the_store_or_the_otel_sdk() -> None:
     assert out.split() == ["False", "False", "True"]
 
 
+@pytest.mark.process
 def test_the_stored_run_types_and_their_readers_load_without_sqlalchemy() -> None:
     code = ("import sys, runner; runner.StoredRun, runner.StoredEvent, runner.RunSummary; "
             "import runner._log.records, runner._loop.resume, runner._log.fixture, runner.tracing.rebuild; "
@@ -47,6 +51,7 @@ def test_the_stored_run_types_and_their_readers_load_without_sqlalchemy() -> Non
     assert out.split() == ["False"]
 
 
+@pytest.mark.process
 def test_submit_does_not_import_celery() -> None:
     code = "import sys, runner; runner.submit; import runner.cli.pool; print('celery' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -61,6 +66,7 @@ def test_replay_is_the_function_even_after_its_module_is_imported() -> None:
     assert replay.__name__ == "replay"
 
 
+@pytest.mark.process
 def test_importing_runner_and_a_seed_schema_tool_load_neither_pydantic_nor_jsonschema() -> None:
     code = ("import sys, runner; r = runner.ToolRegistry(); "
             "r.register('w', 'd', {'type': 'object', 'properties': {'city': {'type': 'string'}}}, lambda city: 1); "

@@ -88,6 +88,7 @@ def tip_snippet() -> str:
     return found[0]
 
 
+@pytest.mark.process
 def test_tip_test_snippet_passes_the_projects_ruff() -> None:
     ruff = Path(sys.executable).parent / "ruff"
     found = subprocess.run([str(ruff), "check", "--no-cache", "--config", "pyproject.toml", "--output-format",
@@ -96,6 +97,7 @@ def test_tip_test_snippet_passes_the_projects_ruff() -> None:
     assert (found.returncode, found.stdout) == (0, "All checks passed!\n")
 
 
+@pytest.mark.process
 @pytest.mark.timeout(300)
 def test_tip_test_snippet_passes_mypy_strict(tmp_path: Path) -> None:
     snippet = tmp_path / "test_tip.py"

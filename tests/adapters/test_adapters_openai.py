@@ -311,6 +311,7 @@ def test_openai_model_without_the_sdk_gives_the_install_hint(monkeypatch: pytest
     assert (info.value.package, info.value.extra) == ("openai", "openai")
 
 
+@pytest.mark.process
 def test_the_adapters_import_without_any_sdk() -> None:
     code = (
         "import sys; sys.modules['openai'] = None; sys.modules['anthropic'] = None\n"

@@ -99,6 +99,7 @@ def stuck_collector(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     server.close()
 
 
+@pytest.mark.process
 def test_demo_with_a_collector_that_never_finishes_answering_gives_up_with_one_warning_line(
         stuck_collector: str, tmp_path: Path) -> None:
     db = f"sqlite:///{tmp_path / 'runs.db'}"
@@ -110,6 +111,7 @@ def test_demo_with_a_collector_that_never_finishes_answering_gives_up_with_one_w
                            f"{stuck_collector}/v1/traces --db {db}` sends its spans later\n")
 
 
+@pytest.mark.process
 def test_spans_to_a_collector_that_never_finishes_answering_is_one_error_line(
         stuck_collector: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = f"sqlite:///{tmp_path / 'runs.db'}"
@@ -122,6 +124,7 @@ def test_spans_to_a_collector_that_never_finishes_answering_is_one_error_line(
                                                  f"{stuck_collector}/v1/traces failed: no answer within 2 s\n")
 
 
+@pytest.mark.process
 def test_demo_with_the_collector_down_ends_fast_with_one_warning_line(dead_collector: str, tmp_path: Path) -> None:
     started = time.monotonic()
     db = f"sqlite:///{tmp_path / 'runs.db'}"

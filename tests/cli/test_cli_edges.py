@@ -76,6 +76,7 @@ def test_arguments_that_are_not_text_are_usage_errors(db: str, args: list[str], 
     assert line == f"Error: argument {shown} is not valid UTF-8 text without NUL characters"
 
 
+@pytest.mark.process
 def test_non_utf8_bytes_in_a_real_argv_are_a_usage_error_and_record_nothing(tmp_path: Path) -> None:
     runner = str(Path(sys.executable).parent / "runner")
     db = tmp_path / "runs.db"
@@ -93,6 +94,7 @@ def test_non_utf8_bytes_in_a_real_argv_are_a_usage_error_and_record_nothing(tmp_
     assert not db.exists()
 
 
+@pytest.mark.process
 def test_a_reader_that_stops_early_is_no_failure(tmp_path: Path) -> None:
     runner = str(Path(sys.executable).parent / "runner")
     db = f"sqlite:///{tmp_path / 'runs.db'}"

@@ -200,6 +200,7 @@ def test_resuming_a_run_a_live_process_drives_is_an_error(store_url: str) -> Non
                                       "it cannot be taken over")
 
 
+@pytest.mark.process
 def test_resume_needs_a_model_when_the_log_cannot_name_one(store_url: str) -> None:
     record_dead_inside_pay(store_url, "f" * 32, model="scripted", provider=None)
     result = invoke("resume", "ffff", "--tools", TOOLS, "--db", store_url)
@@ -231,6 +232,7 @@ def record_dead_inside_pay(url: str, run_id: str, model: str = "fake", provider:
             conn.execute(update(runs_table).where(runs_table.c.run_id == run_id).values(owner=f"{host}:{gone}"))
 
 
+@pytest.mark.process
 def test_a_dead_run_is_marked_and_resumed_without_running_its_side_effect_again(store_url: str) -> None:
     run_id = "d" * 32
     record_dead_inside_pay(store_url, run_id)

@@ -106,6 +106,7 @@ def test_run_needs_a_real_model(tmp_path: Path, args: list[str], message: str) -
     assert one_error_line(result).startswith(message)
 
 
+@pytest.mark.process
 def test_the_installed_entry_point_runs_the_demo_and_shows_it(tmp_path: Path) -> None:
     runner = installed_runner()
     url = f"sqlite:///{tmp_path / 'runs.db'}"
@@ -170,6 +171,7 @@ def test_ctrl_c_prints_the_run_id_and_its_cancelled_status_and_exits_130(
         f"  runner show {run.run_id[:8]} --db {url}"]
 
 
+@pytest.mark.process
 def test_ctrl_c_in_a_real_runner_run_process_prints_the_run_id(tmp_path: Path) -> None:
     import signal
     import time

@@ -189,6 +189,7 @@ def test_an_overflowing_since_is_a_usage_error(tmp_path: Path) -> None:
     assert "'99999999999w' reaches before the year 1" in one_error_line(result)
 
 
+@pytest.mark.process
 def test_show_and_runs_label_a_run_whose_process_died(tmp_path: Path) -> None:
     from sqlalchemy import update
 

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
 from runner import AsyncModel, Message, Model, ModelReply, ToolRegistry, ToolSpec, arun_agent, run_agent
 
 
@@ -95,11 +97,13 @@ def _mypy(tmp_path: Path, code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.process
 def test_mypy_strict_accepts_a_users_typed_model_function(tmp_path: Path) -> None:
     checked = _mypy(tmp_path, USER_CODE)
     assert (checked.returncode, checked.stdout, checked.stderr) == (0, "", "")
 
 
+@pytest.mark.process
 def test_mypy_strict_rejects_a_model_function_that_returns_a_string(tmp_path: Path) -> None:
     checked = _mypy(tmp_path, WRONG_MODEL)
     assert checked.returncode == 1

@@ -23,7 +23,8 @@ from tests.pool.helpers import Pool
 BROKER = os.environ.get("RUNNER_TEST_BROKER_URL")
 NOWHERE = "amqp://guest:guest@127.0.0.1:1//"
 
-pytestmark = pytest.mark.skipif(not BROKER, reason="RUNNER_TEST_BROKER_URL is not set (a RabbitMQ or Redis URL)")
+pytestmark = [pytest.mark.process,
+              pytest.mark.skipif(not BROKER, reason="RUNNER_TEST_BROKER_URL is not set (a RabbitMQ or Redis URL)")]
 
 
 @pytest.fixture

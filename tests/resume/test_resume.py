@@ -81,6 +81,7 @@ def killed_in(store_url: str, workdir: Path, plan: Any, ref: str, line: str) -> 
     kill_inside(child(store_url, workdir, plan, "run", RUN_ID), workdir, line)
 
 
+@pytest.mark.process
 def test_a_side_effect_killed_midway_is_not_run_again_and_the_model_is_told_its_outcome_is_unknown(
         store_url: str, tmp_path: Path) -> None:
     plan = [[["c1", "pay", {"ref": "p1"}]]]
@@ -102,6 +103,7 @@ def test_a_side_effect_killed_midway_is_not_run_again_and_the_model_is_told_its_
     assert ran(tmp_path) == ["pay p1"]  # replay did not run the call in doubt either
 
 
+@pytest.mark.process
 def test_a_read_only_tool_killed_midway_runs_again_and_its_real_result_is_used(
         store_url: str, tmp_path: Path) -> None:
     plan = [[["c1", "lookup", {"ref": "r1"}]]]
@@ -118,6 +120,7 @@ def test_a_read_only_tool_killed_midway_runs_again_and_its_real_result_is_used(
     assert_replays(store_url, RUN_ID, tmp_path)
 
 
+@pytest.mark.process
 def test_a_call_with_an_idempotency_key_runs_again_once_with_the_same_key(store_url: str, tmp_path: Path) -> None:
     plan = [[["c1", "charge", {"ref": "k1"}]]]
     killed_in(store_url, tmp_path, plan, "k1", f"charge k1 {RUN_ID}:c1")
@@ -129,6 +132,7 @@ def test_a_call_with_an_idempotency_key_runs_again_once_with_the_same_key(store_
     assert result.messages[3]["content"] == '"charged k1"'
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("second", "expected"), [
     ("pay", ["lookup a", "pay b", "lookup c"]),
     ("lookup", ["lookup a", "lookup b", "lookup b", "lookup c"]),
@@ -149,6 +153,7 @@ def test_three_calls_killed_inside_the_second_first_never_reruns_second_by_rule_
     assert_replays(store_url, RUN_ID, tmp_path)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(("verdict", "expected_ran", "observation"), [
     ("yes", ["transfer x"], '"transferred x"'),
     ("not today", [], "ERROR: the call to transfer was denied by the approver: not today; do not retry it"),
@@ -207,6 +212,7 @@ def test_a_step_limit_run_resumed_with_more_steps_finishes_and_replays_strictly(
     assert report.ok, report.explain()
 
 
+@pytest.mark.process
 def test_resuming_a_done_run_or_a_live_one_is_refused_in_one_line(store_url: str, tmp_path: Path) -> None:
     plan = [[["c1", "pay", {"ref": "p1"}]]]
     (tmp_path / "hang-p1").touch()
@@ -264,6 +270,7 @@ def test_follow_up_continues_the_conversation_with_a_new_user_message(store_url:
     assert_replays(store_url, second.run_id, tmp_path)
 
 
+@pytest.mark.process
 def test_a_run_killed_at_twenty_random_moments_ends_done_with_each_side_effect_at_most_once(
         store_url: str, tmp_path: Path) -> None:
     rng = random.Random(20261130)

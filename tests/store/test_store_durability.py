@@ -12,8 +12,12 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from runner.store import RunStore, open_store
 from tests.store.helpers import KINDS_BEFORE_KILL, KINDS_PER_RUN
+
+pytestmark = pytest.mark.process
 
 ROOT = Path(__file__).resolve().parents[2]
 

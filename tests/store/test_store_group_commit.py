@@ -305,6 +305,7 @@ CHILD = textwrap.dedent("""
 """)
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("driver", ["threads", "coroutines"])
 def test_sigkill_during_twenty_concurrent_runs_leaves_every_log_consistent_and_every_ran_tool_started(
         store: RunStore, store_url: str, tmp_path: Path, driver: str) -> None:
@@ -522,6 +523,7 @@ def test_a_commit_gives_up_on_a_server_gone_for_longer_than_it_waits(pg_admin: A
         assert proxy.refused >= 3  # it tried again, with pauses, then gave up
 
 
+@pytest.mark.process
 def test_a_forked_child_commits_on_a_connection_of_its_own(store: RunStore) -> None:
     import gc
 
@@ -582,6 +584,7 @@ def _write_lock_in_another_process(store_url: str) -> Iterator[subprocess.Popen[
         holder.wait(30)
 
 
+@pytest.mark.process
 def test_a_child_forked_while_a_commit_waits_writes_and_reads_on_connections_of_its_own(
         store: RunStore, store_url: str) -> None:
     """A fork copies the committer mid-commit (its leader thread is not in the child) and the pool's
@@ -634,6 +637,7 @@ def test_a_child_forked_while_a_commit_waits_writes_and_reads_on_connections_of_
         assert [e.kind for e in store.get_run(run_id).events] == KINDS_PER_RUN
 
 
+@pytest.mark.process
 def test_a_child_forked_from_a_process_with_an_in_memory_store_keeps_its_copy_of_the_database() -> None:
     """An in-memory store's one connection is the database itself: the child keeps its copy."""
     with open_store("sqlite://") as store:

@@ -117,6 +117,7 @@ def test_the_current_process_is_live(store: RunStore) -> None:
     assert liveness_with_owner(store, owner_id()) == "live"
 
 
+@pytest.mark.process
 def test_old_host_pid_owners_are_still_read(store: RunStore) -> None:
     assert liveness_with_owner(store, f"{HOST}:{os.getpid()}") == "live"
     assert liveness_with_owner(store, f"{HOST}:{gone_pid()}") == "dead"
@@ -144,6 +145,7 @@ def test_parse_owner(text: str | None, parsed: Owner | None) -> None:
         assert parse_owner(str(parsed)) == parsed
 
 
+@pytest.mark.process
 def test_without_proc_the_owner_is_host_pid(monkeypatch: pytest.MonkeyPatch) -> None:
     from runner._log import owner
 

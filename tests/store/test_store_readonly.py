@@ -129,6 +129,7 @@ with open_store(path, read_only=True) as store:
 """
 
 
+@pytest.mark.process
 def test_a_store_in_a_read_only_directory_can_be_read(shared_dir: Path) -> None:
     path = shared_dir / "runs.db"
     with open_store(path) as store:

@@ -14,6 +14,10 @@ import sysconfig
 import textwrap
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.process
+
 ROOT = Path(__file__).resolve().parents[2]
 
 PROBE = textwrap.dedent("""

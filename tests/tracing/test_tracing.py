@@ -317,6 +317,7 @@ def test_the_tracing_surface_is_exactly_these_names() -> None:
         "export_run", "otlp_exporter", "rebuild_spans"]
 
 
+@pytest.mark.process
 def test_a_plain_run_does_not_load_the_otel_sdk() -> None:
     """Without a store or a tracer, a run consults only the OpenTelemetry API's global provider."""
     code = ("import sys, runner\n"
