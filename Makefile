@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint docs bench
+.PHONY: demo test test-fast lint docs bench
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,12 @@ docs: $(STAMP)
 
 test: lint docs
 	$(BIN)/pytest
+
+# The suite without the tests marked `process` (those that start or kill a process: the
+# installed CLI, mypy, forks, SIGKILL, the worker pool), and without lint: a quick loop
+# while working. `make test` (what CI runs) still runs lint and every test.
+test-fast: $(STAMP)
+	$(BIN)/pytest -m "not process"
 
 bench: $(STAMP)
 	$(BIN)/python bench/loop.py
