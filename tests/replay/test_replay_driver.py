@@ -23,8 +23,7 @@ from runner.errors import RunnerError, ScriptError, StopRun
 from runner.events import Event, ModelCalled, RunFinished, StepStarted, ToolFinished, decode_all
 from runner.recorder import NullRecorder
 from runner.store import RunStore
-
-from .loop_helpers import call, reply, weather_registry
+from tests.loop.helpers import call, reply, weather_registry
 
 
 class Facts:
