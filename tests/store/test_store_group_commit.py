@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import signal
 import sqlite3
@@ -28,7 +27,7 @@ from runner.errors import StoreError
 from runner.store import RunStore, open_store
 from runner.store.tables import runs
 from runner.store.transaction import Parts, TakenOver, Writer
-from tests.store.helpers import KINDS_PER_RUN, OPENING, TOOL_STEP
+from tests.store.helpers import KINDS_PER_RUN, OPENING, TOOL_STEP, CuttableProxy, store_behind_a_proxy
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -406,83 +405,6 @@ def test_a_run_goes_on_when_the_server_drops_every_connection_of_its_store(pg_ad
         assert store.get_run(warm.run_id).status == "done"
     finally:
         store.close()
-        drop_pg_schema(pg_admin, schema)
-
-
-class CuttableProxy:
-    """A TCP proxy to the PostgreSQL server that can be cut as a restart or failover cuts a server:
-    every open connection dropped, new ones refused, for a while."""
-
-    def __init__(self, host: str, port: int) -> None:
-        import socket
-
-        self.target = (host, port)
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        self.down_until = 0.0
-        self.open: list[Any] = []
-        self.refused = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        import socket
-
-        while True:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            if time.monotonic() < self.down_until:
-                self.refused += 1
-                client.close()
-                continue
-            upstream = socket.create_connection(self.target)
-            self.open += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pump(a: Any, b: Any) -> None:
-        try:
-            while data := a.recv(65536):
-                b.sendall(data)
-        except OSError:
-            pass
-        for sock in (a, b):
-            with contextlib.suppress(OSError):
-                sock.close()
-
-    def cut(self, seconds: float) -> None:
-        self.down_until = time.monotonic() + seconds
-        for sock in self.open:
-            with contextlib.suppress(OSError):
-                sock.shutdown(2)
-                sock.close()
-        self.open = []
-
-    def close(self) -> None:
-        self.cut(0)
-        self.server.close()
-
-
-@contextmanager
-def store_behind_a_proxy(pg_admin: Any) -> Iterator[tuple[RunStore, CuttableProxy]]:
-    import uuid
-
-    from sqlalchemy.engine import make_url
-
-    from tests.conftest import SESSION_PREFIX, drop_pg_schema, pg_schema_url
-
-    schema = f"{SESSION_PREFIX}_{uuid.uuid4().hex[:8]}"
-    url = make_url(pg_schema_url(pg_admin, schema))
-    proxy = CuttableProxy(url.host or "127.0.0.1", url.port or 5432)
-    store = open_store(url.set(host="127.0.0.1", port=proxy.port).render_as_string(hide_password=False))
-    try:
-        yield store, proxy
-    finally:
-        proxy.down_until = 0.0
-        store.close()
-        proxy.close()
         drop_pg_schema(pg_admin, schema)
 
 

@@ -1,7 +1,7 @@
 """Liveness against a hostile probe: a process that let go of a run, a zombie owner, an owner in
 another PID namespace, a checker whose clock runs ahead. Real processes, real locks, real clocks.
 
-The owning process is ``tests.durable_child`` (its tool hangs until killed when ``hang-REF``
+The owning process is ``tests.resume.durable_child`` (its tool hangs until killed when ``hang-REF``
 exists); the checker is this process.
 """
 
@@ -37,15 +37,16 @@ from runner.store import RunStore
 from runner.store.lease import Heartbeat
 from runner.store.tables import runs
 from tests.conftest import BACKENDS
-from tests.durable_child import PlanModel, ran, tools
+from tests.resume.durable_child import PlanModel, ran, tools
+from tests.store.helpers import store_behind_a_proxy
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 RUN_ID = "1e" * 16
 LOOKUP = [[["c1", "lookup", {"ref": "r1"}]]]
 
 
 def child(store_url: str, workdir: Path, plan: Any, *args: str, prefix: tuple[str, ...] = ()) -> subprocess.Popen[str]:
-    return subprocess.Popen([*prefix, sys.executable, "-m", "tests.durable_child", store_url, str(workdir),
+    return subprocess.Popen([*prefix, sys.executable, "-m", "tests.resume.durable_child", store_url, str(workdir),
                              json.dumps(plan), *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
 
@@ -78,6 +79,7 @@ def age_heartbeat(store: RunStore, run_id: str, seconds: float) -> None:
 # -- a zombie owner ---------------------------------------------------------------
 
 
+@pytest.mark.process
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs /proc (Linux)")
 def test_a_killed_owner_its_parent_has_not_reaped_yet_is_dead(store_url: str, tmp_path: Path) -> None:
     """SIGKILLed, not yet waited for: a zombie keeps its pid and start time, and is dead all the same."""
@@ -116,6 +118,7 @@ needs_unshare = pytest.mark.skipif(not _unshare_works(), reason="needs unshare(1
 IN_NEW_PID_NAMESPACE = ("unshare", "--pid", "--fork", "--mount-proc", "--kill-child")
 
 
+@pytest.mark.process
 @needs_unshare
 def test_a_live_owner_in_another_pid_namespace_is_live_until_its_heartbeat_goes_stale(
         store_url: str, tmp_path: Path) -> None:
@@ -220,7 +223,6 @@ def _postgres_breakable(request: pytest.FixtureRequest) -> Iterator[Breakable]:
     """Writes fail while a proxy to the server drops every connection and refuses new ones for
     longer than a commit waits for the server."""
     import runner.store.transaction as transaction
-    from tests.test_store_group_commit import store_behind_a_proxy
 
     monkeypatch = request.getfixturevalue("monkeypatch")
     monkeypatch.setattr(transaction, "RECONNECT_S", 0.3)
@@ -289,6 +291,7 @@ def test_a_run_whose_close_failed_is_resumable_in_the_same_process_once_the_stor
     assert (store.get_run(RUN_ID).status, store.get_run(RUN_ID).owner) == ("done", owner_id())
 
 
+@pytest.mark.process
 def test_a_run_whose_close_failed_is_released_for_other_processes_once_the_store_is_back(
         breakable: Breakable, tmp_path: Path) -> None:
     _abandoned(breakable, tmp_path)
