@@ -122,6 +122,7 @@ def test_resume_and_fork_print_progress_lines_unless_quiet(tmp_path: Path, quiet
                                         "step 2  model  Xs  ok  10 in + 5 out tokens"]
 
 
+@pytest.mark.process
 def test_progress_lines_do_not_load_the_cli() -> None:
     import subprocess
     import sys

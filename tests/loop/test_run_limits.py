@@ -13,7 +13,7 @@ from runner import Limits, ModelReply, ScriptedModel, arun_agent, follow_up, for
 from runner._log.fixture import fixture_from_run
 from runner._log.limits import limit_names
 from runner.store import RunStore
-from tests.loop_helpers import call, reply, weather_registry
+from tests.loop.helpers import call, reply, weather_registry
 
 TWO_STEPS: list[ModelReply | str] = [reply("", call("c1", "get_weather", city="Paris")), "It is 21C."]
 BOTH = r"^max_steps given both as a keyword and in limits=, which sets every limit: give it once \("
