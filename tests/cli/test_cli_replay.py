@@ -291,7 +291,7 @@ def test_replay_serves_recorded_side_effects_unless_live_side_effects_is_given(t
     PAID.clear()
     target = tmp_path / "pay.json"
     assert invoke("export", run_id, "-o", str(target), "--db", url).exit_code == 0
-    tools = "tests.test_cli_replay:paying_registry"
+    tools = "tests.cli.test_cli_replay:paying_registry"
     result = invoke("replay", str(target), "--tools", tools)
     assert (result.exit_code, result.stdout) == (0, "ok  replay matched the recording (done, 2 steps)\n")
     assert PAID == []

@@ -14,8 +14,7 @@ from runner._log.fixture import fixture_from_run, load_fixture
 from runner._replay.replayer import replay
 from runner.events import ModelCalled, StepStarted, decode_all
 from runner.store import RunStore
-
-from .loop_helpers import call, reply
+from tests.loop.helpers import call, reply
 
 REF = {"type": "object", "properties": {"ref": {"type": "string"}}, "required": ["ref"]}
 
