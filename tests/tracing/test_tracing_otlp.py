@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -20,20 +19,6 @@ from runner import ModelReply, RunStore, ScriptedModel, ToolCall, run_agent
 from runner.tracing import TracingSetupError, configure_tracing, export_run, otlp_exporter
 from tests.cli.helpers import invoke
 from tests.tracing.helpers import Receiver, registry, weather
-
-
-@pytest.fixture
-def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
-    rec = Receiver()
-    rec.thread.start()
-    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rec.url)
-    monkeypatch.setenv("OTEL_SERVICE_NAME", "otlp-test")
-    yield rec
-    rec.server.shutdown()
-    rec.server.server_close()
 
 
 def test_live_and_rebuilt_spans_arrive_at_a_real_otlp_receiver(receiver: Receiver, store: RunStore) -> None:

@@ -18,18 +18,17 @@ import pytest
 
 from runner import Model, ModelReply, RunStore, ScriptedModel, follow_up, fork, resume, run_agent
 from runner.tracing import configure_tracing, export_run, otlp_exporter
-from tests.loop_helpers import call, reply, weather_registry
-from tests.test_tracing_otlp import Receiver, receiver  # noqa: F401  (the fixture)
+from tests.loop.helpers import call, reply, weather_registry
+from tests.tracing.helpers import Receiver
 
 UNSET, ERROR = 0, 2  # OTLP status codes
 Span = dict[str, Any]
 
 
 @pytest.fixture
-def collector(request: pytest.FixtureRequest) -> Receiver:
-    """``test_tracing_otlp``'s receiver, which its fixture makes the OTLP endpoint."""
-    found: Receiver = request.getfixturevalue("receiver")
-    return found
+def collector(receiver: Receiver) -> Receiver:
+    """The ``receiver`` of tests/tracing/conftest.py, which the environment makes the OTLP endpoint."""
+    return receiver
 
 
 @pytest.fixture
