@@ -1,5 +1,5 @@
 """Shared by the CLI tests: a store of known runs, an invoker, table parsing, a fake OpenAI server,
-the installed script."""
+the installed script, and runs stopped awaiting approval for the resume tests."""
 
 from __future__ import annotations
 
@@ -138,3 +138,30 @@ def installed_runner() -> str:
     if not script.exists():
         pytest.fail(f"the runner entry point is not installed at {script}: pip install -e '.[dev]'")
     return str(script)
+
+
+RESUME_TOOLS = "tests.cli.resume_tools:tools"
+"""The ``--tools`` of the resume, fork and approval tests: ``tests/cli/resume_tools.py``."""
+
+
+def at(server: FakeOpenAI) -> list[str]:
+    return ["--base-url", server.url, "--api-key", "k"]
+
+
+def run_id_in(result: Result) -> str:
+    found = re.search(r"^run id: ([0-9a-f]{32})$", result.stdout, re.M)
+    assert found is not None, result.output
+    return found[1]
+
+
+def lines(result: Result) -> list[str]:
+    return [line.rstrip() for line in result.stdout.splitlines()]
+
+
+def awaiting(url: str, *calls: tuple[str, str, dict[str, Any]]) -> str:
+    """``runner run`` whose model asks for ``calls`` of tools that need approval: it stops awaiting it."""
+    with FakeOpenAI(completion("", list(calls))) as server:
+        result = invoke("run", "Send the money", "--tools", RESUME_TOOLS, "--model", "openai:fake", *at(server),
+                        "--db", url)
+    assert result.exit_code == 1, result.output
+    return run_id_in(result)

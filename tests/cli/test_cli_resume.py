@@ -14,7 +14,6 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
 from click.testing import Result
@@ -27,9 +26,20 @@ from runner.cli.continuing import decisions_from
 from runner.events import MessageAppended, ModelCalled, RunStarted, StepStarted, ToolStarted
 from runner.store.tables import runs as runs_table
 from tests.cli import resume_tools
-from tests.cli.helpers import FakeOpenAI, completion, invoke, one_error_line, rows
+from tests.cli.helpers import (
+    RESUME_TOOLS,
+    FakeOpenAI,
+    at,
+    awaiting,
+    completion,
+    invoke,
+    lines,
+    one_error_line,
+    rows,
+    run_id_in,
+)
 
-TOOLS = "tests.cli.resume_tools:tools"
+TOOLS = RESUME_TOOLS
 DENIED = "ERROR: the call to transfer was denied by the approver"
 
 
@@ -45,36 +55,13 @@ def local_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     resume_tools.RAN.clear()
 
 
-def at(server: FakeOpenAI) -> list[str]:
-    return ["--base-url", server.url, "--api-key", "k"]
-
-
 def hint(url: str) -> str:
     return f" --db {shlex.quote(url)}"
-
-
-def run_id_in(result: Result) -> str:
-    found = re.search(r"^run id: ([0-9a-f]{32})$", result.stdout, re.M)
-    assert found is not None, result.output
-    return found[1]
 
 
 def table(result: Result) -> list[list[str]]:
     """The rows of the runs table, without the notes printed under it."""
     return rows("\n".join(line for line in result.stdout.splitlines() if not line.startswith("note: ")) + "\n")
-
-
-def lines(result: Result) -> list[str]:
-    return [line.rstrip() for line in result.stdout.splitlines()]
-
-
-def awaiting(url: str, *calls: tuple[str, str, dict[str, Any]]) -> str:
-    """``runner run`` whose model asks for ``calls`` of tools that need approval: it stops awaiting it."""
-    with FakeOpenAI(completion("", list(calls))) as server:
-        result = invoke("run", "Send the money", "--tools", TOOLS, "--model", "openai:fake", *at(server),
-                        "--db", url)
-    assert result.exit_code == 1, result.output
-    return run_id_in(result)
 
 
 def finished(url: str) -> str:

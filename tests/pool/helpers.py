@@ -19,7 +19,7 @@ from typing import IO, Any
 from sqlalchemy import Engine, create_engine, text
 
 from runner import RunStore, open_store
-from tests.pool import agents
+from tests.pool.agents import LEDGER_SQL
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNNER = str(Path(sys.executable).parent / "runner")
@@ -32,7 +32,7 @@ class Pool:
         self.store: RunStore = open_store(db)
         self.ledger: Engine = create_engine(db)
         with self.ledger.begin() as conn:
-            for sql in agents.LEDGER_SQL:
+            for sql in LEDGER_SQL:
                 conn.execute(text(sql))
         self.env = dict(os.environ, POOL_LEDGER_URL=db, POOL_NAP_S=str(nap_s), RUNNER_BROKER_URL=broker,
                         PYTHONPATH=str(ROOT))

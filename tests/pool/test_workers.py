@@ -169,7 +169,7 @@ def test_cancel_ends_a_queued_and_a_running_run_cancelled(pool: Pool) -> None:
 
 
 def test_a_pool_run_awaiting_approval_is_approved_back_into_its_pool(pool: Pool) -> None:
-    worker = pool.start_worker(2, agents="tests.pool_agents:with_approver")
+    worker = pool.start_worker(2, agents="tests.pool.agents:with_approver")
     run_id = submit(pool, "rent", agent="approver")
     pool.wait(lambda: pool.statuses()[run_id] == "awaiting_approval", 60, "the run to await approval")
     assert pool.rows("SELECT tag FROM notices") == []

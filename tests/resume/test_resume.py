@@ -12,7 +12,6 @@ import os
 import random
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,20 +19,11 @@ from typing import Any
 import pytest
 
 from runner import ScriptedModel, open_store, replay, run_agent
-from runner._log.records import StoredRun
 from runner._loop.observations import IN_DOUBT
 from runner._loop.resume import follow_up, fork, resume
 from runner.errors import CannotResume, RunInUse
 from tests.resume.durable_child import PlanModel, ran, tools
-
-ROOT = Path(__file__).resolve().parents[2]
-RUN_ID = "d0" * 16
-
-
-def child(store_url: str, workdir: Path, plan: Any, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "tests.resume.durable_child", store_url, str(workdir),
-                             json.dumps(plan), *args],
-                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+from tests.resume.helpers import RUN_ID, assert_consistent, child, killed_in
 
 
 def finished_child(store_url: str, workdir: Path, plan: Any, *args: str) -> dict[str, Any]:
@@ -44,41 +34,11 @@ def finished_child(store_url: str, workdir: Path, plan: Any, *args: str) -> dict
     return result
 
 
-def kill_inside(proc: subprocess.Popen[str], workdir: Path, line: str, timeout_s: float = 30.0) -> None:
-    """Wait until the child's tool has written ``line`` (and hangs), then SIGKILL it."""
-    deadline = time.monotonic() + timeout_s
-    while line not in ran(workdir):
-        if proc.poll() is not None:
-            raise AssertionError(f"child exited early: {proc.communicate()}")
-        assert time.monotonic() < deadline, f"child never wrote {line!r}"
-        time.sleep(0.01)
-    os.kill(proc.pid, signal.SIGKILL)
-    proc.communicate(timeout=10)
-    assert proc.returncode == -signal.SIGKILL
-
-
-def assert_consistent(run: StoredRun) -> None:
-    """The log of a finished run: contiguous seq, one result per call, ends with run_finished."""
-    assert [e.seq for e in run.events] == list(range(1, len(run.events) + 1))
-    assert run.events[-1].kind == "run_finished"
-    calls = [c["id"] for m in run.messages if m["role"] == "assistant" for c in m["tool_calls"]]
-    results = [m["tool_call_id"] for m in run.messages if m["role"] == "tool"]
-    assert results == calls
-    started = [e.data["call_id"] for e in run.events if e.kind == "tool_started"]
-    ran_calls = [e.data["call_id"] for e in run.events if e.kind == "tool_finished" and e.data["ran"]]
-    assert set(ran_calls) <= set(started)
-
-
 def assert_replays(store_url: str, run_id: str, workdir: Path) -> None:
     """The whole run, resumes and all, replays clean under strict replay (run last: tools really run)."""
     with open_store(store_url) as store:
         report = replay(run_id, tools(workdir), source_store=store)
     assert report.ok, report.explain()
-
-
-def killed_in(store_url: str, workdir: Path, plan: Any, ref: str, line: str) -> None:
-    (workdir / f"hang-{ref}").touch()
-    kill_inside(child(store_url, workdir, plan, "run", RUN_ID), workdir, line)
 
 
 @pytest.mark.process

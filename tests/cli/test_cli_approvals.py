@@ -3,7 +3,7 @@ run's decision sent back to its pool, and a registry that disagrees with the log
 
 The CLI runs in this process (click's ``CliRunner``) against a SQLite file and PostgreSQL;
 a pool run is taken by the worker's task body directly (``take``), and the broker is an
-address nothing listens on. The real worker pool is ``tests/test_workers.py``'s.
+address nothing listens on. The real worker pool is ``tests/pool/test_workers.py``'s.
 """
 
 from __future__ import annotations
@@ -25,10 +25,11 @@ from runner.events import MessageAppended, ModelCalled, RunStarted, StepStarted,
 from runner.pool.queued import record_queued
 from runner.pool.take import take
 from runner.store.tables import runs
-from tests import cli_resume_tools, pool_agents
-from tests.test_cli_helpers import FakeOpenAI, completion, invoke, one_error_line
-from tests.test_cli_resume import TOOLS, at, awaiting, lines
+from tests.cli import resume_tools
+from tests.cli.helpers import RESUME_TOOLS, FakeOpenAI, at, awaiting, completion, invoke, lines, one_error_line
+from tests.pool import agents
 
+TOOLS = RESUME_TOOLS
 NOWHERE = "amqp://guest:guest@127.0.0.1:1//"  # nothing listens on port 1: publishing fails at once
 
 
@@ -40,9 +41,9 @@ def local_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
     monkeypatch.setenv("POOL_NAP_S", "0.01")
-    cli_resume_tools.RAN.clear()
+    resume_tools.RAN.clear()
     yield
-    cli_resume_tools.RAN.clear()
+    resume_tools.RAN.clear()
 
 
 def make_dead(store: RunStore, run_id: str) -> None:
@@ -120,13 +121,13 @@ def test_a_decision_against_a_logged_one_is_refused_and_the_same_one_goes_on(sto
     with FakeOpenAI(completion("Not sent.")) as server:
         result = invoke("resume", run_id[:8], "--tools", TOOLS, "--deny", "t1", *at(server), "--db", store_url)
     assert result.exit_code == 0, result.output
-    assert (len(decided(store_url, run_id)), cli_resume_tools.RAN) == (1, [])
+    assert (len(decided(store_url, run_id)), resume_tools.RAN) == (1, [])
 
 
 def pool_run_awaiting(url: str) -> str:
     with open_store(url) as store:
         run_id = record_queued(store, "rent", "approver")
-        assert take(store, run_id, pool_agents.with_approver) == "awaiting_approval"
+        assert take(store, run_id, agents.with_approver) == "awaiting_approval"
     return run_id
 
 
@@ -155,7 +156,7 @@ def test_here_resumes_a_pool_run_in_this_process(store_url: str) -> None:
     run_id = pool_run_awaiting(store_url)
     with FakeOpenAI(completion("Sent here.")) as server:
         result = invoke("resume", run_id[:8], "--approve", "transfer-1", "--here", "--tools",
-                        "tests.pool_agents:approver_registry", "--model", "openai:fake", *at(server),
+                        "tests.pool.agents:approver_registry", "--model", "openai:fake", *at(server),
                         "--db", store_url, "--json")
     assert result.exit_code == 0, result.output
     assert (json.loads(result.stdout)["status"], json.loads(result.stdout)["answer"]) == ("done", "Sent here.")
@@ -168,10 +169,11 @@ def test_resume_of_a_run_not_from_a_pool_still_needs_its_tools(store_url: str) -
     assert one_error_line(result) == "Error: Missing option '--tools' (a run not submitted to a pool, or --here)."
 
 
+@pytest.mark.process
 def test_a_registry_that_disagrees_with_the_log_is_reported_and_the_log_holds(store_url: str) -> None:
     run_id = "d" * 32
     reply = ModelReply("", [ToolCall("p1", "pay", {"ref": "x"})])
-    registry = cli_resume_tools.tools()
+    registry = resume_tools.tools()
     with open_store(store_url) as store:
         recorder = store.recorder()
         recorder.record(RunStarted(run_id=run_id, task="Pay x", system="s", limits=Limits().to_dict(),
@@ -187,10 +189,10 @@ def test_a_registry_that_disagrees_with_the_log_is_reported_and_the_log_holds(st
         recorder.sync()
         make_dead(store, run_id)
     with FakeOpenAI(completion("I cannot tell whether x was paid.")) as server:
-        result = invoke("resume", "dddd", "--tools", "tests.cli_resume_tools:forgetful", *at(server),
+        result = invoke("resume", "dddd", "--tools", "tests.cli.resume_tools:forgetful", *at(server),
                         "--db", store_url)
     assert result.exit_code == 0, result.output
-    assert cli_resume_tools.RAN == []
+    assert resume_tools.RAN == []
     assert server.requests[0]["messages"][-1] == {"role": "tool", "tool_call_id": "p1", "content": IN_DOUBT}
     assert [line for line in result.stderr.splitlines() if line.startswith("warning: ")] == [
         f"warning: run {run_id}: tool 'pay' differs from the log's record: side_effects True in the log, False "

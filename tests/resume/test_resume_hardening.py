@@ -2,7 +2,7 @@
 approval resumes only with a decision, and decisions are facts (``approval_decided``) of their own.
 
 Every test runs on a SQLite file and on PostgreSQL (``store_url``/``store``); the first kills a
-real process inside a payment (``tests.durable_child``) and resumes it from this one.
+real process inside a payment (``tests.resume.durable_child``) and resumes it from this one.
 """
 
 from __future__ import annotations
@@ -23,9 +23,9 @@ from runner.events import ApprovalDecided, EventDecodeError, decode, decode_all,
 from runner.pool.queued import record_queued
 from runner.pool.take import take
 from runner.store.tables import events
-from tests import pool_agents
-from tests.durable_child import Plan, PlanModel, ran, tools
-from tests.test_resume import RUN_ID, assert_consistent, killed_in
+from tests.pool import agents
+from tests.resume.durable_child import Plan, PlanModel, ran, tools
+from tests.resume.helpers import RUN_ID, assert_consistent, killed_in
 
 TWO_TRANSFERS: Plan = [[["t1", "transfer", {"ref": "x"}], ["t2", "transfer", {"ref": "y"}]]]
 
@@ -48,6 +48,7 @@ def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
             if record.name.startswith("runner") and record.levelno >= logging.WARNING]
 
 
+@pytest.mark.process
 def test_a_payment_in_doubt_resumed_with_a_registry_that_forgot_its_side_effects_is_not_paid_again(
         store_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     plan = [[["c1", "pay", {"ref": "p1"}]]]
@@ -65,6 +66,7 @@ def test_a_payment_in_doubt_resumed_with_a_registry_that_forgot_its_side_effects
         "(calls already started are judged by the more careful of the two)"]
 
 
+@pytest.mark.process
 def test_a_call_started_under_a_registry_without_side_effects_is_not_run_again_by_one_that_has_them(
         store_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     plan = [[["c1", "lookup", {"ref": "r1"}]]]
@@ -181,12 +183,12 @@ def test_a_pool_run_awaiting_approval_goes_back_to_its_worker_once_decided(
     monkeypatch.setenv("POOL_NAP_S", "0.01")
     monkeypatch.delenv("POOL_LEDGER_URL", raising=False)
     run_id = record_queued(store, "pay the rent", "approver")
-    assert take(store, run_id, pool_agents.with_approver) == "awaiting_approval"
+    assert take(store, run_id, agents.with_approver) == "awaiting_approval"
     before = store.get_run(run_id).events
-    assert take(store, run_id, pool_agents.with_approver) == "dropped"  # undecided: nothing for a worker to do
+    assert take(store, run_id, agents.with_approver) == "dropped"  # undecided: nothing for a worker to do
     assert store.get_run(run_id).events == before
     store.decide(run_id, "transfer-1", True, decided_by="alice")
-    assert take(store, run_id, pool_agents.with_approver) == "done"
+    assert take(store, run_id, agents.with_approver) == "done"
     run = store.get_run(run_id)
     assert run.answer == 'transfer: "transferred pay the rent"'
     assert [e.data["name"] for e in run.events if e.kind == "tool_started"] == ["transfer"]
