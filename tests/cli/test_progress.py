@@ -143,7 +143,7 @@ def model_tokens(progress: str, shown: str) -> tuple[list[str], list[str]]:
 
 def test_progress_and_show_give_the_providers_token_count_when_it_reported_one(store_url: str) -> None:
     with FakeOpenAI(completion("", [("c1", "get_weather", {"city": "Paris"})]), completion("Warm.")) as server:
-        ran = invoke("run", "Weather?", "--tools", "tests.loop_helpers:weather_registry", "--model", "openai:fake",
+        ran = invoke("run", "Weather?", "--tools", "tests.loop.helpers:weather_registry", "--model", "openai:fake",
                      "--base-url", server.url, "--api-key", "k", "--db", store_url, "--json")
     assert ran.exit_code == 0, ran.output
     shown = invoke("show", json.loads(ran.stdout)["run_id"], "--db", store_url)

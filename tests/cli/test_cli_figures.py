@@ -19,8 +19,8 @@ from runner._loop.resume import resume
 from runner._loop.sync import drive_until
 from runner.store import RunStore, open_store
 from runner.store.tables import runs
-from tests.loop_helpers import call, reply, weather_registry
-from tests.test_cli_helpers import invoke, rows
+from tests.cli.helpers import invoke, rows
+from tests.loop.helpers import call, reply, weather_registry
 
 GONE = f"{socket.gethostname()}:4194999"  # a pid on this host that runs nothing: the owner is dead
 

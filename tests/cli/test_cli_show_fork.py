@@ -10,8 +10,8 @@ from runner.cli.inherited import inherited
 from runner.cli.timeline import timeline
 from runner.events import decode_all
 from runner.store import open_store
-from tests.loop_helpers import call, reply, weather_registry
-from tests.test_cli_helpers import invoke
+from tests.cli.helpers import invoke
+from tests.loop.helpers import call, reply, weather_registry
 
 SWAPPED = '{"celsius": 35}'
 
