@@ -169,6 +169,7 @@ def run_id_in(stdout: str) -> str:
     return found[1]
 
 
+@pytest.mark.process
 def test_the_export_warning_and_the_next_steps_name_the_run_and_the_endpoint_set(
         dead_collector: str, tmp_path: Path) -> None:
     assert not dead_collector.endswith(":4318")

@@ -97,6 +97,7 @@ def silent_broker() -> Iterator[str]:
         conn.close()
 
 
+@pytest.mark.process
 def test_submit_to_a_broker_that_never_answers_gives_up_and_leaves_the_run_queued(store: RunStore, store_url: str,
                                                                                   silent_broker: str) -> None:
     started = time.monotonic()

@@ -240,12 +240,12 @@ def test_a_worker_stopped_by_an_unrecoverable_error_exits_non_zero(pool: Pool) -
     import subprocess
     import sys
 
-    from tests.pool_helpers import ROOT
+    from tests.pool.helpers import ROOT
 
     if not pool.broker.startswith("amqp"):
         pytest.skip("on Redis, Celery takes a failing message handler for a lost connection and reconnects")
     worker = subprocess.Popen([sys.executable, "-c", BROKEN_WORKER, "worker", "--db", pool.db, "--queue", pool.queue,
-                               "--agents", "tests.pool_agents:agents", "--concurrency", "2"],
+                               "--agents", "tests.pool.agents:agents", "--concurrency", "2"],
                               cwd=ROOT, env=pool.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     pool.workers.append(worker)  # killed by the pool's close if still alive
     run_id = submit(pool, "job for a broken worker")

@@ -155,6 +155,7 @@ def test_a_store_in_a_read_only_directory_can_be_read(shared_dir: Path) -> None:
     assert sorted(p.name for p in shared_dir.iterdir()) == before
 
 
+@pytest.mark.process
 def test_the_read_only_directory_test_passes_from_a_checkout_in_a_private_directory(tmp_path: Path) -> None:
     """``make test`` in a fresh clone under a 0700 directory (a ``mktemp -d``, root's home): the
     reader dropped to another user could not even start the checkout's interpreter."""
@@ -177,7 +178,7 @@ def test_the_read_only_directory_test_passes_from_a_checkout_in_a_private_direct
         script.write_text(f"#!{venv / 'bin' / 'python'}\nfrom runner.cli import main\nmain()\n")
         script.chmod(0o755)
         assert oct(private.stat().st_mode & 0o777) == "0o700"
-        one_test = "tests/test_store_readonly.py::test_a_store_in_a_read_only_directory_can_be_read"
+        one_test = "tests/store/test_store_readonly.py::test_a_store_in_a_read_only_directory_can_be_read"
         done = subprocess.run([str(venv / "bin" / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", one_test],
                               cwd=checkout, capture_output=True, text=True, timeout=120,
                               env={k: v for k, v in os.environ.items() if not k.startswith("PYTEST")})
