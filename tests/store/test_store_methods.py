@@ -28,9 +28,9 @@ from runner.events import (
 from runner.pool.agents import PoolError
 from runner.pool.queued import record_queued, request_cancel
 from runner.store import DEFAULT_QUEUE, RunStore, derived_trace_id, open_store
-from tests.loop_helpers import call, reply, weather_registry
+from tests.loop.helpers import call, reply, weather_registry
 
-RUNNER = Path(__file__).resolve().parent.parent / "runner"
+RUNNER = Path(__file__).resolve().parents[2] / "runner"
 
 
 def weather_run(store: RunStore, run_id: str, *calls: str) -> str:
