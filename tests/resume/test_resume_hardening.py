@@ -79,6 +79,7 @@ def test_a_call_started_under_a_registry_without_side_effects_is_not_run_again_b
         "(calls already started are judged by the more careful of the two)"]
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("traits", [{"pay": {}}, {"pay": "x"}, ["pay"]])
 def test_a_forged_record_of_tool_traits_is_one_store_error_and_the_payment_in_doubt_is_not_run(
         store_url: str, tmp_path: Path, traits: object) -> None:
