@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 import threading
 from datetime import UTC, datetime, timedelta
@@ -17,10 +18,12 @@ import pytest
 from click.testing import CliRunner, Result
 from sqlalchemy import update
 
-from runner import ScriptedModel, ToolRegistry, run_agent
+from runner import Limits, ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
 from runner.cli import cli
+from runner.events import MessageAppended, ModelCalled, RunStarted, StepStarted, ToolStarted
 from runner.store import RunStore, open_store
 from runner.store.tables import runs
+from tests.cli import resume_tools
 from tests.helpers import Answer, LocalServer
 from tests.loop.helpers import call, reply, weather_registry
 
@@ -165,3 +168,36 @@ def awaiting(url: str, *calls: tuple[str, str, dict[str, Any]]) -> str:
                         "--db", url)
     assert result.exit_code == 1, result.output
     return run_id_in(result)
+
+
+def make_dead(store: RunStore, run_id: str) -> None:
+    """As if the run's process had exited: its owner names a pid that is gone."""
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    host = str(store.get_run(run_id).owner).rsplit(":", 1)[0]
+    with store.engine.begin() as conn:
+        conn.execute(update(runs).where(runs.c.run_id == run_id).values(owner=f"{host}:{gone}"))
+
+
+def record_dead_inside_pay(url: str, run_id: str, model: str = "fake", provider: str | None = "openai", *,
+                           traits: bool = False) -> None:
+    """A run whose process died inside ``pay`` (a side effect): ``tool_started`` and nothing after.
+
+    ``traits`` also logs the tools' traits, as runs recorded since they are logged do.
+    """
+    reply = ModelReply("", [ToolCall("p1", "pay", {"ref": "x"})])
+    registry = resume_tools.tools()
+    with open_store(url) as store:
+        recorder = store.recorder()
+        recorder.record(RunStarted(run_id=run_id, task="Pay x", system="s", limits=Limits().to_dict(),
+                                   tool_specs=registry.specs(), tool_traits=registry.traits() if traits else None,
+                                   model=model, provider=provider))
+        recorder.record(MessageAppended(index=0, message={"role": "system", "content": "s"}))
+        recorder.record(MessageAppended(index=1, message={"role": "user", "content": "Pay x"}))
+        recorder.record(StepStarted(step=1))
+        recorder.record(MessageAppended(step=1, index=2, message={
+            "role": "assistant", "content": "", "tool_calls": [{"id": "p1", "name": "pay", "args": {"ref": "x"}}]}))
+        recorder.record(ModelCalled(step=1, prompt_tokens=10, reply_tokens=5, reply=reply))
+        recorder.record(ToolStarted(step=1, call_id="p1", name="pay", args={"ref": "x"}))
+        recorder.sync()
+        make_dead(store, run_id)

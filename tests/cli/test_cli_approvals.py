@@ -11,22 +11,26 @@ from __future__ import annotations
 import getpass
 import json
 import shlex
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
-from sqlalchemy import update
 
-from runner import ModelReply, RunStore, ToolCall, open_store
-from runner._log.limits import Limits
+from runner import open_store
 from runner._loop.observations import IN_DOUBT
-from runner.events import MessageAppended, ModelCalled, RunStarted, StepStarted, ToolStarted
 from runner.pool.queued import record_queued
 from runner.pool.take import take
-from runner.store.tables import runs
 from tests.cli import resume_tools
-from tests.cli.helpers import RESUME_TOOLS, FakeOpenAI, at, awaiting, completion, invoke, lines, one_error_line
+from tests.cli.helpers import (
+    RESUME_TOOLS,
+    FakeOpenAI,
+    at,
+    awaiting,
+    completion,
+    invoke,
+    lines,
+    one_error_line,
+    record_dead_inside_pay,
+)
 from tests.pool import agents
 
 TOOLS = RESUME_TOOLS
@@ -44,15 +48,6 @@ def local_only(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     resume_tools.RAN.clear()
     yield
     resume_tools.RAN.clear()
-
-
-def make_dead(store: RunStore, run_id: str) -> None:
-    """As if the run's process had exited: its owner names a pid that is gone."""
-    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
-                          check=True).stdout.strip()
-    host = str(store.get_run(run_id).owner).rsplit(":", 1)[0]
-    with store.engine.begin() as conn:
-        conn.execute(update(runs).where(runs.c.run_id == run_id).values(owner=f"{host}:{gone}"))
 
 
 def decided(url: str, run_id: str) -> list[dict[str, object]]:
@@ -172,22 +167,7 @@ def test_resume_of_a_run_not_from_a_pool_still_needs_its_tools(store_url: str) -
 @pytest.mark.process
 def test_a_registry_that_disagrees_with_the_log_is_reported_and_the_log_holds(store_url: str) -> None:
     run_id = "d" * 32
-    reply = ModelReply("", [ToolCall("p1", "pay", {"ref": "x"})])
-    registry = resume_tools.tools()
-    with open_store(store_url) as store:
-        recorder = store.recorder()
-        recorder.record(RunStarted(run_id=run_id, task="Pay x", system="s", limits=Limits().to_dict(),
-                                   tool_specs=registry.specs(), tool_traits=registry.traits(), model="fake",
-                                   provider="openai"))
-        recorder.record(MessageAppended(index=0, message={"role": "system", "content": "s"}))
-        recorder.record(MessageAppended(index=1, message={"role": "user", "content": "Pay x"}))
-        recorder.record(StepStarted(step=1))
-        recorder.record(MessageAppended(step=1, index=2, message={
-            "role": "assistant", "content": "", "tool_calls": [{"id": "p1", "name": "pay", "args": {"ref": "x"}}]}))
-        recorder.record(ModelCalled(step=1, prompt_tokens=10, reply_tokens=5, reply=reply))
-        recorder.record(ToolStarted(step=1, call_id="p1", name="pay", args={"ref": "x"}))
-        recorder.sync()
-        make_dead(store, run_id)
+    record_dead_inside_pay(store_url, run_id, traits=True)
     with FakeOpenAI(completion("I cannot tell whether x was paid.")) as server:
         result = invoke("resume", "dddd", "--tools", "tests.cli.resume_tools:forgetful", *at(server),
                         "--db", store_url)

@@ -11,20 +11,14 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 
 import pytest
 from click.testing import Result
-from sqlalchemy import update
 
 from runner import ModelReply, ScriptedModel, ToolCall, open_store, run_agent
-from runner._log.limits import Limits
 from runner._loop.observations import IN_DOUBT
 from runner.cli.continuing import decisions_from
-from runner.events import MessageAppended, ModelCalled, RunStarted, StepStarted, ToolStarted
-from runner.store.tables import runs as runs_table
 from tests.cli import resume_tools
 from tests.cli.helpers import (
     RESUME_TOOLS,
@@ -35,6 +29,7 @@ from tests.cli.helpers import (
     invoke,
     lines,
     one_error_line,
+    record_dead_inside_pay,
     rows,
     run_id_in,
 )
@@ -195,28 +190,6 @@ def test_resume_needs_a_model_when_the_log_cannot_name_one(store_url: str) -> No
     assert one_error_line(result) == (f"Error: run {'f' * 32} ran with model 'scripted', which cannot be rebuilt "
                                       "from the log: pass --model (openai:NAME (any OpenAI-compatible server) or "
                                       "anthropic:NAME)")
-
-
-def record_dead_inside_pay(url: str, run_id: str, model: str = "fake", provider: str | None = "openai") -> None:
-    """A run whose process died inside ``pay`` (a side effect): ``tool_started`` and nothing after."""
-    reply = ModelReply("", [ToolCall("p1", "pay", {"ref": "x"})])
-    with open_store(url) as store:
-        recorder = store.recorder()
-        recorder.record(RunStarted(run_id=run_id, task="Pay x", system="s", limits=Limits().to_dict(),
-                                   tool_specs=resume_tools.tools().specs(), model=model, provider=provider))
-        recorder.record(MessageAppended(index=0, message={"role": "system", "content": "s"}))
-        recorder.record(MessageAppended(index=1, message={"role": "user", "content": "Pay x"}))
-        recorder.record(StepStarted(step=1))
-        recorder.record(MessageAppended(step=1, index=2, message={
-            "role": "assistant", "content": "", "tool_calls": [{"id": "p1", "name": "pay", "args": {"ref": "x"}}]}))
-        recorder.record(ModelCalled(step=1, prompt_tokens=10, reply_tokens=5, reply=reply))
-        recorder.record(ToolStarted(step=1, call_id="p1", name="pay", args={"ref": "x"}))
-        recorder.sync()
-        gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
-                              text=True, check=True).stdout.strip()
-        host = str(store.get_run(run_id).owner).rsplit(":", 1)[0]
-        with store.engine.begin() as conn:  # as if written by a process that has exited
-            conn.execute(update(runs_table).where(runs_table.c.run_id == run_id).values(owner=f"{host}:{gone}"))
 
 
 @pytest.mark.process
