@@ -30,13 +30,16 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "demo": KERNEL | {"_tools", "_loop", "_replay"},
     "pool": KERNEL | {"_tools", "_loop", "recorder", "store"},
     "testing": KERNEL | {"_tools", "_loop", "_replay", "recorder", "store"},
-    "cli": KERNEL | {"_tools", "_loop", "_replay", "recorder", "store", "tracing", "pool", "progress", "demo",
-                     "adapters"},
+    "_view": KERNEL | {"store"},
+    "ui": KERNEL | {"_view", "_tools", "_loop", "recorder", "store", "tracing", "pool", "adapters"},
+    "cli": KERNEL | {"_view", "_tools", "_loop", "_replay", "recorder", "store", "tracing", "pool", "progress",
+                     "demo", "adapters", "ui"},
     "__init__": KERNEL | {"_tools", "_loop", "_replay", "recorder", "store", "tracing", "pool", "progress"},
 }
 # Third-party layers and the parts that may import them (progress prints its lines with rich, as the CLI does).
 OUTSIDE = {"sqlalchemy": {"store"}, "alembic": {"store"}, "click": {"cli"}, "rich": {"cli", "progress"},
-           "celery": {"pool"}, "kombu": {"pool"}}
+           "celery": {"pool"}, "kombu": {"pool"},
+           "starlette": {"ui"}, "uvicorn": {"ui"}, "jinja2": {"ui"}}
 
 
 def _modules() -> list[tuple[str, Path]]:

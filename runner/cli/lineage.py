@@ -1,96 +1,25 @@
-"""How runs link up and how a stopped one goes on, for ``show``, ``runs`` and ``run``.
+"""How a stopped run goes on, as ``show`` prints it: the ``runner resume`` command to paste.
 
-A fork or a follow-up names its parent (``runs.parent_run_id``, read through its
-index for a run's children) and says how it came about in its ``run_started`` fact.
-A run awaiting approval, or one whose process died, is continued with
-``runner resume``: these helpers print the command to paste.
+The links and commands themselves are ``runner._view.lineage``'s, shared with the console.
 """
 
 from __future__ import annotations
 
-import re
-import shlex
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterator
 
 from rich.text import Text
 
-from .._log.state import fold
+from .._log.records import StoredRun
 from .._log.statuses import Status
 from .._text import clean
-from ..events import ApprovalRequested, RunQueued, RunStarted
-from ..store import RunStore, StoredRun
-
-TOOLS_PLACEHOLDER = "MODULE:ATTR"  # for a run whose log does not say where its tools live
-# What a logged ``tools_ref`` must look like to be printed in a command: the log may come
-# from anywhere, and a user copies these commands into a shell.
-TOOLS_REF = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
-
-
-@dataclass(frozen=True, slots=True)
-class Link:
-    """A run linked to the one shown: its id, status and how it came about."""
-
-    run_id: str
-    status: str
-    origin: str | None
-    forked_at_step: int | None
-
-
-def origin_text(origin: str | None, forked_at_step: int | None) -> str:
-    """``fork at step 2``, ``follow-up``, or '' for a run that is neither."""
-    if origin == "fork":
-        return f"fork at step {forked_at_step}" if forked_at_step else "fork"
-    if origin == "follow_up":
-        return "follow-up"
-    return clean(origin) if origin else ""
-
-
-def children(store: RunStore, run_id: str) -> list[Link]:
-    """The runs forked from or following up ``run_id``, oldest first, with their origin."""
-    found = store.children(run_id)
-    if not found:
-        return []
-    starts = store.run_starts([run.run_id for run in found])
-    links = []
-    for run in found:
-        started = starts.get(run.run_id)
-        origin, at = (started.origin, started.forked_at_step) if started is not None else (None, None)
-        links.append(Link(run.run_id, run.status, origin, at))
-    return links
-
-
-def pending_approvals(run: StoredRun) -> dict[str, ApprovalRequested]:
-    """The calls a run awaiting approval waits on (none decided yet), by call id, in the order they were asked."""
-    if run.status != Status.AWAITING_APPROVAL:
-        return {}
-    return fold(run.facts, run.run_id).pending_approvals
-
-
-def resume_command(short: str, tools: str | None, approve: Sequence[str] = (), db_hint: str = "") -> str:
-    """``runner resume SHORT --tools TOOLS [--approve ID]...``, quoted for a shell (no ``--tools``: None)."""
-    approvals = "".join(f" --approve {shlex.quote(call_id)}" for call_id in approve)
-    return f"runner resume {short}{f' --tools {tools}' if tools else ''}{approvals}{db_hint}"
-
-
-def recorded_tools(run: StoredRun) -> str:
-    """The ``module:attr`` the run's tools were loaded from, as logged at its start, or a placeholder.
-
-    ``runner run``, ``demo``, ``fork`` and follow-ups log it; the placeholder is for the reader to fill in.
-    """
-    for fact in run.facts:
-        if isinstance(fact, RunStarted):
-            ref = fact.tools_ref
-            return ref if isinstance(ref, str) and TOOLS_REF.fullmatch(ref) else TOOLS_PLACEHOLDER
-    return TOOLS_PLACEHOLDER
+from .._view.lineage import pending_approvals, pooled, recorded_tools, resume_command
 
 
 def continue_hint(run: StoredRun, short: str, db_hint: str = "") -> Iterator[Text]:
     """For a run awaiting approval or whose process died, how to go on with ``runner resume``."""
     pending = pending_approvals(run)
-    pooled = any(isinstance(fact, RunQueued) for fact in run.facts)
     # A pool run's decisions go back to its workers, who have its tools: --tools only resumes here.
-    tools = None if pooled and run.status == Status.AWAITING_APPROVAL else recorded_tools(run)
+    tools = None if pooled(run) and run.status == Status.AWAITING_APPROVAL else recorded_tools(run)
     if pending:
         asked = ", ".join(f"{clean(call_id)} ({clean(call.name)})" for call_id, call in pending.items())
         yield Text(f"\nawaiting approval: {asked}", style="bold yellow")

@@ -85,10 +85,6 @@ def when(at: datetime | None) -> str:
     return "-" if at is None else at.astimezone(UTC).strftime(TIME_FORMAT)
 
 
-def iso(at: datetime | None) -> str | None:
-    return None if at is None else at.astimezone(UTC).isoformat()
-
-
 def seconds(value: float | None) -> str:
     """A duration for people: 850µs, 12.3ms, 4.20s, 3m05s, 2h04m."""
     if value is None:

@@ -20,12 +20,12 @@ from .._loop.results import AgentResult
 from .._loop.sync import run_agent
 from .._text import clean
 from .._tools.registry import ToolRegistry
+from .._view.lineage import pending_approvals, resume_command
 from ..demo import DEMO_TASK, demo_model, demo_registry
 from ..messages import Model
 from ..progress import ProgressRecorder
 from ..recorder import Recorder
 from ..store import RunStore
-from .lineage import pending_approvals, resume_command
 from .options import EXIT_INTERRUPTED, EXIT_NO, CliUsageError, Env, common, label_option
 from .render import console, plural, print_json
 from .specs import (

@@ -3,49 +3,25 @@
 from __future__ import annotations
 
 import functools
-import re
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import datetime
 
 import click
 
 from .._log.statuses import Status
-from ..errors import RunNotFound
-from ..store import RunStore, RunSummary, StoredRun
-from .activity import active_seconds
-from .inherited import inherited, inherited_json
-from .lineage import TOOLS_PLACEHOLDER, children, continue_hint, resume_command
+from .._view.filters import parse_when
+from .._view.inherited import inherited
+from .._view.lineage import TOOLS_PLACEHOLDER, children, parent_of, resume_command
+from .._view.show import show_json
+from .._view.summary import summary_json
+from ..store import RunSummary
+from .lineage import continue_hint
 from .listing import Row, runs_table
 from .options import Env, common, label_option
-from .queries import refused_in, summary_json
 from .render import console, plural, print_json
-from .timeline import event_json, status_label, status_style, timeline
+from .timeline import status_label, status_style, timeline
 
-RELATIVE = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])")
-UNITS = {"s": "seconds", "m": "minutes", "h": "hours", "d": "days", "w": "weeks"}
 MORE_COUNTED = 1000  # past a full page, count at most this many more matching runs
 MAX_LIMIT = 1_000_000_000  # any store's size; past it, a number is a typo (and 2**63 overflows the database)
-
-
-def parse_when(value: str, now: datetime | None = None) -> datetime:
-    """``30m``, ``2h``, ``3d``, ``1w`` ago, or an ISO date or datetime (UTC unless it has an offset)."""
-    text = value.strip()
-    relative = RELATIVE.fullmatch(text)
-    if relative:
-        amount, unit = relative.groups()
-        try:
-            return (now or datetime.now(UTC)) - timedelta(**{UNITS[unit]: float(amount)})
-        except OverflowError:
-            raise ValueError(f"{value!r} reaches before the year 1") from None
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(f"expected a duration ago (30m, 2h, 3d, 1w) or an ISO date/datetime, got {value!r}") \
-            from None
-    try:
-        return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed.astimezone(UTC)
-    except OverflowError:  # 9999-12-31T23:59:59-23:00 is in the year 10000 in UTC
-        raise ValueError(f"{value!r} is outside the years 1 to 9999 in UTC") from None
 
 
 def when_option(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
@@ -147,39 +123,14 @@ def show(env: Env, run_ref: str, full: bool) -> None:
     """
     with env.store() as store:
         run = store.find_run(run_ref)
+        if env.as_json:
+            print_json(show_json(store, run))
+            return
         linked = children(store, run.run_id)
         short = store.short_ids([run.run_id])[run.run_id]
         carried = inherited(run.facts, parent_of(store, run))
-    if env.as_json:
-        print_json({"run": with_active_time(summary_json(run, refused_in(run)), run),
-                    "events": [event_json(e) for e in run.events],
-                    "children": [{"run_id": c.run_id, "status": c.status, "origin": c.origin,
-                                  "forked_at_step": c.forked_at_step} for c in linked],
-                    "inherited": inherited_json(carried)})
-        return
     out = console()
     for line in timeline(run, full=full, children=linked, carried=carried):
         out.print(line)
     for line in continue_hint(run, short, env.hint()):
         out.print(line)
-
-
-def with_active_time(summary: dict[str, Any], run: StoredRun) -> dict[str, Any]:
-    """``summary`` with ``active_s`` (see ``activity``) next to its ``duration_s``."""
-    active = active_seconds(run.events, run.facts)
-    out: dict[str, Any] = {}
-    for key, value in summary.items():
-        out[key] = value
-        if key == "duration_s":
-            out["active_s"] = active
-    return out
-
-
-def parent_of(store: RunStore, run: StoredRun) -> StoredRun | None:
-    """The run ``run`` was forked from or follows up, with its log; None when it has none, or it is gone."""
-    if run.parent_run_id is None:
-        return None
-    try:
-        return store.get_run(run.parent_run_id)
-    except RunNotFound:
-        return None

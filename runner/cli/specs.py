@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .._text import clean
 from .._tools.registry import ToolRegistry
-from ..events import RunResumed
+from .._view.lineage import last_model
 from ..messages import Model
 from ..store import StoredRun
 from ..tracing.attrs import RUN_ID
@@ -146,10 +146,7 @@ def continuing_model(spec: str | None, run: StoredRun, base_url: str | None, api
     from ``--base-url``/``--api-key`` or the SDK's environment variables, as for ``run``.
     """
     if spec is None:
-        name, provider = run.model, run.provider
-        for fact in run.facts:
-            if isinstance(fact, RunResumed) and fact.model:
-                name, provider = fact.model, fact.provider
+        name, provider = last_model(run)
         if provider not in PROVIDERS:
             raise CliUsageError(f"run {run.run_id} ran with model {name!r}" + (f" ({provider})" if provider else "")
                                 + f", which cannot be rebuilt from the log: pass --model ({MODEL_HELP})")

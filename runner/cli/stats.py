@@ -14,10 +14,11 @@ import click
 from rich.text import Text
 
 from .._text import clean
+from .._view.summary import iso
 from ..events import StepFinished, StepStarted, ToolFinished
 from ..store import RunStore
 from .options import Env, common
-from .render import console, iso, median, percentile, plural, print_json, seconds, table
+from .render import console, median, percentile, plural, print_json, seconds, table
 from .show import when_option
 from .timeline import status_style, tool_failed
 

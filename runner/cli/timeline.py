@@ -16,6 +16,10 @@ from rich.text import Text
 from .._log.records import LIVE
 from .._log.statuses import STATUSES, Status
 from .._text import clean
+from .._view.activity import active_seconds
+from .._view.inherited import Inherited
+from .._view.lineage import Link, origin_text
+from .._view.summary import refused_in
 from ..events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -31,12 +35,8 @@ from ..events import (
 )
 from ..messages import ToolCall
 from ..progress import ESTIMATED, tokens_text
-from ..store import RunSummary, StoredEvent, StoredRun
-from .activity import active_seconds
-from .inherited import Inherited
-from .lineage import Link, origin_text
-from .queries import refused_in
-from .render import cut, iso, plural, seconds, when
+from ..store import RunSummary, StoredRun
+from .render import cut, plural, seconds, when
 
 SHOWN_CHARS = 300
 ERROR_STYLE = "bold red"
@@ -48,11 +48,6 @@ STATUS_STYLES: Final[Mapping[str, str]] = {
 }
 # What ``show`` adds to "not run" for the refusals that durable execution brings.
 REFUSAL_NOTE = {"denied": " (denied)", "in_doubt": " (in doubt)"}
-
-
-def event_json(event: StoredEvent) -> dict[str, Any]:
-    return {"seq": event.seq, "at": iso(event.at), "step": event.step, "kind": event.kind, "data": event.data,
-            "span_id": event.span_id}
 
 
 def _block(value: str, indent: str, style: str = "") -> Iterator[Text]:

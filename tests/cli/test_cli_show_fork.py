@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from runner import ScriptedModel, follow_up, fork, run_agent
-from runner.cli.inherited import inherited
+from runner._view.inherited import inherited
 from runner.cli.timeline import timeline
 from runner.events import decode_all
 from runner.store import open_store

@@ -1,12 +1,17 @@
-"""A run's summary as ``--json`` prints it, and its refused calls when its log is at hand."""
+"""A run's summary and its events as ``--json`` prints them (and the console's API serves them)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
+from .._log.records import RunSummary, StoredEvent, StoredRun
 from ..events import ToolFinished
-from ..store import RunSummary, StoredRun
-from .render import iso
+
+
+def iso(at: datetime | None) -> str | None:
+    """``at`` in ISO 8601 UTC, or None."""
+    return None if at is None else at.astimezone(UTC).isoformat()
 
 
 def refused_in(run: StoredRun) -> int:
@@ -28,3 +33,9 @@ def summary_json(run: RunSummary, refused: int) -> dict[str, Any]:
         "started_at": iso(run.started_at), "finished_at": iso(run.finished_at), "duration_s": duration,
         "trace_id": run.trace_id, "parent_run_id": run.parent_run_id, "liveness": run.liveness,
     }
+
+
+def event_json(event: StoredEvent) -> dict[str, Any]:
+    """One stored event as ``show --json`` lists it: its row, with the fact's data as stored."""
+    return {"seq": event.seq, "at": iso(event.at), "step": event.step, "kind": event.kind, "data": event.data,
+            "span_id": event.span_id}

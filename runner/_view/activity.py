@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 
+from .._log.records import StoredEvent
 from ..events import Event, RunFinished, RunResumed, RunStarted
-from ..store import StoredEvent
 
 
 def active_seconds(events: Sequence[StoredEvent], facts: Sequence[Event]) -> float:

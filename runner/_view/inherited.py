@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from .._log.records import StoredRun
 from ..events import Event, MessageAppended, RunQueued, RunStarted
 from ..messages import Message
-from ..store import StoredRun
 
 
 class InheritedMessage(NamedTuple):
