@@ -6,6 +6,7 @@
     │   └── ScriptExhausted   called more often than it has replies
     ├── StoreError            the event log cannot be opened, read or written
     │   ├── RunNotFound       the store holds no run of that id
+    │   ├── AmbiguousRunId    a run id prefix names several runs
     │   ├── NoStoreError      a read-only open found no store (runner.store.migrate)
     │   └── EventDecodeError  a stored event is not one of this runner's facts (runner.events)
     ├── StopRun               deprecated: nothing raises it
@@ -16,6 +17,7 @@
     │   └── RunInUse          another live process drives the run
     ├── TracingSetupError     the OTLP exporter cannot be set up (runner.tracing.otlp)
     ├── PoolError             a worker pool is configured wrong (runner.pool.agents)
+    ├── ActionRefused         the console cannot act on a run as it is (runner.ui)
     ├── MissingDependency     a model adapter's SDK is not installed (runner.adapters)
     └── UnusableResponse      a provider answered with nothing a reply can be made of (runner.adapters)
 
@@ -64,6 +66,14 @@ class StoreError(RunnerError):
 
 class RunNotFound(StoreError):
     """The store holds no run of that id (every other ``StoreError`` says the store could not answer)."""
+
+
+class AmbiguousRunId(StoreError):
+    """A run id prefix names several runs (the message lists some of them)."""
+
+
+class ActionRefused(RunnerError):
+    """The console cannot take an action on a run as the run is (one line, shown to whoever asked)."""
 
 
 class StopRun(RunnerError):

@@ -1,4 +1,4 @@
-"""The ``runner`` command: query, show, export, replay, spans, stats, db, demo, run, resume, fork and prune.
+"""The ``runner`` command: query, show, export, replay, spans, stats, db, demo, run, resume, fork, prune and ui.
 
 Every command is a thin layer over the Python API. Failures are one line on
 stderr, never a traceback; set ``RUNNER_DEBUG=1`` to see the traceback of an
@@ -98,6 +98,7 @@ COMMANDS = {
     "spans": "spans:spans",
     "stats": "stats:stats",
     "submit": "pool:submit",
+    "ui": "console:ui",
     "worker": "pool:worker",
 }
 

@@ -24,7 +24,7 @@ from .._log.owner import owner_id
 from .._log.records import LIVE, RunSummary, StoredRun
 from .._log.state import RunState
 from .._log.statuses import Status
-from ..errors import RunInUse, RunNotFound, StoreError
+from ..errors import AmbiguousRunId, RunInUse, RunNotFound, StoreError
 from ..events import RunQueued, RunStarted
 from . import appending, forks, queries, queue
 from .clock import database_clock
@@ -222,7 +222,7 @@ class RunStore:
             raise RunNotFound(f"no run {prefix!r} in {shown(self.url)}")
         if len(found) > 1:
             listed = ", ".join(found) + (f" and {more} more" if more else "")
-            raise StoreError(f"run id prefix {prefix!r} is ambiguous: {listed}")
+            raise AmbiguousRunId(f"run id prefix {prefix!r} is ambiguous: {listed}")
         return found[0]
 
     def find_run(self, prefix: str) -> StoredRun:

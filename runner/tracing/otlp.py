@@ -8,13 +8,15 @@ The few settings the runner reads itself are read in this module only.
 
 from __future__ import annotations
 
+import base64
 import importlib
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from ..errors import RunnerError
@@ -117,3 +119,21 @@ def configure_tracing(service_name: str | None = None, *, set_global: bool = Fal
     if set_global:
         trace.set_tracer_provider(provider)
     return provider
+
+
+def otlp_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
+    """``spans`` as an OTLP/JSON ``ExportTraceServiceRequest``: what a collector's ``/v1/traces`` takes as JSON.
+
+    OTLP/JSON writes trace and span ids in hex, where protobuf's JSON mapping would write base64.
+    """
+    from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    value: dict[str, Any] = MessageToDict(encode_spans(spans))
+    for resource in value.get("resourceSpans", []):
+        for scope in resource.get("scopeSpans", []):
+            for span in scope.get("spans", []):
+                for key in ("traceId", "spanId", "parentSpanId"):
+                    if key in span:
+                        span[key] = base64.b64decode(span[key]).hex()
+    return value

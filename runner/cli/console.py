@@ -1,0 +1,98 @@
+"""``runner ui``: the console in a browser, on the same store as every other command."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from .._log.decisions import decider
+from .._log.records import StoredRun
+from ..messages import Model
+from ..pool.agents import load_agents
+from ..pool.submission import BROKER_ENV
+from ..store import NoStoreError, RunStore, open_store
+from .options import CliError, CliUsageError, Env, common
+from .specs import MODEL_HELP, continuing_model, load_tools, model_options
+
+TOKEN_ENV = "RUNNER_UI_TOKEN"
+
+
+def writable(store: RunStore) -> bool:
+    """Whether the console may write to ``store``: a SQLite file (and its folder, for the WAL) it can write."""
+    if store.url.get_backend_name() != "sqlite" or not store.url.database:
+        return True
+    path = Path(store.url.database)
+    return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+@click.command("ui")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on (beyond this machine "
+                                                                        "only with --token).")
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="Port to listen on (0: any free one).")
+@click.option("--tools", "tools_spec", metavar="MODULE:ATTR",
+              help="The runs' tools, so the console can go on with a run after a decision, resume or fork it.")
+@click.option("--agents", "agents_spec", metavar="MODULE:ATTR",
+              help="A worker pool's agents, so the console can go on with pool runs itself.")
+@click.option("--model", "model_spec", metavar="SPEC", help=f"{MODEL_HELP}; default: the model each run last "
+                                                              "ran with.")
+@model_options
+@click.option("--read-only", is_flag=True, help="Serve no action: no decisions, cancel, resume or fork.")
+@click.option("--token", envvar=TOKEN_ENV, show_envvar=True, metavar="TOKEN",
+              help="Every request must carry it (needed with a --host beyond this machine).")
+@click.option("--by", "decided_by", metavar="NAME", help="Who decides, logged with each decision (default: the OS "
+                                                          "user).")
+@click.option("--broker", metavar="URL", envvar=BROKER_ENV, show_envvar=True,
+              help="A pool's Celery broker, to send a decided pool run back to its queue.")
+@common
+def ui(env: Env, host: str, port: int, tools_spec: str | None, agents_spec: str | None, model_spec: str | None,
+       base_url: str | None, api_key: str | None, read_only: bool, token: str | None, decided_by: str | None,
+       broker: str | None) -> None:
+    """Serve the console: runs, a run's timeline, an approvals inbox, fork, resume and cancel.
+
+    It prints its URL once it is serving; Ctrl-C stops it. The console opens the same store as every
+    command; a store it cannot write is served read-only.
+
+    \b
+      runner ui
+      runner ui --tools myapp.tools:registry --by alice
+      runner ui --host 0.0.0.0 --token "$(openssl rand -hex 16)"
+    """
+    try:
+        from ..ui import create_app
+        from ..ui.guard import loopback
+        from ..ui.serve import serve
+    except ImportError as exc:
+        raise CliError(f"the console needs its extra: pip install 'durable-agent-runner[ui]' ({exc})") from None
+    if token is not None and not token.strip():
+        raise CliUsageError(f"--token is empty ({TOKEN_ENV} too, when set)")
+    if not loopback(host) and token is None:
+        raise CliUsageError(f"--host {host} serves beyond this machine: give --token TOKEN (or set {TOKEN_ENV})")
+    registry = load_tools(tools_spec) if tools_spec is not None else None
+    agents = load_agents(agents_spec) if agents_spec is not None else None
+
+    def model_for(run: StoredRun) -> Model:
+        return continuing_model(model_spec, run, base_url, api_key)
+
+    with env.store() as probe:  # no store there: one line, and nothing created
+        can_write = not read_only and writable(probe)
+    if not read_only and not can_write:
+        click.echo(f"note: the console cannot write to {env.db}; it serves it read-only", err=True)
+    try:
+        store = open_store(env.db, read_only=not can_write)
+    except NoStoreError as exc:
+        raise CliError(f"no store at {exc.location}") from None
+    try:
+        app = create_app(store, registry=registry, agents=agents, read_only=read_only or not can_write, token=token,
+                         model_for=model_for, broker=broker, decided_by=decided_by or decider(),
+                         tools_ref=tools_spec, db_hint=env.hint())
+
+        def ready(url: str) -> None:
+            click.echo(f"runner ui: serving {url}" + (f"/?token={token}" if token else ""))
+
+        if not serve(app, host, port, ready):
+            raise CliError(f"cannot listen on {host}:{port} (is the port taken?)")
+    finally:
+        store.close()

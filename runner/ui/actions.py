@@ -1,0 +1,239 @@
+"""What the console does to runs: log decisions, go on with a run, resume, fork and cancel.
+
+Every decision is an ``approval_decided`` fact before anything else happens, so any process
+can continue the run. The console then continues it itself, in a background thread, when it
+can build the run's model and tools the way ``runner resume`` would; it sends a pool run back
+to its queue; or it says the decision is recorded and gives the command that goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import NamedTuple
+
+from .._log.decisions import Decision, decider
+from .._log.records import LIVE, StoredRun
+from .._log.state import fold
+from .._log.statuses import Status
+from .._loop.resume import fork as fork_run
+from .._loop.resume import resume_stored
+from .._tools.registry import ToolRegistry
+from .._view.lineage import last_model, pooled, recorded_tools, resume_command
+from ..errors import ActionRefused, CannotResume
+from ..events import Event, RunQueued, RunStarted
+from ..messages import Model
+from ..pool.agents import Factory
+from ..pool.queued import StoreCancel, request_cancel
+from ..pool.submission import BROKER_ENV
+from ..pool.take import take
+from ..store import DEFAULT_QUEUE, RunStore
+
+log = logging.getLogger("runner.ui")
+
+FORK_START_S = 10.0  # how long a fork request waits for the new run to start before answering
+CONTINUED, PUBLISHED, RECORDED = "continued", "published", "recorded"
+
+
+class Outcome(NamedTuple):
+    """How a run goes on after an action: ``continued`` here, ``published`` to its pool, or only ``recorded``."""
+
+    how: str
+    text: str
+    command: str | None = None
+
+
+class Started:
+    """A recorder that notes the id of the run it sees start (a fork's new run)."""
+
+    def __init__(self) -> None:
+        self.run_id: str | None = None
+        self.seen = threading.Event()
+
+    def record(self, event: Event) -> None:
+        """Note the run's id at its ``run_started``."""
+        if isinstance(event, RunStarted) and not self.seen.is_set():
+            self.run_id = event.run_id
+            self.seen.set()
+
+    def sync(self) -> None:
+        """Nothing is buffered here."""
+
+
+class Actions:
+    """The console's actions on one store.
+
+    ``registry`` and a model (``model`` for every run, else ``model_for(run)``, else the run's recorded
+    model from the SDK's environment variables) continue runs started by ``runner run``; ``agents``
+    continue pool runs here; without them a pool run is published to ``broker``.
+    """
+
+    def __init__(self, store: RunStore, *, registry: ToolRegistry | None = None,
+                 agents: Mapping[str, Factory] | None = None, model: Model | None = None,
+                 model_for: Callable[[StoredRun], Model] | None = None, broker: str | None = None,
+                 decided_by: str | None = None, tools_ref: str | None = None, db_hint: str = "") -> None:
+        self.store, self.registry, self.agents = store, registry, agents
+        self.model, self.model_for, self.broker = model, model_for, broker
+        self.decider = decided_by if decided_by is not None else decider()
+        self.tools_ref, self.db_hint = tools_ref, db_hint
+        self.threads: set[threading.Thread] = set()
+        self.lock = threading.Lock()
+
+    # -- decisions -----------------------------------------------------------
+
+    def decide(self, run_id: str, decisions: Mapping[str, Decision]) -> Outcome:
+        """Log each decision on a run awaiting approval, then go on with the run if none is left to make."""
+        run = self.store.get_run(run_id)
+        if not decisions:
+            raise ActionRefused("no decision given")
+        state = fold(run.facts, run.run_id)
+        for call_id in decisions:
+            if call_id not in state.pending_approvals and call_id not in state.decisions:
+                waiting = ", ".join(state.pending_approvals) or "none"
+                raise ActionRefused(f"run {run.run_id} has no call {call_id!r} awaiting approval (awaiting: {waiting})")
+        for call_id, verdict in decisions.items():
+            self.store.decide(run.run_id, call_id, verdict is True, verdict if isinstance(verdict, str) else None,
+                              decided_by=self.decider)
+        run = self.store.get_run(run.run_id)
+        left = fold(run.facts, run.run_id).pending_approvals
+        if left:
+            return Outcome(RECORDED, f"decision recorded; {len(left)} more call(s) of this run await a decision")
+        return self.go_on(run)
+
+    def go_on(self, run: StoredRun, max_steps: int | None = None) -> Outcome:
+        """Continue a stopped run: here when its model and tools can be built, else to its pool, else a command."""
+        if run.status == Status.DONE:
+            raise ActionRefused(f"run {run.run_id} is done; nothing to resume")
+        if run.status == Status.RUNNING and run.liveness == LIVE:
+            raise ActionRefused(f"run {run.run_id} is being driven by a live process ({run.owner})")
+        short = self.store.short_ids([run.run_id])[run.run_id]
+        if pooled(run):
+            if self.agents is not None and max_steps is None:
+                agents = self.agents
+                self._background(run.run_id, lambda: take(self.store, run.run_id, agents))
+                return Outcome(CONTINUED, "decision recorded; the console continues the run with its agent")
+            broker = self.broker or _env_broker()
+            if broker is not None and run.status == Status.AWAITING_APPROVAL and max_steps is None:
+                from ..pool.app import publish
+
+                queue = next((f.queue for f in run.facts if isinstance(f, RunQueued)), None) or DEFAULT_QUEUE
+                try:
+                    publish(broker, run.run_id, queue)
+                except Exception as exc:
+                    return Outcome(RECORDED, f"decision recorded, but the broker did not take the run "
+                                             f"({type(exc).__name__}: {exc})", resume_command(short, None))
+                return Outcome(PUBLISHED, f"decision recorded; sent back to queue {queue}, where a worker resumes it")
+            return Outcome(RECORDED, "decision recorded; this console has no agents or broker to go on with",
+                           resume_command(short, None) + self.db_hint)
+        tools = self.tools_ref or recorded_tools(run)
+        more = f" --max-steps {max_steps}" if max_steps is not None else ""
+        command = resume_command(short, tools, (), self.db_hint) + more
+        if self.registry is None:
+            return Outcome(RECORDED, "recorded; this console was started without --tools, so it cannot run them",
+                           command)
+        try:
+            model = self.model if self.model is not None else (self.model_for or recorded_model)(run)
+        except Exception as exc:
+            return Outcome(RECORDED, f"recorded; the console cannot build the run's model ({exc})", command)
+        registry, seen = self.registry, run
+
+        def go() -> None:
+            resume_stored(self.store, seen, model, registry, cancel=StoreCancel(self.store, seen.run_id),
+                          max_steps=max_steps)
+
+        self._background(run.run_id, go)
+        return Outcome(CONTINUED, "the console continues the run")
+
+    # -- resume, fork, cancel ------------------------------------------------
+
+    def resume(self, run_id: str, max_steps: int | None) -> Outcome:
+        """Go on with a stopped run, allowing it ``max_steps`` model calls in all (None: its own limit)."""
+        run = self.store.get_run(run_id)
+        if max_steps is not None and max_steps <= run.steps:
+            raise ActionRefused(f"max steps must be more than the {run.steps} the run has made")
+        return self.go_on(run, max_steps)
+
+    def fork(self, run_id: str, at_step: int, observations: Mapping[str, str]) -> str:
+        """Start a fork of ``run_id`` at ``at_step`` in the background; the new run's id once it has started."""
+        parent = self.store.get_run(run_id)
+        if self.registry is None:
+            raise ActionRefused("this console was started without --tools, so it cannot fork a run")
+        try:
+            model = self.model if self.model is not None else (self.model_for or recorded_model)(parent)
+        except Exception as exc:
+            raise ActionRefused(f"cannot build the run's model: {exc}") from None
+        started, failed = Started(), []
+        registry = self.registry
+
+        def go() -> None:
+            try:
+                fork_run(self.store, parent.run_id, at_step=at_step, model=model, registry=registry,
+                         observations=observations, recorder=started, tools_ref=self.tools_ref)
+            except Exception as exc:
+                failed.append(exc)
+                started.seen.set()
+                raise
+
+        self._background(parent.run_id, go)
+        started.seen.wait(FORK_START_S)
+        if failed:
+            raise ActionRefused(f"the fork did not start: {failed[0]}")
+        if started.run_id is None:
+            raise ActionRefused(f"the fork did not start within {FORK_START_S:g} s")
+        return started.run_id
+
+    def cancel(self, run_id: str) -> str:
+        """Ask for a queued or running run to stop; its status now (``cancelled`` for a queued one)."""
+        return request_cancel(self.store, run_id)
+
+    # -- background runs -----------------------------------------------------
+
+    def _background(self, run_id: str, work: Callable[[], object]) -> None:
+        def body() -> None:
+            try:
+                work()
+            except CannotResume as exc:  # another process took it first: nothing lost
+                log.warning("run %s: %s", run_id, exc)
+            except Exception:
+                log.exception("run %s: continuing it failed", run_id)
+            finally:
+                with self.lock:
+                    self.threads.discard(threading.current_thread())
+
+        thread = threading.Thread(target=body, name=f"runner-ui-{run_id[:8]}", daemon=True)
+        with self.lock:
+            self.threads.add(thread)
+        thread.start()
+
+    def running(self) -> int:
+        """How many runs the console is driving now."""
+        with self.lock:
+            return len(self.threads)
+
+    def wait(self, timeout_s: float) -> int:
+        """Wait up to ``timeout_s`` for the runs the console drives; how many are still going."""
+        with self.lock:
+            threads = list(self.threads)
+        for thread in threads:
+            thread.join(timeout_s)
+        return self.running()
+
+
+def recorded_model(run: StoredRun) -> Model:
+    """The model ``run`` last ran with, built from the SDK's environment variables (its server and key)."""
+    from .. import adapters
+
+    name, provider = last_model(run)
+    if provider == "openai":
+        return adapters.openai_model(name)
+    if provider == "anthropic":
+        return adapters.anthropic_model(name)
+    raise ActionRefused(f"run {run.run_id} ran with model {name!r}, which cannot be rebuilt from the log "
+                      "(start the console with --model)")
+
+
+def _env_broker() -> str | None:
+    import os
+
+    return os.environ.get(BROKER_ENV) or None
