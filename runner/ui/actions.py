@@ -45,7 +45,10 @@ class Outcome(NamedTuple):
 
 
 class Started:
-    """A recorder that notes the id of the run it sees start (a fork's new run)."""
+    """A recorder that tells when the run it records has its start committed, and that run's id (a fork's).
+
+    It comes after the store's recorder, so by its ``sync`` after ``run_started`` the run is in the store.
+    """
 
     def __init__(self) -> None:
         self.run_id: str | None = None
@@ -53,12 +56,13 @@ class Started:
 
     def record(self, event: Event) -> None:
         """Note the run's id at its ``run_started``."""
-        if isinstance(event, RunStarted) and not self.seen.is_set():
+        if isinstance(event, RunStarted) and self.run_id is None:
             self.run_id = event.run_id
-            self.seen.set()
 
     def sync(self) -> None:
-        """Nothing is buffered here."""
+        """The store has committed what came before: once that includes the start, say so."""
+        if self.run_id is not None:
+            self.seen.set()
 
 
 class Actions:
