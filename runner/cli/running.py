@@ -161,7 +161,7 @@ def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]
 
 def _next(out: Console, env: Env, short: str, first: list[str], extra: list[str]) -> None:
     db = env.hint()
-    commands = [*first, f"runner show {short}{db}", f"runner runs{db}", f"runner stats{db}",
+    commands = [*first, f"runner show {short}{db}", f"runner runs{db}", f"runner stats{db}", f"runner ui{db}",
                 f"runner export {short} -o tests/fixtures/run.json{db}", *extra,
                 spans_command(short, db, configured_endpoint())]
     out.print(Text("\nnext, try:", style="bold"))
