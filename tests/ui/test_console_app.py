@@ -279,3 +279,19 @@ def test_ui_on_no_store_creates_none(tmp_path: Path) -> None:
     assert result.exit_code == 3
     assert "no store at" in result.stderr
     assert not (tmp_path / "missing.db").exists()
+
+
+def test_a_run_awaiting_approval_is_decided_on_its_own_page(store: RunStore) -> None:
+    ran: list[str] = []
+    run_id = awaiting(store, ran=ran)
+    app = create_app(store, registry=money(ran), model=ScriptedModel(["Sent."]))
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        page = client.get(f"/runs/{run_id}").text
+        assert 'class="decide-here card"' in page
+        assert 'id="resume"' not in page  # a run waiting on a decision goes on by the decision
+        answer = client.post(f"/runs/{run_id}/decide", data={"call_id": "t1", "verdict": "approve", "back": "run"},
+                             follow_redirects=False)
+        assert answer.headers["location"].startswith(f"/runs/{run_id}?note=")
+        assert until_done(store, run_id) == "done"
+        assert "Call t1 approved: the console continues the run" in client.get(answer.headers["location"]).text
+    assert ran == ["bob"]
