@@ -17,6 +17,7 @@
     │   └── RunInUse          another live process drives the run
     ├── TracingSetupError     the OTLP exporter cannot be set up (runner.tracing.otlp)
     ├── PoolError             a worker pool is configured wrong (runner.pool.agents)
+    ├── PriceUnknown          a cost budget for a model with no known price (runner.prices)
     ├── ActionRefused         the console cannot act on a run as it is (runner.ui)
     ├── MissingDependency     a model adapter's SDK is not installed (runner.adapters)
     └── UnusableResponse      a provider answered with nothing a reply can be made of (runner.adapters)
@@ -70,6 +71,10 @@ class RunNotFound(StoreError):
 
 class AmbiguousRunId(StoreError):
     """A run id prefix names several runs (the message lists some of them)."""
+
+
+class PriceUnknown(RunnerError):
+    """A ``max_cost_usd`` budget for a model whose price is unknown: refused before the run starts."""
 
 
 class ActionRefused(RunnerError):

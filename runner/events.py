@@ -9,12 +9,13 @@ Fields added later are written only when set, so old rows decode and old readers
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from .errors import StoreError
-from .messages import Message, ModelReply, ToolCall, ToolSpec, ToolTraits, Usage, check_traits
+from .messages import Message, ModelReply, ToolSpec, ToolTraits, Usage, check_traits, parse_reply, reply_data
 
 if TYPE_CHECKING:  # the records module imports this one
     from ._log.records import StoredEvent
@@ -74,6 +75,8 @@ class ModelCalled:
 
     ``reply`` is None when the call raised or was abandoned.
     An ``error`` beside a reply means the loop refused that reply.
+    ``cost_usd`` is what the call cost, worked out when it returned, and ``price_source`` where its
+    price came from; both None when the provider reported no usage or the model has no known price.
     """
 
     step: int
@@ -83,6 +86,8 @@ class ModelCalled:
     reply: ModelReply | None = None
     error: str | None = None
     error_type: str | None = None
+    cost_usd: float | None = None
+    price_source: str | None = None
 
     @property
     def usage(self) -> Usage | None:
@@ -254,9 +259,9 @@ _STEP_IN_COLUMN: Final = frozenset({MessageAppended, ToolStarted, ToolFinished, 
 # Fields written only when they differ from their default (added after the first release).
 _OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "service_name", "attempt",
                               "refused", "decisions", "model", "provider", "tools_ref", "session_id",
-                              "tool_traits"})
+                              "tool_traits", "cost_usd", "price_source"})
 _NAMES: Final[dict[type[Any], tuple[str, ...]]] = {cls: tuple(f.name for f in fields(cls)) for cls in KINDS.values()}
-_DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}}
+_DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}, "cost_usd": None, "price_source": None}
 
 
 class EventDecodeError(StoreError):
@@ -322,6 +327,7 @@ def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") 
     try:
         if cls is ModelCalled:
             values["reply"] = None if data.get("reply") is None else parse_reply(data["reply"])
+            _check_cost(values.get("cost_usd"))
         check_traits(values.get("tool_traits"))  # run_started's and run_resumed's
         event: Event = cls(**values)
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
@@ -329,25 +335,12 @@ def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") 
     return event
 
 
-def reply_data(reply: ModelReply) -> dict[str, Any]:
-    """A reply as JSON-able data, for the log, fixtures and spans."""
-    return {
-        "content": reply.content,
-        "tool_calls": [{"id": c.id, "name": c.name, "args": c.args} for c in reply.tool_calls],
-        "usage": None if reply.usage is None else {
-            "input_tokens": reply.usage.input_tokens, "output_tokens": reply.usage.output_tokens},
-        "stop_reason": reply.stop_reason,
-    }
-
-
-def parse_reply(data: Mapping[str, Any]) -> ModelReply:
-    usage = data.get("usage")
-    return ModelReply(
-        content=data["content"],
-        tool_calls=[ToolCall(c["id"], c["name"], c["args"]) for c in data["tool_calls"]],
-        usage=Usage(int(usage["input_tokens"]), int(usage["output_tokens"])) if usage else None,
-        stop_reason=data.get("stop_reason"),
-    )
+def _check_cost(cost: object) -> None:
+    """A logged cost is None or a finite, non-negative number of USD (a forged one must not add up)."""
+    if cost is None:
+        return
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not math.isfinite(cost) or cost < 0:
+        raise ValueError(f"cost_usd must be a non-negative number, got {cost!r}")
 
 
 def span_key(event: Event, segment: int = 0) -> str:

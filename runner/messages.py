@@ -7,7 +7,7 @@ must not be able to alter what the model said after the fact.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol, TypedDict
 
@@ -23,10 +23,16 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token counts reported by a provider for one model call."""
+    """Token counts reported by a provider for one model call.
+
+    ``input_tokens`` counts the whole prompt; ``cache_read_tokens`` and ``cache_write_tokens`` are the
+    parts of it the provider read from or wrote to its prompt cache (priced apart, see ``runner.prices``).
+    """
 
     input_tokens: int
     output_tokens: int
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,3 +155,34 @@ def assistant_message(reply: ModelReply) -> AssistantMessage:
 
 def tool_message(call: ToolCall, content: str) -> ToolMessage:
     return {"role": "tool", "tool_call_id": call.id, "name": call.name, "content": content}
+
+
+def usage_data(usage: Usage) -> dict[str, int]:
+    """A reply's usage as JSON-able data; the cache counts only when the provider reported some."""
+    data = {"input_tokens": usage.input_tokens, "output_tokens": usage.output_tokens}
+    if usage.cache_read_tokens:
+        data["cache_read_tokens"] = usage.cache_read_tokens
+    if usage.cache_write_tokens:
+        data["cache_write_tokens"] = usage.cache_write_tokens
+    return data
+
+
+def parse_reply(data: Mapping[str, Any]) -> ModelReply:
+    usage = data.get("usage")
+    return ModelReply(
+        content=data["content"],
+        tool_calls=[ToolCall(c["id"], c["name"], c["args"]) for c in data["tool_calls"]],
+        usage=Usage(int(usage["input_tokens"]), int(usage["output_tokens"]), int(usage.get("cache_read_tokens", 0)),
+                    int(usage.get("cache_write_tokens", 0))) if usage else None,
+        stop_reason=data.get("stop_reason"),
+    )
+
+
+def reply_data(reply: ModelReply) -> dict[str, Any]:
+    """A reply as JSON-able data, for the log, fixtures and spans."""
+    return {
+        "content": reply.content,
+        "tool_calls": [{"id": c.id, "name": c.name, "args": c.args} for c in reply.tool_calls],
+        "usage": None if reply.usage is None else usage_data(reply.usage),
+        "stop_reason": reply.stop_reason,
+    }

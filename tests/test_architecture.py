@@ -25,7 +25,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "store": KERNEL,
     "tracing": KERNEL,
     "adapters": KERNEL,
-    "_loop": KERNEL | {"_tools", "recorder", "store", "tracing"},
+    "prices": KERNEL,
+    "_loop": KERNEL | {"_tools", "recorder", "store", "tracing", "prices"},
     "_replay": KERNEL | {"_tools", "_loop", "recorder", "store"},
     "demo": KERNEL | {"_tools", "_loop", "_replay"},
     "pool": KERNEL | {"_tools", "_loop", "recorder", "store"},
@@ -39,7 +40,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 # Third-party layers and the parts that may import them (progress prints its lines with rich, as the CLI does).
 OUTSIDE = {"sqlalchemy": {"store"}, "alembic": {"store"}, "click": {"cli"}, "rich": {"cli", "progress"},
            "celery": {"pool"}, "kombu": {"pool"},
-           "starlette": {"ui"}, "uvicorn": {"ui"}, "jinja2": {"ui"}}
+           "starlette": {"ui"}, "uvicorn": {"ui"}, "jinja2": {"ui"}, "genai_prices": {"prices"}}
 
 
 def _modules() -> list[tuple[str, Path]]:

@@ -30,9 +30,8 @@ from ..events import (
     RunResumed,
     RunStarted,
     StepStarted,
-    reply_data,
 )
-from ..messages import Message, ModelReply, ToolCall, Usage, assistant_message
+from ..messages import Message, ModelReply, ToolCall, Usage, assistant_message, reply_data
 from .fixture_shape import FORMAT, VERSION, ShapeError, check_fixture
 from .records import StoredRun
 from .state import RunState

@@ -33,6 +33,7 @@ class Limits:
     max_output_chars: int | None = None
     max_result_chars: int | None = None
     max_identical_calls: int = field(default=2, metadata={"minimum": 1})
+    max_cost_usd: float | None = None
 
     def __post_init__(self) -> None:
         for rule in limit_rules():
@@ -50,8 +51,8 @@ class Limits:
 class LimitRule(NamedTuple):
     """What values one limit takes, read from its field in ``Limits``.
 
-    A count is a non-negative integer (at least ``minimum``), a duration (``seconds``) a
-    positive number; ``optional`` limits also take None, for unlimited.
+    A count is a non-negative integer (at least ``minimum``), a duration or an amount of USD
+    (``seconds``: a ``float`` limit) a positive number; ``optional`` limits also take None, for unlimited.
     """
 
     name: str

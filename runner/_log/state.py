@@ -51,6 +51,7 @@ class RunState:
     ``pending_approvals`` are the calls awaiting a decision; ``decisions`` are every decision logged.
     ``tool_traits`` are the traits of the tools the run goes on with, or None when the log records none.
     ``started_traits`` are those each started call ran under.
+    ``cost_usd`` adds up the model calls whose cost is known; ``costs_unknown`` counts the replies whose cost is not.
     """
 
     run_id: str = ""
@@ -59,6 +60,8 @@ class RunState:
     messages: list[Message] = field(default_factory=list)
     steps: int = 0
     spent: int = 0
+    cost_usd: float = 0.0
+    costs_unknown: int = 0
     tool_calls_run: int = 0  # tool functions started, a call run again counted again: what max_tool_calls limits
     tool_calls: int = 0  # calls that ran, each once however many attempts it took: what the run reports
     seen_ids: set[str] = field(default_factory=set)
@@ -197,6 +200,10 @@ class RunState:
 
     def _model_called(self, event: ModelCalled) -> None:
         self.events += 1
+        if event.cost_usd is not None:
+            self.cost_usd += event.cost_usd
+        elif event.reply is not None:  # a call that returned nothing is taken to have cost nothing
+            self.costs_unknown += 1
         reply = event.reply
         if reply is None or event.error is not None:
             return

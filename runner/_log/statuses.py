@@ -18,6 +18,7 @@ class Status(StrEnum):
     DONE = "done"
     STEP_LIMIT = "step_limit"
     TOKEN_BUDGET = "token_budget"
+    COST_LIMIT = "cost_limit"  # the run's cost reached max_cost_usd (runner.prices)
     TOOL_BUDGET = "tool_budget"
     DEADLINE = "deadline"
     CONTEXT_BUDGET = "context_budget"

@@ -7,6 +7,7 @@ Users pass one flat ``RunOptions``; it is split here, once, into the run's ``Lim
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
@@ -14,8 +15,10 @@ from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 from .._log.limits import Limits, limit_names
 from .._log.state import RunState
 from .._tools.registry import ToolRegistry
+from ..errors import PriceUnknown
 from ..events import Event, MessageAppended, RunStarted
 from ..messages import AnyModel, Message
+from ..prices import Costing, Price, PriceBook, price_book
 from ..recorder import Recorder
 from .core import AgentCore, Approver, Cancel
 from .results import checked_run_id, model_identity
@@ -43,15 +46,16 @@ NOT_GIVEN: Final = NotGiven.NOT_GIVEN
 class ContinueOptions(TypedDict, total=False):
     """Hold the options of a run that continues a stored one with ``resume``, ``fork`` or ``follow_up``.
 
-    The store and the run id come from the stored run.
-    ``limits`` is a whole ``Limits``; each limit keyword replaces one limit, and the two ways do not mix.
+    The store and the run id come from the stored run. ``limits`` is a whole ``Limits``; each limit keyword
+    replaces one limit, and the two ways do not mix.
     ``cancel`` is any object with ``is_set()``, such as a ``threading.Event`` or an ``asyncio.Event``.
-    ``tools_ref`` names where the registry comes from (``"myapp.tools:registry"``).
-    It is logged with the run so that ``runner show`` can print a ``runner resume`` command.
+    ``tools_ref`` names where the registry comes from (``"myapp.tools:registry"``), logged for ``runner show``.
+    ``prices`` adds or overrides prices by model name (``{"my-model": {"input_mtok": 0.3, "output_mtok": 1.2}}``).
     """
 
     limits: Limits | None
     max_tool_calls: int | None
+    max_cost_usd: float | None
     timeout_s: float | None
     max_context_chars: int | None
     max_output_chars: int | None
@@ -65,6 +69,7 @@ class ContinueOptions(TypedDict, total=False):
     labels: Mapping[str, str] | None
     tracer_provider: TracerProvider | None
     record_content: bool
+    prices: PriceBook | Mapping[str, Price | Mapping[str, float]] | None
 
 
 class RunOptions(ContinueOptions, total=False):
@@ -137,8 +142,10 @@ def run_limits(base: Mapping[str, Any], options: ContinueOptions, given: Mapping
 
 def wiring_of(options: ContinueOptions, store: RunStore | None = None) -> RunWiring:
     """The wiring ``options`` ask for; ``store`` is the run's (a continued run's is its parent's)."""
+    given = options.get("prices")
     return RunWiring(store, options.get("tracer_provider"), options.get("record_content", False),
-                     options.get("recorder"), options.get("cancel"), options.get("approve"))
+                     options.get("recorder"), options.get("cancel"), options.get("approve"),
+                     price_book(given) if given is not None else None)
 
 
 def opening(started: RunStarted, messages: Sequence[Message]) -> list[Event]:
@@ -150,5 +157,21 @@ def core_for(model: AnyModel, registry: ToolRegistry, run_id: str, limits: Limit
              state: RunState | None, wiring: RunWiring, link: TraceLink | None = None) -> AgentCore:
     """A core on the recorders ``wiring`` asks for, starting from ``state`` with the facts ``first``."""
     state = state if state is not None else RunState(run_id=run_id)
+    costs = wiring.costs if wiring.costs is not None else costing(model, wiring.prices, limits)
     return AgentCore(model, registry, run_id=run_id, limits=limits, recorder=build_recorder(wiring, state, link),
-                     opening=first, state=state, cancel=wiring.cancel, approve=wiring.approve)
+                     opening=first, state=state, cancel=wiring.cancel, approve=wiring.approve, costs=costs)
+
+
+def costing(model: AnyModel, prices: PriceBook | None, limits: Limits) -> Costing:
+    """How the run's model calls are costed: by ``prices`` (default: genai-prices) for the model's name.
+
+    ``PriceUnknown`` for a ``max_cost_usd`` budget on a model with no price: a budget that
+    cannot be counted is refused before the run starts.
+    """
+    book = prices if prices is not None else PriceBook()
+    name, provider = model_identity(model)
+    if limits.max_cost_usd is not None and not book.knows(provider, name):
+        raise PriceUnknown(f"no price for model {name!r}" + (f" ({provider})" if provider else "")
+                           + f", so max_cost_usd={limits.max_cost_usd:g} cannot be counted: give its price with "
+                           f"prices={{{name!r}: {{'input_mtok': ..., 'output_mtok': ...}}}} (--prices FILE)")
+    return functools.partial(book.cost, provider, name)

@@ -31,7 +31,8 @@ from ..events import (
     ToolFinished,
     ToolStarted,
 )
-from ..messages import AnyModel, Message, ModelReply, ToolCall, ToolTraits, assistant_message, tool_message
+from ..messages import AnyModel, Message, ModelReply, ToolCall, ToolTraits, Usage, assistant_message, tool_message
+from ..prices import Cost, Costing
 from ..recorder import Recorder
 from . import observations
 from .ending import Closing
@@ -71,9 +72,11 @@ class AgentCore(Closing):
         cancel: Cancel | None = None,
         approve: Approver | None = None,
         meter: type[TokenMeter] = TokenMeter,
+        costs: Costing | None = None,
     ) -> None:
         self.model, self.registry, self.limits, self.recorder = model, registry, limits, recorder
         self.cancel, self.approve, self.opening = cancel, approve, list(opening)
+        self.costs: Costing = costs if costs is not None else _no_cost
         self.cancel_cuts_tools = not getattr(cancel, "lets_tools_finish", False)
         self.run_id = run_id
         self.state = state if state is not None else RunState(run_id=run_id)
@@ -189,26 +192,43 @@ class AgentCore(Closing):
         if lim.max_context_chars is not None and self.meter.context_chars > lim.max_context_chars:
             return Stop(Status.CONTEXT_BUDGET, f"context holds {self.meter.context_chars} characters "
                                                f"(max_context_chars={lim.max_context_chars})")
+        if lim.max_cost_usd is not None and s.cost_usd >= lim.max_cost_usd:
+            return Stop(Status.COST_LIMIT, f"cost ${s.cost_usd:.4f} has reached max_cost_usd=${lim.max_cost_usd:g}")
         prompt = self.meter.prompt_tokens()
         if s.spent + prompt > lim.token_budget:
             return Stop(Status.TOKEN_BUDGET, f"next prompt of ~{prompt} tokens would bring the run to "
                                              f"{s.spent + prompt} (token_budget={lim.token_budget})")
         return None
 
+    def _over_cost(self) -> Stop | None:
+        """The cost limit, once the run's known cost has reached ``max_cost_usd``: the reply's calls do not run."""
+        limit, spent = self.limits.max_cost_usd, self.state.cost_usd
+        if limit is None or spent < limit:
+            return None
+        return Stop(Status.COST_LIMIT, f"cost ${spent:.4f} reached max_cost_usd=${limit:g}; the reply's calls "
+                                       "were not run")
+
     def _take_reply(self, step: int, prompt_tokens: int, outcome: Outcome) -> tuple[ModelReply | None, Stop | None]:
         """Validate and append a reply; return the stop it causes, if any."""
         failed = failed_call(outcome, self.state.seen_ids, self.limits)
         if failed is not None:
             error, error_type, shown, stop = failed
+            cost = self.costs(shown.usage if shown is not None else None)
             self._emit(ModelCalled(step=step, prompt_tokens=prompt_tokens, latency_s=outcome.elapsed_s,
-                                   reply=shown, error=error, error_type=error_type))
+                                   reply=shown, error=error, error_type=error_type,
+                                   cost_usd=cost.usd if cost else None, price_source=cost.source if cost else None))
             return None, stop
         reply: ModelReply = outcome.value
         message = assistant_message(reply)
         self._emit(MessageAppended(step=step, index=len(self.state.messages), message=message))
+        cost = self.costs(reply.usage)
         self._emit(ModelCalled(step=step, prompt_tokens=prompt_tokens,
                                reply_tokens=tokens_for_chars(self.meter.last_chars),  # its JSON, measured once
-                               latency_s=outcome.elapsed_s, reply=reply))
+                               latency_s=outcome.elapsed_s, reply=reply,
+                               cost_usd=cost.usd if cost else None, price_source=cost.source if cost else None))
+        over = self._over_cost()
+        if over is not None:
+            return reply, over
         cut = unfinished_reply(reply)
         if cut:
             return reply, Stop(Status.INVALID_REPLY, cut)
@@ -346,6 +366,10 @@ class AgentCore(Closing):
         if isinstance(event, MessageAppended):
             self.meter.add(event.message)
         self._record(event)
+
+
+def _no_cost(usage: Usage | None) -> Cost | None:
+    return None
 
 
 def may_run_again(recorded: ToolTraits | None, tool: Tool) -> bool:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .._log.state import RunState
+from ..prices import Costing, PriceBook
 from ..recorder import FanoutRecorder, Recorder
 
 if TYPE_CHECKING:
@@ -25,6 +26,8 @@ class RunWiring:
     """Where a run's facts go (store, tracer, an extra recorder) and who may cancel it or approve its calls.
 
     The run options that are neither limits nor the run's identity, split from them once.
+    ``prices`` cost each model call (None: genai-prices' table); ``costs`` overrides them
+    (replay serves the recorded costs).
     """
 
     store: RunStore | None = None
@@ -33,6 +36,8 @@ class RunWiring:
     recorder: Recorder | None = None
     cancel: Cancel | None = None
     approve: Approver | None = None
+    prices: PriceBook | None = None
+    costs: Costing | None = None
 
 
 def build_recorder(wiring: RunWiring, state: RunState, link: TraceLink | None = None) -> Recorder:

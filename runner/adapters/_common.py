@@ -91,13 +91,24 @@ def client_options(base_url: str | None, api_key: str | None, timeout: float | N
     return options
 
 
-def usage_of(input_tokens: object, output_tokens: object, cached_input_tokens: int = 0) -> Usage | None:
+def usage_of(input_tokens: object, output_tokens: object, cache_read: object = 0, cache_write: object = 0,
+             *, cached_in_input: bool = False) -> Usage | None:
     """The reply's usage when the server gave both counts as non-negative ints, else None.
 
     Some OpenAI-compatible servers send nulls; the loop then falls back to its estimate.
+    ``cached_in_input``: the server's input count already holds the cached tokens (OpenAI's does,
+    Anthropic's does not). A cache count that is not a non-negative int counts as 0.
     """
     if isinstance(input_tokens, bool) or isinstance(output_tokens, bool):
         return None
     if isinstance(input_tokens, int) and isinstance(output_tokens, int) and min(input_tokens, output_tokens) >= 0:
-        return Usage(input_tokens + cached_input_tokens, output_tokens)
+        read, write = _count(cache_read), _count(cache_write)
+        if cached_in_input:
+            read, write = min(read, input_tokens), min(write, max(input_tokens - read, 0))
+            return Usage(input_tokens, output_tokens, read, write)
+        return Usage(input_tokens + read + write, output_tokens, read, write)
     return None
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0

@@ -110,8 +110,7 @@ def reply_from_message(message: AnthropicMessage) -> ModelReply:
     if stop_reason in CUT_OFF:
         stop_reason = STOP_LENGTH
     u = message.usage
-    usage = usage_of(u.input_tokens, u.output_tokens,
-                     (u.cache_creation_input_tokens or 0) + (u.cache_read_input_tokens or 0))
+    usage = usage_of(u.input_tokens, u.output_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens)
     return ModelReply("".join(texts), calls, usage, stop_reason)
 
 

@@ -92,7 +92,9 @@ def reply_from_completion(completion: ChatCompletion) -> ModelReply:
         content, stop_reason = message.refusal, STOP_REFUSAL
     usage = None
     if completion.usage is not None:
-        usage = usage_of(completion.usage.prompt_tokens, completion.usage.completion_tokens)
+        details = getattr(completion.usage, "prompt_tokens_details", None)
+        usage = usage_of(completion.usage.prompt_tokens, completion.usage.completion_tokens,
+                         getattr(details, "cached_tokens", 0), cached_in_input=True)
     return ModelReply(content, calls, usage, stop_reason)
 
 

@@ -190,7 +190,7 @@ def chat_end(
     *,
     content: bool,
 ) -> tuple[Attrs, trace.Status]:
-    """``reply`` is the reply as ``events.reply_data`` data (None when there was none).
+    """``reply`` is the reply as ``messages.reply_data`` data (None when there was none).
 
     A call with an ``error`` failed even when it has a reply (an invalid one); it
     carries no usage, as the run did not count its tokens.

@@ -52,7 +52,7 @@ def offered(model: str, tool_specs: Sequence[Mapping[str, Any]]) -> Attrs:
 def chat_content(shown: Sequence[Mapping[str, Any]], reply: Mapping[str, Any] | None, run_offered: Attrs) -> Attrs:
     """Build a chat span's content from the messages sent and the reply.
 
-    ``reply`` is the reply as ``events.reply_data`` data, or None when there was none.
+    ``reply`` is the reply as ``messages.reply_data`` data, or None when there was none.
     ``run_offered`` comes from ``offered``.
     """
     sent = json_text([convention_message(m) for m in shown])

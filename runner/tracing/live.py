@@ -29,9 +29,9 @@ from ..events import (
     StepStarted,
     ToolFinished,
     ToolStarted,
-    reply_data,
     span_key,
 )
+from ..messages import reply_data
 from . import attrs, content
 
 _OPENS_ROOT = (RunStarted, RunResumed)

@@ -33,9 +33,9 @@ from ..events import (
     StepStarted,
     ToolFinished,
     ToolStarted,
-    reply_data,
     span_key,
 )
+from ..messages import reply_data
 from . import attrs, content
 from .otlp import with_project
 

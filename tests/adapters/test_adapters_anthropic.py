@@ -155,9 +155,9 @@ def test_refusal_and_other_stop_reasons_are_kept(connect: Connect) -> None:
     assert model(START, []).stop_reason == "stop_sequence"
 
 
-def test_cached_prompt_tokens_count_as_input(connect: Connect) -> None:
+def test_cached_prompt_tokens_count_as_input_and_apart(connect: Connect) -> None:
     server = ScriptedServer((200, message(text("ok"), cache_creation_input_tokens=100, cache_read_input_tokens=50)))
-    assert connect(server)(START, []).usage == Usage(180, 7)
+    assert connect(server)(START, []).usage == Usage(180, 7, cache_read_tokens=50, cache_write_tokens=100)
 
 
 def test_thinking_blocks_are_not_content(connect: Connect) -> None:

@@ -325,3 +325,15 @@ def test_the_adapters_import_without_any_sdk() -> None:
         "the anthropic adapter needs the 'anthropic' package: pip install 'durable-agent-runner[anthropic]'",
     ]
 
+
+
+def test_cached_prompt_tokens_are_part_of_the_prompt_and_counted_apart(connect: Connect) -> None:
+    body = completion("ok")
+    body["usage"]["prompt_tokens_details"] = {"cached_tokens": 12, "audio_tokens": 0}
+    assert connect(ScriptedServer((200, body)))(START, []).usage == Usage(20, 5, cache_read_tokens=12)
+
+
+def test_a_cached_count_past_the_prompt_is_cut_to_it(connect: Connect) -> None:
+    body = completion("ok")
+    body["usage"]["prompt_tokens_details"] = {"cached_tokens": 999}
+    assert connect(ScriptedServer((200, body)))(START, []).usage == Usage(20, 5, cache_read_tokens=20)

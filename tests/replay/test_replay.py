@@ -274,7 +274,7 @@ def test_a_limit_unknown_to_this_version_in_a_resumes_limits_is_ignored(store: R
                         store=store, max_tool_calls=0)
     resume(store, stopped.run_id, ScriptedModel(["warm"]), weather_registry(), max_tool_calls=1)
     data = fixture_from_run(store.get_run(stopped.run_id)).data
-    data["resumes"][0]["limits"]["max_cost_usd"] = 2.5  # written by a later version, say
+    data["resumes"][0]["limits"]["max_wishes"] = 2.5  # written by a later version, say
     path = tmp_path / "later.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     report = replay(load_fixture(path), weather_registry())

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.pool import QueuePool
 
 from runner import Limits, ModelReply, ScriptedModel, StoreError, ToolCall, Usage, run_agent
-from runner.events import reply_data as describe_reply
+from runner.messages import reply_data as describe_reply
 from runner.store import RunStore, derived_span_id, derived_trace_id
 from runner.store.tables import events
 from tests.loop.helpers import call, reply, weather_registry

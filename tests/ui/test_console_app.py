@@ -243,6 +243,7 @@ def test_downloads_are_the_exported_fixture_and_the_runs_spans(store: RunStore, 
     assert [s["name"] for s in found if "parentSpanId" not in s] == ["invoke_agent"]
 
 
+@pytest.mark.process  # make_dead starts a process for a pid that is gone
 def test_a_run_page_lists_calls_in_doubt_with_their_rule(store_url: str) -> None:
     from tests.cli.helpers import make_dead, record_dead_inside_pay
 

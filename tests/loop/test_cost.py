@@ -1,0 +1,118 @@
+"""Cost as a fact: each model call's USD from its usage and a price, and ``max_cost_usd`` as a hard budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from runner import ModelReply, ScriptedModel, ToolRegistry, Usage, resume, run_agent
+from runner.errors import PriceUnknown
+from runner.events import EventDecodeError, ModelCalled, decode, encode
+from runner.prices import Price, PriceBook, load_prices
+from runner.store import RunStore
+from tests.loop.helpers import call
+
+PRICES = {"my-model": {"input_mtok": 100.0, "output_mtok": 1000.0}}  # USD per million tokens in and out
+
+
+def model(*replies: ModelReply | str, name: str = "my-model", provider: str = "mine") -> ScriptedModel:
+    scripted = ScriptedModel(replies)
+    scripted.model_name, scripted.provider_name = name, provider
+    return scripted
+
+
+def used(content: str = "", *calls: object, input_tokens: int = 1000, output_tokens: int = 100) -> ModelReply:
+    """A reply that reports usage: 1,000 in and 100 out cost 0.1 + 0.1 = 0.2 USD at ``PRICES``."""
+    return ModelReply(content, list(calls), Usage(input_tokens, output_tokens))  # type: ignore[arg-type]
+
+
+def tools(ran: list[str]) -> ToolRegistry:
+    registry = ToolRegistry()
+    registry.register("pay", "Pay.", {"type": "object", "properties": {}},
+                      lambda: ran.append("pay") or "paid", side_effects=True)  # type: ignore[func-returns-value]
+    return registry
+
+
+def costs(store: RunStore, run_id: str) -> list[float | None]:
+    return [f.cost_usd for f in store.get_run(run_id).facts if isinstance(f, ModelCalled)]
+
+
+def test_each_model_call_records_its_cost_and_price_source(store: RunStore) -> None:
+    result = run_agent("t", model(used("", call("c1", "pay")), used("done")), tools([]), store=store, prices=PRICES)
+    assert result.status == "done"
+    assert costs(store, result.run_id) == [pytest.approx(0.2), pytest.approx(0.2)]
+    sources = {f.price_source for f in store.get_run(result.run_id).facts if isinstance(f, ModelCalled)}
+    assert sources == {"given"}
+
+
+def test_no_usage_or_no_price_is_no_cost(store: RunStore) -> None:
+    result = run_agent("t", model("done"), tools([]), store=store, prices=PRICES)  # no usage reported
+    assert costs(store, result.run_id) == [None]
+    result = run_agent("t", model(used("done"), name="unpriced-model"), tools([]), store=store)
+    assert costs(store, result.run_id) == [None]
+
+
+def test_genai_prices_prices_a_known_model(store: RunStore) -> None:
+    reply = ModelReply("done", [], Usage(1_000_000, 1_000_000))
+    result = run_agent("t", model(reply, name="gpt-4o-mini", provider="openai"), tools([]), store=store)
+    called = next(f for f in store.get_run(result.run_id).facts if isinstance(f, ModelCalled))
+    assert called.cost_usd == pytest.approx(0.15 + 0.60)  # gpt-4o-mini: $0.15 in, $0.60 out per M
+    assert called.price_source is not None
+    assert called.price_source.startswith("genai-prices ")
+    assert called.price_source.endswith(" openai:gpt-4o-mini")
+
+
+def test_cached_prompt_tokens_take_their_price() -> None:
+    price = Price(input_mtok=1.0, output_mtok=0.0, cache_read_mtok=0.1, cache_write_mtok=2.0)
+    usage = Usage(1_000_000, 0, cache_read_tokens=500_000, cache_write_tokens=100_000)
+    assert price.cost(usage) == pytest.approx(0.4 * 1.0 + 0.5 * 0.1 + 0.1 * 2.0)
+    assert Price(1.0, 0.0).cost(usage) == pytest.approx(1.0)  # no cache price: the input price
+
+
+def test_the_budget_stops_the_run_at_the_reply_that_crossed_it_before_its_calls_run(store: RunStore) -> None:
+    ran: list[str] = []
+    script = model(used("", call("c1", "pay")), used("", call("c2", "pay")), used("done"))
+    result = run_agent("t", script, tools(ran), store=store, prices=PRICES, max_cost_usd=0.3)
+    assert result.status == "cost_limit"
+    assert ran == ["pay"]  # the first reply's call ran; the second reply crossed 0.3 and its call did not
+    assert costs(store, result.run_id) == [pytest.approx(0.2), pytest.approx(0.2)]
+    assert "max_cost_usd=$0.3" in (result.error or "")
+    # resumed with a larger budget, it runs the paid-for reply's call and goes on
+    more = resume(store, result.run_id, script, tools(ran), prices=PRICES, max_cost_usd=1.0)
+    assert more.status == "done"
+    assert ran == ["pay", "pay"]
+
+
+def test_a_resume_without_a_larger_budget_stops_before_another_model_call(store: RunStore) -> None:
+    script = model(used("", call("c1", "pay")), used("", call("c2", "pay")))
+    first = run_agent("t", script, tools([]), store=store, prices=PRICES, max_cost_usd=0.2)
+    assert first.status == "cost_limit"
+    again = resume(store, first.run_id, model(), tools([]), prices=PRICES)
+    assert again.status == "cost_limit"
+    assert len(costs(store, first.run_id)) == 1
+
+
+def test_a_budget_for_a_model_with_no_price_is_refused_before_the_run_starts(store: RunStore) -> None:
+    with pytest.raises(PriceUnknown, match=r"no price for model 'unpriced-model' \(mine\).*prices="):
+        run_agent("t", model("x", name="unpriced-model"), tools([]), store=store, max_cost_usd=1.0)
+    assert store.list_runs() == []
+
+
+def test_a_forged_cost_in_the_log_does_not_decode() -> None:
+    kind, data = encode(ModelCalled(step=1, prompt_tokens=1, cost_usd=0.5, price_source="given"))
+    assert decode(kind, data, 1) == ModelCalled(step=1, prompt_tokens=1, cost_usd=0.5, price_source="given")
+    for forged in ("0.5", -1, float("nan"), True):
+        with pytest.raises(EventDecodeError, match="cost_usd"):
+            decode(kind, {**data, "cost_usd": forged}, 1)
+
+
+def test_prices_files_in_toml_and_json(tmp_path: Path) -> None:
+    (tmp_path / "p.toml").write_text('[my-model]\ninput_mtok = 0.3\noutput_mtok = 1.2\n', encoding="utf-8")
+    (tmp_path / "p.json").write_text('{"my-model": {"input_mtok": 0.3, "output_mtok": 1.2}}', encoding="utf-8")
+    assert load_prices(tmp_path / "p.toml") == load_prices(tmp_path / "p.json") == {"my-model": Price(0.3, 1.2)}
+    (tmp_path / "bad.toml").write_text('[m]\ninput_mtok = -1\noutput_mtok = 1\n', encoding="utf-8")
+    with pytest.raises(ValueError, match="price of 'm': price input_mtok must be a non-negative number"):
+        load_prices(tmp_path / "bad.toml")
+    with pytest.raises(ValueError, match="unknown key"):
+        PriceBook({"m": {"input_mtok": 1, "output_mtok": 1, "per_call": 2}})
