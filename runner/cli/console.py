@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import quote
 
 import click
 
@@ -17,6 +18,11 @@ from .options import CliError, CliUsageError, Env, common
 from .specs import MODEL_HELP, continuing_model, load_tools, model_options
 
 TOKEN_ENV = "RUNNER_UI_TOKEN"
+
+
+def serving_line(url: str, token: str | None) -> str:
+    """The line ``runner ui`` prints once it serves: its URL, with the token percent-encoded when it has one."""
+    return f"runner ui: serving {url}" + (f"/?token={quote(token, safe='')}" if token else "")
 
 
 def writable(store: RunStore) -> bool:
@@ -90,7 +96,7 @@ def ui(env: Env, host: str, port: int, tools_spec: str | None, agents_spec: str 
                          tools_ref=tools_spec, db_hint=env.hint())
 
         def ready(url: str) -> None:
-            click.echo(f"runner ui: serving {url}" + (f"/?token={token}" if token else ""))
+            click.echo(serving_line(url, token))
 
         if not serve(app, host, port, ready):
             raise CliError(f"cannot listen on {host}:{port} (is the port taken?)")

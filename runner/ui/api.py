@@ -13,7 +13,7 @@ from starlette.responses import Response
 from .._log.decisions import Decision
 from .._view.show import show_json
 from .._view.summary import summary_json
-from .pages import bounded_body, console_of
+from .pages import bounded_body, console_of, media_type
 from .query import run_query
 
 CLI_LIMIT = 20  # ``runner runs``'s default --limit
@@ -72,6 +72,8 @@ def decisions_in(body: bytes) -> dict[str, Decision]:
 async def decide(request: Request) -> Response:
     """``POST /api/runs/{ref}/decisions``: log the decisions, then go on with the run as the inbox does."""
     console = console_of(request)
+    if media_type(request) != "application/json":  # a page on another site cannot send JSON without asking first
+        raise HTTPException(415, "decisions are JSON: send Content-Type: application/json")
     decisions = decisions_in(await bounded_body(request))
     run_id = await run_in_threadpool(console.store.resolve_run_id, request.path_params["ref"])
     outcome = await run_in_threadpool(console.actions.decide, run_id, decisions)

@@ -71,6 +71,8 @@ def create_app(store: RunStore, *, registry: ToolRegistry | None = None, agents:
     run after a decision, resume it or fork it; ``agents`` does so for pool runs, ``broker`` publishes them.
     ``token``: every request must carry it. A read-only store serves no action either.
     """
+    if token is not None and not token.strip():
+        raise ValueError("token is empty: give None for no token, or a secret every request must carry")
     read_only = read_only or store.read_only
     actions = Actions(store, registry=registry, agents=agents, model=model, model_for=model_for, broker=broker,
                       decided_by=decided_by, tools_ref=tools_ref, db_hint=db_hint)

@@ -8,10 +8,13 @@ its DNS name to 127.0.0.1 would otherwise be same-origin with the console and re
 from __future__ import annotations
 
 import hmac
+import ipaddress
+import json
 from collections.abc import Awaitable, Callable, MutableMapping
-from http.cookies import SimpleCookie
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit
+
+from starlette.requests import cookie_parser
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -21,7 +24,7 @@ App = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 COOKIE = "runner_ui_token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
-LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+LOOPBACK_NAMES = frozenset({"localhost"})
 # Scripts and styles only from the console itself: a stored <script> that escaped escaping still cannot run.
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -35,8 +38,16 @@ HEADERS = (
 
 
 def loopback(host: str) -> bool:
-    """Whether ``host`` (a bind address or a Host header's name) is this machine only."""
-    return host in LOOPBACK_NAMES or host.startswith("127.")
+    """Whether ``host`` (a bind address or a Host header's name) is this machine only.
+
+    An address, not a name that looks like one: ``127.0.0.1.nip.io`` is a DNS name anyone can point here.
+    """
+    if host.lower() in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.removeprefix("[").removesuffix("]")).is_loopback
+    except ValueError:
+        return False
 
 
 class Guard:
@@ -49,6 +60,8 @@ class Guard:
 
     def __init__(self, app: App, *, token: str | None, read_only: bool) -> None:
         self.app, self.token, self.read_only = app, token, read_only
+        # The cookie holds the token percent-encoded: a space, ``;`` or ``,`` would end a raw cookie value.
+        self.cookie_value = quote(token, safe="") if token is not None else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -58,7 +71,7 @@ class Guard:
         refusal = self.refusal(scope, headers)
         if refusal is not None:
             status, text = refusal
-            await plain(send, status, text)
+            await (json_line if scope.get("path", "").startswith("/api/") else plain)(send, status, text)
             return
         if self.token is not None and scope["method"] == "GET" and self._query_token(scope) is not None:
             await self._set_cookie(scope, send)
@@ -92,29 +105,28 @@ class Guard:
 
     def _authorized(self, scope: Scope, headers: dict[str, str]) -> bool:
         assert self.token is not None
+        assert self.cookie_value is not None
         given = [headers.get("authorization", "").removeprefix("Bearer ").strip(), self._query_token(scope) or ""]
-        cookie: SimpleCookie = SimpleCookie()
-        try:
-            cookie.load(headers.get("cookie", ""))
-        except Exception:  # a malformed Cookie header is no token
-            cookie = SimpleCookie()
-        if COOKIE in cookie:
-            given.append(cookie[COOKIE].value)
-        return any(value and hmac.compare_digest(value.encode(), self.token.encode()) for value in given)
+        # Parsed as browsers send cookies: a malformed cookie of another app on localhost hides none of ours.
+        cookie = cookie_parser(headers.get("cookie", "")).get(COOKIE, "")
+        return (any(value and hmac.compare_digest(value.encode(), self.token.encode()) for value in given)
+                or (bool(cookie) and hmac.compare_digest(cookie.encode(), self.cookie_value.encode())))
 
     def _query_token(self, scope: Scope) -> str | None:
         pairs = parse_qsl(scope.get("query_string", b"").decode("latin-1"))
         return next((value for key, value in pairs if key == "token"), None)
 
     async def _set_cookie(self, scope: Scope, send: Send) -> None:
-        """Answer ``GET /x?token=T`` with the cookie and a redirect to ``/x`` without the token in its URL."""
-        assert self.token is not None
+        """Answer ``GET /x?token=T`` with the cookie and a redirect to ``/x`` without the token in its URL.
+
+        The path is percent-encoded and starts with one ``/``: ``//evil.example`` would be another site.
+        """
         pairs = [(k, v) for k, v in parse_qsl(scope.get("query_string", b"").decode("latin-1")) if k != "token"]
-        target = scope.get("path", "/") + (f"?{urlencode(pairs)}" if pairs else "")
-        cookie = f"{COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict"
+        target = "/" + quote(scope.get("path", "/")).lstrip("/") + (f"?{urlencode(pairs)}" if pairs else "")
+        cookie = f"{COOKIE}={self.cookie_value}; Path=/; HttpOnly; SameSite=Strict"
         await send({"type": "http.response.start", "status": 303,
-                    "headers": [(b"location", target.encode("latin-1", "replace")),
-                                (b"set-cookie", cookie.encode("latin-1", "replace")), *HEADERS]})
+                    "headers": [(b"location", target.encode("ascii")), (b"set-cookie", cookie.encode("ascii")),
+                                *HEADERS]})
         await send({"type": "http.response.body", "body": b""})
 
 
@@ -133,8 +145,15 @@ def _origin(url: str) -> str:
 
 async def plain(send: Send, status: int, text: str) -> None:
     """A one-line plain-text answer, with the safety headers."""
-    body = (text + "\n").encode()
+    await answer(send, status, b"text/plain; charset=utf-8", (text + "\n").encode())
+
+
+async def json_line(send: Send, status: int, text: str) -> None:
+    """A refusal as the JSON API answers every one: ``{"error": "one line"}``."""
+    await answer(send, status, b"application/json", json.dumps({"error": text}, ensure_ascii=True).encode())
+
+
+async def answer(send: Send, status: int, content_type: bytes, body: bytes) -> None:
     await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"text/plain; charset=utf-8"),
-                            (b"content-length", str(len(body)).encode()), *HEADERS]})
+                "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *HEADERS]})
     await send({"type": "http.response.body", "body": body})

@@ -207,9 +207,19 @@ async def spans_file(request: Request) -> Response:
                     headers={"content-disposition": f'attachment; filename="spans-{run.run_id[:12]}.json"'})
 
 
+def media_type(request: Request) -> str:
+    """The request's ``Content-Type`` without its parameters, lower case ("" when it has none)."""
+    return request.headers.get("content-type", "").partition(";")[0].strip().lower()
+
+
 async def form(request: Request) -> dict[str, str]:
-    """The urlencoded fields of a POST (the first value of each), refusing a body past ``MAX_FORM_BYTES``."""
+    """The urlencoded fields of a POST (the first value of each), refusing a body past ``MAX_FORM_BYTES``.
+
+    Only what an HTML form sends: a ``text/plain`` body is what a page on another site can post without asking.
+    """
     body = await bounded_body(request)
+    if body and media_type(request) != "application/x-www-form-urlencoded":
+        raise HTTPException(415, "a form is sent as application/x-www-form-urlencoded")
     try:
         fields = parse_qs(body.decode("utf-8"), keep_blank_values=True, max_num_fields=50)
     except (UnicodeDecodeError, ValueError) as exc:

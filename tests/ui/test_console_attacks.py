@@ -1,0 +1,221 @@
+"""The console attacked in-process (Starlette's TestClient over a real store): its gate, its escaping, hostile
+input and concurrent decisions. A refused action must change nothing in the log, so most tests count events."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from urllib.parse import quote
+
+import pytest
+from starlette.testclient import TestClient
+
+from runner import ScriptedModel, ToolRegistry, run_agent
+from runner.cli.console import serving_line
+from runner.events import ApprovalDecided
+from runner.store import RunStore
+from runner.ui import create_app
+from runner.ui.guard import loopback
+from tests.loop.helpers import call, reply
+
+BASE = "http://127.0.0.1:8000"
+SAME = {"origin": BASE}
+PARAMS = {"type": "object", "properties": {"ref": {"type": "string"}}, "required": ["ref"]}
+RUN = "a" * 32
+# Breaks out of text, of a double- and a single-quoted attribute, and opens a script and an image.
+XSS = "<script>alert(1)</script>\"'><img src=x onerror=alert(2)>"
+TOKEN = "s3cret-token"
+
+
+def money(ran: list[str]) -> ToolRegistry:
+    """``transfer`` needs approval (it appends its ``ref`` to ``ran``); ``lookup`` reads and echoes."""
+    def transfer(ref: str) -> str:
+        ran.append(ref)
+        return f"sent {ref}"
+
+    tools = ToolRegistry()
+    tools.register("transfer", "Move money.", PARAMS, transfer, side_effects=True, needs_approval=True)
+    tools.register("lookup", "Read.", PARAMS, lambda ref: f"found {ref}")
+    return tools
+
+
+def awaiting(store: RunStore, run_id: str = RUN, calls: tuple[str, ...] = ("t1",), ran: list[str] | None = None,
+             task: str = "Send 5 to bob") -> str:
+    """A run whose model asks for one ``transfer`` per call id: it stops awaiting approval of them all."""
+    asked = [call(call_id, "transfer", ref=call_id) for call_id in calls]
+    result = run_agent(task, ScriptedModel([reply("", *asked)]), money(ran if ran is not None else []), store=store,
+                       run_id=run_id)
+    assert result.status == "awaiting_approval"
+    return run_id
+
+
+def events(store: RunStore, run_id: str = RUN) -> int:
+    return len(store.get_run(run_id).events)
+
+
+def decided(store: RunStore, run_id: str = RUN) -> list[tuple[str, bool, str | None]]:
+    return [(f.call_id, f.approved, f.reason) for f in store.get_run(run_id).facts if isinstance(f, ApprovalDecided)]
+
+
+@pytest.fixture
+def client(store: RunStore) -> Iterator[TestClient]:
+    with TestClient(create_app(store), base_url=BASE, follow_redirects=False) as test_client:
+        yield test_client
+
+
+# -- the gate: origins, methods, content types ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("headers", [
+    pytest.param({"origin": "null"}, id="origin-null"),
+    pytest.param({"origin": "http://127.0.0.1:9000"}, id="other-port"),
+    pytest.param({"origin": "https://127.0.0.1:8000"}, id="other-scheme"),
+    pytest.param({"origin": "http://localhost:8000"}, id="localhost-for-127"),
+    pytest.param({"origin": "http://127.0.0.1:8000@evil.example"}, id="userinfo"),
+    pytest.param({"origin": "null", "referer": f"{BASE}/approvals"}, id="null-origin-same-referer"),
+    pytest.param({"referer": "http://evil.example/approvals"}, id="referer-other"),
+    pytest.param({"origin": "", "referer": "http://evil.example/"}, id="empty-origin-other-referer"),
+])
+def test_an_action_from_another_origin_is_refused_and_changes_nothing(store: RunStore, client: TestClient,
+                                                                      headers: dict[str, str]) -> None:
+    awaiting(store)
+    before = events(store)
+    form = client.post(f"/runs/{RUN}/decide", data={"call_id": "t1", "verdict": "approve"}, headers=headers)
+    api = client.post(f"/api/runs/{RUN}/decisions", json={"decisions": {"t1": True}}, headers=headers)
+    cancel = client.post(f"/api/runs/{RUN}/cancel", headers=headers)
+    assert (form.status_code, api.status_code, cancel.status_code) == (403, 403, 403)
+    assert form.text == "refused: this action came from another origin\n"
+    assert events(store) == before
+
+
+def test_an_api_refusal_at_the_gate_is_one_json_line(store: RunStore, client: TestClient) -> None:
+    awaiting(store)
+    refused = client.post(f"/api/runs/{RUN}/decisions", json={"decisions": {"t1": True}},
+                          headers={"origin": "http://evil.example"})
+    assert (refused.status_code, refused.headers["content-type"]) == (403, "application/json")
+    assert refused.json() == {"error": "refused: this action came from another origin"}
+    put = client.put(f"/api/runs/{RUN}/cancel")
+    assert (put.status_code, put.json()) == (405, {"error": "PUT is not an action here: actions are POSTs"})
+
+
+@pytest.mark.parametrize("headers", [
+    pytest.param({"origin": "HTTP://127.0.0.1:8000"}, id="origin-in-capitals"),
+    pytest.param({"referer": f"{BASE}/approvals?x=1"}, id="same-referer"),
+    pytest.param({}, id="neither-as-curl-sends"),
+])
+def test_an_action_from_the_console_or_a_script_is_served(store: RunStore, client: TestClient,
+                                                          headers: dict[str, str]) -> None:
+    awaiting(store)
+    answer = client.post(f"/api/runs/{RUN}/decisions", json={"decisions": {"t1": "no"}}, headers=headers)
+    assert answer.status_code == 200, answer.text
+    assert decided(store) == [("t1", False, "no")]
+
+
+@pytest.mark.parametrize("method", ["PUT", "DELETE", "PATCH"])
+def test_other_methods_on_action_routes_are_405_and_change_nothing(store: RunStore, client: TestClient,
+                                                                   method: str) -> None:
+    awaiting(store)
+    before = events(store)
+    for path in (f"/runs/{RUN}/decide", f"/runs/{RUN}/cancel", f"/api/runs/{RUN}/decisions"):
+        answer = client.request(method, path, content=b"call_id=t1&verdict=approve", headers={
+            **SAME, "content-type": "application/x-www-form-urlencoded"})
+        assert answer.status_code == 405, path
+    assert events(store) == before
+
+
+def test_a_form_that_is_not_urlencoded_is_refused_and_changes_nothing(store: RunStore, client: TestClient) -> None:
+    awaiting(store)
+    before = events(store)
+    plain = client.post(f"/runs/{RUN}/decide", content=b"call_id=t1&verdict=deny&reason=x",
+                        headers={**SAME, "content-type": "text/plain"})
+    assert plain.status_code == 415
+    assert "application/x-www-form-urlencoded" in plain.text
+    assert events(store) == before
+
+
+def test_decisions_sent_as_text_plain_are_refused_and_change_nothing(store: RunStore, client: TestClient) -> None:
+    awaiting(store)
+    before = events(store)
+    answer = client.post(f"/api/runs/{RUN}/decisions", content=json.dumps({"decisions": {"t1": True}}),
+                         headers={**SAME, "content-type": "text/plain"})
+    assert (answer.status_code, answer.json()) == (415, {"error": "decisions are JSON: send Content-Type: "
+                                                                   "application/json"})
+    assert events(store) == before
+
+
+# -- the gate: DNS rebinding and the token -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("host", "served"), [
+    ("127.0.0.1:8000", True), ("127.0.0.2", True), ("localhost:8000", True), ("[::1]:8000", True),
+    ("127.0.0.1.nip.io", False), ("127.evil.example:8000", False), ("evil.example", False), ("", False),
+])
+def test_without_a_token_only_loopback_host_headers_are_served(client: TestClient, host: str, served: bool) -> None:
+    answer = client.get("/", headers={"host": host})
+    assert answer.status_code == (200 if served else 403)
+
+
+@pytest.mark.parametrize(("host", "expected"), [
+    ("127.0.0.1", True), ("127.1.2.3", True), ("localhost", True), ("::1", True), ("[::1]", True),
+    ("127.evil.example", False), ("127.0.0.1.nip.io", False), ("0.0.0.0", False), ("192.168.1.2", False),
+])
+def test_loopback_is_an_address_not_a_name_that_starts_with_127(host: str, expected: bool) -> None:
+    assert loopback(host) is expected
+
+
+@pytest.fixture
+def gated(store: RunStore) -> Iterator[TestClient]:
+    with TestClient(create_app(store, token=TOKEN), base_url=BASE, follow_redirects=False) as test_client:
+        yield test_client
+
+
+@pytest.mark.parametrize(("url", "location"), [
+    ("/runs/x?token=T&a=1", "/runs/x?a=1"),
+    (f"{BASE}//evil.example/x?token=T", "/evil.example/x"),
+    (f"{BASE}/%5Cevil.example?token=T", "/%5Cevil.example"),
+    ("/runs/%C3%A9?token=T", "/runs/%C3%A9"),
+])
+def test_the_token_redirect_stays_on_the_console_and_drops_the_token(gated: TestClient, url: str,
+                                                                     location: str) -> None:
+    answer = gated.get(url.replace("token=T", f"token={TOKEN}"))
+    assert answer.status_code == 303
+    assert answer.headers["location"] == location
+    assert TOKEN not in answer.headers["location"]
+
+
+def test_a_wrong_or_missing_token_is_401_and_sets_nothing(store: RunStore, gated: TestClient) -> None:
+    awaiting(store)
+    for headers, url in [({}, "/"), ({"authorization": "Bearer nope"}, "/"), ({}, "/?token=nope"),
+                         ({"cookie": "runner_ui_token=nope"}, "/"), ({"authorization": f"Basic {TOKEN}"}, "/")]:
+        answer = gated.get(url, headers=headers)
+        assert (answer.status_code, answer.headers.get("set-cookie")) == (401, None), (headers, url)
+    before = events(store)
+    assert gated.post(f"/api/runs/{RUN}/decisions", json={"decisions": {"t1": True}}).status_code == 401
+    assert events(store) == before
+    assert gated.get("/", headers={"authorization": f"Bearer {TOKEN}"}).status_code == 200
+
+
+def test_a_token_with_characters_urls_and_cookies_reserve_still_logs_in(store: RunStore) -> None:
+    token = "a b;c&d=e,f"
+    with TestClient(create_app(store, token=token), base_url=BASE, follow_redirects=False) as gated:
+        answer = gated.get(f"/?token={quote(token, safe='')}")
+        assert answer.status_code == 303
+        assert answer.headers["set-cookie"].startswith(f"runner_ui_token={quote(token, safe='')}; Path=/; ")
+        assert gated.get("/").status_code == 200  # with the cookie it set
+
+
+def test_an_empty_token_is_a_mistake_at_create_app(store: RunStore) -> None:
+    for token in ("", "  "):
+        with pytest.raises(ValueError, match="token is empty"):
+            create_app(store, token=token)
+
+
+def test_the_printed_url_carries_the_token_percent_encoded() -> None:
+    assert serving_line("http://127.0.0.1:8000", "a b;c&d=e,f") == (
+        "runner ui: serving http://127.0.0.1:8000/?token=a%20b%3Bc%26d%3De%2Cf")
+    assert serving_line("http://127.0.0.1:8000", None) == "runner ui: serving http://127.0.0.1:8000"
+
+
+def test_a_malformed_cookie_of_another_app_on_localhost_hides_not_the_token(gated: TestClient) -> None:
+    for cookie in (f'other={{"x": 1}}; runner_ui_token={TOKEN}', f"runner_ui_token={TOKEN}; a=b c"):
+        assert gated.get("/", headers={"cookie": cookie}).status_code == 200, cookie
