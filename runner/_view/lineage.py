@@ -70,7 +70,7 @@ def pending_approvals(run: StoredRun) -> dict[str, ApprovalRequested]:
 def resume_command(short: str, tools: str | None, approve: Sequence[str] = (), db_hint: str = "") -> str:
     """``runner resume SHORT --tools TOOLS [--approve ID]...``, quoted for a shell (no ``--tools``: None)."""
     approvals = "".join(f" --approve {shlex.quote(call_id)}" for call_id in approve)
-    return f"runner resume {short}{f' --tools {tools}' if tools else ''}{approvals}{db_hint}"
+    return f"runner resume {shlex.quote(short)}{f' --tools {tools}' if tools else ''}{approvals}{db_hint}"
 
 
 def recorded_tools(run: StoredRun) -> str:

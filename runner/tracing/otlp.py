@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import importlib
 import os
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +19,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.trace import Status
 
 from ..errors import RunnerError
 from .attrs import OI_PROJECT
@@ -129,7 +131,7 @@ def otlp_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
     from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
-    value: dict[str, Any] = MessageToDict(encode_spans(spans))
+    value: dict[str, Any] = MessageToDict(encode_spans([_utf8_span(span) for span in spans]))
     for resource in value.get("resourceSpans", []):
         for scope in resource.get("scopeSpans", []):
             for span in scope.get("spans", []):
@@ -137,3 +139,25 @@ def otlp_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
                     if key in span:
                         span[key] = base64.b64decode(span[key]).hex()
     return value
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _utf8(value: Any) -> Any:
+    """An attribute value with each lone surrogate as U+FFFD (the log keeps them; protobuf strings are UTF-8)."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value)
+    if isinstance(value, (tuple, list)):
+        return tuple(_utf8(item) for item in value)
+    return value
+
+
+def _utf8_span(span: ReadableSpan) -> ReadableSpan:
+    """``span`` with its name, attributes, resource and status text encodable as UTF-8."""
+    status = Status(span.status.status_code, _utf8(span.status.description))
+    resource = Resource({k: _utf8(v) for k, v in span.resource.attributes.items()}, span.resource.schema_url)
+    return ReadableSpan(_utf8(span.name), span.context, span.parent, resource,
+                        {k: _utf8(v) for k, v in (span.attributes or {}).items()}, span.events, span.links,
+                        span.kind, status=status, start_time=span.start_time, end_time=span.end_time,
+                        instrumentation_scope=span.instrumentation_scope)

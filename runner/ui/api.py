@@ -13,16 +13,10 @@ from starlette.responses import Response
 from .._log.decisions import Decision
 from .._view.show import show_json
 from .._view.summary import summary_json
-from .pages import bounded_body, console_of, media_type
+from .pages import bounded_body, console_of, json_response, media_type
 from .query import run_query
 
 CLI_LIMIT = 20  # ``runner runs``'s default --limit
-
-
-def json_response(value: Any, status: int = 200) -> Response:
-    """JSON as the CLI prints it: every non-ASCII and control character escaped by JSON itself."""
-    return Response(json.dumps(value, ensure_ascii=True, default=str), status_code=status,
-                    media_type="application/json")
 
 
 async def list_runs(request: Request) -> Response:

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from secrets import token_urlsafe
-from typing import Any
+from typing import Any, NamedTuple
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -31,6 +31,13 @@ NOTES_KEPT = 200  # messages shown once after an action, kept in memory by a ran
 SHUTDOWN_GRACE_S = 5.0  # how long stopping the console waits for the runs it drives
 
 
+class Note(NamedTuple):
+    """A message to show once, on the page it was made for (``approvals`` or ``run``)."""
+
+    page: str
+    values: Mapping[str, str]
+
+
 @dataclass
 class Console:
     """What every route needs: the store, the actions, the templates, and whether actions are served."""
@@ -39,18 +46,23 @@ class Console:
     actions: Actions
     templates: Environment
     read_only: bool
-    notes: OrderedDict[str, Mapping[str, str]] = field(default_factory=OrderedDict)
+    notes: OrderedDict[str, Note] = field(default_factory=OrderedDict)
 
-    def note(self, **values: str) -> str:
-        """Keep a message to show once after a redirect; its key for the URL (no text goes in URLs)."""
+    def note(self, page: str, **values: str) -> str:
+        """Keep a message to show once on ``page`` after a redirect; its key for the URL (no text goes in URLs)."""
         key = token_urlsafe(9)
-        self.notes[key] = values
+        self.notes[key] = Note(page, values)
         while len(self.notes) > NOTES_KEPT:
             self.notes.popitem(last=False)
         return key
 
-    def take_note(self, key: str | None) -> Mapping[str, str] | None:
-        return self.notes.pop(key, None) if key else None
+    def take_note(self, key: str | None, page: str) -> Mapping[str, str] | None:
+        """The message kept under ``key`` for ``page``, once; a note made for another page is none of its own."""
+        found = self.notes.get(key) if key else None
+        if key is None or found is None or found.page != page:
+            return None
+        del self.notes[key]
+        return found.values
 
 
 def templates() -> Environment:
@@ -58,6 +70,7 @@ def templates() -> Environment:
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
                       trim_blocks=True, lstrip_blocks=True)
     env.globals["STATUS"] = Status
+    env.filters["segment"] = pages.segment
     return env
 
 

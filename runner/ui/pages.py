@@ -7,21 +7,23 @@ with a redirect (303) to a page that shows what happened once.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote
 
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from .._log.decisions import Decision
 from .._log.fixture import fixture_from_run
 from .._log.records import LIVE, RunSummary, StoredRun
 from .._log.state import fold
 from .._log.statuses import Status
+from .._text import storable
 from .._view.lineage import Link, children, origin_text, pending_approvals, pooled
 from ..errors import AmbiguousRunId, RunnerError, RunNotFound, StoreError
 from ..events import ApprovalRequested, StepStarted
@@ -44,11 +46,25 @@ def console_of(request: Request) -> Console:
 
 def render(request: Request, name: str, status: int = 200, headers: Mapping[str, str] | None = None,
            **values: Any) -> HTMLResponse:
-    """A template rendered with the console's common values (read-only, the awaiting badge)."""
+    """A template rendered with the console's common values (read-only, the awaiting badge).
+
+    The log keeps a lone surrogate from a model's JSON exactly; UTF-8 cannot, so the page shows U+FFFD there.
+    """
     console = console_of(request)
     html = console.templates.get_template(name).render(read_only=console.read_only, path=request.url.path,
                                                        **values)
-    return HTMLResponse(html, status_code=status, headers=headers)
+    return HTMLResponse(storable(html), status_code=status, headers=headers)
+
+
+def json_response(value: Any, status: int = 200) -> Response:
+    """JSON as the CLI prints it: every non-ASCII and control character escaped by JSON itself."""
+    return Response(json.dumps(value, ensure_ascii=True, default=str), status_code=status,
+                    media_type="application/json")
+
+
+def segment(value: str) -> str:
+    """``value`` as one percent-encoded URL path segment: a run id may hold ``?``, ``#``, ``/`` or ``..``."""
+    return quote(value, safe="")
 
 
 def seconds(value: float | None) -> str:
@@ -137,7 +153,7 @@ async def approvals_page(request: Request) -> Response:
     """``GET /approvals``: every call awaiting a decision, each with Approve, Deny and a reason."""
     console = console_of(request)
     pending = await run_in_threadpool(inbox, console)
-    note = console.take_note(request.query_params.get("note"))
+    note = console.take_note(request.query_params.get("note"), "approvals")
     return render(request, "approvals.html", pending=pending, note=note, awaiting=len({p.run.run_id for p in pending}))
 
 
@@ -178,7 +194,7 @@ async def run_page(request: Request) -> Response:
     view = await run_in_threadpool(run_view, console, request.path_params["ref"])
     run = view.run
     live = run.status in LIVE_STATUSES and (run.status == Status.QUEUED or run.liveness == LIVE)
-    note = console.take_note(request.query_params.get("note"))
+    note = console.take_note(request.query_params.get("note"), "run")
     partial = request.headers.get("x-refresh") == "run"
     return render(request, "_run_live.html" if partial else "run.html", headers={"x-live": str(int(live))},
                   view=view, run=run, note=note, live=live, stoppable=run.status in LIVE_STATUSES,
@@ -191,8 +207,7 @@ async def fixture_file(request: Request) -> Response:
     console = console_of(request)
     run = await run_in_threadpool(console.store.find_run, request.path_params["ref"])
     text = fixture_from_run(run).dumps()
-    return Response(text, media_type="application/json",
-                    headers={"content-disposition": f'attachment; filename="run-{run.run_id[:12]}.json"'})
+    return Response(text, media_type="application/json", headers=attachment(f"run-{run.run_id[:12]}.json"))
 
 
 async def spans_file(request: Request) -> Response:
@@ -203,8 +218,12 @@ async def spans_file(request: Request) -> Response:
     console = console_of(request)
     run = await run_in_threadpool(console.store.find_run, request.path_params["ref"])
     body = json.dumps(otlp_json(rebuild_spans(run)), ensure_ascii=True)
-    return Response(body, media_type="application/json",
-                    headers={"content-disposition": f'attachment; filename="spans-{run.run_id[:12]}.json"'})
+    return Response(body, media_type="application/json", headers=attachment(f"spans-{run.run_id[:12]}.json"))
+
+
+def attachment(name: str) -> dict[str, str]:
+    """The header that downloads as ``name``, its characters past letters, digits, ``.``, ``_`` and ``-`` as ``_``."""
+    return {"content-disposition": f'attachment; filename="{re.sub(r"[^A-Za-z0-9._-]", "_", name)}"'}
 
 
 def media_type(request: Request) -> str:
@@ -241,6 +260,11 @@ def redirect(url: str) -> RedirectResponse:
     return RedirectResponse(url, status_code=303)
 
 
+def run_url(run_id: str, note: str | None = None) -> str:
+    """The run page's URL (the id one path segment), with the key of a note to show there."""
+    return f"/runs/{segment(run_id)}" + (f"?note={note}" if note else "")
+
+
 async def decide_form(request: Request) -> Response:
     """``POST /runs/{ref}/decide``: Approve or Deny (with a reason) one call, then go on with the run."""
     console = console_of(request)
@@ -251,10 +275,10 @@ async def decide_form(request: Request) -> Response:
     decision: Decision = True if verdict == "approve" else (fields.get("reason", "").strip() or False)
     run_id = await run_in_threadpool(console.store.resolve_run_id, request.path_params["ref"])
     outcome = await run_in_threadpool(console.actions.decide, run_id, {call_id: decision})
-    key = console.note(run_id=run_id, call_id=call_id, how=outcome.how, text=outcome.text,
+    page = "run" if fields.get("back") == "run" else "approvals"
+    key = console.note(page, run_id=run_id, call_id=call_id, how=outcome.how, text=outcome.text,
                        command=outcome.command or "", verdict="approved" if decision is True else "denied")
-    back = f"/runs/{run_id}" if fields.get("back") == "run" else "/approvals"
-    return redirect(f"{back}?note={key}")
+    return redirect(run_url(run_id, key) if page == "run" else f"/approvals?note={key}")
 
 
 async def cancel_form(request: Request) -> Response:
@@ -264,7 +288,7 @@ async def cancel_form(request: Request) -> Response:
     status = await run_in_threadpool(console.actions.cancel, run_id)
     text = ("cancelled" if status == Status.CANCELLED
             else "cancel requested: it stops before its next model or tool call")
-    return redirect(f"/runs/{run_id}?note={console.note(how='cancel', text=text)}")
+    return redirect(run_url(run_id, console.note("run", how="cancel", text=text)))
 
 
 async def resume_form(request: Request) -> Response:
@@ -276,8 +300,8 @@ async def resume_form(request: Request) -> Response:
         raise HTTPException(400, f"max_steps must be a whole number, got {raw!r}")
     run_id = await run_in_threadpool(console.store.resolve_run_id, request.path_params["ref"])
     outcome = await run_in_threadpool(console.actions.resume, run_id, int(raw) if raw else None)
-    key = console.note(how=outcome.how, text=outcome.text, command=outcome.command or "")
-    return redirect(f"/runs/{run_id}?note={key}")
+    key = console.note("run", how=outcome.how, text=outcome.text, command=outcome.command or "")
+    return redirect(run_url(run_id, key))
 
 
 async def fork_form(request: Request) -> Response:
@@ -294,7 +318,7 @@ async def fork_form(request: Request) -> Response:
         new_id = await run_in_threadpool(console.actions.fork, run_id, int(raw), observations)
     except ValueError as exc:  # an observation for a call with no result before that step
         raise HTTPException(400, str(exc)) from None
-    return redirect(f"/runs/{new_id}")
+    return redirect(run_url(new_id))
 
 
 async def failed(request: Request, exc: Exception) -> Response:
@@ -312,7 +336,7 @@ async def failed(request: Request, exc: Exception) -> Response:
     else:
         raise exc
     if request.url.path.startswith("/api/"):
-        return JSONResponse({"error": text}, status_code=status)
+        return json_response({"error": text}, status)
     return render(request, "error.html", status=status, message=text, code=status)
 
 

@@ -4,13 +4,14 @@ input and concurrent decisions. A refused action must change nothing in the log,
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from urllib.parse import quote
 
 import pytest
 from starlette.testclient import TestClient
 
-from runner import ScriptedModel, ToolRegistry, run_agent
+from runner import ModelReply, ScriptedModel, ToolRegistry, run_agent
 from runner.cli.console import serving_line
 from runner.events import ApprovalDecided
 from runner.store import RunStore
@@ -219,3 +220,129 @@ def test_the_printed_url_carries_the_token_percent_encoded() -> None:
 def test_a_malformed_cookie_of_another_app_on_localhost_hides_not_the_token(gated: TestClient) -> None:
     for cookie in (f'other={{"x": 1}}; runner_ui_token={TOKEN}', f"runner_ui_token={TOKEN}; a=b c"):
         assert gated.get("/", headers={"cookie": cookie}).status_code == 200, cookie
+
+
+# -- stored text is text; ids in URLs are path segments ------------------------------------------------------------
+
+ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;&#34;&#39;&gt;&lt;img src=x onerror=alert(2)&gt;"
+
+
+def boom(messages: object, specs: object) -> ModelReply:
+    raise RuntimeError(XSS)
+
+
+def test_stored_html_in_every_field_is_shown_as_text(store: RunStore) -> None:
+    asked = ScriptedModel([reply(XSS, call(XSS, "lookup", ref=XSS), call("t1", "transfer", ref=XSS))])
+    run_agent(XSS, asked, money([]), store=store, run_id=RUN, labels={XSS: XSS})
+    run_agent(XSS, boom, money([]), store=store, run_id="b" * 32)
+    with TestClient(create_app(store, decided_by=XSS), base_url=BASE, follow_redirects=False) as client:
+        inbox = client.get("/approvals").text
+        assert client.post(f"/api/runs/{RUN}/decisions", json={"decisions": {"t1": XSS}}).status_code == 200
+        pages = [client.get(url) for url in ("/", f"/runs/{RUN}", f"/runs/{'b' * 32}")]
+        live = client.get(f"/runs/{RUN}", headers={"x-refresh": "run"}).text  # the part the page's script refreshes
+    assert live.count("<script") == 0
+    assert ESCAPED in live
+    for page in [*(p.text for p in pages), inbox]:
+        assert page.count("<script") == 1  # the console's own script tag, nothing stored
+        assert "<img" not in page
+        assert ESCAPED in page
+    shown = pages[1].text
+    for where in (f'<p class="task" id="task">{ESCAPED}</p>', f'<span class="label">{ESCAPED}={ESCAPED}</span>',
+                  f'<pre class="text">{ESCAPED}</pre>', f'data-call-id="{ESCAPED}"', f'<q class="reason">{ESCAPED}</q>',
+                  f'<b class="by">{ESCAPED}</b>',
+                  '<pre class="observation">&#34;found ' + ESCAPED.replace("&#34;", "\\&#34;") + "&#34;</pre>"):
+        assert where in shown, where
+    assert f'<p class="error">RuntimeError: {ESCAPED}</p>' in pages[2].text
+    assert all(p.headers["content-security-policy"].startswith("default-src 'none'; script-src 'self';")
+               for p in pages)
+
+
+def test_an_error_page_shows_the_run_id_it_was_given_as_text(client: TestClient) -> None:
+    page = client.get("/runs/%3Cscript%3Ealert(1)%22%3E")
+    assert page.status_code == 404
+    assert "no run &#39;&lt;script&gt;alert(1)&#34;&gt;&#39; in sqlite:" in page.text
+    assert "<script>alert" not in page.text
+    api = client.get("/api/runs/%3Cscript%3E")
+    assert (api.status_code, api.headers["content-type"]) == (404, "application/json")
+
+
+@pytest.mark.parametrize("run_id", ["q?x", "h#x", "p;x", "$(id>x)"])
+def test_a_run_id_in_a_link_or_a_form_is_one_percent_encoded_segment(store: RunStore, client: TestClient,
+                                                                     run_id: str) -> None:
+    awaiting(store, run_id)
+    segment = quote(run_id, safe="")
+    assert f'href="/runs/{segment}"' in client.get("/").text
+    inbox = client.get("/approvals").text
+    assert f'action="/runs/{segment}/decide"' in inbox
+    run_page = client.get(f"/runs/{segment}")
+    assert f'href="/runs/{segment}/fixture.json"' in run_page.text
+    answer = client.post(f"/runs/{segment}/decide", data={"call_id": "t1", "verdict": "deny"}, headers=SAME)
+    assert answer.status_code == 303
+    assert answer.headers["location"].startswith("/approvals?note=")
+    assert decided(store, run_id) == [("t1", False, None)]
+    back = client.post(f"/runs/{segment}/cancel", headers=SAME)
+    assert back.status_code == 409  # awaiting approval: nothing to cancel, and no redirect to another run
+
+
+def test_a_run_id_with_dot_segments_cannot_send_its_decisions_to_another_run(store: RunStore,
+                                                                             client: TestClient) -> None:
+    awaiting(store, "victim")
+    awaiting(store, "x/../victim")  # a browser resolves /runs/x/../victim/decide to /runs/victim/decide
+    before = events(store, "victim")
+    actions = re.findall(r'action="([^"]*)"', client.get("/approvals").text)
+    for action in actions:
+        if "x" in action:
+            client.post(action, data={"call_id": "t1", "verdict": "approve"}, headers=SAME)
+    assert events(store, "victim") == before
+    assert sorted(actions) == ["/runs/victim/decide", "/runs/x%2F..%2Fvictim/decide"]
+
+
+def test_the_command_to_paste_quotes_the_run_id_for_a_shell(store: RunStore, client: TestClient) -> None:
+    awaiting(store, "$(id>x)")
+    answer = client.post(f"/api/runs/{quote('$(id>x)', safe='')}/decisions", json={"decisions": {"t1": True}})
+    assert answer.json()["command"] == "runner resume '$(id>x)' --tools MODULE:ATTR"
+
+
+def test_a_note_opened_on_another_page_is_not_shown_there(store: RunStore) -> None:
+    awaiting(store)
+    app = create_app(store)
+    with TestClient(app, base_url=BASE) as client:
+        cancel_note = app.state.console.note("run", how="cancel", text="cancelled")
+        page = client.get(f"/approvals?note={cancel_note}")
+        assert page.status_code == 200
+        assert 'id="outcome"' not in page.text
+        assert '<p id="outcome">cancelled</p>' in client.get(f"/runs/{RUN}?note={cancel_note}").text
+
+
+def test_a_download_is_named_with_the_run_ids_plain_characters_only(store: RunStore, client: TestClient) -> None:
+    run_agent("t", ScriptedModel(["ok"]), money([]), store=store, run_id='a"b\\c')
+    for path, name in [("fixture.json", "run-a_b_c.json"), ("spans.json", "spans-a_b_c.json")]:
+        answer = client.get(f"/runs/{quote(chr(97) + chr(34) + 'b' + chr(92) + 'c', safe='')}/{path}")
+        assert answer.headers["content-disposition"] == f'attachment; filename="{name}"'
+
+
+# -- text that is not valid Unicode (a lone surrogate from a model's JSON) -----------------------------------------
+
+
+def test_a_run_holding_a_lone_surrogate_is_shown_and_downloaded(store: RunStore, client: TestClient) -> None:
+    bad = "\ud800"
+    model = ScriptedModel([reply(f"text {bad}", call(f"c{bad}", f"t{bad}"), call("l1", "lookup", ref=bad)),
+                           f"answer {bad}"])
+    run_agent(f"task {bad}", model, money([]), store=store, run_id=RUN, labels={f"k{bad}": f"v{bad}"})
+    page = client.get(f"/runs/{RUN}")
+    assert page.status_code == 200
+    assert '<pre class="answer" id="answer">answer \ufffd</pre>' in page.text
+    spans = client.get(f"/runs/{RUN}/spans.json")
+    assert spans.status_code == 200
+    tools = {s["name"]: {a["key"]: a["value"] for a in s["attributes"]}
+             for r in spans.json()["resourceSpans"] for sc in r["scopeSpans"] for s in sc["spans"]}
+    assert tools["execute_tool t\ufffd"]["gen_ai.tool.call.id"] == {"stringValue": "c\ufffd"}
+
+
+def test_an_error_holding_a_lone_surrogate_is_one_json_line(store: RunStore, client: TestClient) -> None:
+    awaiting(store)
+    assert client.post(f"/api/runs/{RUN}/decisions", json={"decisions": {"t1": True}}).status_code == 200
+    answer = client.post(f"/api/runs/{RUN}/decisions", content=b'{"decisions": {"t1": "no \\ud800"}}',
+                         headers={"content-type": "application/json"})
+    assert answer.status_code == 409
+    assert answer.json() == {"error": f"run {RUN}: call 't1' was approved by root; it cannot be denied (no \ud800) now"}
