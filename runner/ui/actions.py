@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
-from .._log.decisions import Decision, decider
+from .._log.decisions import Decision, check_decisions, decider
 from .._log.records import LIVE, StoredRun
 from .._log.state import fold
 from .._log.statuses import Status
@@ -96,6 +96,7 @@ class Actions:
             if call_id not in state.pending_approvals and call_id not in state.decisions:
                 waiting = ", ".join(state.pending_approvals) or "none"
                 raise ActionRefused(f"run {run.run_id} has no call {call_id!r} awaiting approval (awaiting: {waiting})")
+        check_decisions(run.run_id, state, decisions)  # all of them before any is logged: a refusal logs none
         for call_id, verdict in decisions.items():
             self.store.decide(run.run_id, call_id, verdict is True, verdict if isinstance(verdict, str) else None,
                               decided_by=self.decider)

@@ -47,7 +47,7 @@ def decisions_in(body: bytes) -> dict[str, Decision]:
     """``{"decisions": {"call_1": true, "call_2": "reason"}}`` checked: true approves, false or a reason denies."""
     try:
         value = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # nested past Python's stack: no decisions
         raise HTTPException(400, f"the body is not JSON: {exc}") from None
     given = value.get("decisions") if isinstance(value, dict) else None
     if not isinstance(given, dict) or not given:

@@ -154,6 +154,7 @@ async def json_line(send: Send, status: int, text: str) -> None:
 
 
 async def answer(send: Send, status: int, content_type: bytes, body: bytes) -> None:
+    """A whole answer from the gate itself, with the safety headers."""
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), *HEADERS]})
     await send({"type": "http.response.body", "body": body})

@@ -296,7 +296,7 @@ async def resume_form(request: Request) -> Response:
     console = console_of(request)
     fields = await form(request)
     raw = fields.get("max_steps", "").strip()
-    if raw and not raw.isdigit():
+    if raw and not raw.isdecimal():  # isdigit() takes "²", which int() refuses
         raise HTTPException(400, f"max_steps must be a whole number, got {raw!r}")
     run_id = await run_in_threadpool(console.store.resolve_run_id, request.path_params["ref"])
     outcome = await run_in_threadpool(console.actions.resume, run_id, int(raw) if raw else None)
@@ -309,7 +309,7 @@ async def fork_form(request: Request) -> Response:
     console = console_of(request)
     fields = await form(request)
     raw = fields.get("at_step", "").strip()
-    if not raw.isdigit() or int(raw) < 1:
+    if not raw.isdecimal() or int(raw) < 1:
         raise HTTPException(400, f"at_step must be a step number (1 or more), got {raw!r}")
     call_id = fields.get("call_id", "").strip()
     observations = {call_id: fields.get("observation", "")} if call_id else {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Iterator
 from urllib.parse import quote
 
@@ -14,7 +15,7 @@ from starlette.testclient import TestClient
 from runner import ModelReply, ScriptedModel, ToolRegistry, run_agent
 from runner.cli.console import serving_line
 from runner.events import ApprovalDecided
-from runner.store import RunStore
+from runner.store import RunStore, open_store
 from runner.ui import create_app
 from runner.ui.guard import loopback
 from tests.loop.helpers import call, reply
@@ -346,3 +347,149 @@ def test_an_error_holding_a_lone_surrogate_is_one_json_line(store: RunStore, cli
                          headers={"content-type": "application/json"})
     assert answer.status_code == 409
     assert answer.json() == {"error": f"run {RUN}: call 't1' was approved by root; it cannot be denied (no \ud800) now"}
+
+
+# -- hostile sizes, shapes and bytes -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("body", [
+    pytest.param(b"[" * 100_000, id="nested-deeper-than-python-recurses"),
+    pytest.param(b"[]", id="a-list"), pytest.param(b"null", id="null"), pytest.param(b"\xff\xfe", id="not-utf8"),
+    pytest.param(b'{"decisions": []}', id="decisions-a-list"), pytest.param(b'{"decisions": {}}', id="none"),
+    pytest.param(b'{"decisions": {"t1": 1}}', id="a-number"), pytest.param(b'{"decisions": {"t1": null}}', id="null"),
+    pytest.param(b'{"decisions": {"t1": " "}}', id="a-blank-reason"),
+    pytest.param(b'{"decisions": {"t1": true', id="cut-short"),
+])
+def test_a_decisions_body_of_the_wrong_shape_is_a_400_and_changes_nothing(store: RunStore, client: TestClient,
+                                                                          body: bytes) -> None:
+    awaiting(store)
+    before = events(store)
+    answer = client.post(f"/api/runs/{RUN}/decisions", content=body, headers={"content-type": "application/json"})
+    assert (answer.status_code, answer.headers["content-type"]) == (400, "application/json")
+    assert list(answer.json()) == ["error"]
+    assert events(store) == before
+
+
+@pytest.mark.parametrize(("path", "fields"), [
+    (f"/runs/{RUN}/resume", {"max_steps": "²"}), (f"/runs/{RUN}/fork", {"at_step": "²"}),
+    (f"/runs/{RUN}/resume", {"max_steps": "-1"}), (f"/runs/{RUN}/fork", {"at_step": "0"}),
+    (f"/runs/{RUN}/decide", {"call_id": "t1", "verdict": "maybe"}), (f"/runs/{RUN}/decide", {"verdict": "approve"}),
+])
+def test_a_form_field_that_is_not_what_it_should_be_is_a_400_and_changes_nothing(
+        store: RunStore, client: TestClient, path: str, fields: dict[str, str]) -> None:
+    awaiting(store)
+    before = events(store)
+    answer = client.post(path, data=fields, headers=SAME)
+    assert answer.status_code == 400
+    assert events(store) == before
+
+
+def test_hostile_sizes_and_bytes_are_one_line_refusals(store: RunStore, client: TestClient) -> None:
+    awaiting(store)
+    awaiting(store, "ab" + "0" * 30)
+    before = events(store)
+    form = {**SAME, "content-type": "application/x-www-form-urlencoded"}
+    assert client.post(f"/runs/{RUN}/decide", content=b"x" * (300 * 1024), headers=form).status_code == 413
+    assert client.post(f"/runs/{RUN}/decide", content=b"&".join(b"f%d=1" % i for i in range(60)),
+                       headers=form).status_code == 400
+    assert client.post(f"/runs/{RUN}/decide", content=b"call_id=t1&verdict=deny&reason=\xff",
+                       headers=form).status_code == 400
+    huge = client.post(f"/api/runs/{RUN}/decisions", content=b"[" * (300 * 1024),
+                       headers={"content-type": "application/json"})
+    assert (huge.status_code, huge.json()) == (413, {"error": "request body over 256 KiB"})
+    assert events(store) == before
+    for url, status in [("/?limit=100000", 400), ("/?page=1000001", 400), ("/?limit=1e3", 400), ("/?since=%FF", 400),
+                        ("/?status=%FF", 400), ("/api/runs?label=novalue", 400), ("/runs/%FF%FE", 404),
+                        ("/runs/%00", 404), ("/api/runs/%00", 404), ("/runs/a", 400), ("/?page=1000000", 200)]:
+        assert client.get(url).status_code == status, url
+    assert client.get("/api/runs/a").json()["error"].startswith("run id prefix 'a' is ambiguous: ")
+
+
+# -- decisions: twice, contradicting, not pending, concurrent ------------------------------------------------------
+
+
+def test_a_refused_batch_of_decisions_logs_none_of_them(store: RunStore, client: TestClient) -> None:
+    awaiting(store, calls=("t1", "t2"))
+    assert client.post(f"/api/runs/{RUN}/decisions", json={"decisions": {"t1": True}}).status_code == 200
+    before = events(store)
+    answer = client.post(f"/api/runs/{RUN}/decisions", json={"decisions": {"t2": True, "t1": False}})
+    assert (answer.status_code, answer.json()) == (409, {
+        "error": f"run {RUN}: call 't1' was approved by root; it cannot be denied now"})
+    assert events(store) == before
+    assert decided(store) == [("t1", True, None)]
+
+
+def test_the_same_decision_twice_logs_once_and_a_contradiction_or_a_stranger_is_409(store: RunStore,
+                                                                                    client: TestClient) -> None:
+    awaiting(store, calls=("t1", "t2"))
+    for _ in range(2):
+        answer = client.post(f"/runs/{RUN}/decide", data={"call_id": "t1", "verdict": "deny", "reason": "no"},
+                             headers=SAME)
+        assert answer.status_code == 303
+    before = events(store)
+    for call_id, verdict in [("t1", True), ("t1", "other reason"), ("t9", True), ("", True)]:
+        refused = client.post(f"/api/runs/{RUN}/decisions", json={"decisions": {call_id: verdict}})
+        assert refused.status_code == 409, (call_id, verdict)
+    assert events(store) == before
+    assert decided(store) == [("t1", False, "no")]
+
+
+def test_deciding_or_cancelling_a_finished_run_is_409_and_changes_nothing(store: RunStore,
+                                                                          client: TestClient) -> None:
+    run_agent("t", ScriptedModel([reply("", call("l1", "lookup", ref="x")), "done"]), money([]), store=store,
+              run_id=RUN)
+    before = events(store)
+    assert client.post(f"/api/runs/{RUN}/decisions", json={"decisions": {"l1": True}}).status_code == 409
+    assert client.post(f"/runs/{RUN}/decide", data={"call_id": "l1", "verdict": "approve"}).status_code == 409
+    assert client.post(f"/api/runs/{RUN}/cancel").status_code == 409
+    assert client.post(f"/runs/{RUN}/resume", data={"max_steps": "9"}).status_code == 409
+    assert events(store) == before
+
+
+def test_concurrent_contradicting_decisions_log_one_and_the_tool_runs_at_most_once(store: RunStore) -> None:
+    ran: list[str] = []
+    awaiting(store, ran=ran)
+    app = create_app(store, registry=money(ran), model_for=lambda run: ScriptedModel(["Done."]))
+    answers: list[int] = []
+    start = threading.Barrier(4)
+    with TestClient(app, base_url=BASE) as client:
+        def decide(verdict: bool | str) -> None:
+            start.wait()
+            answers.append(client.post(f"/api/runs/{RUN}/decisions", json={"decisions": {"t1": verdict}}).status_code)
+
+        threads = [threading.Thread(target=decide, args=(v,)) for v in (True, "no", True, "no")]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert app.state.console.actions.wait(20) == 0
+    verdicts = decided(store)
+    assert len(verdicts) == 1
+    approved = verdicts[0][1]
+    assert sorted(answers) == [200, 200, 409, 409]
+    assert ran == (["t1"] if approved else [])
+    assert store.get_run(RUN).status == "done"
+
+
+# -- read-only -----------------------------------------------------------------------------------------------------
+
+
+ACTIONS = [(f"/runs/{RUN}/decide", {"call_id": "t1", "verdict": "approve"}), (f"/runs/{RUN}/cancel", {}),
+           (f"/runs/{RUN}/resume", {"max_steps": "9"}), (f"/runs/{RUN}/fork", {"at_step": "1"}),
+           (f"/api/runs/{RUN}/cancel", {})]
+
+
+@pytest.mark.parametrize("how", ["read_only", "read_only_store"])
+def test_a_read_only_console_serves_no_action_on_any_route(store_url: str, store: RunStore, how: str) -> None:
+    awaiting(store)
+    before = events(store)
+    with open_store(store_url, read_only=how == "read_only_store") as opened, \
+            TestClient(create_app(opened, read_only=how == "read_only"), base_url=BASE) as client:
+        for path, fields in ACTIONS:
+            assert client.post(path, data=fields, headers=SAME).status_code == 403, path
+            assert client.put(path, headers=SAME).status_code == 403, path
+        assert client.post(f"/api/runs/{RUN}/decisions", json={"decisions": {"t1": True}}).status_code == 403
+        pages = [client.get(url).text for url in ("/", "/approvals", f"/runs/{RUN}")]
+    assert not any('method="post"' in page or 'id="actions"' in page for page in pages)
+    assert all('id="read-only"' in page for page in pages)
+    assert events(store) == before
