@@ -277,9 +277,12 @@ def test_a_run_id_in_a_link_or_a_form_is_one_percent_encoded_segment(store: RunS
     assert f'action="/runs/{segment}/decide"' in inbox
     run_page = client.get(f"/runs/{segment}")
     assert f'href="/runs/{segment}/fixture.json"' in run_page.text
-    answer = client.post(f"/runs/{segment}/decide", data={"call_id": "t1", "verdict": "deny"}, headers=SAME)
+    assert f'action="/runs/{segment}/decide"' in run_page.text  # deciding on the run's own page
+    answer = client.post(f"/runs/{segment}/decide", data={"call_id": "t1", "verdict": "deny", "back": "run"},
+                         headers=SAME)
     assert answer.status_code == 303
-    assert answer.headers["location"].startswith("/approvals?note=")
+    assert answer.headers["location"].startswith(f"/runs/{segment}?note=")
+    assert '<p id="outcome">' in client.get(answer.headers["location"]).text
     assert decided(store, run_id) == [("t1", False, None)]
     back = client.post(f"/runs/{segment}/cancel", headers=SAME)
     assert back.status_code == 409  # awaiting approval: nothing to cancel, and no redirect to another run
