@@ -30,8 +30,9 @@ def test_all_is_exactly_the_intended_names_sorted() -> None:
 
 
 def test_statuses_are_the_contract() -> None:
-    assert runner.STATUSES == ("done", "step_limit", "token_budget", "cost_limit", "tool_budget", "deadline", "context_budget",
-                               "output_budget", "cancelled", "invalid_reply", "model_error", "awaiting_approval")
+    assert runner.STATUSES == ("done", "step_limit", "token_budget", "cost_limit", "tool_budget", "deadline",
+                               "context_budget", "output_budget", "cancelled", "invalid_reply", "model_error",
+                               "awaiting_approval")
 
 
 @pytest.mark.process

@@ -65,8 +65,16 @@ class RunSummary:
     finished_at: datetime | None
     owner: str | None
     heartbeat_at: datetime | None
+    # What the model calls cost: the calls whose cost is known, added up, and how many are unknown.
+    cost_known_usd: float = field(default=0.0, kw_only=True)
+    costs_unknown: int = field(default=0, kw_only=True)
     # When the row was read, by the database server's clock (PostgreSQL; None: this process's clock judges).
     read_at: datetime | None = field(default=None, kw_only=True, repr=False, compare=False)
+
+    @property
+    def cost_usd(self) -> float | None:
+        """What the run cost, or None while any model call's cost is unknown (``cost_known_usd`` is then a floor)."""
+        return None if self.costs_unknown else self.cost_known_usd
 
     @property
     def finished(self) -> bool:

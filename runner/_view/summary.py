@@ -23,11 +23,13 @@ def summary_json(run: RunSummary, refused: int) -> dict[str, Any]:
     """A run's summary for ``--json``: plain values, times in ISO 8601 UTC.
 
     ``tool_calls`` counts the calls that ran, ``tool_calls_refused`` those refused before running.
+    ``cost_usd`` is null while any model call's cost is unknown; ``cost_known_usd`` is then a floor.
     """
     duration = (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None
     return {
         "run_id": run.run_id, "status": run.status, "task": run.task, "answer": run.answer, "error": run.error,
         "steps": run.steps, "tool_calls": run.tool_calls, "tool_calls_refused": refused, "tokens": run.tokens,
+        "cost_usd": run.cost_usd, "cost_known_usd": run.cost_known_usd, "costs_unknown": run.costs_unknown,
         "model": run.model,
         "provider": run.provider, "agent_name": run.agent_name, "labels": run.labels,
         "started_at": iso(run.started_at), "finished_at": iso(run.finished_at), "duration_s": duration,

@@ -54,4 +54,4 @@ def _open_read_only(url: URL, synchronous: str | None, busy_timeout_s: float) ->
     except BaseException:
         engine.dispose()
         raise
-    return RunStore(engine, url, read_only=True, busy_timeout_s=busy_timeout_s)
+    return RunStore(engine, url, read_only=True, busy_timeout_s=busy_timeout_s, revision=found.revision)

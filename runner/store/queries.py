@@ -139,10 +139,20 @@ def labels_of(conn: Connection, run_ids: list[str]) -> dict[str, dict[str, str]]
     return found
 
 
-def read_run(conn: Connection, run_id: str) -> StoredRun | None:
+def run_columns(revision: str | None) -> tuple[Any, ...]:
+    """The ``runs`` columns a store at ``revision`` has (None: the latest); the others keep their defaults.
+
+    A read-only store is read at the revision it is at; the cost columns came with 0005.
+    """
+    if revision is None or revision >= "0005":
+        return tuple(runs.c)
+    return tuple(column for column in runs.c if column.name not in ("cost_known_usd", "costs_unknown"))
+
+
+def read_run(conn: Connection, run_id: str, columns: tuple[Any, ...] | None = None) -> StoredRun | None:
     """Run ``run_id`` with its log, decoded once; None when there is no such run."""
-    row = conn.execute(select(runs, *database_clock(conn.dialect.name)).where(runs.c.run_id == run_id)) \
-        .mappings().first()
+    row = conn.execute(select(*(columns or runs.c), *database_clock(conn.dialect.name))
+                       .where(runs.c.run_id == run_id)).mappings().first()
     if row is None:
         return None
     labels = labels_of(conn, [run_id]).get(run_id, {})

@@ -68,6 +68,7 @@ def queue_run(engine: Engine, queued: RunQueued) -> None:
     now = datetime.now(UTC)
     row = run_row(run_id, queued, derived_trace_id(run_id), None, now) | {
         "status": Status.QUEUED, "answer": None, "error": None, "steps": 0, "tokens": 0, "tool_calls": 0,
+        "cost_known_usd": 0.0, "costs_unknown": 0,
         "updated_at": now, "heartbeat_at": None, "finished_at": None}
     labelled = label_rows(run_id, queued.labels, now)  # so `runs --label` finds it while it waits
     with writing(engine, f"cannot queue run {run_id}") as conn:

@@ -243,6 +243,7 @@ class StoreRecorder:
         now = self._now()
         state = self.state
         progress = {"steps": state.steps, "tokens": state.spent, "tool_calls": state.tool_calls,
+                    "cost_known_usd": state.cost_usd, "costs_unknown": state.costs_unknown,
                     "updated_at": now, "heartbeat_at": now}  # PROGRESS_COLUMNS
         rows = []
         ids: dict[str, str] = {}  # a step's facts share a few spans: each span's id looked up once
@@ -281,10 +282,10 @@ class StoreRecorder:
 _PLAIN_FACTS: frozenset[type] = frozenset({StepStarted, StepFinished, MessageAppended, ModelCalled, ToolStarted,
                                            ToolFinished, ApprovalRequested, ApprovalDecided})
 _STATEMENTS: dict[str, dict[str, Prepared]] = {}
-SUMMARY_COLUMNS = ("status", "answer", "error", "steps", "tokens", "tool_calls", "updated_at", "heartbeat_at",
-                   "finished_at")
+SUMMARY_COLUMNS = ("status", "answer", "error", "steps", "tokens", "tool_calls", "cost_known_usd", "costs_unknown",
+                   "updated_at", "heartbeat_at", "finished_at")
 EVENT_COLUMNS = ("run_id", "seq", "at", "step", "kind", "data", "span_id")
-PROGRESS_COLUMNS = ("steps", "tokens", "tool_calls", "updated_at", "heartbeat_at")
+PROGRESS_COLUMNS = ("steps", "tokens", "tool_calls", "cost_known_usd", "costs_unknown", "updated_at", "heartbeat_at")
 # Every timestamp parameter of the recorder's statements (the columns' names are their parameters' names).
 _TIMESTAMPS = ("at", "started_at", "updated_at", "heartbeat_at", "finished_at")
 

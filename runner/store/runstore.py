@@ -45,7 +45,7 @@ class RunStore:
     """
 
     def __init__(self, engine: Engine, url: URL, *, read_only: bool = False,
-                 busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S) -> None:
+                 busy_timeout_s: float = DEFAULT_BUSY_TIMEOUT_S, revision: str | None = None) -> None:
         self.engine = engine
         self.url = url
         self.read_only = read_only
@@ -53,6 +53,7 @@ class RunStore:
         self.closed = False
         self.heartbeat = Heartbeat(engine, owner_id)
         self._clock = database_clock(engine.dialect.name)  # read with each run: its liveness's clock
+        self._runs = queries.run_columns(revision)  # a store read at an older revision lacks some
         # One writer for every run this store records: concurrent runs share its commits.
         self.committer = GroupCommitter(engine, lambda: statements(engine.dialect))
         forks.track(self)
@@ -163,7 +164,7 @@ class RunStore:
             raise ValueError(f"limit must be a non-negative integer, got {limit!r}")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
-        query, driver = queries.matching(select(runs, *self._clock), status, since, until, tool, text, label)
+        query, driver = queries.matching(select(*self._runs, *self._clock), status, since, until, tool, text, label)
         query = query.order_by(driver.c.started_at.desc(), driver.c.run_id.desc()).limit(limit).offset(offset)
         with self.reading() as conn:
             return queries.summaries(conn, query)
@@ -189,7 +190,7 @@ class RunStore:
 
         Read through the index on ``parent_run_id``: ``show`` links a run to its children with it.
         """
-        query = (select(runs, *self._clock).where(runs.c.parent_run_id == run_id)
+        query = (select(*self._runs, *self._clock).where(runs.c.parent_run_id == run_id)
                  .order_by(runs.c.started_at, runs.c.run_id))
         with self.reading() as conn:
             return queries.summaries(conn, query)
@@ -200,7 +201,7 @@ class RunStore:
         ``RunNotFound`` (a ``StoreError``) if there is none.
         """
         with self.reading() as conn:
-            found = queries.read_run(conn, run_id)
+            found = queries.read_run(conn, run_id, self._runs)
         if found is None:
             raise RunNotFound(f"no run {run_id!r} in {shown(self.url)}")
         return found

@@ -20,7 +20,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Dialect, ForeignKey, Index, Integer, MetaData, String, Text, TypeDecorator
+from sqlalchemy import DateTime, Dialect, Float, ForeignKey, Index, Integer, MetaData, String, Text, TypeDecorator
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING_CONVENTION = {
@@ -93,6 +93,9 @@ class Run(Base):
     steps: Mapped[int] = mapped_column(Integer)
     tokens: Mapped[int] = mapped_column(Integer)
     tool_calls: Mapped[int] = mapped_column(Integer)
+    # What the model calls cost, as their model_called facts say: the known part, and how many are unknown.
+    cost_known_usd: Mapped[float] = mapped_column(Float, server_default="0")
+    costs_unknown: Mapped[int] = mapped_column(Integer, server_default="0")
     limits: Mapped[str] = mapped_column(Text)
     tool_specs: Mapped[str] = mapped_column(Text)
     trace_id: Mapped[str] = mapped_column(String(32))

@@ -116,3 +116,32 @@ def test_prices_files_in_toml_and_json(tmp_path: Path) -> None:
         load_prices(tmp_path / "bad.toml")
     with pytest.raises(ValueError, match="unknown key"):
         PriceBook({"m": {"input_mtok": 1, "output_mtok": 1, "per_call": 2}})
+
+
+def test_the_runs_row_adds_up_the_costs_and_counts_the_unknown(store: RunStore) -> None:
+    priced = run_agent("t", model(used("", call("c1", "pay")), used("done")), tools([]), store=store, prices=PRICES)
+    found = store.get_run(priced.run_id)
+    assert (found.cost_known_usd, found.costs_unknown) == (pytest.approx(0.4), 0)
+    assert found.cost_usd == pytest.approx(0.4)
+    partly = run_agent("t", model(used("", call("c1", "pay")), "done"), tools([]), store=store, prices=PRICES)
+    listed = next(run for run in store.list_runs() if run.run_id == partly.run_id)
+    assert (listed.cost_known_usd, listed.costs_unknown, listed.cost_usd) == (pytest.approx(0.2), 1, None)
+
+
+def test_a_store_at_an_older_revision_reads_with_no_cost(store_url: str, tmp_path: Path) -> None:
+    from alembic import command
+
+    from runner.store import open_store
+    from runner.store.migrate import alembic_config
+
+    if not store_url.startswith("sqlite"):
+        pytest.skip("one backend is enough for the read path")
+    with open_store(store_url) as store:
+        run_id = run_agent("t", model(used("done")), tools([]), store=store, prices=PRICES).run_id
+        with store.engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0004")
+    with open_store(store_url, read_only=True) as old:
+        run = old.get_run(run_id)
+        assert (run.cost_known_usd, run.costs_unknown) == (0.0, 0)
+        assert [r.run_id for r in old.list_runs()] == [run_id]
+        assert [f.cost_usd for f in run.facts if isinstance(f, ModelCalled)] == [pytest.approx(0.2)]

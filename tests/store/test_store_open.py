@@ -183,7 +183,7 @@ def test_a_database_from_a_newer_schema_is_refused_untouched(tmp_path: Path) -> 
     db.close()
     before = digest(path)
     with pytest.raises(StoreError, match=r"its schema is at revision 9999_future, unknown to this runner "
-                                         r"\(head 0004\); upgrade durable-agent-runner$"):
+                                         r"\(head 0005\); upgrade durable-agent-runner$"):
         open_store(path)
     assert digest(path) == before
 

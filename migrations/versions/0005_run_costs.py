@@ -1,0 +1,36 @@
+"""What each run's model calls cost: ``runs.cost_known_usd`` and ``runs.costs_unknown``.
+
+Each ``model_called`` fact carries its cost (or none, when the price or the usage was
+unknown); these two columns add them up as the run goes, as ``tokens`` does, so the runs
+list shows a run's cost without reading its log. Existing rows start at 0 and 0: runs
+recorded before costs were logged have no known cost. A store at an older revision, opened
+read-only, is read without these columns (their defaults stand).
+
+Revision ID: 0005
+Revises: 0004
+Create Date: 2026-12-01 00:00:00
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+
+revision: str = "0005"
+down_revision: str | None = "0004"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+# Plain ALTER TABLE on both backends (SQLite 3.35+ drops columns): a batch copy of ``runs``
+# would drop the table the events' foreign key points at.
+def upgrade() -> None:
+    op.add_column("runs", sa.Column("cost_known_usd", sa.Float(), server_default="0", nullable=False))
+    op.add_column("runs", sa.Column("costs_unknown", sa.Integer(), server_default="0", nullable=False))
+
+
+def downgrade() -> None:
+    op.drop_column("runs", "costs_unknown")
+    op.drop_column("runs", "cost_known_usd")
