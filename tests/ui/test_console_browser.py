@@ -1,0 +1,304 @@
+"""The console in a real browser: a real ``runner ui`` process on a SQLite file and PostgreSQL, driven by Chromium.
+
+Runs are recorded by ``runner run`` through the OpenAI adapter against a local fake server; the
+console continues approved runs against another one, which records what the model was sent, and
+its tools write each call they run to a file, so "ran once" is counted in the console's process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from html import escape
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from playwright.sync_api import Locator, Page
+
+from runner._log.statuses import Status
+from tests.cli.helpers import FakeOpenAI, completion
+from tests.ui.console_tools import XSS
+from tests.ui.helpers import (
+    TOOLS,
+    Console,
+    PageServer,
+    decisions,
+    events_of,
+    ran,
+    record,
+    settled,
+    shown_runs,
+    status_of,
+)
+
+pytestmark = [pytest.mark.process]
+
+Start = Callable[..., Console]
+TASK_XSS = "Read <script>window.__pwned = 'task'</script><img src=x onerror=window.__pwned=2>"
+WAITING = (Status.AWAITING_APPROVAL, Status.RUNNING)
+
+
+def awaiting(db: str, ref: str = "a", task: str = "Send the money") -> str:
+    """A run stopped awaiting approval of ``transfer`` call ``t1``."""
+    run_id = record(db, task, completion("", [("t1", "transfer", {"ref": ref})]))
+    assert status_of(db, run_id) == Status.AWAITING_APPROVAL
+    return run_id
+
+
+def pending(page: Page, run_id: str, call_id: str) -> Locator:
+    return page.locator(f'form.pending[data-run-id="{run_id}"][data-call-id="{call_id}"]')
+
+
+def decide(page: Page, run_id: str, call_id: str, verdict: str, reason: str = "") -> None:
+    """Press Approve or Deny (``verdict``) on a pending call in the inbox, with ``reason`` typed first."""
+    form = pending(page, run_id, call_id)
+    if reason:
+        form.locator('[name="reason"]').fill(reason)
+    with page.expect_navigation():
+        form.locator(f'button[name="verdict"][value="{verdict}"]').click()
+
+
+def filter_runs(page: Page, console: Console, **fields: str) -> dict[str, list[str]]:
+    """Fill the runs page's filter form from scratch and submit it; the query the browser sent."""
+    page.goto(console.url)
+    form = page.locator("form#filters")
+    for name, value in fields.items():
+        field = form.locator(f'[name="{name}"]')
+        if field.evaluate("e => e.tagName") == "SELECT":
+            field.select_option(value)
+        else:
+            field.fill(value)
+    submit = form.locator('button[type="submit"], input[type="submit"], button:not([type])')
+    with page.expect_navigation():
+        if submit.count():
+            submit.first.click()
+        else:
+            form.evaluate("f => f.requestSubmit()")
+    return parse_qs(urlsplit(page.url).query)
+
+
+def test_the_runs_page_lists_runs_newest_first_and_filters_them(store_url: str, page: Page, console: Start) -> None:
+    paris = record(store_url, "Weather in Paris?", completion("", [("c1", "lookup", {"ref": "paris"})]),
+                   completion("It is 21C."), options=["--label", "env=prod", "--label", "team=a"])
+    money = record(store_url, "Send the money", completion("", [("t1", "transfer", {"ref": "a"})]),
+                   options=["--label", "env=dev"])
+    count = record(store_url, "Count the cities", completion("", [("c1", "lookup", {"ref": "cities"})]),
+                   options=["--label", "env=prod", "--max-steps", "1"])
+    ui = console(store_url)
+    page.goto(ui.url)
+    assert shown_runs(page) == [(count, Status.STEP_LIMIT), (money, Status.AWAITING_APPROVAL), (paris, Status.DONE)]
+    badge = page.locator("a#awaiting-badge")
+    assert (badge.inner_text().strip(), badge.get_attribute("href")) == ("1 awaiting approval", "/approvals")
+
+    assert filter_runs(page, ui, status=Status.DONE)["status"] == ["done"]
+    assert shown_runs(page) == [(paris, Status.DONE)]
+    assert filter_runs(page, ui, status=Status.AWAITING_APPROVAL)["status"] == ["awaiting_approval"]
+    assert shown_runs(page) == [(money, Status.AWAITING_APPROVAL)]
+    assert filter_runs(page, ui, search="PARIS")["search"] == ["PARIS"]  # any case
+    assert shown_runs(page) == [(paris, Status.DONE)]
+    assert filter_runs(page, ui, label="env=prod")["label"] == ["env=prod"]
+    assert shown_runs(page) == [(count, Status.STEP_LIMIT), (paris, Status.DONE)]
+    assert filter_runs(page, ui, tool="transfer")["tool"] == ["transfer"]
+    assert shown_runs(page) == []  # the call awaits approval: it never ran
+    assert filter_runs(page, ui, tool="lookup", status=Status.STEP_LIMIT)["tool"] == ["lookup"]
+    assert shown_runs(page) == [(count, Status.STEP_LIMIT)]
+
+
+def test_the_runs_page_pages_through_runs_newest_first(store_url: str, page: Page, console: Start) -> None:
+    first, second, third = (record(store_url, f"Say {word}", completion(word)) for word in ("one", "two", "three"))
+    ui = console(store_url)
+    page.goto(ui.at("/?limit=1"))
+    seen = [shown_runs(page)]
+    for link in ("a#older", "a#older", "a#newer"):
+        with page.expect_navigation():
+            page.locator(link).click()
+        seen.append(shown_runs(page))
+    assert seen == [[(third, Status.DONE)], [(second, Status.DONE)], [(first, Status.DONE)], [(second, Status.DONE)]]
+    page.goto(ui.at("/?limit=1"))
+    assert page.locator("a#newer").count() == 0  # the newest page has nothing newer
+
+
+def test_a_run_page_shows_its_timeline(store_url: str, page: Page, console: Start) -> None:
+    run_id = record(store_url, "Weather in Paris?", completion("Looking it up.", [("c1", "lookup", {"ref": "paris"})]),
+                    completion("It is 21C."))
+    ui = console(store_url)
+    page.goto(ui.url)
+    with page.expect_navigation():
+        page.locator(f'tr[data-run-id="{run_id}"] a').first.click()
+    assert urlsplit(page.url).path == f"/runs/{run_id}"
+    header = page.locator("section#run-header")
+    assert header.get_attribute("data-status") == Status.DONE
+    assert "Weather in Paris?" in header.inner_text()
+    entries = page.locator("ol#timeline > li.entry")
+    assert [entry.get_attribute("data-kind") for entry in entries.all()] == [
+        "step", "model", "tool", "step", "model", "end"]
+    model = page.locator('li.entry[data-kind="model"]').first.inner_text()
+    assert "Looking it up." in model
+    assert "lookup" in model
+    tool = page.locator('li.entry[data-kind="tool"]')
+    assert (tool.get_attribute("data-call-id"), tool.get_attribute("data-outcome")) == ("c1", "ok")
+    assert "lookup" in tool.inner_text()
+    assert '"ref": "paris"' in tool.inner_text()  # the arguments
+    assert '{"ref": "paris", "value": 42}' in tool.inner_text()  # the observation
+    assert "It is 21C." in page.locator('li.entry[data-kind="end"]').inner_text()
+
+    page.goto(ui.at(f"/runs/{run_id[:8]}"))  # a unique prefix opens the same run
+    assert page.locator("section#run-header").get_attribute("data-status") == Status.DONE
+    assert page.locator("ol#timeline > li.entry").count() == 6
+
+
+def test_approve_in_the_inbox_ends_the_run_done_with_the_tool_run_once(store_url: str, page: Page, console: Start,
+                                                                       ran_file: Path) -> None:
+    run_id = awaiting(store_url)
+    with FakeOpenAI(completion("Sent.")) as model:
+        ui = console(store_url, "--tools", TOOLS, "--base-url", model.url, "--by", "alice")
+        stale = page.context.new_page()
+        stale.goto(ui.at("/approvals"))  # a second tab, left open on the same call
+        page.goto(ui.at("/approvals"))
+        assert page.locator(f'[data-run-id="{run_id}"][data-call-id]').count() == 1
+        decide(page, run_id, "t1", "approve")
+        assert urlsplit(page.url).path == "/approvals"
+        assert "continued" in page.locator("p#outcome").inner_text()
+        assert settled(store_url, run_id, WAITING) == Status.DONE
+        assert ran(ran_file) == ["transfer a"]
+        assert decisions(store_url, run_id) == [
+            {"call_id": "t1", "approved": True, "reason": None, "decided_by": "alice"}]
+        assert len(model.requests) == 1
+        assert model.requests[0]["messages"][-1] == {"role": "tool", "tool_call_id": "t1", "content": "transferred a"}
+
+        events = events_of(store_url, run_id)
+        decide(stale, run_id, "t1", "approve")  # the same call approved again from the stale tab
+        assert events_of(store_url, run_id) == events
+        assert ran(ran_file) == ["transfer a"]
+        assert len(model.requests) == 1
+
+    page.goto(ui.at("/approvals"))
+    assert page.locator(f'[data-run-id="{run_id}"]').count() == 0
+    page.goto(ui.at(f"/runs/{run_id}"))
+    assert page.locator("section#run-header").get_attribute("data-status") == Status.DONE
+    assert "Sent." in page.locator('li.entry[data-kind="end"]').inner_text()
+
+
+def test_deny_with_a_reason_makes_the_model_read_the_reason(store_url: str, page: Page, console: Start,
+                                                            ran_file: Path) -> None:
+    run_id = awaiting(store_url)
+    with FakeOpenAI(completion("I did not send it.")) as model:
+        ui = console(store_url, "--tools", TOOLS, "--base-url", model.url, "--by", "bob")
+        page.goto(ui.at("/approvals"))
+        decide(page, run_id, "t1", "deny", reason="over the limit")
+        assert "continued" in page.locator("p#outcome").inner_text()
+        assert settled(store_url, run_id, WAITING) == Status.DONE
+    assert ran(ran_file) == []
+    assert decisions(store_url, run_id) == [
+        {"call_id": "t1", "approved": False, "reason": "over the limit", "decided_by": "bob"}]
+    assert [request["messages"][-1] for request in model.requests] == [
+        {"role": "tool", "tool_call_id": "t1",
+         "content": "ERROR: the call to transfer was denied by the approver: over the limit; do not retry it"}]
+
+
+def test_markup_in_a_tool_result_and_in_a_task_is_shown_as_text_and_never_runs(store_url: str, page: Page,
+                                                                             console: Start) -> None:
+    read = record(store_url, TASK_XSS, completion("", [("c1", "fetch_page", {"ref": "home"})]), completion("Read."))
+    waiting = awaiting(store_url, ref=XSS, task=TASK_XSS)
+    ui = console(store_url, "--tools", TOOLS)
+    blocked: list[str] = []
+    page.on("console", lambda message: blocked.append(message.text) if "Content Security Policy" in message.text
+            else None)
+    for path in ("/", f"/runs/{read}", f"/runs/{waiting}", "/approvals"):
+        response = page.goto(ui.at(path))
+        assert response is not None
+        assert response.status == 200
+        assert "script-src 'self'" in response.headers["content-security-policy"]
+        assert page.evaluate("typeof window.__pwned") == "undefined", path
+        assert page.locator('img[src="x"]').count() == 0, path
+        assert page.evaluate("[...document.scripts].some(s => s.text.includes('__pwned'))") is False, path
+        assert escape(XSS if path == "/approvals" else TASK_XSS, quote=False) in page.content(), path
+    assert blocked == []  # escaped markup is not even tried (the CSP would have blocked it and said so)
+
+    page.goto(ui.at(f"/runs/{read}"))
+    assert TASK_XSS in page.locator("section#run-header").inner_text()
+    assert XSS in page.locator('li.entry[data-kind="tool"]').inner_text()
+    page.goto(ui.at("/approvals"))
+    assert XSS in pending(page, waiting, "t1").inner_text()
+
+
+def form_page(action: str, fields: dict[str, str], enctype: str = "application/x-www-form-urlencoded") -> str:
+    """An HTML page that submits a POST form to ``action`` as soon as it loads."""
+    inputs = "".join(f'<input name="{escape(name)}" value="{escape(value)}">' for name, value in fields.items())
+    return (f'<!doctype html><form method="post" action="{escape(action)}" enctype="{enctype}">{inputs}</form>'
+            "<script>document.forms[0].submit()</script>")
+
+
+def test_a_post_from_another_origin_is_refused_and_changes_nothing(store_url: str, page: Page, console: Start,
+                                                                   ran_file: Path) -> None:
+    run_id = awaiting(store_url)
+    before = events_of(store_url, run_id)
+    with FakeOpenAI(completion("Sent.")) as model:
+        ui = console(store_url, "--tools", TOOLS, "--base-url", model.url)
+        attacks = {
+            "/decide": form_page(ui.at(f"/runs/{run_id}/decide"),
+                                 {"call_id": "t1", "verdict": "approve", "reason": ""}),
+            "/cancel": form_page(ui.at(f"/runs/{run_id}/cancel"), {}),
+            # text/plain sends `{"decisions": {"t1": true}, "x": "="}`: JSON that a careless API would accept
+            "/api": form_page(ui.at(f"/api/runs/{run_id}/decisions"), {'{"decisions": {"t1": true}, "x": "': '"}'},
+                              "text/plain"),
+        }
+        with PageServer(attacks) as other:
+            for path in attacks:
+                with page.expect_response(lambda r: r.url.startswith(ui.origin) and r.request.method == "POST") as sent:
+                    page.goto(other.origin + path)
+                assert sent.value.status == 403, path
+        assert model.requests == []
+    assert events_of(store_url, run_id) == before
+    assert status_of(store_url, run_id) == Status.AWAITING_APPROVAL
+    assert ran(ran_file) == []
+
+
+POSTS = """async (run) => {
+  const post = async (path, type, body) =>
+    (await fetch(path, {method: 'POST', headers: {'Content-Type': type}, body})).status;
+  const form = 'application/x-www-form-urlencoded';
+  return [await post(`/runs/${run}/decide`, form, 'call_id=t1&verdict=approve&reason='),
+          await post(`/runs/${run}/cancel`, form, ''),
+          await post(`/api/runs/${run}/decisions`, 'application/json', '{"decisions": {"t1": true}}'),
+          await post(`/api/runs/${run}/cancel`, 'application/json', '{}')];
+}"""
+"""Same-origin POSTs made by the console's own page (so the origin check passes): each action once."""
+
+
+def test_a_read_only_console_offers_no_action_and_refuses_every_post(store_url: str, page: Page, console: Start,
+                                                                     ran_file: Path) -> None:
+    run_id = awaiting(store_url)
+    before = events_of(store_url, run_id)
+    with FakeOpenAI(completion("Sent.")) as model:
+        ui = console(store_url, "--read-only", "--tools", TOOLS, "--base-url", model.url)
+        for path in ("/", f"/runs/{run_id}", "/approvals"):
+            page.goto(ui.at(path))
+            assert page.locator('form[method="post" i]').count() == 0, path
+            assert page.locator('button[name="verdict"], form#cancel, form#resume, form#fork').count() == 0, path
+        assert page.locator(f'[data-run-id="{run_id}"][data-call-id="t1"]').count() == 1  # still listed
+        assert page.evaluate(POSTS, run_id) == [403, 403, 403, 403]
+        assert model.requests == []
+    assert events_of(store_url, run_id) == before
+    assert ran(ran_file) == []
+
+
+def test_a_decision_survives_a_restart_of_the_console(store_url: str, page: Page, console: Start) -> None:
+    run_id = awaiting(store_url)
+    ui = console(store_url, "--by", "alice")  # no --tools: the decision is only recorded
+    page.goto(ui.at("/approvals"))
+    decide(page, run_id, "t1", "deny", reason="not today")
+    assert "recorded" in page.locator("p#outcome").inner_text()
+    assert page.locator("code#command").inner_text().startswith(f"runner resume {run_id[:8]}")
+    ui.stop()
+    assert decisions(store_url, run_id) == [
+        {"call_id": "t1", "approved": False, "reason": "not today", "decided_by": "alice"}]
+    assert status_of(store_url, run_id) == Status.AWAITING_APPROVAL
+
+    again = console(store_url)
+    page.goto(again.at(f"/runs/{run_id}"))
+    shown = page.locator('li.entry[data-kind="decided"]')
+    assert shown.count() == 1
+    assert all(word in shown.inner_text() for word in ("denied", "not today", "alice"))
+    page.goto(again.at("/approvals"))
+    assert pending(page, run_id, "t1").count() == 0
