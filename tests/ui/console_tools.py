@@ -14,7 +14,7 @@ from runner import ToolRegistry
 
 RAN_ENV = "RUNNER_UI_TEST_RAN"
 PARAMS = {"type": "object", "properties": {"ref": {"type": "string"}}, "required": ["ref"]}
-XSS = "<script>window.__pwned = 'tool'</script><img src=x onerror=\"window.__pwned = 'tool img'\">"
+XSS = "<script>window.__pwned = 'tool'</script><img src=x onerror=window.__pwned=4>"
 """What ``fetch_page`` returns: markup that runs script if a page does not escape it."""
 
 

@@ -85,6 +85,8 @@ class Console:
             self.process.wait()
             pytest.fail(f"runner ui did not stop within {STOP_S}s of SIGINT:\n{self.stderr.read_text()}")
         self.pump.join(STOP_S)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
         assert code == 0, f"runner ui exited {code} on SIGINT:\n{self.stderr.read_text()}"
 
 
@@ -114,6 +116,8 @@ def start_console(db: str, *options: str, ran: Path, logs: Path) -> Console:
         if process.poll() is None:
             process.kill()
         process.wait()
+        reader.join(STOP_S)
+        process.stdout.close()
         pytest.fail(f"runner ui printed {first!r} instead of 'runner ui: serving URL':\n{stderr.read_text()}")
     return Console(process, found[1], stderr, reader)
 

@@ -7,6 +7,7 @@ its tools write each call they run to a file, so "ran once" is counted in the co
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from html import escape
 from pathlib import Path
@@ -49,13 +50,23 @@ def pending(page: Page, run_id: str, call_id: str) -> Locator:
     return page.locator(f'form.pending[data-run-id="{run_id}"][data-call-id="{call_id}"]')
 
 
-def decide(page: Page, run_id: str, call_id: str, verdict: str, reason: str = "") -> None:
-    """Press Approve or Deny (``verdict``) on a pending call in the inbox, with ``reason`` typed first."""
+def decide(page: Page, run_id: str, call_id: str, verdict: str, reason: str = "") -> int:
+    """Press Approve or Deny (``verdict``) on a pending call in the inbox, with ``reason`` typed first.
+
+    Returns the HTTP status of the page the browser lands on (after the redirect, if any).
+    """
     form = pending(page, run_id, call_id)
     if reason:
         form.locator('[name="reason"]').fill(reason)
-    with page.expect_navigation():
+    with page.expect_navigation() as landed:
         form.locator(f'button[name="verdict"][value="{verdict}"]').click()
+    assert landed.value is not None
+    return landed.value.status
+
+
+def kinds(page: Page) -> list[str | None]:
+    """The ``data-kind`` of each entry of a run page's timeline, in order."""
+    return [entry.get_attribute("data-kind") for entry in page.locator("ol#timeline > li.entry").all()]
 
 
 def filter_runs(page: Page, console: Console, **fields: str) -> dict[str, list[str]]:
@@ -129,18 +140,18 @@ def test_a_run_page_shows_its_timeline(store_url: str, page: Page, console: Star
     header = page.locator("section#run-header")
     assert header.get_attribute("data-status") == Status.DONE
     assert "Weather in Paris?" in header.inner_text()
-    entries = page.locator("ol#timeline > li.entry")
-    assert [entry.get_attribute("data-kind") for entry in entries.all()] == [
-        "step", "model", "tool", "step", "model", "end"]
-    model = page.locator('li.entry[data-kind="model"]').first.inner_text()
-    assert "Looking it up." in model
-    assert "lookup" in model
+    assert kinds(page) == ["step", "model", "tool", "step", "model", "end"]
+    asking, answering = page.locator('li.entry[data-kind="model"]').all()
+    assert asking.locator("pre.text").inner_text() == "Looking it up."
+    assert asking.locator(".asks").inner_text() == 'asks lookup c1 {"ref": "paris"}'
+    assert answering.locator("pre.text").inner_text() == "It is 21C."
     tool = page.locator('li.entry[data-kind="tool"]')
     assert (tool.get_attribute("data-call-id"), tool.get_attribute("data-outcome")) == ("c1", "ok")
-    assert "lookup" in tool.inner_text()
-    assert '"ref": "paris"' in tool.inner_text()  # the arguments
-    assert '{"ref": "paris", "value": 42}' in tool.inner_text()  # the observation
-    assert "It is 21C." in page.locator('li.entry[data-kind="end"]').inner_text()
+    assert tool.locator(".tool").inner_text() == "lookup"
+    assert tool.locator("pre.args").inner_text() == '{"ref": "paris"}'
+    assert tool.locator("pre.observation").inner_text() == '{"ref": "paris", "value": 42}'
+    end = page.locator('li.entry[data-kind="end"]')
+    assert (end.locator(".status").inner_text(), end.locator("pre.answer").inner_text()) == ("done", "It is 21C.")
 
     page.goto(ui.at(f"/runs/{run_id[:8]}"))  # a unique prefix opens the same run
     assert page.locator("section#run-header").get_attribute("data-status") == Status.DONE
@@ -156,18 +167,20 @@ def test_approve_in_the_inbox_ends_the_run_done_with_the_tool_run_once(store_url
         stale.goto(ui.at("/approvals"))  # a second tab, left open on the same call
         page.goto(ui.at("/approvals"))
         assert page.locator(f'[data-run-id="{run_id}"][data-call-id]').count() == 1
-        decide(page, run_id, "t1", "approve")
+        assert decide(page, run_id, "t1", "approve") == 200
         assert urlsplit(page.url).path == "/approvals"
-        assert "continued" in page.locator("p#outcome").inner_text()
+        assert page.locator("p#outcome").inner_text() == (
+            f"Call t1 of run {run_id[:8]} approved: the console continues the run")
         assert settled(store_url, run_id, WAITING) == Status.DONE
         assert ran(ran_file) == ["transfer a"]
         assert decisions(store_url, run_id) == [
             {"call_id": "t1", "approved": True, "reason": None, "decided_by": "alice"}]
         assert len(model.requests) == 1
-        assert model.requests[0]["messages"][-1] == {"role": "tool", "tool_call_id": "t1", "content": "transferred a"}
+        assert model.requests[0]["messages"][-1] == {"role": "tool", "tool_call_id": "t1", "content": '"transferred a"'}
 
         events = events_of(store_url, run_id)
-        decide(stale, run_id, "t1", "approve")  # the same call approved again from the stale tab
+        assert decide(stale, run_id, "t1", "approve") == 409  # approved again from a tab left open: refused
+        assert stale.locator("p#error").inner_text() == f"run {run_id} is done; it awaits no decision"
         assert events_of(store_url, run_id) == events
         assert ran(ran_file) == ["transfer a"]
         assert len(model.requests) == 1
@@ -176,7 +189,15 @@ def test_approve_in_the_inbox_ends_the_run_done_with_the_tool_run_once(store_url
     assert page.locator(f'[data-run-id="{run_id}"]').count() == 0
     page.goto(ui.at(f"/runs/{run_id}"))
     assert page.locator("section#run-header").get_attribute("data-status") == Status.DONE
-    assert "Sent." in page.locator('li.entry[data-kind="end"]').inner_text()
+    assert kinds(page) == ["step", "model", "asked", "end", "decided", "resumed", "step", "tool", "step", "model",
+                           "end"]
+    first, last = page.locator('li.entry[data-kind="end"]').all()
+    assert (first.locator(".status").inner_text(), last.locator(".status").inner_text()) == (
+        Status.AWAITING_APPROVAL, Status.DONE)
+    assert last.locator("pre.answer").inner_text() == "Sent."
+    tool = page.locator('li.entry[data-kind="tool"]')
+    assert (tool.get_attribute("data-call-id"), tool.get_attribute("data-outcome")) == ("t1", "ok")
+    assert tool.locator("pre.observation").inner_text() == '"transferred a"'
 
 
 def test_deny_with_a_reason_makes_the_model_read_the_reason(store_url: str, page: Page, console: Start,
@@ -185,8 +206,9 @@ def test_deny_with_a_reason_makes_the_model_read_the_reason(store_url: str, page
     with FakeOpenAI(completion("I did not send it.")) as model:
         ui = console(store_url, "--tools", TOOLS, "--base-url", model.url, "--by", "bob")
         page.goto(ui.at("/approvals"))
-        decide(page, run_id, "t1", "deny", reason="over the limit")
-        assert "continued" in page.locator("p#outcome").inner_text()
+        assert decide(page, run_id, "t1", "deny", reason="over the limit") == 200
+        assert page.locator("p#outcome").inner_text() == (
+            f"Call t1 of run {run_id[:8]} denied: the console continues the run")
         assert settled(store_url, run_id, WAITING) == Status.DONE
     assert ran(ran_file) == []
     assert decisions(store_url, run_id) == [
@@ -287,9 +309,12 @@ def test_a_decision_survives_a_restart_of_the_console(store_url: str, page: Page
     run_id = awaiting(store_url)
     ui = console(store_url, "--by", "alice")  # no --tools: the decision is only recorded
     page.goto(ui.at("/approvals"))
-    decide(page, run_id, "t1", "deny", reason="not today")
-    assert "recorded" in page.locator("p#outcome").inner_text()
-    assert page.locator("code#command").inner_text().startswith(f"runner resume {run_id[:8]}")
+    assert decide(page, run_id, "t1", "deny", reason="not today") == 200
+    assert page.locator("p#outcome").inner_text() == (
+        f"Call t1 of run {run_id[:8]} denied: recorded; this console was started without --tools, so it cannot run "
+        "them")
+    assert page.locator("code#command").inner_text() == (
+        f"runner resume {run_id[:8]} --tools {TOOLS} --db {shlex.quote(store_url)}")
     ui.stop()
     assert decisions(store_url, run_id) == [
         {"call_id": "t1", "approved": False, "reason": "not today", "decided_by": "alice"}]
@@ -299,6 +324,8 @@ def test_a_decision_survives_a_restart_of_the_console(store_url: str, page: Page
     page.goto(again.at(f"/runs/{run_id}"))
     shown = page.locator('li.entry[data-kind="decided"]')
     assert shown.count() == 1
-    assert all(word in shown.inner_text() for word in ("denied", "not today", "alice"))
+    assert (shown.get_attribute("data-call-id"), shown.locator(".by").inner_text(),
+            shown.locator("q.reason").inner_text()) == ("t1", "alice", "not today")
+    assert shown.inner_text().startswith("denied t1 by alice at ")
     page.goto(again.at("/approvals"))
     assert pending(page, run_id, "t1").count() == 0
