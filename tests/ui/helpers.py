@@ -26,6 +26,7 @@ from playwright.sync_api import Page
 
 from runner import StoredEvent, open_store
 from tests.cli.helpers import FakeOpenAI, at, installed_runner, invoke, run_id_in
+from tests.helpers import Answer
 from tests.ui.console_tools import RAN_ENV
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -158,6 +159,28 @@ def settled(db: str, run_id: str, waiting: Sequence[str]) -> str:
 def ran(path: Path) -> list[str]:
     """What the console's tools ran, a line per call (``transfer a``)."""
     return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
+class HeldOpenAI(FakeOpenAI):
+    """A ``FakeOpenAI`` that holds each answer until ``release`` is set (``asked`` is set once a request came)."""
+
+    def __init__(self, *bodies: dict[str, Any]) -> None:
+        self.asked = threading.Event()
+        self.release = threading.Event()
+        super().__init__(*bodies)
+
+    def answer(self, request: BaseHTTPRequestHandler, body: bytes) -> Answer | None:
+        self.asked.set()
+        self.release.wait(SETTLE_S)
+        return super().answer(request, body)
+
+    def __enter__(self) -> HeldOpenAI:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        super().__exit__(*exc)
 
 
 def shown_runs(page: Page) -> list[tuple[str, str]]:

@@ -14,14 +14,16 @@ from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from playwright.sync_api import Locator, Page
+from playwright.sync_api import Locator, Page, expect
 
 from runner._log.statuses import Status
 from tests.cli.helpers import FakeOpenAI, completion
 from tests.ui.console_tools import XSS
 from tests.ui.helpers import (
+    SETTLE_S,
     TOOLS,
     Console,
+    HeldOpenAI,
     PageServer,
     decisions,
     events_of,
@@ -198,6 +200,32 @@ def test_approve_in_the_inbox_ends_the_run_done_with_the_tool_run_once(store_url
     tool = page.locator('li.entry[data-kind="tool"]')
     assert (tool.get_attribute("data-call-id"), tool.get_attribute("data-outcome")) == ("t1", "ok")
     assert tool.locator("pre.observation").inner_text() == '"transferred a"'
+
+
+def test_the_runs_page_and_a_run_page_follow_a_running_run_until_it_ends(store_url: str, page: Page,
+                                                                         console: Start) -> None:
+    run_id = awaiting(store_url)
+    with HeldOpenAI(completion("Sent.")) as model:
+        ui = console(store_url, "--tools", TOOLS, "--base-url", model.url)
+        page.goto(ui.at("/approvals"))
+        assert decide(page, run_id, "t1", "approve") == 200
+        assert model.asked.wait(SETTLE_S)  # the run is running, its model call held
+        runs = page.context.new_page()
+        runs.goto(ui.url)
+        assert shown_runs(runs) == [(run_id, Status.RUNNING)]
+        assert runs.locator("table#runs").get_attribute("data-live") == "1"
+        page.goto(ui.at(f"/runs/{run_id}"))
+        assert page.locator("section#run-header").get_attribute("data-status") == Status.RUNNING
+        assert kinds(page)[-2:] == ["tool", "step"]  # transfer ran; step 2 waits on its model call
+        model.release.set()
+        # neither page is reloaded: each fetches its live part until the run has ended
+        expect(page.locator("section#run-header")).to_have_attribute("data-status", Status.DONE,
+                                                                     timeout=SETTLE_S * 1000)
+        expect(runs.locator(f'tr[data-run-id="{run_id}"]')).to_have_attribute("data-status", Status.DONE,
+                                                                               timeout=SETTLE_S * 1000)
+    assert page.locator("pre.answer").last.inner_text() == "Sent."
+    assert (page.locator("#live").get_attribute("data-live"), runs.locator("table#runs").get_attribute("data-live")) \
+        == ("0", "0")
 
 
 def test_deny_with_a_reason_makes_the_model_read_the_reason(store_url: str, page: Page, console: Start,
