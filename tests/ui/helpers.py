@@ -15,17 +15,18 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, Any, NamedTuple
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import Page
+from playwright.sync_api import Locator, Page
 
 from runner import StoredEvent, open_store
-from tests.cli.helpers import FakeOpenAI, at, installed_runner, invoke, run_id_in
+from runner._log.statuses import Status
+from tests.cli.helpers import FakeOpenAI, at, completion, installed_runner, invoke, run_id_in
 from tests.helpers import Answer
 from tests.ui.console_tools import RAN_ENV
 
@@ -34,6 +35,8 @@ TOOLS = "tests.ui.console_tools:tools"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]
 SERVING = re.compile(r"runner ui: serving (http://\S+)")
+WAITING = (Status.AWAITING_APPROVAL, Status.RUNNING)
+"""The statuses of a decided run the console has not finished going on with yet."""
 START_S = 60.0  # bounds, not expectations: how long a console may take to serve, to stop, a run to end
 STOP_S = 30.0
 SETTLE_S = 60.0
@@ -121,6 +124,10 @@ def start_console(db: str, *options: str, ran: Path, logs: Path) -> Console:
         process.stdout.close()
         pytest.fail(f"runner ui printed {first!r} instead of 'runner ui: serving URL':\n{stderr.read_text()}")
     return Console(process, found[1], stderr, reader)
+
+
+Start = Callable[..., Console]
+"""The ``console`` fixture: ``console(DB, *OPTIONS)`` starts ``runner ui`` and returns it."""
 
 
 def record(db: str, task: str, *replies: dict[str, Any], options: Sequence[str] = ()) -> str:
@@ -224,3 +231,33 @@ class PageServer:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def awaiting(db: str, ref: str = "a", task: str = "Send the money") -> str:
+    """A run stopped awaiting approval of ``transfer`` call ``t1``."""
+    run_id = record(db, task, completion("", [("t1", "transfer", {"ref": ref})]))
+    assert status_of(db, run_id) == Status.AWAITING_APPROVAL
+    return run_id
+
+
+def pending(page: Page, run_id: str, call_id: str) -> Locator:
+    return page.locator(f'form.pending[data-run-id="{run_id}"][data-call-id="{call_id}"]')
+
+
+def decide(page: Page, run_id: str, call_id: str, verdict: str, reason: str = "") -> int:
+    """Press Approve or Deny (``verdict``) on a pending call in the inbox, with ``reason`` typed first.
+
+    Returns the HTTP status of the page the browser lands on (after the redirect, if any).
+    """
+    form = pending(page, run_id, call_id)
+    if reason:
+        form.locator('[name="reason"]').fill(reason)
+    with page.expect_navigation() as landed:
+        form.locator(f'button[name="verdict"][value="{verdict}"]').click()
+    assert landed.value is not None
+    return landed.value.status
+
+
+def kinds(page: Page) -> list[str | None]:
+    """The ``data-kind`` of each entry of a run page's timeline, in order."""
+    return [entry.get_attribute("data-kind") for entry in page.locator("ol#timeline > li.entry").all()]

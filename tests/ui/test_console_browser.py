@@ -3,30 +3,33 @@
 Runs are recorded by ``runner run`` through the OpenAI adapter against a local fake server; the
 console continues approved runs against another one, which records what the model was sent, and
 its tools write each call they run to a file, so "ran once" is counted in the console's process.
+Escaping, the origin check, read-only and the token are ``test_console_safety.py``'s.
 """
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
-from html import escape
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Page, expect
 
 from runner._log.statuses import Status
 from tests.cli.helpers import FakeOpenAI, completion
-from tests.ui.console_tools import XSS
 from tests.ui.helpers import (
     SETTLE_S,
     TOOLS,
+    WAITING,
     Console,
     HeldOpenAI,
-    PageServer,
+    Start,
+    awaiting,
+    decide,
     decisions,
     events_of,
+    kinds,
+    pending,
     ran,
     record,
     settled,
@@ -36,39 +39,6 @@ from tests.ui.helpers import (
 
 pytestmark = [pytest.mark.process]
 
-Start = Callable[..., Console]
-TASK_XSS = "Read <script>window.__pwned = 'task'</script><img src=x onerror=window.__pwned=2>"
-WAITING = (Status.AWAITING_APPROVAL, Status.RUNNING)
-
-
-def awaiting(db: str, ref: str = "a", task: str = "Send the money") -> str:
-    """A run stopped awaiting approval of ``transfer`` call ``t1``."""
-    run_id = record(db, task, completion("", [("t1", "transfer", {"ref": ref})]))
-    assert status_of(db, run_id) == Status.AWAITING_APPROVAL
-    return run_id
-
-
-def pending(page: Page, run_id: str, call_id: str) -> Locator:
-    return page.locator(f'form.pending[data-run-id="{run_id}"][data-call-id="{call_id}"]')
-
-
-def decide(page: Page, run_id: str, call_id: str, verdict: str, reason: str = "") -> int:
-    """Press Approve or Deny (``verdict``) on a pending call in the inbox, with ``reason`` typed first.
-
-    Returns the HTTP status of the page the browser lands on (after the redirect, if any).
-    """
-    form = pending(page, run_id, call_id)
-    if reason:
-        form.locator('[name="reason"]').fill(reason)
-    with page.expect_navigation() as landed:
-        form.locator(f'button[name="verdict"][value="{verdict}"]').click()
-    assert landed.value is not None
-    return landed.value.status
-
-
-def kinds(page: Page) -> list[str | None]:
-    """The ``data-kind`` of each entry of a run page's timeline, in order."""
-    return [entry.get_attribute("data-kind") for entry in page.locator("ol#timeline > li.entry").all()]
 
 
 def filter_runs(page: Page, console: Console, **fields: str) -> dict[str, list[str]]:
@@ -244,93 +214,6 @@ def test_deny_with_a_reason_makes_the_model_read_the_reason(store_url: str, page
     assert [request["messages"][-1] for request in model.requests] == [
         {"role": "tool", "tool_call_id": "t1",
          "content": "ERROR: the call to transfer was denied by the approver: over the limit; do not retry it"}]
-
-
-def test_markup_in_a_tool_result_and_in_a_task_is_shown_as_text_and_never_runs(store_url: str, page: Page,
-                                                                             console: Start) -> None:
-    read = record(store_url, TASK_XSS, completion("", [("c1", "fetch_page", {"ref": "home"})]), completion("Read."))
-    waiting = awaiting(store_url, ref=XSS, task=TASK_XSS)
-    ui = console(store_url, "--tools", TOOLS)
-    blocked: list[str] = []
-    page.on("console", lambda message: blocked.append(message.text) if "Content Security Policy" in message.text
-            else None)
-    for path in ("/", f"/runs/{read}", f"/runs/{waiting}", "/approvals"):
-        response = page.goto(ui.at(path))
-        assert response is not None
-        assert response.status == 200
-        assert "script-src 'self'" in response.headers["content-security-policy"]
-        assert page.evaluate("typeof window.__pwned") == "undefined", path
-        assert page.locator('img[src="x"]').count() == 0, path
-        assert page.evaluate("[...document.scripts].some(s => s.text.includes('__pwned'))") is False, path
-        assert escape(XSS if path == "/approvals" else TASK_XSS, quote=False) in page.content(), path
-    assert blocked == []  # escaped markup is not even tried (the CSP would have blocked it and said so)
-
-    page.goto(ui.at(f"/runs/{read}"))
-    assert TASK_XSS in page.locator("section#run-header").inner_text()
-    assert XSS in page.locator('li.entry[data-kind="tool"]').inner_text()
-    page.goto(ui.at("/approvals"))
-    assert XSS in pending(page, waiting, "t1").inner_text()
-
-
-def form_page(action: str, fields: dict[str, str], enctype: str = "application/x-www-form-urlencoded") -> str:
-    """An HTML page that submits a POST form to ``action`` as soon as it loads."""
-    inputs = "".join(f'<input name="{escape(name)}" value="{escape(value)}">' for name, value in fields.items())
-    return (f'<!doctype html><form method="post" action="{escape(action)}" enctype="{enctype}">{inputs}</form>'
-            "<script>document.forms[0].submit()</script>")
-
-
-def test_a_post_from_another_origin_is_refused_and_changes_nothing(store_url: str, page: Page, console: Start,
-                                                                   ran_file: Path) -> None:
-    run_id = awaiting(store_url)
-    before = events_of(store_url, run_id)
-    with FakeOpenAI(completion("Sent.")) as model:
-        ui = console(store_url, "--tools", TOOLS, "--base-url", model.url)
-        attacks = {
-            "/decide": form_page(ui.at(f"/runs/{run_id}/decide"),
-                                 {"call_id": "t1", "verdict": "approve", "reason": ""}),
-            "/cancel": form_page(ui.at(f"/runs/{run_id}/cancel"), {}),
-            # text/plain sends `{"decisions": {"t1": true}, "x": "="}`: JSON that a careless API would accept
-            "/api": form_page(ui.at(f"/api/runs/{run_id}/decisions"), {'{"decisions": {"t1": true}, "x": "': '"}'},
-                              "text/plain"),
-        }
-        with PageServer(attacks) as other:
-            for path in attacks:
-                with page.expect_response(lambda r: r.url.startswith(ui.origin) and r.request.method == "POST") as sent:
-                    page.goto(other.origin + path)
-                assert sent.value.status == 403, path
-        assert model.requests == []
-    assert events_of(store_url, run_id) == before
-    assert status_of(store_url, run_id) == Status.AWAITING_APPROVAL
-    assert ran(ran_file) == []
-
-
-POSTS = """async (run) => {
-  const post = async (path, type, body) =>
-    (await fetch(path, {method: 'POST', headers: {'Content-Type': type}, body})).status;
-  const form = 'application/x-www-form-urlencoded';
-  return [await post(`/runs/${run}/decide`, form, 'call_id=t1&verdict=approve&reason='),
-          await post(`/runs/${run}/cancel`, form, ''),
-          await post(`/api/runs/${run}/decisions`, 'application/json', '{"decisions": {"t1": true}}'),
-          await post(`/api/runs/${run}/cancel`, 'application/json', '{}')];
-}"""
-"""Same-origin POSTs made by the console's own page (so the origin check passes): each action once."""
-
-
-def test_a_read_only_console_offers_no_action_and_refuses_every_post(store_url: str, page: Page, console: Start,
-                                                                     ran_file: Path) -> None:
-    run_id = awaiting(store_url)
-    before = events_of(store_url, run_id)
-    with FakeOpenAI(completion("Sent.")) as model:
-        ui = console(store_url, "--read-only", "--tools", TOOLS, "--base-url", model.url)
-        for path in ("/", f"/runs/{run_id}", "/approvals"):
-            page.goto(ui.at(path))
-            assert page.locator('form[method="post" i]').count() == 0, path
-            assert page.locator('button[name="verdict"], form#cancel, form#resume, form#fork').count() == 0, path
-        assert page.locator(f'[data-run-id="{run_id}"][data-call-id="t1"]').count() == 1  # still listed
-        assert page.evaluate(POSTS, run_id) == [403, 403, 403, 403]
-        assert model.requests == []
-    assert events_of(store_url, run_id) == before
-    assert ran(ran_file) == []
 
 
 def test_a_decision_survives_a_restart_of_the_console(store_url: str, page: Page, console: Start) -> None:
