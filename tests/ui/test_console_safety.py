@@ -7,8 +7,10 @@ store and the tools' file afterwards: a refused request changed nothing.
 
 from __future__ import annotations
 
+import json
 from html import escape
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 from playwright.sync_api import Browser, Page
@@ -27,23 +29,30 @@ from tests.ui.helpers import (
     pending,
     ran,
     record,
+    shown_runs,
     status_of,
 )
 
 pytestmark = [pytest.mark.process]
 
 TASK_XSS = "Read <script>window.__pwned = 'task'</script><img src=x onerror=window.__pwned=2>"
+ANSWER_XSS = "Read. <img src=x onerror=window.__pwned=5>"
+LABEL_XSS = "<img src=x onerror=window.__pwned=6>"
+QUERY_XSS = '"><img src=x onerror=window.__pwned=7>'
 
 
-def test_markup_in_a_tool_result_and_in_a_task_is_shown_as_text_and_never_runs(store_url: str, page: Page,
-                                                                             console: Start) -> None:
-    read = record(store_url, TASK_XSS, completion("", [("c1", "fetch_page", {"ref": "home"})]), completion("Read."))
+def test_markup_from_models_tools_tasks_labels_and_the_query_is_shown_as_text_and_never_runs(
+        store_url: str, page: Page, console: Start) -> None:
+    read = record(store_url, TASK_XSS, completion("", [("c1", "fetch_page", {"ref": "home"})]),
+                  completion(ANSWER_XSS), options=["--label", f"note={LABEL_XSS}"])
     waiting = awaiting(store_url, ref=XSS, task=TASK_XSS)
     ui = console(store_url, "--tools", TOOLS)
     blocked: list[str] = []
     page.on("console", lambda message: blocked.append(message.text) if "Content Security Policy" in message.text
             else None)
-    for path in ("/", f"/runs/{read}", f"/runs/{waiting}", "/approvals"):
+    search = "/?" + urlencode({"search": QUERY_XSS})
+    labelled = "/?" + urlencode({"label": f"note={LABEL_XSS}"})
+    for path in ("/", search, labelled, f"/runs/{read}", f"/runs/{waiting}", "/approvals"):
         response = page.goto(ui.at(path))
         assert response is not None
         assert response.status == 200
@@ -51,14 +60,23 @@ def test_markup_in_a_tool_result_and_in_a_task_is_shown_as_text_and_never_runs(s
         assert page.evaluate("typeof window.__pwned") == "undefined", path
         assert page.locator('img[src="x"]').count() == 0, path
         assert page.evaluate("[...document.scripts].some(s => s.text.includes('__pwned'))") is False, path
-        assert escape(XSS if path == "/approvals" else TASK_XSS, quote=False) in page.content(), path
     assert blocked == []  # escaped markup is not even tried (the CSP would have blocked it and said so)
 
+    page.goto(ui.url)
+    assert page.locator(f'tr[data-run-id="{read}"] .label').inner_text() == f"note={LABEL_XSS}"
+    assert page.locator(f'tr[data-run-id="{waiting}"] td.task a').inner_text() == TASK_XSS
+    page.goto(ui.at(search))
+    assert page.locator('#filters [name="search"]').input_value() == QUERY_XSS
+    page.goto(ui.at(labelled))
+    assert page.locator('#filters [name="label"]').input_value() == f"note={LABEL_XSS}"
+    assert shown_runs(page) == [(read, Status.DONE)]
     page.goto(ui.at(f"/runs/{read}"))
-    assert TASK_XSS in page.locator("section#run-header").inner_text()
-    assert XSS in page.locator('li.entry[data-kind="tool"]').inner_text()
+    assert page.locator("section#run-header p#task").inner_text() == TASK_XSS
+    assert page.locator('li.entry[data-kind="tool"] pre.observation').inner_text() == json.dumps(XSS)
+    assert page.locator("pre.answer").inner_text() == ANSWER_XSS
     page.goto(ui.at("/approvals"))
-    assert XSS in pending(page, waiting, "t1").inner_text()
+    assert pending(page, waiting, "t1").locator("pre.args").inner_text() == json.dumps({"ref": XSS})
+    assert pending(page, waiting, "t1").locator(".task").inner_text() == TASK_XSS
 
 
 def form_page(action: str, fields: dict[str, str], enctype: str = "application/x-www-form-urlencoded") -> str:
