@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from urllib.parse import quote
 
@@ -23,6 +24,13 @@ TOKEN_ENV = "RUNNER_UI_TOKEN"
 def serving_line(url: str, token: str | None) -> str:
     """The line ``runner ui`` prints once it serves: its URL, with the token percent-encoded when it has one."""
     return f"runner ui: serving {url}" + (f"/?token={quote(token, safe='')}" if token else "")
+
+
+def shown_hint(env: Env, store: RunStore) -> str:
+    """``Env.hint`` for the commands the console shows, with the database's password hidden (pages are shared)."""
+    if store.url.password is None:
+        return env.hint()
+    return f" --db {shlex.quote(store.url.render_as_string(hide_password=True))}"
 
 
 def writable(store: RunStore) -> bool:
@@ -93,7 +101,7 @@ def ui(env: Env, host: str, port: int, tools_spec: str | None, agents_spec: str 
     try:
         app = create_app(store, registry=registry, agents=agents, read_only=read_only or not can_write, token=token,
                          model_for=model_for, broker=broker, decided_by=decided_by or decider(),
-                         tools_ref=tools_spec, db_hint=env.hint())
+                         tools_ref=tools_spec, db_hint=shown_hint(env, store))
 
         def ready(url: str) -> None:
             click.echo(serving_line(url, token))

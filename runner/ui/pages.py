@@ -198,6 +198,7 @@ async def run_page(request: Request) -> Response:
     partial = request.headers.get("x-refresh") == "run"
     return render(request, "_run_live.html" if partial else "run.html", headers={"x-live": str(int(live))},
                   view=view, run=run, note=note, live=live, stoppable=run.status in LIVE_STATUSES,
+                  can_fork=console.actions.registry is not None,
                   resumable=run.status not in (Status.DONE, Status.QUEUED) and run.liveness != LIVE
                   and not view.pending)
 

@@ -296,3 +296,20 @@ def test_a_run_awaiting_approval_is_decided_on_its_own_page(store: RunStore) -> 
         assert until_done(store, run_id) == "done"
         assert "Call t1 approved: the console continues the run" in client.get(answer.headers["location"]).text
     assert ran == ["bob"]
+
+
+def test_the_commands_the_console_shows_hide_the_databases_password(store: RunStore) -> None:
+    from sqlalchemy.engine import make_url
+
+    from runner.cli.console import shown_hint
+    from runner.cli.options import Env
+
+    url = "postgresql+psycopg://alice:hunter2@db.example/runs"
+    original = store.url
+    store.url = make_url(url)
+    try:
+        shown = shown_hint(Env(url, False), store)
+    finally:
+        store.url = original
+    assert shown == " --db 'postgresql+psycopg://alice:***@db.example/runs'"
+    assert shown_hint(Env("sqlite:///x.db", False), store) == " --db sqlite:///x.db"
