@@ -88,6 +88,8 @@ class ModelCalled:
     error_type: str | None = None
     cost_usd: float | None = None
     price_source: str | None = None
+    prompt_cost_usd: float | None = None
+    completion_cost_usd: float | None = None
 
     @property
     def usage(self) -> Usage | None:
@@ -259,9 +261,10 @@ _STEP_IN_COLUMN: Final = frozenset({MessageAppended, ToolStarted, ToolFinished, 
 # Fields written only when they differ from their default (added after the first release).
 _OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "service_name", "attempt",
                               "refused", "decisions", "model", "provider", "tools_ref", "session_id",
-                              "tool_traits", "cost_usd", "price_source"})
+                              "tool_traits", "cost_usd", "price_source", "prompt_cost_usd", "completion_cost_usd"})
 _NAMES: Final[dict[type[Any], tuple[str, ...]]] = {cls: tuple(f.name for f in fields(cls)) for cls in KINDS.values()}
-_DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}, "cost_usd": None, "price_source": None}
+_DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}, "cost_usd": None, "price_source": None,
+                                    "prompt_cost_usd": None, "completion_cost_usd": None}
 
 
 class EventDecodeError(StoreError):
@@ -327,7 +330,8 @@ def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") 
     try:
         if cls is ModelCalled:
             values["reply"] = None if data.get("reply") is None else parse_reply(data["reply"])
-            _check_cost(values.get("cost_usd"))
+            for name in ("cost_usd", "prompt_cost_usd", "completion_cost_usd"):
+                _check_cost(name, values.get(name))
         check_traits(values.get("tool_traits"))  # run_started's and run_resumed's
         event: Event = cls(**values)
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
@@ -335,12 +339,12 @@ def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") 
     return event
 
 
-def _check_cost(cost: object) -> None:
+def _check_cost(name: str, cost: object) -> None:
     """A logged cost is None or a finite, non-negative number of USD (a forged one must not add up)."""
     if cost is None:
         return
     if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not math.isfinite(cost) or cost < 0:
-        raise ValueError(f"cost_usd must be a non-negative number, got {cost!r}")
+        raise ValueError(f"{name} must be a non-negative number, got {cost!r}")
 
 
 def span_key(event: Event, segment: int = 0) -> str:

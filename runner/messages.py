@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, Protocol, TypedDict
+from typing import Any, Final, Literal, NamedTuple, Protocol, TypedDict
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,36 @@ class Usage:
     output_tokens: int
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+
+
+class CostFields(TypedDict):
+    """The ``model_called`` fields that record a call's cost (all None when it has none)."""
+
+    cost_usd: float | None
+    price_source: str | None
+    prompt_cost_usd: float | None
+    completion_cost_usd: float | None
+
+
+NO_COST: Final[CostFields] = {"cost_usd": None, "price_source": None, "prompt_cost_usd": None,
+                              "completion_cost_usd": None}
+
+
+class Cost(NamedTuple):
+    """A call's cost in USD and where its price came from (``given``, or ``genai-prices VERSION provider:model``).
+
+    ``prompt_usd`` and ``completion_usd`` are its parts, for the tokens in and out, when known.
+    """
+
+    usd: float
+    source: str
+    prompt_usd: float | None = None
+    completion_usd: float | None = None
+
+    def facts(self) -> CostFields:
+        """The ``model_called`` fields that record this cost."""
+        return {"cost_usd": self.usd, "price_source": self.source, "prompt_cost_usd": self.prompt_usd,
+                "completion_cost_usd": self.completion_usd}
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,7 +31,7 @@ from ..events import (
     RunStarted,
     StepStarted,
 )
-from ..messages import Message, ModelReply, ToolCall, Usage, assistant_message, reply_data
+from ..messages import Cost, Message, ModelReply, ToolCall, Usage, assistant_message, reply_data
 from .fixture_shape import FORMAT, VERSION, ShapeError, check_fixture
 from .records import StoredRun
 from .state import RunState
@@ -108,9 +108,16 @@ class Fixture:
         return ModelReply(
             content=block["content"],
             tool_calls=[ToolCall(c["id"], c["name"], c["args"]) for c in block["tool_calls"]],
-            usage=Usage(usage["input_tokens"], usage["output_tokens"]) if usage else None,
+            usage=Usage(usage["input_tokens"], usage["output_tokens"], usage.get("cache_read_tokens", 0),
+                        usage.get("cache_write_tokens", 0)) if usage else None,
             stop_reason=block.get("stop_reason"),
         )
+
+    def cost(self, index: int) -> Cost | None:
+        """The recorded cost of reply ``index`` (0-based), or None when it had none."""
+        block = self.data["replies"][index]
+        found = block.get("cost_usd")
+        return None if found is None else Cost(float(found), str(block.get("price_source") or ""))
 
     def messages_before(self, call: int) -> list[Message]:
         """The message list the recorded model was shown at model call ``call`` (1-based)."""
@@ -315,6 +322,8 @@ def _reply_block(fact: ModelCalled, status: str, error: str | None) -> dict[str,
                  "usage": data["usage"], "stop_reason": data["stop_reason"], "observations": []}
         if fact.error:  # logged, but refused by the loop (a duplicate call id): never appended
             block["rejected"] = fact.error
+        if fact.cost_usd is not None:  # as recorded: a replay counts a cost budget with the costs it had
+            block["cost_usd"], block["price_source"] = fact.cost_usd, fact.price_source
         return block
     # No reply: the model raised, or the run stopped while waiting on it.
     kind = fact.error_type if fact.error_type in STATUSES else Status.MODEL_ERROR

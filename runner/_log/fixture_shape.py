@@ -8,6 +8,7 @@ Unknown keys are ignored, so a newer exporter's additions do not break an older 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
@@ -75,6 +76,14 @@ def count(value: Any, path: str) -> None:
         raise ShapeError(path, f"must be a non-negative integer, got {value}")
 
 
+def non_negative(value: Any, path: str) -> None:
+    """A finite number at least 0 (an amount of USD)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise _wrong(path, "a number", value)
+    if value < 0:
+        raise ShapeError(path, f"must not be negative, got {value}")
+
+
 def positive_count(value: Any, path: str) -> None:
     count(value, path)
     if value < 1:
@@ -140,13 +149,15 @@ def obj(required: Mapping[str, Check], optional: Mapping[str, Check] | None = No
     return check
 
 
-USAGE: Final = obj({"input_tokens": count, "output_tokens": count})
+USAGE: Final = obj({"input_tokens": count, "output_tokens": count},
+                   {"cache_read_tokens": count, "cache_write_tokens": count})
 CALL: Final = obj({"id": nonempty_string, "name": string, "args": anything})
 OBSERVATION: Final = obj({"call_id": string, "name": string, "content": string})
 STOP: Final = obj({"status": one_of(*STOP_STATUSES), "reason": string})
 REPLY: Final = obj(
     {"content": string, "tool_calls": array(CALL), "observations": array(OBSERVATION)},
-    {"usage": nullable(USAGE), "stop_reason": nullable(string), "rejected": string, "step": count},
+    {"usage": nullable(USAGE), "stop_reason": nullable(string), "rejected": string, "step": count,
+     "cost_usd": non_negative, "price_source": string},
 )
 def reply_block(value: Any, path: str) -> None:
     """A recorded reply, or a recorded stop (the model raised, or the run stopped while waiting on it)."""

@@ -31,7 +31,17 @@ from ..events import (
     ToolFinished,
     ToolStarted,
 )
-from ..messages import AnyModel, Message, ModelReply, ToolCall, ToolTraits, Usage, assistant_message, tool_message
+from ..messages import (
+    NO_COST,
+    AnyModel,
+    Message,
+    ModelReply,
+    ToolCall,
+    ToolTraits,
+    Usage,
+    assistant_message,
+    tool_message,
+)
 from ..prices import Cost, Costing
 from ..recorder import Recorder
 from . import observations
@@ -216,7 +226,7 @@ class AgentCore(Closing):
             cost = self.costs(shown.usage if shown is not None else None)
             self._emit(ModelCalled(step=step, prompt_tokens=prompt_tokens, latency_s=outcome.elapsed_s,
                                    reply=shown, error=error, error_type=error_type,
-                                   cost_usd=cost.usd if cost else None, price_source=cost.source if cost else None))
+                                   **(cost.facts() if cost else NO_COST)))
             return None, stop
         reply: ModelReply = outcome.value
         message = assistant_message(reply)
@@ -224,8 +234,7 @@ class AgentCore(Closing):
         cost = self.costs(reply.usage)
         self._emit(ModelCalled(step=step, prompt_tokens=prompt_tokens,
                                reply_tokens=tokens_for_chars(self.meter.last_chars),  # its JSON, measured once
-                               latency_s=outcome.elapsed_s, reply=reply,
-                               cost_usd=cost.usd if cost else None, price_source=cost.source if cost else None))
+                               latency_s=outcome.elapsed_s, reply=reply, **(cost.facts() if cost else NO_COST)))
         over = self._over_cost()
         if over is not None:
             return reply, over

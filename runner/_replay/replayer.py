@@ -9,7 +9,7 @@ The driver plays one part of a recording; this module plays the parts in turn an
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
@@ -113,7 +113,7 @@ def replay(
     """
     fixture = as_fixture(source, source_store)
     model = ReplayModel(fixture, strict=strict)
-    wiring = wiring_of(options, options.get("store"))
+    wiring = replace(wiring_of(options, options.get("store")), costs=model.recorded_cost)
     core = _first_core(fixture, model, registry, task, system, max_steps, token_budget, options, wiring)
     ends, resumed = part_ends(fixture), resumptions(fixture)
     divergence: ReplayDivergence | None = None

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from .._log.fixture import Fixture, fixture_from_run, load_fixture
 from .._log.statuses import Status
 from ..errors import ReplayDivergence, ScriptError, ScriptExhausted
-from ..messages import Message, ModelReply, ToolCall, ToolSpec
+from ..messages import Cost, Message, ModelReply, ToolCall, ToolSpec, Usage
 from .divergence import compare_calls, compare_messages, compare_specs, unrecorded_run
 
 if TYPE_CHECKING:
@@ -161,6 +161,12 @@ class ReplayModel(ScriptedModel):
             return RecordedStop(Status(block["stop"]["status"]), block["stop"]["reason"])
         found = self._differs(compare_calls(at, block, last=made == len(blocks)))
         return found if found is not None else self.replies[made - 1]
+
+    def recorded_cost(self, usage: Usage | None) -> Cost | None:
+        """The recorded cost of the reply just served (a replay counts a cost budget as the run did)."""
+        if self.calls == 0 or self.calls > len(self.fixture.replies):
+            return None
+        return self.fixture.cost(self.calls - 1)
 
     def observation(self, call: ToolCall) -> str | None:
         """The recorded observation of ``call`` in the reply being worked on, if the recording handled it."""

@@ -4,6 +4,7 @@ A call's cost is worked out once, when it returns, and logged with it (``model_c
 later price change never rewrites a stored run. See docs/cost.md.
 """
 
-from .book import Cost, Costing, Price, PriceBook, load_prices, price_book
+from ..messages import Cost
+from .book import Costing, Price, PriceBook, load_prices, price_book
 
 __all__ = ["Cost", "Costing", "Price", "PriceBook", "load_prices", "price_book"]

@@ -8,19 +8,12 @@ import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
-from ..messages import Usage
+from ..messages import Cost, Usage
 
 MTOK = 1_000_000
 GIVEN = "given"  # the price source of a price the caller gave
-
-
-class Cost(NamedTuple):
-    """A call's cost in USD and where its price came from (``given``, or ``genai-prices VERSION provider:model``)."""
-
-    usd: float
-    source: str
 
 
 Costing = Callable[["Usage | None"], "Cost | None"]  # one model call's cost, from the usage it reported
@@ -43,13 +36,14 @@ class Price:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ValueError(f"price {field.name} must be a non-negative number of USD, got {value!r}")
 
-    def cost(self, usage: Usage) -> float:
-        """The USD ``usage`` costs at this price."""
+    def cost(self, usage: Usage, source: str = GIVEN) -> Cost:
+        """What ``usage`` costs at this price, in USD, with its prompt and completion parts."""
         read, write = usage.cache_read_tokens, usage.cache_write_tokens
         fresh = max(usage.input_tokens - read - write, 0)
-        total = (fresh * self.input_mtok + read * _or(self.cache_read_mtok, self.input_mtok)
-                 + write * _or(self.cache_write_mtok, self.input_mtok) + usage.output_tokens * self.output_mtok)
-        return total / MTOK
+        prompt = (fresh * self.input_mtok + read * _or(self.cache_read_mtok, self.input_mtok)
+                  + write * _or(self.cache_write_mtok, self.input_mtok)) / MTOK
+        completion = usage.output_tokens * self.output_mtok / MTOK
+        return Cost(prompt + completion, source, prompt, completion)
 
 
 def _or(value: float | None, default: float) -> float:
@@ -80,7 +74,7 @@ class PriceBook:
             return None
         given = self.given.get(model)
         if given is not None:
-            return Cost(given.cost(usage), GIVEN)
+            return given.cost(usage)
         found = self._table(provider, model)
         if found is None:
             return None
@@ -90,7 +84,7 @@ class PriceBook:
         price = model_price.calc_price(Counted(
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
             cache_read_tokens=usage.cache_read_tokens or None, cache_write_tokens=usage.cache_write_tokens or None))
-        return Cost(float(price["total_price"]), source)
+        return Cost(float(price["total_price"]), source, float(price["input_price"]), float(price["output_price"]))
 
     def _table(self, provider: str | None, model: str) -> tuple[Any, str] | None:
         """genai-prices' price of ``model`` now (looked up once per book), with its source; None if unknown."""

@@ -63,6 +63,9 @@ OUTPUT_MIME: Final = "output.mime_type"
 OI_TOKENS_PROMPT: Final = "llm.token_count.prompt"
 OI_TOKENS_COMPLETION: Final = "llm.token_count.completion"
 OI_TOKENS_TOTAL: Final = "llm.token_count.total"
+OI_COST_PROMPT: Final = "llm.cost.prompt"  # USD, as the call's model_called fact recorded it
+OI_COST_COMPLETION: Final = "llm.cost.completion"
+OI_COST_TOTAL: Final = "llm.cost.total"
 OI_AGENT_NAME: Final = "agent.name"
 SESSION_ID: Final = "session.id"
 METADATA: Final = "metadata"
@@ -76,7 +79,7 @@ JSON: Final = "application/json"
 # run may well go on and end ``done``. ``runner.status`` names the stop.
 NOT_FAILURES: Final = frozenset({
     Status.DONE, Status.AWAITING_APPROVAL, Status.STEP_LIMIT, Status.TOKEN_BUDGET, Status.TOOL_BUDGET,
-    Status.CONTEXT_BUDGET, Status.OUTPUT_BUDGET, Status.DEADLINE, Status.CANCELLED})
+    Status.CONTEXT_BUDGET, Status.OUTPUT_BUDGET, Status.DEADLINE, Status.CANCELLED, Status.COST_LIMIT})
 
 KIND_RUN: Final = SpanKind.INTERNAL
 KIND_STEP: Final = SpanKind.INTERNAL
@@ -208,6 +211,12 @@ def chat_end(
         attrs.update({ESTIMATED_INPUT_TOKENS: prompt_tokens, ESTIMATED_OUTPUT_TOKENS: reply_tokens,
                       USAGE_ESTIMATED: True})
     return attrs, UNSET
+
+
+def chat_cost(total: float | None, prompt: float | None, completion: float | None) -> Attrs:
+    """OpenInference's cost attributes of a model call, for those of its costs that are known."""
+    found = ((OI_COST_TOTAL, total), (OI_COST_PROMPT, prompt), (OI_COST_COMPLETION, completion))
+    return {name: value for name, value in found if value is not None}
 
 
 def tool_start(ids: Attrs, step: int, name: str, call_id: str) -> Attrs:

@@ -243,6 +243,8 @@ class TracingRecorder:
                 usage = (reply.usage.input_tokens, reply.usage.output_tokens)
         attributes, status = attrs.chat_end(event.prompt_tokens, event.reply_tokens, usage, described,
                                             event.error, event.error_type, content=self.record_content)
+        if event.cost_usd is not None:
+            attributes.update(attrs.chat_cost(event.cost_usd, event.prompt_cost_usd, event.completion_cost_usd))
         if self.record_content:
             attributes.update(content.chat_content(self._shown[:self._shown_count], described, self._offered))
         span.set_attributes(attributes)

@@ -198,6 +198,8 @@ class _Builder:
         values, status = attrs.chat_end(fact.prompt_tokens, fact.reply_tokens,
                                         None if usage is None else (usage.input_tokens, usage.output_tokens),
                                         reply, fact.error, fact.error_type, content=self.record_content)
+        if fact.cost_usd is not None:
+            values.update(attrs.chat_cost(fact.cost_usd, fact.prompt_cost_usd, fact.completion_cost_usd))
         if self.record_content:
             shown = self.shown[:self.shown_at_step.get(step, len(self.shown))]
             values.update(content.chat_content(shown, reply, self.offered))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,8 +67,8 @@ def test_genai_prices_prices_a_known_model(store: RunStore) -> None:
 def test_cached_prompt_tokens_take_their_price() -> None:
     price = Price(input_mtok=1.0, output_mtok=0.0, cache_read_mtok=0.1, cache_write_mtok=2.0)
     usage = Usage(1_000_000, 0, cache_read_tokens=500_000, cache_write_tokens=100_000)
-    assert price.cost(usage) == pytest.approx(0.4 * 1.0 + 0.5 * 0.1 + 0.1 * 2.0)
-    assert Price(1.0, 0.0).cost(usage) == pytest.approx(1.0)  # no cache price: the input price
+    assert price.cost(usage).usd == pytest.approx(0.4 * 1.0 + 0.5 * 0.1 + 0.1 * 2.0)
+    assert Price(1.0, 0.0).cost(usage).usd == pytest.approx(1.0)  # no cache price: the input price
 
 
 def test_the_budget_stops_the_run_at_the_reply_that_crossed_it_before_its_calls_run(store: RunStore) -> None:
@@ -147,3 +148,37 @@ def test_a_store_at_an_older_revision_reads_with_no_cost(store_url: str, tmp_pat
         assert (run.cost_known_usd, run.costs_unknown) == (0.0, 0)
         assert [r.run_id for r in old.list_runs()] == [run_id]
         assert [f.cost_usd for f in run.facts if isinstance(f, ModelCalled)] == [pytest.approx(0.2)]
+
+
+def test_replay_reproduces_a_cost_limit_stop_with_the_recorded_costs(store: RunStore, tmp_path: Path) -> None:
+    from runner import replay
+    from runner.prices import Price
+
+    ran: list[str] = []
+    script = model(used("", call("c1", "pay")), used("", call("c2", "pay")), used("done"))
+    result = run_agent("t", script, tools(ran), store=store, prices=PRICES, max_cost_usd=0.3)
+    assert result.status == "cost_limit"
+    path = store.export_fixture(result.run_id, tmp_path / "run.json")
+    fixture = path.read_text(encoding="utf-8")
+    assert '"cost_usd": 0.2' in fixture
+    assert '"price_source": "given"' in fixture
+    # today's prices differ (none given, a free model): the replay still counts the recorded costs
+    report = replay(path, tools([]), prices={"my-model": Price(0.0, 0.0)})
+    assert report.divergence is None
+    assert report.result.status == "cost_limit"
+
+
+def test_chat_spans_carry_openinference_costs_live_and_rebuilt(store: RunStore,
+                                                               live: tuple[Any, Any]) -> None:
+    from runner.tracing.rebuild import rebuild_spans
+
+    provider, exporter = live
+    result = run_agent("t", model(used("", call("c1", "pay")), "done"), tools([]), store=store, prices=PRICES,
+                       tracer_provider=provider)
+    live_costs = [dict(span.attributes or {}) for span in exporter.get_finished_spans()
+                  if span.name.startswith("chat")]
+    found = [(a.get("llm.cost.total"), a.get("llm.cost.prompt"), a.get("llm.cost.completion")) for a in live_costs]
+    assert found == [(pytest.approx(0.2), pytest.approx(0.1), pytest.approx(0.1)), (None, None, None)]
+    rebuilt = [dict(span.attributes or {}) for span in rebuild_spans(store.get_run(result.run_id))
+               if span.name.startswith("chat")]
+    assert rebuilt == live_costs
