@@ -37,6 +37,13 @@ def summary_json(run: RunSummary, refused: int) -> dict[str, Any]:
     }
 
 
+def cost_text(known_usd: float, unknown: int) -> str:
+    """A run's cost as the tables show it: ``$0.0123``, ``≥$0.0100`` when part is unknown, ``-`` when none is known."""
+    if unknown and not known_usd:
+        return "-"
+    return f"{'≥' if unknown else ''}${known_usd:.4f}"
+
+
 def event_json(event: StoredEvent) -> dict[str, Any]:
     """One stored event as ``show --json`` lists it: its row, with the fact's data as stored."""
     return {"seq": event.seq, "at": iso(event.at), "step": event.step, "kind": event.kind, "data": event.data,

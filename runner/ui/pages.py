@@ -25,6 +25,7 @@ from .._log.state import fold
 from .._log.statuses import Status
 from .._text import storable
 from .._view.lineage import Link, children, origin_text, pending_approvals, pooled
+from .._view.summary import cost_text
 from ..errors import AmbiguousRunId, RunnerError, RunNotFound, StoreError
 from ..events import ApprovalRequested, StepStarted
 from . import timeline
@@ -91,6 +92,7 @@ class Row(NamedTuple):
     refused: int
     started: str
     duration: str
+    cost: str
 
 
 class RunsView(NamedTuple):
@@ -109,7 +111,8 @@ def runs_view(console: Console, query: RunQuery) -> RunsView:
     ids = [run.run_id for run in found]
     shorts, refused = store.short_ids(ids), store.refused_calls(ids)
     rows = [Row(run, shorts[run.run_id], refused[run.run_id], when(run.started_at),
-                seconds((run.finished_at - run.started_at).total_seconds() if run.finished_at else None))
+                seconds((run.finished_at - run.started_at).total_seconds() if run.finished_at else None),
+                cost_text(run.cost_known_usd, run.costs_unknown))
             for run in found]
     awaiting = store.count_runs(status=Status.AWAITING_APPROVAL, at_most=MORE_COUNTED)
     return RunsView(rows, more, awaiting, any(run.status in LIVE_STATUSES for run in found))
@@ -169,6 +172,7 @@ class RunView(NamedTuple):
     duration: str
     active: str
     pooled: bool
+    cost: str
 
 
 def run_view(console: Console, ref: str) -> RunView:
@@ -185,7 +189,7 @@ def run_view(console: Console, ref: str) -> RunView:
         list(pending_approvals(run).values()),
         max((f.step for f in run.facts if isinstance(f, StepStarted)), default=0),
         seconds((finished - run.started_at).total_seconds() if finished else None),
-        seconds(active_seconds(run.events, run.facts)), pooled(run))
+        seconds(active_seconds(run.events, run.facts)), pooled(run), cost_text(run.cost_known_usd, run.costs_unknown))
 
 
 async def run_page(request: Request) -> Response:

@@ -72,7 +72,8 @@ def entries(run: StoredRun) -> list[Entry]:
                 found.append(Entry(
                     "model", fact.step, at, title="model call", text=reply.content if reply else "",
                     detail=fact.error or "", outcome="error" if fact.error else "ok", seconds=fact.latency_s,
-                    tokens=f"{tokens.input} in, {tokens.output} out" + (" (estimated)" if tokens.estimated else ""),
+                    tokens=f"{tokens.input} in, {tokens.output} out" + (" (estimated)" if tokens.estimated else "")
+                    + (f" · ${fact.cost_usd:.4f}" if fact.cost_usd is not None else ""),
                     calls=[(c.id, c.name, args_text(c.args)) for c in (reply.tool_calls if reply else [])]))
             case ToolStarted(call_id=call_id):
                 opened = Entry("tool", fact.step, at, title=fact.name, detail=args_text(fact.args), call_id=call_id,

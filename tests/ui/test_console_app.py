@@ -313,3 +313,21 @@ def test_the_commands_the_console_shows_hide_the_databases_password(store: RunSt
         store.url = original
     assert shown == " --db 'postgresql+psycopg://alice:***@db.example/runs'"
     assert shown_hint(Env("sqlite:///x.db", False), store) == " --db sqlite:///x.db"
+
+
+def test_the_runs_and_a_run_show_what_it_cost(store: RunStore, client: TestClient) -> None:
+    from runner import ModelReply, Usage
+
+    priced = ScriptedModel([ModelReply("done", [], Usage(1000, 100))])
+    priced.model_name = "my-model"
+    run_id = run_agent("t", priced, ToolRegistry(), store=store,
+                       prices={"my-model": {"input_mtok": 100.0, "output_mtok": 1000.0}}).run_id
+    unpriced = run_agent("u", ScriptedModel(["done"]), ToolRegistry(), store=store).run_id
+    rows = client.get("/").text
+    assert f'data-run-id="{run_id}"' in rows
+    assert '<td class="n">$0.2000</td>' in rows
+    assert '<td class="n">-</td>' in rows  # the unpriced run
+    page = client.get(f"/runs/{run_id}").text
+    assert '<dd id="cost">$0.2000' in page
+    assert "1000 in, 100 out · $0.2000" in page
+    assert '<dd id="cost">-' in client.get(f"/runs/{unpriced}").text
