@@ -91,6 +91,8 @@ class Actions:
         run = self.store.get_run(run_id)
         if not decisions:
             raise ActionRefused("no decision given")
+        if run.status == Status.DONE:
+            raise ActionRefused(f"run {run.run_id} is done; it awaits no decision")
         state = fold(run.facts, run.run_id)
         for call_id in decisions:
             if call_id not in state.pending_approvals and call_id not in state.decisions:
