@@ -345,4 +345,12 @@ async def failed(request: Request, exc: Exception) -> Response:
     return render(request, "error.html", status=status, message=text, code=status)
 
 
-HANDLERS: dict[Any, Any] = {HTTPException: failed, RunnerError: failed, BadQuery: failed}
+async def crashed(request: Request, exc: Exception) -> Response:
+    """An unexpected error: a fixed line, with the safety headers (this answer is sent outside the gate)."""
+    from .guard import HEADERS
+
+    headers = {name.decode(): value.decode() for name, value in HEADERS}
+    return Response("Internal Server Error\n", status_code=500, media_type="text/plain", headers=headers)
+
+
+HANDLERS: dict[Any, Any] = {HTTPException: failed, RunnerError: failed, BadQuery: failed, 500: crashed}

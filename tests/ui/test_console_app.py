@@ -331,3 +331,18 @@ def test_the_runs_and_a_run_show_what_it_cost(store: RunStore, client: TestClien
     assert '<dd id="cost">$0.2000' in page
     assert "1000 in, 100 out · $0.2000" in page
     assert '<dd id="cost">-' in client.get(f"/runs/{unpriced}").text
+
+
+def test_an_unexpected_error_is_a_fixed_line_with_the_safety_headers(store: RunStore,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    from runner.ui import pages
+
+    def broken(console: object, query: object) -> None:
+        raise RuntimeError("secret detail")
+
+    monkeypatch.setattr(pages, "runs_view", broken)
+    with TestClient(create_app(store), base_url="http://127.0.0.1", raise_server_exceptions=False) as client:
+        answer = client.get("/")
+    assert (answer.status_code, answer.text) == (500, "Internal Server Error\n")
+    assert answer.headers["content-security-policy"].startswith("default-src 'none'")
+    assert answer.headers["x-frame-options"] == "DENY"
