@@ -10,6 +10,7 @@ The rules are in docs/durable-execution.md.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Unpack
 
 from .._log.decisions import Decision, check_decisions, decided_facts, decider
@@ -24,7 +25,7 @@ from ..errors import CannotResume, RunNotFound
 from ..events import Event, MessageAppended, RunResumed, RunStarted, StepStarted
 from ..messages import Message, Model
 from . import approvals
-from .build import ContinueOptions, core_for, opening, run_limits, wiring_of
+from .build import ContinueOptions, core_for, costing, opening, run_limits, wiring_of
 from .results import AgentResult, model_identity, new_run_id
 from .sync import drive
 
@@ -79,6 +80,8 @@ def resume_stored(store: RunStore, run: StoredRun, model: Model, registry: ToolR
         raise CannotResume(refusal)
     limits = _limits(state.limits or run.limits, max_steps, token_budget, options)
     approvals.report_drift(run.run_id, state, registry)
+    wiring = wiring_of(options, store)
+    wiring = replace(wiring, costs=costing(model, wiring.prices, limits))  # PriceUnknown before the takeover
     store.claim_run(run)
     reason = run.status if run.status != Status.RUNNING else f"its process is gone ({run.liveness})"
     model_name, provider = model_identity(model)
@@ -87,8 +90,7 @@ def resume_stored(store: RunStore, run: StoredRun, model: Model, registry: ToolR
                          decisions=checked.applied, model=model_name, provider=provider,
                          tool_traits=registry.traits() or None)
     link = _link_to(run, joins=True)
-    return drive(core_for(model, registry, run.run_id, limits, [*decided, resumed], state, wiring_of(options, store),
-                          link))
+    return drive(core_for(model, registry, run.run_id, limits, [*decided, resumed], state, wiring, link))
 
 
 def fork(store: RunStore, run_id: str, *, at_step: int, model: Model, registry: ToolRegistry,
