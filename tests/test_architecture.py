@@ -34,7 +34,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "_view": KERNEL | {"store"},
     "ui": KERNEL | {"_view", "_tools", "_loop", "recorder", "store", "tracing", "pool", "adapters"},
     "cli": KERNEL | {"_view", "_tools", "_loop", "_replay", "recorder", "store", "tracing", "pool", "progress",
-                     "demo", "adapters", "ui"},
+                     "demo", "adapters", "ui", "prices"},
     "__init__": KERNEL | {"_tools", "_loop", "_replay", "recorder", "store", "tracing", "pool", "progress"},
 }
 # Third-party layers and the parts that may import them (progress prints its lines with rich, as the CLI does).

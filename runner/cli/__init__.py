@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from ..errors import RunnerError
+from ..errors import PriceUnknown, RunnerError
 from .options import CliError, CliUsageError, shown_if_not_text
 
 
@@ -33,6 +33,8 @@ def one_line_errors() -> Iterator[None]:
         raise CliUsageError(exc.format_message() + where) from None
     except click.ClickException:
         raise
+    except PriceUnknown as exc:  # a budget given for a model with no price: the command line must change
+        raise CliUsageError(str(exc)) from None
     except RunnerError as exc:
         raise CliError(str(exc)) from None
     except Exception as exc:

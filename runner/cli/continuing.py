@@ -25,10 +25,23 @@ from .._text import clean
 from ..errors import CannotResume
 from ..events import RunQueued, StepStarted
 from ..pool.submission import BROKER_ENV, broker_url
+from ..prices import Price
 from ..store import DEFAULT_QUEUE, RunStore, StoredRun
+from .costs import PRICES, check_priced, max_cost_option
 from .options import EXIT_NO, CliError, CliUsageError, Env, common, parse_pairs
 from .render import plural, print_json
-from .running import MAX_TIMEOUT_S, QUIET, RECORD_CONTENT, GivenLimits, new_child, not_nan, progress, report, traced
+from .running import (
+    MAX_TIMEOUT_S,
+    QUIET,
+    RECORD_CONTENT,
+    GivenLimits,
+    new_child,
+    not_nan,
+    progress,
+    recorded_limits,
+    report,
+    traced,
+)
 from .specs import MODEL_HELP, continuing_model, load_tools, model_options
 
 if TYPE_CHECKING:
@@ -166,7 +179,12 @@ def warnings_printed() -> Iterator[None]:
 
 
 def limit_options(fn: Callable[..., R]) -> Callable[..., R]:
-    """``--max-steps``, ``--token-budget``, ``--max-tool-calls``, ``--timeout``: each keeps the run's when not given."""
+    """``--max-steps``, ``--token-budget``, ``--max-tool-calls``, ``--timeout``, ``--max-cost-usd`` and ``--prices``.
+
+    Each limit keeps the run's when not given; ``--prices`` are for this process's model calls.
+    """
+    fn = PRICES(fn)
+    fn = max_cost_option("USD the model calls may cost, in the whole run.")(fn)
     fn = click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S),
                       callback=not_nan, metavar="SECONDS", help="Wall-clock limit from now on (at most a year).")(fn)
     fn = click.option("--max-tool-calls", type=click.IntRange(min=0), help="Tool calls at most, in the whole run.")(fn)
@@ -216,8 +234,9 @@ def finish(result: AgentResult) -> None:
 @common
 def resume(env: Env, run_ref: str, tools_spec: str | None, model_spec: str | None, base_url: str | None,
            api_key: str | None, max_steps: int | None, token_budget: int | None, max_tool_calls: int | None,
-           timeout_s: float | None, approve: tuple[str, ...], deny: tuple[str, ...], reason: tuple[str, ...],
-           decided_by: str | None, here: bool, broker: str | None, quiet: bool, record_content: bool) -> None:
+           timeout_s: float | None, max_cost_usd: float | None, prices: dict[str, Price] | None,
+           approve: tuple[str, ...], deny: tuple[str, ...], reason: tuple[str, ...], decided_by: str | None, here: bool,
+           broker: str | None, quiet: bool, record_content: bool) -> None:
     """Continue RUN where its log stops: after a limit, an error, a crash, or awaiting approval.
 
     The same run goes on, with the same id. Calls that finished are not run again; a call the process
@@ -235,7 +254,7 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, model_spec: str | Non
 
     decisions = decisions_from(click.get_current_context().meta[ORDER], approve, deny, reason)
     registry = load_tools(tools_spec) if tools_spec is not None else None
-    limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s)
+    limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd)
     by = decided_by if decided_by is not None else decider()
     with env.store(create=True) as store:
         run = store.find_run(run_ref)
@@ -249,13 +268,15 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, model_spec: str | Non
         if registry is None or tools_spec is None:
             raise CliUsageError("Missing option '--tools' (a run not submitted to a pool, or --here).")
         model = continuing_model(model_spec, run, base_url, api_key)
+        check_priced(model, prices, *limits.budget(recorded_limits(run)))
         for call_id, verdict in checked.fresh.items():  # logged at once, by whoever --by names
             store.decide(run.run_id, call_id, verdict is True, verdict if isinstance(verdict, str) else None,
                          decided_by=by)
 
         def go(provider: TracerProvider) -> AgentResult:
             return resume_run(store, run.run_id, model, registry, decisions=decisions, tracer_provider=provider,
-                              recorder=progress(quiet), record_content=record_content, **limits.options())
+                              recorder=progress(quiet), record_content=record_content, prices=prices,
+                              **limits.options())
 
         with warnings_printed():
             result = traced(env, store, go, lambda: run.run_id)
@@ -286,8 +307,8 @@ def model_calls(run: StoredRun) -> int:
 @common
 def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], tools_spec: str,
          model_spec: str | None, base_url: str | None, api_key: str | None, max_steps: int | None,
-         token_budget: int | None, max_tool_calls: int | None, timeout_s: float | None, quiet: bool,
-         record_content: bool) -> None:
+         token_budget: int | None, max_tool_calls: int | None, timeout_s: float | None, max_cost_usd: float | None,
+         prices: dict[str, Price] | None, quiet: bool, record_content: bool) -> None:
     """Branch RUN into a new, linked run from before its STEP-th model call; RUN is untouched.
 
     Steps before STEP are not run again. --observation swaps a tool result the new run
@@ -299,7 +320,7 @@ def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], too
     from .._loop.resume import fork as fork_run
 
     registry = load_tools(tools_spec)
-    limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s)
+    limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd)
     with env.store(create=True) as store:
         parent = store.find_run(run_ref)
         short = store.short_ids([parent.run_id])[parent.run_id]
@@ -308,13 +329,15 @@ def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], too
             raise CliUsageError(f"--at {at_step}: run {short} made {plural(made, 'model call')}"
                                 + (f"; --at must be between 1 and {made}" if made else ", so there is nothing to fork"))
         model = continuing_model(model_spec, parent, base_url, api_key)
+        check_priced(model, prices, *limits.budget(recorded_limits(parent)))
         known = {child.run_id for child in store.children(parent.run_id)}
 
         def go(provider: TracerProvider) -> AgentResult:
             try:
                 return fork_run(store, parent.run_id, at_step=at_step, model=model, registry=registry,
                                 observations=observations, tracer_provider=provider, tools_ref=tools_spec,
-                                recorder=progress(quiet), record_content=record_content, **limits.options())
+                                recorder=progress(quiet), record_content=record_content, prices=prices,
+                                **limits.options())
             except ValueError as exc:  # an --observation for a call with no result before that step
                 raise CliUsageError(f"--observation: {exc}") from None
 

@@ -15,6 +15,7 @@ from .._text import one_line
 from ..pool.agents import load_agents
 from ..pool.queued import request_cancel
 from ..pool.submission import BROKER_ENV, broker_url, submit_run
+from .costs import max_cost_option
 from .options import Env, common, label_option
 from .render import console, print_json
 
@@ -31,12 +32,16 @@ _QUEUE = click.option("--queue", metavar="NAME", default=None, help="Broker queu
 @label_option("Label the run (repeatable).")
 @click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Model calls allowed.")
 @click.option("--token-budget", type=click.IntRange(min=1), default=None, help="Tokens allowed.")
+@max_cost_option("USD the model calls may cost (priced by the agent's prices option, else genai-prices).")
 @common
 def submit(env: Env, task: str, agent: str, broker: str | None, queue: str | None, labels: dict[str, str],
-           max_steps: int | None, token_budget: int | None) -> None:
-    """Queue TASK for a worker pool; prints the run id (visible at once as queued)."""
-    limits = {name: value for name, value in (("max_steps", max_steps), ("token_budget", token_budget))
-              if value is not None}
+           max_steps: int | None, token_budget: int | None, max_cost_usd: float | None) -> None:
+    """Queue TASK for a worker pool; prints the run id (visible at once as queued).
+
+    A worker whose agent's model has no price refuses a --max-cost-usd run and leaves it queued.
+    """
+    given = (("max_steps", max_steps), ("token_budget", token_budget), ("max_cost_usd", max_cost_usd))
+    limits = {name: value for name, value in given if value is not None}
     url = broker_url(broker)
     with env.store(create=True) as store:
         run_id, unpublished = submit_run(store, task, agent=agent, broker=url, queue=queue, labels=labels, **limits)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import shlex
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from .._log.limits import Limits
+from .._log.state import fold
 from .._log.statuses import Status
 from .._loop.core import DEFAULT_SYSTEM
 from .._loop.results import AgentResult
@@ -23,9 +24,11 @@ from .._tools.registry import ToolRegistry
 from .._view.lineage import pending_approvals, resume_command
 from ..demo import DEMO_TASK, demo_model, demo_registry
 from ..messages import Model
+from ..prices import Price
 from ..progress import ProgressRecorder
 from ..recorder import Recorder
-from ..store import RunStore
+from ..store import RunStore, StoredRun
+from .costs import PRICES, check_priced, max_cost_option, run_cost
 from .options import EXIT_INTERRUPTED, EXIT_NO, CliUsageError, Env, common, label_option
 from .render import console, plural, print_json
 from .specs import (
@@ -67,7 +70,8 @@ def progress(quiet: bool) -> Recorder | None:
 
 def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolRegistry, labels: dict[str, str], *,
            system: str = DEFAULT_SYSTEM, limits: Limits | None = None, recorder: Recorder | None = None,
-           record_content: bool = False, tools_ref: str | None = None) -> AgentResult:
+           record_content: bool = False, tools_ref: str | None = None,
+           prices: dict[str, Price] | None = None) -> AgentResult:
     """``run_agent`` recorded in ``store`` and traced (see ``traced``); ``limits`` None: the defaults.
 
     The run id is chosen here, so that a Ctrl-C can still say which run it stopped.
@@ -77,7 +81,7 @@ def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolReg
     def go(provider: TracerProvider) -> AgentResult:
         return run_agent(task, model, registry, system, store=store, run_id=run_id, tracer_provider=provider,
                          labels=labels, limits=limits, recorder=recorder, record_content=record_content,
-                         tools_ref=tools_ref)
+                         tools_ref=tools_ref, prices=prices)
 
     return traced(env, store, go, lambda: run_id)
 
@@ -131,11 +135,13 @@ def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]
     A run that stopped short names the ``runner resume`` command that continues it
     (``tools_spec`` in it); one awaiting approval lists the calls it waits on.
     """
-    pending = list(pending_approvals(store.get_run(result.run_id))) if result.status == Status.AWAITING_APPROVAL else []
+    run = store.get_run(result.run_id)
+    pending = list(pending_approvals(run)) if result.status == Status.AWAITING_APPROVAL else []
     if env.as_json:
         print_json({"run_id": result.run_id, "status": result.status, "answer": result.answer,
                     "error": result.error, "steps": result.steps, "tokens": result.tokens,
-                    "tool_calls": result.tool_calls, "parent_run_id": parent_run_id, "awaiting_approval": pending})
+                    "tool_calls": result.tool_calls, "cost_usd": run.cost_usd, "cost_known_usd": run.cost_known_usd,
+                    "costs_unknown": run.costs_unknown, "parent_run_id": parent_run_id, "awaiting_approval": pending})
         return
     out = console()
     if result.status == Status.DONE:
@@ -146,8 +152,10 @@ def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]
     out.print(Text(f"\nrun id: {result.run_id}", style="bold"))
     refused = store.refused_calls([result.run_id])[result.run_id]
     calls = plural(result.tool_calls, "tool call") + (f" (+{refused} refused)" if refused else "")
+    cost = run_cost(run)
     out.print(Text(f"status {result.status}, {plural(result.steps, 'step')}, {calls}, "
-                   f"{plural(result.tokens, 'token')}", style=status_style(result.status)))
+                   f"{plural(result.tokens, 'token')}" + (f", {cost}" if cost else ""),
+                   style=status_style(result.status)))
     if lead:
         out.print(Text(clean(lead), style="dim"))
     first = []
@@ -173,11 +181,13 @@ def _next(out: Console, env: Env, short: str, first: list[str], extra: list[str]
 @click.option("--model", "model_spec", default="scripted", show_default=True, metavar="SPEC",
               help=f"'scripted' (the bundled replies), {MODEL_HELP}.")
 @model_options
+@max_cost_option("Stop (cost_limit, resumable) once the model calls cost this much, in USD.")
+@PRICES
 @QUIET
 @RECORD_CONTENT
 @common
-def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, quiet: bool,
-         record_content: bool) -> None:
+def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, max_cost_usd: float | None,
+         prices: dict[str, Price] | None, quiet: bool, record_content: bool) -> None:
     """Run the bundled example: an 18% tip on a EUR 127.50 bill split 4 ways, in USD.
 
     Two safe tools (arithmetic on an AST walk, never eval; currency over a fixed,
@@ -185,9 +195,11 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, q
     OTEL_EXPORTER_OTLP_ENDPOINT is set).
     """
     model = demo_model() if model_spec == "scripted" else build_model(model_spec, base_url, api_key)
+    check_priced(model, prices, max_cost_usd, given=True)
     with env.store(create=True) as store:
         result = record(env, store, DEMO_TASK, model, demo_registry(), {"example": "demo"}, recorder=progress(quiet),
-                        record_content=record_content, tools_ref="runner.demo:demo_registry")
+                        record_content=record_content, tools_ref="runner.demo:demo_registry",
+                        limits=GivenLimits(max_cost_usd=max_cost_usd).limits(), prices=prices)
         replay = "runner replay tests/fixtures/run.json --tools runner.demo:demo_registry"
         report(env, store, result, [replay], tools_spec="runner.demo:demo_registry")
     if result.status != Status.DONE:
@@ -210,22 +222,25 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, q
 @click.option("--max-tool-calls", type=click.IntRange(min=0), help="Tool calls at most.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S),
               callback=not_nan, metavar="SECONDS", help="Wall-clock limit for the whole run (at most a year).")
+@max_cost_option("USD the model calls may cost; the run stops cost_limit (resumable) once they reach it.")
+@PRICES
 @label_option("Label the run (repeatable), for `runner runs --label`.")
 @QUIET
 @RECORD_CONTENT
 @common
 def run(env: Env, task: str, tools_spec: str, model_spec: str | None, base_url: str | None, api_key: str | None,
         parent_ref: str | None, system: str | None, max_steps: int | None, token_budget: int | None,
-        max_tool_calls: int | None, timeout_s: float | None, labels: dict[str, str], quiet: bool,
-        record_content: bool) -> None:
+        max_tool_calls: int | None, timeout_s: float | None, max_cost_usd: float | None,
+        prices: dict[str, Price] | None, labels: dict[str, str], quiet: bool, record_content: bool) -> None:
     """Run TASK with your tools and a real model, recorded and traced; exit 1 unless it ends done.
 
     With --follow-up RUN, TASK is the next user message of RUN's conversation: a new
     run linked to RUN, starting from its messages. Limits not given keep RUN's.
     """
     if parent_ref is not None:
-        follow(env, parent_ref, task, tools_spec, model_spec, base_url, api_key, system,
-               GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s), labels, progress(quiet), record_content)
+        given = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd)
+        follow(env, parent_ref, task, tools_spec, model_spec, base_url, api_key, system, given, labels,
+               progress(quiet), record_content, prices)
         return
     if model_spec is None:
         raise CliUsageError(f"runner run needs --model ({MODEL_HELP}); a scripted model cannot answer a new task")
@@ -233,11 +248,12 @@ def run(env: Env, task: str, tools_spec: str, model_spec: str | None, base_url: 
         raise CliUsageError("a scripted model cannot answer a new task: use --model with " + MODEL_HELP)
     registry = load_tools(tools_spec)
     model = build_model(model_spec, base_url, api_key)
+    check_priced(model, prices, max_cost_usd, given=True)
     with env.store(create=True) as store:
-        given = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s)
+        given = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd)
         result = record(env, store, task, model, registry, labels, system=system or DEFAULT_SYSTEM,
                         limits=given.limits(), recorder=progress(quiet), record_content=record_content,
-                        tools_ref=tools_spec)
+                        tools_ref=tools_spec, prices=prices)
         report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"],
                tools_spec=tools_spec)
     if result.status != Status.DONE:
@@ -252,6 +268,7 @@ class GivenLimits:
     token_budget: int | None = None
     max_tool_calls: int | None = None
     timeout_s: float | None = None
+    max_cost_usd: float | None = None
 
     def options(self) -> dict[str, Any]:
         """The limits given, as keyword arguments for ``resume``, ``fork`` and ``follow_up``."""
@@ -261,10 +278,18 @@ class GivenLimits:
         """The limits of a new run: those given, ``Limits``' defaults for the rest."""
         return Limits(**self.options())
 
+    def budget(self, recorded: Mapping[str, Any]) -> tuple[float | None, bool]:
+        """The cost budget a continued run goes on with, and whether it was given here (else ``recorded``)."""
+        if self.max_cost_usd is not None:
+            return self.max_cost_usd, True
+        found = recorded.get("max_cost_usd")
+        return (float(found), False) if isinstance(found, (int, float)) else (None, False)
+
 
 def follow(env: Env, parent_ref: str, message: str, tools_spec: str, model_spec: str | None, base_url: str | None,
            api_key: str | None, system: str | None, limits: GivenLimits, labels: dict[str, str],
-           recorder: Recorder | None = None, record_content: bool = False) -> None:
+           recorder: Recorder | None = None, record_content: bool = False,
+           prices: dict[str, Price] | None = None) -> None:
     """``runner run --follow-up RUN MESSAGE``: a new run continuing RUN's conversation."""
     from .._loop.resume import follow_up
 
@@ -274,12 +299,13 @@ def follow(env: Env, parent_ref: str, message: str, tools_spec: str, model_spec:
     with env.store(create=True) as store:
         parent = store.find_run(parent_ref)
         model = continuing_model(model_spec, parent, base_url, api_key)
+        check_priced(model, prices, *limits.budget(recorded_limits(parent)))
         known = {child.run_id for child in store.children(parent.run_id)}
 
         def go(provider: TracerProvider) -> AgentResult:
             return follow_up(store, parent.run_id, message, model, registry, tracer_provider=provider,
                              labels=labels or None, recorder=recorder, record_content=record_content,
-                             tools_ref=tools_spec, **limits.options())
+                             tools_ref=tools_spec, prices=prices, **limits.options())
 
         result = traced(env, store, go, lambda: new_child(store, parent.run_id, known))
         short = store.short_ids([parent.run_id])[parent.run_id]
@@ -287,6 +313,11 @@ def follow(env: Env, parent_ref: str, message: str, tools_spec: str, model_spec:
                tools_spec=tools_spec, parent_run_id=parent.run_id, lead=f"follow-up of run {short}")
     if result.status != Status.DONE:
         raise click.exceptions.Exit(EXIT_NO)
+
+
+def recorded_limits(run: StoredRun) -> dict[str, Any]:
+    """The limits ``run`` last went on with (its latest resume's, else its start's), as a continuation reads them."""
+    return fold(run.facts, run.run_id).limits or run.limits
 
 
 def new_child(store: RunStore, parent_run_id: str, known: set[str]) -> str | None:

@@ -22,7 +22,7 @@ from .._loop.build import RunOptions, check_options, core_for, new_run_opening, 
 from .._loop.core import DEFAULT_SYSTEM, AgentCore
 from .._loop.resume import resume_stored
 from .._loop.sync import drive
-from ..errors import CannotResume, RunNotFound
+from ..errors import CannotResume, PriceUnknown, RunNotFound
 from ..events import RunQueued, RunStarted
 from ..store import RunStore, StoredRun
 from .agents import Agent, Factory, PoolError, build_agent
@@ -31,7 +31,7 @@ from .queued import StoreCancel
 log = logging.getLogger("runner.pool")
 
 # Factory options a resume takes (the rest, limits included, were fixed when the run started).
-_RESUME_OPTIONS = ("approve", "recorder", "tracer_provider", "record_content")
+_RESUME_OPTIONS = ("approve", "recorder", "tracer_provider", "record_content", "prices")
 _NOT_FROM_FACTORY = ("run_id", "store", "cancel")
 
 
@@ -62,10 +62,13 @@ def take(store: RunStore, run_id: str, agents: Mapping[str, Factory], *, cancel_
 
 
 def _core_to_start(store: RunStore, run: StoredRun, agent: Agent, cancel: StoreCancel) -> AgentCore:
-    """``_start``, a wrong option of the agent's (``TypeError``, ``ValueError``) as one ``PoolError``."""
+    """``_start``, with a wrong option of the agent's as one ``PoolError``: the run stays queued.
+
+    Wrong: a ``TypeError`` or ``ValueError``, or a cost budget its model has no price for (``PriceUnknown``).
+    """
     try:
         return _start(store, run, agent, cancel)
-    except (TypeError, ValueError) as exc:
+    except (TypeError, ValueError, PriceUnknown) as exc:
         raise PoolError(f"agent {run.agent_name!r} cannot start run {run.run_id}: {exc}") from None
 
 

@@ -1,0 +1,90 @@
+"""Cost on the command line: ``--max-cost-usd`` and ``--prices FILE``, and USD as the tables print it.
+
+A budget that cannot be counted (no price for the model) is a usage error, said before
+anything is logged; the library refuses it too (``PriceUnknown``), which the CLI also
+turns into exit 2.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+import click
+
+from .._log.records import StoredRun
+from .._loop.results import model_identity
+from ..events import ModelCalled
+from ..prices import Price, PriceBook, load_prices
+from .options import CliUsageError
+
+R = TypeVar("R")
+BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")  # a TOML key that needs no quotes
+SMALLEST = 0.0001  # the least amount shown to four places
+
+
+def finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not an amount of USD", ctx, param)
+    return value
+
+
+def max_cost_option(help_text: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
+    """``--max-cost-usd USD``: the run stops ``cost_limit`` once its model calls cost that much."""
+    return click.option("--max-cost-usd", "max_cost_usd", type=click.FloatRange(min=0, min_open=True),
+                        callback=finite, metavar="USD", help=help_text)
+
+
+def read_prices(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, Price] | None:
+    """The prices in ``--prices FILE``; a file that is unreadable or wrong is a usage error."""
+    if value is None:
+        return None
+    try:
+        return load_prices(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None
+
+
+PRICES = click.option("--prices", "prices", metavar="FILE", callback=read_prices,
+                      help="Prices to add or override, a TOML or JSON file: a table per model name with input_mtok "
+                           "and output_mtok (USD per million tokens). Else genai-prices' table.")
+
+
+def check_priced(model: object, prices: Mapping[str, Price] | None, budget: float | None, given: bool) -> None:
+    """A usage error for a budget on a model with no known price, before anything is set up or logged.
+
+    ``given``: the budget is ``--max-cost-usd``'s, not the one the stored run recorded.
+    """
+    if budget is None:
+        return
+    name, provider = model_identity(model)
+    if PriceBook(prices).knows(provider, name):
+        return
+    which = f"--max-cost-usd {budget:g}" if given else f"the run's max_cost_usd={budget:g}"
+    key = name if BARE_KEY.fullmatch(name) else '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    raise CliUsageError(f"no price for model {name!r}" + (f" ({provider})" if provider else "")
+                        + f", so {which} cannot be counted: give its price with --prices FILE "
+                          f"([{key}] input_mtok = ..., output_mtok = ..., USD per million tokens)")
+
+
+def usd(amount: float) -> str:
+    """An amount of USD to four places (``$0.0123``); a tiny one as ``<$0.0001``."""
+    if 0 < amount < SMALLEST:
+        return f"<${SMALLEST}"
+    return f"${amount:.4f}"
+
+
+def cost_text(known: float, unknown: int) -> str:
+    """A cost whose ``unknown`` calls have no price: ``$0.0123``, ``≥$0.0100`` for the known part, ``-`` for none."""
+    if not unknown:
+        return usd(known)
+    return f"≥{usd(known)}" if known > 0 else "-"
+
+
+def run_cost(run: StoredRun) -> str | None:
+    """What ``run`` cost, as ``cost_text`` says it; None when none of its model calls was priced."""
+    if not any(isinstance(fact, ModelCalled) and fact.cost_usd is not None for fact in run.facts):
+        return None
+    return cost_text(run.cost_known_usd, run.costs_unknown)
