@@ -2,7 +2,7 @@
 
 Rich would shrink a table that is too wide by cutting every column, the ids and the task included.
 So the layout is chosen here: the wide one when the task still gets ``TASK_MIN`` characters,
-else a narrow one. The task takes what is left and is cut with an ellipsis.
+else a narrow one (without the duration and the cost). The task takes what is left, cut with an ellipsis.
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ class Row:
     ran: int
     refused: int
     tokens: int
+    cost: str  # as ``costs.cost_text`` says it
     duration: float | None
     task: str
 
@@ -53,7 +54,7 @@ class Layout:
 
 def _wide(row: Row) -> tuple[str, ...]:
     calls = f"{row.ran} (+{row.refused} refused)" if row.refused else str(row.ran)
-    return (row.short_id, when(row.started), row.status, str(row.steps), calls, str(row.tokens),
+    return (row.short_id, when(row.started), row.status, str(row.steps), calls, str(row.tokens), row.cost,
             seconds(row.duration))
 
 
@@ -67,8 +68,8 @@ def _narrow_note(rows: Sequence[Row]) -> str | None:
     return "tools: calls run+refused (refused calls never ran)" if any(r.refused for r in rows) else None
 
 
-WIDE = Layout(("id", "started (UTC)", "status", "steps", "tool calls", "tokens", "duration", "task"),
-              frozenset({"steps", "tool calls", "tokens", "duration"}), _wide, lambda rows: None)
+WIDE = Layout(("id", "started (UTC)", "status", "steps", "tool calls", "tokens", "cost", "duration", "task"),
+              frozenset({"steps", "tool calls", "tokens", "cost", "duration"}), _wide, lambda rows: None)
 NARROW = Layout(("id", "started", "status", "steps", "tools", "tokens", "task"),
                 frozenset({"steps", "tools", "tokens"}), _narrow, _narrow_note)
 

@@ -14,6 +14,7 @@ from .._view.lineage import TOOLS_PLACEHOLDER, children, parent_of, resume_comma
 from .._view.show import show_json
 from .._view.summary import summary_json
 from ..store import RunSummary
+from .costs import cost_text
 from .lineage import continue_hint
 from .listing import Row, runs_table
 from .options import Env, common, label_option
@@ -76,6 +77,7 @@ def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: dat
         return
     rows = [Row(shorts[run.run_id], run.started_at, status_label(run), status_style(run.status, run.liveness),
                 run.steps, run.tool_calls, refused[run.run_id], run.tokens,
+                cost_text(run.cost_known_usd, run.costs_unknown),
                 (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None, run.task)
             for run in found]
     grid, note = runs_table(rows, out.width)

@@ -36,6 +36,7 @@ from ..events import (
 from ..messages import ToolCall
 from ..progress import ESTIMATED, tokens_text
 from ..store import RunSummary, StoredRun
+from .costs import run_cost, usd
 from .render import cut, plural, seconds, when
 
 SHOWN_CHARS = 300
@@ -103,8 +104,12 @@ def header(run: StoredRun, facts: Sequence[Event], children: Sequence[Link] = ()
     active = seconds(active_seconds(run.events, facts))
     refused = refused_in(run)
     calls = plural(run.tool_calls, "tool call") + (f" (+{refused} refused)" if refused else "")
+    cost = run_cost(run)
+    if cost is not None and run.costs_unknown:
+        cost += f" (cost of {plural(run.costs_unknown, 'model call')} unknown)"
     yield Text(f"started {when(run.started_at)} UTC, took {seconds(duration)} (active {active}); "
-               f"{plural(run.steps, 'step')}, {calls}, {plural(run.tokens, 'token')}", style="dim")
+               f"{plural(run.steps, 'step')}, {calls}, {plural(run.tokens, 'token')}" + (f", {cost}" if cost else ""),
+               style="dim")
     model = clean(run.model) + (f" ({clean(run.provider)})" if run.provider else "")
     extra = f", agent {clean(run.agent_name)}" if run.agent_name else ""
     yield Text(f"model {model}{extra}; trace {run.trace_id}", style="dim")
@@ -175,7 +180,8 @@ def timeline(run: StoredRun, *, full: bool = False, children: Sequence[Link] = (
 
 def model_call(call: ModelCalled, limit: int | None) -> Iterator[Text]:
     line = Text("  model", style="bold cyan")
-    line.append(f"  {seconds(call.latency_s)}, {tokens_text(call.tokens)}", style="dim")
+    cost = f", {usd(call.cost_usd)}" if call.cost_usd is not None else ""
+    line.append(f"  {seconds(call.latency_s)}, {tokens_text(call.tokens)}{cost}", style="dim")
     yield line
     if call.error:
         yield from _block(f"model error ({call.error_type or 'error'}): {call.error}", "    ", ERROR_STYLE)

@@ -41,8 +41,9 @@ def test_runs_lists_every_run_newest_first_with_its_columns(db: str) -> None:
         ["2025-01-01 04:00:00", "step_limit"], ["2025-01-01 03:00:00", "model_error"],
         ["2025-01-01 02:00:00", "done"], ["2025-01-01 01:00:00", "done"]]
     by_id = {row[0]: row for row in table}
-    assert by_id["1111aaaa"][3:6] == ["2", "1", str(tokens[R1])]
-    assert by_id["1111aaaa"][7] == "Weather in Paris?"
+    assert by_id["1111aaaa"][3:7] == ["2", "1", str(tokens[R1]), "-"]  # a scripted model has no price: cost "-"
+    assert by_id["1111aaaa"][8] == "Weather in Paris?"
+    assert by_id["3333cccc"][6] == "$0.0000"  # its one model call failed and returned nothing, at no known cost
     assert by_id["4444dddd0"][3:6] == ["1", "1", str(tokens[R4])]
     assert by_id["4444dddd9"][2:5] == ["done", "2", "1 (+1 refused)"]  # the unknown tool never ran
     assert by_id["3333cccc"][3:5] == ["1", "0"]
@@ -258,8 +259,8 @@ def test_runs_keeps_the_task_visible_at_80_columns(db: str) -> None:
                                           "Weather in Paris?"]
     assert lines[-1] == "tools: calls run+refused (refused calls never ran)"
     wide = invoke("runs", "--db", db, env={"COLUMNS": "200"}).stdout.splitlines()
-    assert wide[0].split() == ["id", "started", "(UTC)", "status", "steps", "tool", "calls", "tokens", "duration",
-                               "task"]
+    assert wide[0].split() == ["id", "started", "(UTC)", "status", "steps", "tool", "calls", "tokens", "cost",
+                               "duration", "task"]
 
 
 def test_runs_counts_refused_tool_calls_apart(db: str) -> None:
