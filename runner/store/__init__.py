@@ -9,7 +9,7 @@ from .._log.records import RunSummary, StoredEvent, StoredRun
 from .migrate import NoStoreError, SchemaState, schema_state
 from .opening import open_store
 from .prune import PRUNABLE, PruneResult
-from .queries import Activity, Timed
+from .queries import Activity, CallCost, Timed
 from .queue import DEFAULT_QUEUE, Touched
 from .recording import StoreRecorder
 from .runstore import RunStore
@@ -18,6 +18,7 @@ __all__ = [
     "DEFAULT_QUEUE",
     "PRUNABLE",
     "Activity",
+    "CallCost",
     "NoStoreError",
     "PruneResult",
     "RunStore",
