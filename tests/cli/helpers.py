@@ -92,8 +92,9 @@ def one_error_line(result: Result) -> str:
     return lines[0]
 
 
-def completion(content: str = "", calls: list[tuple[str, str, dict[str, Any]]] | None = None) -> dict[str, Any]:
-    """An OpenAI chat completion body."""
+def completion(content: str = "", calls: list[tuple[str, str, dict[str, Any]]] | None = None,
+               usage: tuple[int, int] = (10, 5)) -> dict[str, Any]:
+    """An OpenAI chat completion body; ``usage`` is the prompt and completion tokens it reports."""
     tool_calls = [{"id": i, "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
                   for i, n, a in calls or []]
     message: dict[str, Any] = {"role": "assistant", "content": content or None}
@@ -101,7 +102,7 @@ def completion(content: str = "", calls: list[tuple[str, str, dict[str, Any]]] |
         message["tool_calls"] = tool_calls
     return {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": "fake",
             "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_calls else "stop"}],
-            "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}
+            "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}}
 
 
 class FakeOpenAI(LocalServer):

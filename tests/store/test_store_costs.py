@@ -1,0 +1,31 @@
+"""``RunStore.activity``'s model-call costs: read from the log by each backend's JSON functions."""
+
+from __future__ import annotations
+
+from runner import ModelReply, RunStore, ScriptedModel, Usage, resume, run_agent
+from runner.store import CallCost
+from tests.loop.helpers import call, weather_registry
+
+PRICES = {"priced": {"input_mtok": 100.0, "output_mtok": 1000.0}, "other": {"input_mtok": 1.0, "output_mtok": 1.0}}
+
+
+def model(name: str, *replies: ModelReply | str) -> ScriptedModel:
+    scripted = ScriptedModel(replies)
+    scripted.model_name, scripted.provider_name = name, "mine"
+    return scripted
+
+
+def test_each_model_calls_cost_comes_with_the_model_that_made_it(store: RunStore) -> None:
+    asked = ModelReply("", [call("c1", "get_weather", city="Paris")], Usage(1000, 100))  # $0.2 at "priced"
+    first = run_agent("t", model("priced", asked), weather_registry(), run_id="a" * 32, store=store, prices=PRICES,
+                      max_steps=1)
+    resume(store, first.run_id, model("other", ModelReply("done", [], Usage(1000, 1000))), weather_registry(),
+           max_steps=2, prices=PRICES)
+    run_agent("t", model("unpriced", ModelReply("done", [], Usage(10, 5))), weather_registry(), run_id="b" * 32,
+              store=store)
+    run_agent("t", model("priced"), weather_registry(), run_id="c" * 32, store=store)  # no reply: the model failed
+    costs = sorted(store.activity().costs)
+    assert costs == [CallCost("a" * 32, 1, 0.2, True, "priced", "mine"),
+                     CallCost("a" * 32, 2, 0.002, True, "other", "mine"),  # resumed with another model
+                     CallCost("b" * 32, 1, None, True, "unpriced", "mine"),
+                     CallCost("c" * 32, 1, None, False, "priced", "mine")]
