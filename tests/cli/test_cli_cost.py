@@ -80,6 +80,8 @@ def test_a_budget_stops_the_run_cost_limit_at_the_call_that_crossed_it_and_a_res
     assert costs(store_url, run_id) == [pytest.approx(0.27), pytest.approx(0.21)]
     assert sources(store_url, run_id) == {f"genai-prices {genai_prices.__version__} openai:gpt-4o-mini"}
 
+    filtered = json.loads(invoke("runs", "--status", "cost_limit", "--db", store_url, "--json").stdout)
+    assert [found["run_id"] for found in filtered] == [run_id]
     summary = listed(store_url)[run_id]
     assert (summary["status"], summary["costs_unknown"]) == ("cost_limit", 0)
     assert summary["cost_usd"] == pytest.approx(0.48)
@@ -97,6 +99,9 @@ def test_a_budget_stops_the_run_cost_limit_at_the_call_that_crossed_it_and_a_res
     assert "status done, 3 steps, 2 tool calls, 3300000 tokens, $0.6300\n" in more.stdout
     assert resume_tools.RAN == ["lookup a", "lookup b"]
     assert listed(store_url)[run_id]["cost_usd"] == pytest.approx(0.63)
+    shown = invoke("show", run_id, "--db", store_url).stdout
+    assert "\nstopped: cost_limit\n" in shown
+    assert "\nresumed after cost_limit\n" in shown
 
 
 def test_runs_and_show_print_the_cost(store_url: str) -> None:
