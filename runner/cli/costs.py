@@ -1,4 +1,4 @@
-"""Cost on the command line: ``--max-cost-usd`` and ``--prices FILE``, and USD as the tables print it.
+"""Cost on the command line: ``--max-cost-usd`` and ``--prices FILE``, and a run's cost as the tables print it.
 
 A budget that cannot be counted (no price for the model) is a usage error, said before
 anything is logged; the library refuses it too (``PriceUnknown``), which the CLI also
@@ -16,13 +16,13 @@ import click
 
 from .._log.records import StoredRun
 from .._loop.results import model_identity
+from .._view.summary import cost_text
 from ..events import ModelCalled
 from ..prices import Price, PriceBook, load_prices
 from .options import CliUsageError
 
 R = TypeVar("R")
 BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")  # a TOML key that needs no quotes
-SMALLEST = 0.0001  # the least amount shown to four places
 
 
 def finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -67,20 +67,6 @@ def check_priced(model: object, prices: Mapping[str, Price] | None, budget: floa
     raise CliUsageError(f"no price for model {name!r}" + (f" ({provider})" if provider else "")
                         + f", so {which} cannot be counted: give its price with --prices FILE "
                           f"([{key}] input_mtok = ..., output_mtok = ..., USD per million tokens)")
-
-
-def usd(amount: float) -> str:
-    """An amount of USD to four places (``$0.0123``); a tiny one as ``<$0.0001``."""
-    if 0 < amount < SMALLEST:
-        return f"<${SMALLEST}"
-    return f"${amount:.4f}"
-
-
-def cost_text(known: float, unknown: int) -> str:
-    """A cost whose ``unknown`` calls have no price: ``$0.0123``, ``≥$0.0100`` for the known part, ``-`` for none."""
-    if not unknown:
-        return usd(known)
-    return f"≥{usd(known)}" if known > 0 else "-"
 
 
 def run_cost(run: StoredRun) -> str | None:

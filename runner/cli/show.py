@@ -12,9 +12,8 @@ from .._view.filters import parse_when
 from .._view.inherited import inherited
 from .._view.lineage import TOOLS_PLACEHOLDER, children, parent_of, resume_command
 from .._view.show import show_json
-from .._view.summary import summary_json
+from .._view.summary import cost_text, summary_json
 from ..store import RunSummary
-from .costs import cost_text
 from .lineage import continue_hint
 from .listing import Row, runs_table
 from .options import Env, common, label_option

@@ -15,10 +15,9 @@ import click
 from rich.text import Text
 
 from .._text import clean
-from .._view.summary import iso
+from .._view.summary import cost_text, iso
 from ..events import StepFinished, StepStarted, ToolFinished
 from ..store import CallCost, RunStore
-from .costs import cost_text
 from .options import Env, common
 from .render import console, median, percentile, plural, print_json, seconds, table
 from .show import when_option

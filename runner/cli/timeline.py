@@ -36,7 +36,7 @@ from ..events import (
 from ..messages import ToolCall
 from ..progress import ESTIMATED, tokens_text
 from ..store import RunSummary, StoredRun
-from .costs import run_cost, usd
+from .costs import run_cost
 from .render import cut, plural, seconds, when
 
 SHOWN_CHARS = 300
@@ -180,7 +180,7 @@ def timeline(run: StoredRun, *, full: bool = False, children: Sequence[Link] = (
 
 def model_call(call: ModelCalled, limit: int | None) -> Iterator[Text]:
     line = Text("  model", style="bold cyan")
-    cost = f", {usd(call.cost_usd)}" if call.cost_usd is not None else ""
+    cost = f", ${call.cost_usd:.4f}" if call.cost_usd is not None else ""
     line.append(f"  {seconds(call.latency_s)}, {tokens_text(call.tokens)}{cost}", style="dim")
     yield line
     if call.error:
