@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal, NamedTuple, Protocol, TypedDict
+from typing import Any, Final, Literal, NamedTuple, NotRequired, Protocol, TypedDict
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,11 +127,13 @@ class ToolTraits(TypedDict):
     """How a tool is to be treated beyond what the model sees.
 
     The traits are logged per tool, so a resume judges a call by what its tool was when the call started.
+    ``idempotent`` is written only when true (a log from before it has none: false).
     """
 
     side_effects: bool
     needs_approval: bool
     idempotency_key: str | None
+    idempotent: NotRequired[bool]
 
 
 # A tool registered with none of them: the log records only the tools whose traits differ.
@@ -148,8 +150,10 @@ def check_traits(traits: object) -> None:
     if not isinstance(traits, dict) or not all(
             isinstance(name, str) and isinstance(one, dict) and isinstance(one.get("side_effects"), bool)
             and isinstance(one.get("needs_approval"), bool) and "idempotency_key" in one
-            and isinstance(one["idempotency_key"], (str, type(None))) for name, one in traits.items()):
-        raise TypeError("tool_traits must map tool names to their side_effects, needs_approval and idempotency_key")
+            and isinstance(one["idempotency_key"], (str, type(None))) and isinstance(one.get("idempotent", False), bool)
+            for name, one in traits.items()):
+        raise TypeError("tool_traits must map tool names to their side_effects, needs_approval and idempotency_key "
+                        "(and idempotent, when given)")
 
 
 class Model(Protocol):

@@ -45,7 +45,8 @@ def drift(run_id: str, state: RunState, registry: ToolRegistry) -> list[str]:
         now = tool.traits()
         pairs = (("side_effects", was["side_effects"], now["side_effects"]),
                  ("needs_approval", was["needs_approval"], now["needs_approval"]),
-                 ("idempotency_key", was["idempotency_key"], now["idempotency_key"]))
+                 ("idempotency_key", was["idempotency_key"], now["idempotency_key"]),
+                 ("idempotent", was.get("idempotent", False), now.get("idempotent", False)))
         differs = [f"{trait} {old!r} in the log, {new!r} now" for trait, old, new in pairs if old != new]
         if differs:
             lines.append(f"run {run_id}: tool {name!r} differs from the log's record: {'; '.join(differs)} "

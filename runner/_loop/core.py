@@ -19,6 +19,7 @@ from .._log.state import RunState
 from .._log.statuses import Status
 from .._text import describe_exception
 from .._tools.args import tool_args
+from .._tools.doubt import may_run_again
 from .._tools.registry import Tool, ToolRegistry, failure_observation, result_observation, timeout_observation
 from ..events import (
     ApprovalRequested,
@@ -37,7 +38,6 @@ from ..messages import (
     Message,
     ModelReply,
     ToolCall,
-    ToolTraits,
     Usage,
     assistant_message,
     tool_message,
@@ -379,19 +379,6 @@ class AgentCore(Closing):
 
 def _no_cost(usage: Usage | None) -> Cost | None:
     return None
-
-
-def may_run_again(recorded: ToolTraits | None, tool: Tool) -> bool:
-    """Say whether a call in doubt may run again.
-
-    It may when its tool had no side effects when it started, or when it has an idempotency key then and now.
-    ``recorded`` is the log's record of the tool; when it is None, ``tool`` tells.
-    If the registry now says the tool has side effects and the log does not, the careful reading holds.
-    """
-    traits = recorded if recorded is not None else tool.traits()
-    if not traits["side_effects"] and not tool.side_effects:
-        return True
-    return traits["idempotency_key"] is not None and tool.idempotency_key is not None
 
 
 def _ignore(event: Event) -> None:

@@ -25,10 +25,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 class Tool:
     """Hold a registered tool and its per-tool options.
 
-    ``timeout_s`` bounds one call; a call that times out says so and the run goes on.
-    ``side_effects`` marks a tool that writes somewhere, so a resumed run never runs it again blindly.
+    ``timeout_s`` bounds one call; ``side_effects`` marks a tool that writes somewhere (never re-run blindly).
     ``needs_approval`` makes the loop ask ``approve``, or wait for ``resume(decisions=...)``, before each call.
-    ``idempotency_key`` names a parameter given a key stable across one call's attempts; the model never sees it.
+    ``idempotency_key`` names a parameter given a key stable across one call's attempts; the model never sees it;
+    ``idempotent`` says a side effect happens once however often a call runs, so a call in doubt runs again.
     A tool made by ``@registry.tool`` also carries Pydantic's check (``validate``) and leaves ``format`` to it.
     """
 
@@ -42,14 +42,18 @@ class Tool:
     idempotency_key: str | None = None
     validate: Callable[[Mapping[str, Any]], str | None] | None = field(default=None, repr=False, compare=False)
     check_formats: bool = True
+    idempotent: bool = False
 
     def spec(self) -> ToolSpec:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
     def traits(self) -> ToolTraits:
-        """Its side effects, approval and idempotency key, as the log records them."""
-        return {"side_effects": self.side_effects, "needs_approval": self.needs_approval,
-                "idempotency_key": self.idempotency_key}
+        """Its side effects, approval, idempotency key and idempotence, as the log records them."""
+        traits: ToolTraits = {"side_effects": self.side_effects, "needs_approval": self.needs_approval,
+                              "idempotency_key": self.idempotency_key}
+        if self.idempotent:
+            traits["idempotent"] = True
+        return traits
 
 
 class ToolRegistry:
@@ -70,10 +74,12 @@ class ToolRegistry:
         side_effects: bool = False,
         needs_approval: bool = False,
         idempotency_key: str | None = None,
+        idempotent: bool = False,
     ) -> Tool:
         """Add a tool after checking its schema; raises ``ValueError`` on any mistake."""
         self._check_new(name, fn, timeout_s)
-        tool = Tool(name, description, dict(parameters), fn, timeout_s, side_effects, needs_approval, idempotency_key)
+        tool = Tool(name, description, dict(parameters), fn, timeout_s, side_effects, needs_approval, idempotency_key,
+                    idempotent=idempotent)
         return self._add(tool)
 
     @overload
@@ -82,11 +88,11 @@ class ToolRegistry:
     @overload
     def tool(self, fn: None = None, /, *, name: str | None = None, description: str | None = None,
              timeout_s: float | None = None, side_effects: bool = False, needs_approval: bool = False,
-             idempotency_key: str | None = None) -> Callable[[F], F]: ...
+             idempotency_key: str | None = None, idempotent: bool = False) -> Callable[[F], F]: ...
 
     def tool(self, fn: F | None = None, /, *, name: str | None = None, description: str | None = None,
              timeout_s: float | None = None, side_effects: bool = False, needs_approval: bool = False,
-             idempotency_key: str | None = None) -> F | Callable[[F], F]:
+             idempotency_key: str | None = None, idempotent: bool = False) -> F | Callable[[F], F]:
         """Register a typed function as a tool: ``@registry.tool`` or ``@registry.tool(side_effects=True)``.
 
         The schema comes from the type hints (through Pydantic), the description from the
@@ -107,7 +113,7 @@ class ToolRegistry:
                 raise ValueError(f"tool {tool_name!r}: {exc}") from None
             text = made.description if description is None else description
             self._add(Tool(tool_name, text, made.parameters, made.fn, timeout_s, side_effects, needs_approval,
-                           idempotency_key, made.check, check_formats=False))
+                           idempotency_key, made.check, check_formats=False, idempotent=idempotent))
             return fn
 
         return add if fn is None else add(fn)

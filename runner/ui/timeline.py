@@ -119,6 +119,8 @@ def doubt_rule(traits: ToolTraits | None) -> str:
         return "runs again on resume: its tool has no side effects"
     if traits["idempotency_key"] is not None:
         return "runs again on resume with its idempotency key, so the side effect happens once"
+    if traits.get("idempotent", False):
+        return "runs again on resume with the same arguments: its tool is idempotent, so the side effect happens once"
     return "not run again: the model is told it may have run (the tool has side effects)"
 
 

@@ -70,6 +70,10 @@ def tools(workdir: Path) -> ToolRegistry:
         effect(f"charge {ref} {key}", ref)
         return f"charged {ref}"
 
+    def put(ref: str) -> str:
+        effect(f"put {ref}", ref)
+        return f"put {ref}"
+
     def transfer(ref: str) -> str:
         effect(f"transfer {ref}", ref)
         return f"transferred {ref}"
@@ -82,6 +86,7 @@ def tools(workdir: Path) -> ToolRegistry:
                       idempotency_key="key")
     registry.register("transfer", "Transfer (writes, needs approval).", params, transfer, side_effects=True,
                       needs_approval=True)
+    registry.register("put", "Put (writes, idempotent).", params, put, side_effects=True, idempotent=True)
     return registry
 
 

@@ -93,6 +93,25 @@ def test_a_call_with_an_idempotency_key_runs_again_once_with_the_same_key(store_
 
 
 @pytest.mark.process
+def test_an_idempotent_call_killed_midway_runs_again_with_the_same_arguments(store_url: str, tmp_path: Path) -> None:
+    plan = [[["c1", "put", {"ref": "i1"}]]]
+    killed_in(store_url, tmp_path, plan, "i1", "put i1")
+    with open_store(store_url) as store:
+        result = resume(store, RUN_ID, PlanModel(plan), tools(tmp_path))
+        run = store.get_run(RUN_ID)
+    assert result.status == "done"
+    assert ran(tmp_path) == ["put i1", "put i1"]
+    assert result.messages[3]["content"] == '"put i1"'
+    assert [(e.data["name"], e.data["args"], e.data.get("attempt", 1)) for e in run.events
+            if e.kind == "tool_started"] == [("put", {"ref": "i1"}, 1), ("put", {"ref": "i1"}, 2)]
+    assert run.facts[0].tool_traits["put"] == {  # type: ignore[union-attr,index]
+        "side_effects": True, "needs_approval": False, "idempotency_key": None, "idempotent": True}
+    assert_consistent(run)
+    assert_replays(store_url, RUN_ID, tmp_path)
+    assert ran(tmp_path) == ["put i1", "put i1"]  # replay serves a side effect's recorded result
+
+
+@pytest.mark.process
 @pytest.mark.parametrize(("second", "expected"), [
     ("pay", ["lookup a", "pay b", "lookup c"]),
     ("lookup", ["lookup a", "lookup b", "lookup b", "lookup c"]),

@@ -80,6 +80,27 @@ def test_a_call_started_under_a_registry_without_side_effects_is_not_run_again_b
 
 
 @pytest.mark.process
+def test_an_idempotent_call_in_doubt_is_not_run_again_by_a_registry_that_no_longer_says_so(
+        store_url: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    plan = [[["c1", "put", {"ref": "i1"}]]]
+    killed_in(store_url, tmp_path, plan, "i1", "put i1")
+    model = PlanModel(plan)
+    base, registry = tools(tmp_path), ToolRegistry()
+    for name in base.names():  # the same tools, none of them idempotent
+        tool = base.get(name)
+        assert tool is not None
+        registry.register(name, tool.description, tool.parameters, tool.fn, side_effects=tool.side_effects,
+                          needs_approval=tool.needs_approval, idempotency_key=tool.idempotency_key)
+    with caplog.at_level(logging.WARNING, logger="runner"), open_store(store_url) as store:
+        result = resume(store, RUN_ID, model, registry)
+    assert (result.status, ran(tmp_path)) == ("done", ["put i1"])
+    assert [m["content"] for m in model.seen[0] if m["role"] == "tool"] == [IN_DOUBT]
+    assert warnings_of(caplog) == [
+        f"run {RUN_ID}: tool 'put' differs from the log's record: idempotent True in the log, False now "
+        "(calls already started are judged by the more careful of the two)"]
+
+
+@pytest.mark.process
 @pytest.mark.parametrize("traits", [{"pay": {}}, {"pay": "x"}, ["pay"]])
 def test_a_forged_record_of_tool_traits_is_one_store_error_and_the_payment_in_doubt_is_not_run(
         store_url: str, tmp_path: Path, traits: object) -> None:

@@ -79,7 +79,9 @@ def test_a_row_written_before_the_new_fields_existed_decodes_with_their_defaults
 
 # Records of tool traits a resume must not trust: the first four crashed the fold or the in-doubt rules.
 FORGED_TRAITS: list[object] = [{"pay": {}}, {"pay": "x"}, ["pay"], "x",
-                               {"pay": {"side_effects": "no", "needs_approval": False, "idempotency_key": None}}]
+                               {"pay": {"side_effects": "no", "needs_approval": False, "idempotency_key": None}},
+                               {"pay": {"side_effects": True, "needs_approval": False, "idempotency_key": None,
+                                        "idempotent": "yes"}}]
 
 
 @pytest.mark.parametrize(("kind", "data", "message"), [

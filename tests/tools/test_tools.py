@@ -64,3 +64,20 @@ def test_registry_options_are_kept_on_the_tool() -> None:
     assert registry.get("w") is tool
     assert "w" in registry
     assert registry.get(3) is None
+
+
+def test_idempotent_is_a_trait_logged_only_when_set_for_registered_and_decorated_tools() -> None:
+    registry = ToolRegistry()
+    registry.register("put", "d", {"type": "object"}, lambda: 1, side_effects=True, idempotent=True)
+    registry.register("pay", "d", {"type": "object"}, lambda: 1, side_effects=True)
+
+    @registry.tool(side_effects=True, idempotent=True)
+    def tag(name: str) -> str:
+        """Tag a thing."""
+        return name
+
+    assert registry.traits() == {
+        "put": {"side_effects": True, "needs_approval": False, "idempotency_key": None, "idempotent": True},
+        "pay": {"side_effects": True, "needs_approval": False, "idempotency_key": None},
+        "tag": {"side_effects": True, "needs_approval": False, "idempotency_key": None, "idempotent": True}}
+    assert [registry.get(name).idempotent for name in ("put", "pay", "tag")] == [True, False, True]  # type: ignore[union-attr]

@@ -16,6 +16,7 @@ from runner import ScriptedModel, ToolRegistry, run_agent
 from runner.events import ApprovalDecided, ToolFinished
 from runner.store import RunStore, open_store
 from runner.ui import create_app
+from runner.ui.timeline import doubt_rule
 from tests.cli.helpers import fill, invoke
 from tests.loop.helpers import call, reply
 
@@ -255,6 +256,21 @@ def test_a_run_page_lists_calls_in_doubt_with_their_rule(store_url: str) -> None
     assert 'id="in-doubt"' in page
     assert "not run again: the model is told it may have run (the tool has side effects)" in page
     assert 'data-outcome="in doubt"' in page
+
+
+@pytest.mark.parametrize(("traits", "rule"), [
+    (None, "runs again on resume: its tool has no side effects"),
+    ({"side_effects": False, "needs_approval": True, "idempotency_key": None},
+     "runs again on resume: its tool has no side effects"),
+    ({"side_effects": True, "needs_approval": False, "idempotency_key": None},
+     "not run again: the model is told it may have run (the tool has side effects)"),
+    ({"side_effects": True, "needs_approval": False, "idempotency_key": "key"},
+     "runs again on resume with its idempotency key, so the side effect happens once"),
+    ({"side_effects": True, "needs_approval": False, "idempotency_key": None, "idempotent": True},
+     "runs again on resume with the same arguments: its tool is idempotent, so the side effect happens once"),
+])
+def test_each_in_doubt_rule_reads_as_the_resume_applies_it(traits: Any, rule: str) -> None:
+    assert doubt_rule(traits) == rule
 
 
 def test_a_read_only_store_serves_no_action(store_url: str, store: RunStore) -> None:
