@@ -19,6 +19,7 @@
     ├── PoolError             a worker pool is configured wrong (runner.pool.agents)
     ├── PriceUnknown          a cost budget for a model with no known price (runner.prices)
     ├── ActionRefused         the console cannot act on a run as it is (runner.ui)
+    ├── McpError              an MCP server cannot be started or listed, or does not answer in time (runner.mcp)
     ├── MissingDependency     a model adapter's SDK is not installed (runner.adapters)
     └── UnusableResponse      a provider answered with nothing a reply can be made of (runner.adapters)
 

@@ -15,7 +15,18 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from .errors import StoreError
-from .messages import Message, ModelReply, ToolSpec, ToolTraits, Usage, check_traits, parse_reply, reply_data
+from .messages import (
+    McpRef,
+    Message,
+    ModelReply,
+    ToolSpec,
+    ToolTraits,
+    Usage,
+    check_mcp_refs,
+    check_traits,
+    parse_reply,
+    reply_data,
+)
 
 if TYPE_CHECKING:  # the records module imports this one
     from ._log.records import StoredEvent
@@ -28,6 +39,7 @@ class RunStarted:
     ``origin`` says how a linked run came about: ``fork`` at ``forked_at_step``, or ``follow_up``.
     ``session_id`` names a linked run's conversation: the id of the chain's first run.
     ``tool_traits`` holds the tools registered with side effects, approval or an idempotency key, or None.
+    ``mcp_servers`` are the MCP servers whose tools were added beside ``tools_ref`` (``--mcp``), or None.
     """
 
     run_id: str = ""
@@ -47,6 +59,7 @@ class RunStarted:
     tools_ref: str | None = None  # where the tools came from (``module:attr``), when the starter knew
     session_id: str | None = None
     tool_traits: dict[str, ToolTraits] | None = None
+    mcp_servers: list[McpRef] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -259,9 +272,9 @@ KIND_OF: Final[dict[type[Any], str]] = {cls: kind for kind, cls in KINDS.items()
 _STEP_IN_COLUMN: Final = frozenset({MessageAppended, ToolStarted, ToolFinished, ApprovalRequested,
                                     ApprovalDecided, RunStarted, RunFinished, RunResumed, RunQueued})
 # Fields written only when they differ from their default (added after the first release).
-_OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "service_name", "attempt",
-                              "refused", "decisions", "model", "provider", "tools_ref", "session_id",
-                              "tool_traits", "cost_usd", "price_source", "prompt_cost_usd", "completion_cost_usd"})
+_OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "service_name", "attempt", "refused",
+                              "decisions", "model", "provider", "tools_ref", "session_id", "tool_traits",
+                              "mcp_servers", "cost_usd", "price_source", "prompt_cost_usd", "completion_cost_usd"})
 _NAMES: Final[dict[type[Any], tuple[str, ...]]] = {cls: tuple(f.name for f in fields(cls)) for cls in KINDS.values()}
 _DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}, "cost_usd": None, "price_source": None,
                                     "prompt_cost_usd": None, "completion_cost_usd": None}
@@ -333,6 +346,7 @@ def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") 
             for name in ("cost_usd", "prompt_cost_usd", "completion_cost_usd"):
                 _check_cost(name, values.get(name))
         check_traits(values.get("tool_traits"))  # run_started's and run_resumed's
+        check_mcp_refs(values.get("mcp_servers"))
         event: Event = cls(**values)
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
         raise EventDecodeError(f"{kind} event is malformed: {exc}") from None

@@ -156,6 +156,26 @@ def check_traits(traits: object) -> None:
                         "(and idempotent, when given)")
 
 
+class McpRef(TypedDict):
+    """An MCP server a run's tools came from, as the log records it (``runner.mcp``; see docs/mcp.md).
+
+    ``target`` is the command line of a ``stdio`` server (``--mcp``) or the URL of an ``http`` one (``--mcp-url``).
+    """
+
+    transport: Literal["stdio", "http"]
+    target: str
+
+
+def check_mcp_refs(refs: object) -> None:
+    """Raise ``TypeError`` unless ``refs`` is None or a list of whole ``McpRef``."""
+    if refs is None:
+        return
+    if not isinstance(refs, list) or not all(
+            isinstance(ref, dict) and set(ref) == {"transport", "target"} and ref["transport"] in ("stdio", "http")
+            and isinstance(ref["target"], str) and ref["target"] for ref in refs):
+        raise TypeError("mcp_servers must be a list of {transport: stdio|http, target: text}")
+
+
 class Model(Protocol):
     """Any callable ``(messages, tool_specs) -> ModelReply`` is a model.
 

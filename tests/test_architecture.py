@@ -21,7 +21,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "_log": KERNEL,
     "recorder": KERNEL,
     "progress": KERNEL,
-    "_tools": KERNEL,
+    "_tools": KERNEL | {"mcp"},  # add_mcp imports runner.mcp inside the call, so importing the registry never loads it
+    "mcp": KERNEL,
     "store": KERNEL,
     "tracing": KERNEL,
     "adapters": KERNEL,
@@ -34,13 +35,14 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "_view": KERNEL | {"store"},
     "ui": KERNEL | {"_view", "_tools", "_loop", "recorder", "store", "tracing", "pool", "adapters"},
     "cli": KERNEL | {"_view", "_tools", "_loop", "_replay", "recorder", "store", "tracing", "pool", "progress",
-                     "demo", "adapters", "ui", "prices"},
+                     "demo", "adapters", "ui", "prices", "mcp"},
     "__init__": KERNEL | {"_tools", "_loop", "_replay", "recorder", "store", "tracing", "pool", "progress"},
 }
 # Third-party layers and the parts that may import them (progress prints its lines with rich, as the CLI does).
 OUTSIDE = {"sqlalchemy": {"store"}, "alembic": {"store"}, "click": {"cli"}, "rich": {"cli", "progress"},
            "celery": {"pool"}, "kombu": {"pool"},
-           "starlette": {"ui"}, "uvicorn": {"ui"}, "jinja2": {"ui"}, "genai_prices": {"prices"}}
+           "starlette": {"ui"}, "uvicorn": {"ui"}, "jinja2": {"ui"}, "genai_prices": {"prices"},
+           "mcp": {"mcp"}, "anyio": {"mcp"}, "httpx2": {"mcp"}}
 
 
 def _modules() -> list[tuple[str, Path]]:

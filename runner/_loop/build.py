@@ -17,7 +17,7 @@ from .._log.state import RunState
 from .._tools.registry import ToolRegistry
 from ..errors import PriceUnknown
 from ..events import Event, MessageAppended, RunStarted
-from ..messages import AnyModel, Message
+from ..messages import AnyModel, McpRef, Message, check_mcp_refs
 from ..prices import Costing, Price, PriceBook, price_book
 from ..recorder import Recorder
 from .core import AgentCore, Approver, Cancel
@@ -47,9 +47,9 @@ class ContinueOptions(TypedDict, total=False):
     """Hold the options of a run that continues a stored one with ``resume``, ``fork`` or ``follow_up``.
 
     The store and the run id come from the stored run. ``limits`` is a whole ``Limits``; each limit keyword
-    replaces one limit, and the two ways do not mix.
-    ``cancel`` is any object with ``is_set()``, such as a ``threading.Event`` or an ``asyncio.Event``.
-    ``tools_ref`` names where the registry comes from (``"myapp.tools:registry"``), logged for ``runner show``.
+    replaces one limit, and the two ways do not mix. ``cancel`` is any object with ``is_set()`` (``asyncio.Event``...).
+    ``tools_ref`` names where the registry comes from (``"myapp.tools:registry"``) and ``mcp_servers`` the MCP
+    servers whose tools were added beside it (``[server.ref, ...]``), logged for ``runner show``.
     ``prices`` adds or overrides prices by model name (``{"my-model": {"input_mtok": 0.3, "output_mtok": 1.2}}``).
     """
 
@@ -66,6 +66,7 @@ class ContinueOptions(TypedDict, total=False):
     recorder: Recorder | None
     agent_name: str | None
     tools_ref: str | None
+    mcp_servers: Sequence[McpRef] | None
     labels: Mapping[str, str] | None
     tracer_provider: TracerProvider | None
     record_content: bool
@@ -88,18 +89,19 @@ def build_core(
     limits = run_limits({}, options, {name: value for name, value in given.items() if value is not NOT_GIVEN})
     run_id = checked_run_id(options.get("run_id"))
     first = new_run_opening(run_id, task, system, limits, registry, model, options.get("agent_name"),
-                            options.get("labels"), options.get("tools_ref"))
+                            options.get("labels"), options.get("tools_ref"), options.get("mcp_servers"))
     return core_for(model, registry, run_id, limits, first, None, wiring_of(options, options.get("store")))
 
 
 def new_run_opening(run_id: str, task: str, system: str, limits: Limits, registry: ToolRegistry, model: AnyModel,
                     agent_name: str | None = None, labels: Mapping[str, str] | None = None,
-                    tools_ref: str | None = None) -> list[Event]:
+                    tools_ref: str | None = None, mcp_servers: Sequence[McpRef] | None = None) -> list[Event]:
     """The facts a new run opens with: ``run_started``, the system prompt and the task."""
     model_name, provider = model_identity(model)
     started = RunStarted(run_id=run_id, task=task, system=system, limits=limits.to_dict(), tool_specs=registry.specs(),
                          model=model_name, provider=provider, agent_name=agent_name, labels=dict(labels or {}),
-                         tools_ref=tools_ref, tool_traits=registry.traits() or None)
+                         tools_ref=tools_ref, tool_traits=registry.traits() or None,
+                         mcp_servers=list(mcp_servers) if mcp_servers else None)
     return opening(started, [{"role": "system", "content": system}, {"role": "user", "content": task}])
 
 
@@ -117,6 +119,8 @@ def check_options(options: Mapping[str, Any]) -> None:
     tools_ref = options.get("tools_ref")
     if tools_ref is not None and not isinstance(tools_ref, str):
         raise TypeError(f"tools_ref must be a string like 'myapp.tools:registry', got {type(tools_ref).__name__}")
+    mcp_servers = options.get("mcp_servers")
+    check_mcp_refs(None if mcp_servers is None else list(mcp_servers))
 
 
 def run_limits(base: Mapping[str, Any], options: ContinueOptions, given: Mapping[str, object]) -> Limits:

@@ -156,7 +156,8 @@ def _linked_start(parent: StoredRun, messages: list[Message], model: Model, regi
                       provider=provider, agent_name=options.get("agent_name") or parent.agent_name,
                       labels=dict(labels if labels is not None else parent.labels), parent_run_id=parent.run_id,
                       origin=origin, forked_at_step=forked_at_step, tools_ref=options.get("tools_ref"),
-                      session_id=session_id, tool_traits=registry.traits() or None)
+                      session_id=session_id, tool_traits=registry.traits() or None,
+                      mcp_servers=list(options.get("mcp_servers") or []) or None)
 
 
 def session_of(store: RunStore, parent: StoredRun) -> str:

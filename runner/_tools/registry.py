@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .. import _jsontext
 from .._text import describe_exception
@@ -19,6 +19,13 @@ from ..messages import DEFAULT_TRAITS, ToolSpec, ToolTraits
 from .schema import ArgsCheck, args_checker, check_schema
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+if TYPE_CHECKING:
+    from ..mcp.servers import McpServer
+
+
+class Observation(str):
+    """A tool's result that is the observation's very text, not encoded as JSON (what an MCP tool returns)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +125,21 @@ class ToolRegistry:
 
         return add if fn is None else add(fn)
 
+    def add_mcp(self, server: McpServer, *, prefix: str = "", include: Collection[str] | None = None,
+                exclude: Collection[str] | None = None, side_effects: bool | Collection[str] | None = None,
+                needs_approval: bool | Collection[str] | None = None, timeout_s: float = 60.0) -> list[Tool]:
+        """Register the tools an MCP server lists, named ``prefix`` + their name; the tools added are returned.
+
+        Their annotations decide their side effects (read-only: none; idempotent: side effects, run again
+        after a crash; else: side effects). ``side_effects`` and ``needs_approval`` override: True or False
+        for every tool, or the names of exactly the tools they hold for. ``include``/``exclude`` pick tools by
+        the server's names; each call has ``timeout_s``. ``runner.mcp.McpError`` when the server cannot be reached.
+        """
+        from .mcp_tools import add_mcp
+
+        return add_mcp(self, server, prefix=prefix, include=include, exclude=exclude, side_effects=side_effects,
+                       needs_approval=needs_approval, timeout_s=timeout_s)
+
     def _check_new(self, name: str, fn: object, timeout_s: float | None) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("tool name must be a non-empty string")
@@ -206,7 +228,9 @@ def _check_key_parameter(name: str, key: str, params: Mapping[str, Any], fn: Cal
 
 
 def result_observation(name: str, value: Any) -> str:
-    """``json.dumps`` of a tool's result, or an ``ERROR:`` if it is not valid JSON."""
+    """``json.dumps`` of a tool's result (an ``Observation`` as it is), or an ``ERROR:`` if it is not valid JSON."""
+    if isinstance(value, Observation):
+        return str(value)
     try:
         return _jsontext.strict(value)
     except Exception as exc:  # a dict subclass's own items() may raise anything

@@ -21,6 +21,7 @@ import time
 from pathlib import Path
 
 from mcp.server.mcpserver import Image, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
 
 # The smallest PNG there is: one transparent pixel.
@@ -77,7 +78,7 @@ def upsert(key: str, value: str) -> str:
 def fail(reason: str) -> str:
     """Fail with a reason."""
     ran(f"fail {reason}", "fail")
-    raise ValueError(reason)
+    raise ToolError(reason)
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
