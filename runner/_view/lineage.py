@@ -19,6 +19,7 @@ from .._log.statuses import Status
 from .._text import clean
 from ..errors import RunNotFound
 from ..events import ApprovalRequested, RunQueued, RunResumed, RunStarted
+from ..messages import McpRef
 from ..store import RunStore
 
 TOOLS_PLACEHOLDER = "MODULE:ATTR"  # for a run whose log does not say where its tools live
@@ -67,22 +68,39 @@ def pending_approvals(run: StoredRun) -> dict[str, ApprovalRequested]:
     return fold(run.facts, run.run_id).pending_approvals
 
 
-def resume_command(short: str, tools: str | None, approve: Sequence[str] = (), db_hint: str = "") -> str:
-    """``runner resume SHORT --tools TOOLS [--approve ID]...``, quoted for a shell (no ``--tools``: None)."""
+def resume_command(short: str, tools: str | None, approve: Sequence[str] = (), db_hint: str = "",
+                   mcp: Sequence[McpRef] = ()) -> str:
+    """``runner resume SHORT --tools TOOLS [--mcp ...] [--approve ID]...``, quoted for a shell (None: no --tools)."""
     approvals = "".join(f" --approve {shlex.quote(call_id)}" for call_id in approve)
-    return f"runner resume {shlex.quote(short)}{f' --tools {tools}' if tools else ''}{approvals}{db_hint}"
+    return f"runner resume {shlex.quote(short)}{tools_args(tools, mcp)}{approvals}{db_hint}"
 
 
-def recorded_tools(run: StoredRun) -> str:
+def tools_args(tools: str | None, mcp: Sequence[McpRef] = ()) -> str:
+    """`` --tools TOOLS --mcp 'COMMAND ARGS' --mcp-url URL``: tools as options of a command (a leading space)."""
+    words = [f" --tools {tools}"] if tools else []
+    words += [f" --{'mcp' if ref['transport'] == 'stdio' else 'mcp-url'} {shlex.quote(ref['target'])}" for ref in mcp]
+    return "".join(words)
+
+
+def recorded_tools(run: StoredRun) -> str | None:
     """The ``module:attr`` the run's tools were loaded from, as logged at its start, or a placeholder.
 
     ``runner run``, ``demo``, ``fork`` and follow-ups log it; the placeholder is for the reader to fill in.
+    None for a run whose tools all came from MCP servers (``recorded_mcp``).
     """
     for fact in run.facts:
         if isinstance(fact, RunStarted):
             ref = fact.tools_ref
+            if ref is None and fact.mcp_servers:
+                return None
             return ref if isinstance(ref, str) and TOOLS_REF.fullmatch(ref) else TOOLS_PLACEHOLDER
     return TOOLS_PLACEHOLDER
+
+
+def recorded_mcp(run: StoredRun) -> list[McpRef]:
+    """The MCP servers the run's tools came from (``--mcp``, ``--mcp-url``), as logged at its start."""
+    started = next((fact for fact in run.facts if isinstance(fact, RunStarted)), None)
+    return list(started.mcp_servers or []) if started is not None else []
 
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shlex
+from contextlib import nullcontext
 from pathlib import Path
 from urllib.parse import quote
 
@@ -17,6 +18,7 @@ from ..pool.submission import BROKER_ENV
 from ..store import NoStoreError, RunStore, open_store
 from .options import CliError, CliUsageError, Env, common
 from .specs import MODEL_HELP, continuing_model, load_tools, model_options
+from .tooling import ToolsGiven, mcp_options, tools_for
 
 TOKEN_ENV = "RUNNER_UI_TOKEN"
 
@@ -48,6 +50,7 @@ def writable(store: RunStore) -> bool:
               help="Port to listen on (0: any free one).")
 @click.option("--tools", "tools_spec", metavar="MODULE:ATTR",
               help="The runs' tools, so the console can go on with a run after a decision, resume or fork it.")
+@mcp_options
 @click.option("--agents", "agents_spec", metavar="MODULE:ATTR",
               help="A worker pool's agents, so the console can go on with pool runs itself.")
 @click.option("--model", "model_spec", metavar="SPEC", help=f"{MODEL_HELP}; default: the model each run last "
@@ -61,7 +64,8 @@ def writable(store: RunStore) -> bool:
 @click.option("--broker", metavar="URL", envvar=BROKER_ENV, show_envvar=True,
               help="A pool's Celery broker, to send a decided pool run back to its queue.")
 @common
-def ui(env: Env, host: str, port: int, tools_spec: str | None, agents_spec: str | None, model_spec: str | None,
+def ui(env: Env, host: str, port: int, tools_spec: str | None, mcp_commands: tuple[str, ...],
+       mcp_urls: tuple[str, ...], agents_spec: str | None, model_spec: str | None,
        base_url: str | None, api_key: str | None, read_only: bool, token: str | None, decided_by: str | None,
        broker: str | None) -> None:
     """Serve the console: runs, a run's timeline, an approvals inbox, fork, resume and cancel.
@@ -84,7 +88,9 @@ def ui(env: Env, host: str, port: int, tools_spec: str | None, agents_spec: str 
         raise CliUsageError(f"--token is empty ({TOKEN_ENV} too, when set)")
     if not loopback(host) and token is None:
         raise CliUsageError(f"--host {host} serves beyond this machine: give --token TOKEN (or set {TOKEN_ENV})")
-    registry = load_tools(tools_spec) if tools_spec is not None else None
+    tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
+    tools.servers()  # a malformed --mcp is a usage error before anything starts
+    base = load_tools(tools_spec) if tools_spec is not None else None
     agents = load_agents(agents_spec) if agents_spec is not None else None
 
     def model_for(run: StoredRun) -> Model:
@@ -99,14 +105,15 @@ def ui(env: Env, host: str, port: int, tools_spec: str | None, agents_spec: str 
     except NoStoreError as exc:
         raise CliError(f"no store at {exc.location}") from None
     try:
-        app = create_app(store, registry=registry, agents=agents, read_only=read_only or not can_write, token=token,
-                         model_for=model_for, broker=broker, decided_by=decided_by or decider(),
-                         tools_ref=tools_spec, db_hint=shown_hint(env, store))
+        with tools_for(tools, base) if tools.given else nullcontext(None) as registry:
+            app = create_app(store, registry=registry, agents=agents, read_only=read_only or not can_write,
+                             token=token, model_for=model_for, broker=broker, decided_by=decided_by or decider(),
+                             tools_ref=tools_spec, db_hint=shown_hint(env, store), mcp_servers=tools.refs())
 
-        def ready(url: str) -> None:
-            click.echo(serving_line(url, token))
+            def ready(url: str) -> None:
+                click.echo(serving_line(url, token))
 
-        if not serve(app, host, port, ready):
-            raise CliError(f"cannot listen on {host}:{port} (is the port taken?)")
+            if not serve(app, host, port, ready):
+                raise CliError(f"cannot listen on {host}:{port} (is the port taken?)")
     finally:
         store.close()

@@ -43,6 +43,7 @@ from .running import (
     traced,
 )
 from .specs import MODEL_HELP, continuing_model, load_tools, model_options
+from .tooling import ToolsGiven, base_tools, mcp_options, require, tools_for
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -194,19 +195,21 @@ def limit_options(fn: Callable[..., R]) -> Callable[..., R]:
     return fn
 
 
-def tools_and_model(fn: Callable[..., R], *, required: bool = True) -> Callable[..., R]:
+def tools_and_model(fn: Callable[..., R], *, pooled: bool = False) -> Callable[..., R]:
+    """``--tools``, ``--mcp``, ``--mcp-url`` (one of them needed, but to send a pool run back), and the model."""
     fn = model_options(fn)
     fn = click.option("--model", "model_spec", metavar="SPEC",
                       help=f"{MODEL_HELP}; default: the model the run last ran with.")(fn)
-    fn = click.option("--tools", "tools_spec", required=required, metavar="MODULE:ATTR",
-                      help="The run's tools: a ToolRegistry, or a function returning one"
-                           + ("." if required else " (not needed to send a pool run back to its workers)."))(fn)
+    fn = mcp_options(fn)
+    fn = click.option("--tools", "tools_spec", metavar="MODULE:ATTR",
+                      help="The run's tools: a ToolRegistry, or a function returning one (and/or --mcp)"
+                           + (" (not needed to send a pool run back to its workers)." if pooled else "."))(fn)
     return fn
 
 
 def tools_unless_pooled(fn: Callable[..., R]) -> Callable[..., R]:
     """``tools_and_model`` with ``--tools`` optional: a pool run's decisions go back to its workers, who have them."""
-    return tools_and_model(fn, required=False)
+    return tools_and_model(fn, pooled=True)
 
 
 def finish(result: AgentResult) -> None:
@@ -232,15 +235,15 @@ def finish(result: AgentResult) -> None:
 @QUIET
 @RECORD_CONTENT
 @common
-def resume(env: Env, run_ref: str, tools_spec: str | None, model_spec: str | None, base_url: str | None,
-           api_key: str | None, max_steps: int | None, token_budget: int | None, max_tool_calls: int | None,
-           timeout_s: float | None, max_cost_usd: float | None, prices: dict[str, Price] | None,
-           approve: tuple[str, ...], deny: tuple[str, ...], reason: tuple[str, ...], decided_by: str | None, here: bool,
-           broker: str | None, quiet: bool, record_content: bool) -> None:
+def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[str, ...], mcp_urls: tuple[str, ...],
+           model_spec: str | None, base_url: str | None, api_key: str | None, max_steps: int | None,
+           token_budget: int | None, max_tool_calls: int | None, timeout_s: float | None, max_cost_usd: float | None,
+           prices: dict[str, Price] | None, approve: tuple[str, ...], deny: tuple[str, ...], reason: tuple[str, ...],
+           decided_by: str | None, here: bool, broker: str | None, quiet: bool, record_content: bool) -> None:
     """Continue RUN where its log stops: after a limit, an error, a crash, or awaiting approval.
 
     The same run goes on, with the same id. Calls that finished are not run again; a call the process
-    died inside runs again only if its tool had no side effects or has an idempotency key.
+    died inside runs again only if its tool had no side effects, has an idempotency key or is idempotent.
     Each decision is logged with who made it (--by). A pool run awaiting approval goes back to its
     queue for a worker to resume (--here resumes it in this process instead).
     Exit 3 for a done run, one a live process still drives, or one awaiting approval with no decision.
@@ -253,7 +256,9 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, model_spec: str | Non
     from .._loop.resume import resume as resume_run
 
     decisions = decisions_from(click.get_current_context().meta[ORDER], approve, deny, reason)
-    registry = load_tools(tools_spec) if tools_spec is not None else None
+    tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
+    tools.servers()  # a malformed --mcp is a usage error before anything is read
+    base = load_tools(tools_spec) if tools_spec is not None else None
     limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd)
     by = decided_by if decided_by is not None else decider()
     with env.store(create=True) as store:
@@ -265,23 +270,25 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, model_spec: str | Non
         if queue is not None and run.status == Status.AWAITING_APPROVAL and not here:
             send_back(env, store, run, short, checked, by, broker, queue)
             return
-        if registry is None or tools_spec is None:
-            raise CliUsageError("Missing option '--tools' (a run not submitted to a pool, or --here).")
+        if not tools.given:
+            raise CliUsageError("Missing option '--tools', '--mcp' or '--mcp-url' (a run not submitted to a pool, "
+                                "or --here).")
         model = continuing_model(model_spec, run, base_url, api_key)
         check_priced(model, prices, *limits.budget(recorded_limits(run)))
-        for call_id, verdict in checked.fresh.items():  # logged at once, by whoever --by names
-            store.decide(run.run_id, call_id, verdict is True, verdict if isinstance(verdict, str) else None,
-                         decided_by=by)
+        with tools_for(tools, base) as registry:
+            for call_id, verdict in checked.fresh.items():  # logged at once, by whoever --by names
+                store.decide(run.run_id, call_id, verdict is True, verdict if isinstance(verdict, str) else None,
+                             decided_by=by)
 
-        def go(provider: TracerProvider) -> AgentResult:
-            return resume_run(store, run.run_id, model, registry, decisions=decisions, tracer_provider=provider,
-                              recorder=progress(quiet), record_content=record_content, prices=prices,
-                              **limits.options())
+            def go(provider: TracerProvider) -> AgentResult:
+                return resume_run(store, run.run_id, model, registry, decisions=decisions, tracer_provider=provider,
+                                  recorder=progress(quiet), record_content=record_content, prices=prices,
+                                  **limits.options())
 
-        with warnings_printed():
-            result = traced(env, store, go, lambda: run.run_id)
-        report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"],
-               tools_spec=tools_spec, parent_run_id=run.parent_run_id)
+            with warnings_printed():
+                result = traced(env, store, go, lambda: run.run_id)
+        report(env, store, result, [f"runner replay tests/fixtures/run.json{tools.args()}"],
+               tools_spec=tools_spec, parent_run_id=run.parent_run_id, mcp=tools.refs())
     finish(result)
 
 
@@ -305,10 +312,11 @@ def model_calls(run: StoredRun) -> int:
 @QUIET
 @RECORD_CONTENT
 @common
-def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], tools_spec: str,
-         model_spec: str | None, base_url: str | None, api_key: str | None, max_steps: int | None,
-         token_budget: int | None, max_tool_calls: int | None, timeout_s: float | None, max_cost_usd: float | None,
-         prices: dict[str, Price] | None, quiet: bool, record_content: bool) -> None:
+def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], tools_spec: str | None,
+         mcp_commands: tuple[str, ...], mcp_urls: tuple[str, ...], model_spec: str | None, base_url: str | None,
+         api_key: str | None, max_steps: int | None, token_budget: int | None, max_tool_calls: int | None,
+         timeout_s: float | None, max_cost_usd: float | None, prices: dict[str, Price] | None, quiet: bool,
+         record_content: bool) -> None:
     """Branch RUN into a new, linked run from before its STEP-th model call; RUN is untouched.
 
     Steps before STEP are not run again. --observation swaps a tool result the new run
@@ -319,7 +327,10 @@ def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], too
     """
     from .._loop.resume import fork as fork_run
 
-    registry = load_tools(tools_spec)
+    tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
+    require(tools, "a fork")
+    tools.servers()  # a malformed --mcp is a usage error before anything is read
+    base = base_tools(tools)
     limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd)
     with env.store(create=True) as store:
         parent = store.find_run(run_ref)
@@ -331,18 +342,20 @@ def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], too
         model = continuing_model(model_spec, parent, base_url, api_key)
         check_priced(model, prices, *limits.budget(recorded_limits(parent)))
         known = {child.run_id for child in store.children(parent.run_id)}
+        with tools_for(tools, base) as registry:
 
-        def go(provider: TracerProvider) -> AgentResult:
-            try:
-                return fork_run(store, parent.run_id, at_step=at_step, model=model, registry=registry,
-                                observations=observations, tracer_provider=provider, tools_ref=tools_spec,
-                                recorder=progress(quiet), record_content=record_content, prices=prices,
-                                **limits.options())
-            except ValueError as exc:  # an --observation for a call with no result before that step
-                raise CliUsageError(f"--observation: {exc}") from None
+            def go(provider: TracerProvider) -> AgentResult:
+                try:
+                    return fork_run(store, parent.run_id, at_step=at_step, model=model, registry=registry,
+                                    observations=observations, tracer_provider=provider, tools_ref=tools_spec,
+                                    mcp_servers=tools.refs(), recorder=progress(quiet),
+                                    record_content=record_content, prices=prices, **limits.options())
+                except ValueError as exc:  # an --observation for a call with no result before that step
+                    raise CliUsageError(f"--observation: {exc}") from None
 
-        result = traced(env, store, go, lambda: new_child(store, parent.run_id, known))
-        report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"],
-               tools_spec=tools_spec, parent_run_id=parent.run_id, lead=f"fork of run {short} at step {at_step}")
+            result = traced(env, store, go, lambda: new_child(store, parent.run_id, known))
+        report(env, store, result, [f"runner replay tests/fixtures/run.json{tools.args()}"],
+               tools_spec=tools_spec, parent_run_id=parent.run_id, lead=f"fork of run {short} at step {at_step}",
+               mcp=tools.refs())
     finish(result)
 

@@ -12,21 +12,22 @@ from rich.text import Text
 from .._log.records import StoredRun
 from .._log.statuses import Status
 from .._text import clean
-from .._view.lineage import pending_approvals, pooled, recorded_tools, resume_command
+from .._view.lineage import pending_approvals, pooled, recorded_mcp, recorded_tools, resume_command
 
 
 def continue_hint(run: StoredRun, short: str, db_hint: str = "") -> Iterator[Text]:
     """For a run awaiting approval or whose process died, how to go on with ``runner resume``."""
     pending = pending_approvals(run)
     # A pool run's decisions go back to its workers, who have its tools: --tools only resumes here.
-    tools = None if pooled(run) and run.status == Status.AWAITING_APPROVAL else recorded_tools(run)
+    here = not (pooled(run) and run.status == Status.AWAITING_APPROVAL)
+    tools, mcp = (recorded_tools(run), recorded_mcp(run)) if here else (None, [])
     if pending:
         asked = ", ".join(f"{clean(call_id)} ({clean(call.name)})" for call_id, call in pending.items())
         yield Text(f"\nawaiting approval: {asked}", style="bold yellow")
-        yield Text("  " + clean(resume_command(short, tools, list(pending), db_hint)))
+        yield Text("  " + clean(resume_command(short, tools, list(pending), db_hint, mcp)))
         yield Text("  (--deny CALL_ID [--reason TEXT] refuses a call instead)", style="dim")
     elif run.status == Status.AWAITING_APPROVAL:  # every call it waits on is decided in the log
-        yield Text("  " + clean(resume_command(short, tools, (), db_hint)) + "   # goes on with the logged decisions",
-                   style="dim")
+        yield Text("  " + clean(resume_command(short, tools, (), db_hint, mcp)) + "   # goes on with the logged "
+                   "decisions", style="dim")
     elif run.status == Status.RUNNING and run.liveness in ("dead", "stale"):
-        yield Text("  " + clean(resume_command(short, tools, (), db_hint)) + "   # continues it", style="dim")
+        yield Text("  " + clean(resume_command(short, tools, (), db_hint, mcp)) + "   # continues it", style="dim")

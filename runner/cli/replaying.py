@@ -13,7 +13,7 @@ from .._replay.replayer import replay as replay_fixture
 from .._text import clean
 from .options import CliError, Env, common
 from .render import console, plural, print_json
-from .specs import load_tools
+from .tooling import ToolsGiven, base_tools, mcp_options, require, tools_for
 
 
 @click.command()
@@ -66,22 +66,27 @@ def report_json(report: ReplayReport, live_side_effects: bool) -> dict[str, obje
 
 @click.command()
 @click.argument("source", metavar="FIXTURE_OR_RUN")
-@click.option("--tools", "tools_spec", required=True, metavar="MODULE:ATTR",
-              help="The tools to replay against: a ToolRegistry, or a function returning one.")
+@click.option("--tools", "tools_spec", metavar="MODULE:ATTR",
+              help="The tools to replay against: a ToolRegistry, or a function returning one (and/or --mcp).")
+@mcp_options
 @click.option("--live-side-effects", is_flag=True,
               help="Run tools registered with side_effects=True again, instead of serving their recorded results.")
 @common
-def replay(env: Env, source: str, tools_spec: str, live_side_effects: bool) -> None:
+def replay(env: Env, source: str, tools_spec: str | None, mcp_commands: tuple[str, ...], mcp_urls: tuple[str, ...],
+           live_side_effects: bool) -> None:
     """Replay a fixture file (or a stored run) against the current tools; exit 1 when it differs.
 
     The recorded model replies are played back; the tools without side effects really
     run, the others get their recorded results (unless --live-side-effects), and recorded
     approvals are replayed. The first place where what the model is shown differs from
-    the recording is reported.
+    the recording is reported. The tools come from --tools, MCP servers (--mcp, --mcp-url), or both.
     """
-    registry = load_tools(tools_spec)
+    tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
+    require(tools, "a replay")
+    base = base_tools(tools)
     fixture = source_fixture(env, source)
-    report = replay_fixture(fixture, registry, live_side_effects=live_side_effects)
+    with tools_for(tools, base) as registry:
+        report = replay_fixture(fixture, registry, live_side_effects=live_side_effects)
     if env.as_json:
         print_json(report_json(report, live_side_effects))
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import shlex
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -23,7 +23,7 @@ from .._text import clean
 from .._tools.registry import ToolRegistry
 from .._view.lineage import pending_approvals, resume_command
 from ..demo import DEMO_TASK, demo_model, demo_registry
-from ..messages import Model
+from ..messages import McpRef, Model
 from ..prices import Price
 from ..progress import ProgressRecorder
 from ..recorder import Recorder
@@ -36,12 +36,12 @@ from .specs import (
     build_model,
     configured_endpoint,
     continuing_model,
-    load_tools,
     model_options,
     spans_command,
     tracer_provider,
 )
 from .timeline import status_style
+from .tooling import ToolsGiven, mcp_options, require, tools_for
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -71,7 +71,7 @@ def progress(quiet: bool) -> Recorder | None:
 def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolRegistry, labels: dict[str, str], *,
            system: str = DEFAULT_SYSTEM, limits: Limits | None = None, recorder: Recorder | None = None,
            record_content: bool = False, tools_ref: str | None = None,
-           prices: dict[str, Price] | None = None) -> AgentResult:
+           prices: dict[str, Price] | None = None, mcp_servers: Sequence[McpRef] | None = None) -> AgentResult:
     """``run_agent`` recorded in ``store`` and traced (see ``traced``); ``limits`` None: the defaults.
 
     The run id is chosen here, so that a Ctrl-C can still say which run it stopped.
@@ -81,7 +81,7 @@ def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolReg
     def go(provider: TracerProvider) -> AgentResult:
         return run_agent(task, model, registry, system, store=store, run_id=run_id, tracer_provider=provider,
                          labels=labels, limits=limits, recorder=recorder, record_content=record_content,
-                         tools_ref=tools_ref, prices=prices)
+                         tools_ref=tools_ref, prices=prices, mcp_servers=mcp_servers)
 
     return traced(env, store, go, lambda: run_id)
 
@@ -129,11 +129,11 @@ def interrupted(env: Env, store: RunStore, run_id: str | None) -> None:
 
 
 def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str], *, tools_spec: str | None = None,
-           parent_run_id: str | None = None, lead: str | None = None) -> None:
+           parent_run_id: str | None = None, lead: str | None = None, mcp: Sequence[McpRef] = ()) -> None:
     """The answer (or the stop), the run id, and the commands to try next.
 
     A run that stopped short names the ``runner resume`` command that continues it
-    (``tools_spec`` in it); one awaiting approval lists the calls it waits on.
+    (``tools_spec`` and the ``mcp`` servers in it); one awaiting approval lists the calls it waits on.
     """
     run = store.get_run(result.run_id)
     pending = list(pending_approvals(run)) if result.status == Status.AWAITING_APPROVAL else []
@@ -159,10 +159,10 @@ def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]
     if lead:
         out.print(Text(clean(lead), style="dim"))
     first = []
-    if tools_spec is not None and result.status != Status.DONE:
-        first.append(resume_command(short, tools_spec, pending, env.hint()))
+    if (tools_spec is not None or mcp) and result.status != Status.DONE:
+        first.append(resume_command(short, tools_spec, pending, env.hint(), mcp))
         if pending:  # the other answer, for the first call
-            refuse = resume_command(short, tools_spec, (), "")
+            refuse = resume_command(short, tools_spec, (), "", mcp)
             first.append(f"{refuse} --deny {shlex.quote(pending[0])} --reason TEXT{env.hint()}")
     _next(out, env, short, first, extra_next)
 
@@ -208,8 +208,9 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, m
 
 @click.command()
 @click.argument("task")
-@click.option("--tools", "tools_spec", required=True, metavar="MODULE:ATTR",
-              help="Your tools: a ToolRegistry, or a function returning one.")
+@click.option("--tools", "tools_spec", metavar="MODULE:ATTR",
+              help="Your tools: a ToolRegistry, or a function returning one (or MCP servers' tools: --mcp).")
+@mcp_options
 @click.option("--model", "model_spec", metavar="SPEC",
               help=f"Required: {MODEL_HELP}. A follow-up defaults to its parent's.")
 @model_options
@@ -228,34 +229,37 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, m
 @QUIET
 @RECORD_CONTENT
 @common
-def run(env: Env, task: str, tools_spec: str, model_spec: str | None, base_url: str | None, api_key: str | None,
-        parent_ref: str | None, system: str | None, max_steps: int | None, token_budget: int | None,
-        max_tool_calls: int | None, timeout_s: float | None, max_cost_usd: float | None,
-        prices: dict[str, Price] | None, labels: dict[str, str], quiet: bool, record_content: bool) -> None:
+def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ...], mcp_urls: tuple[str, ...],
+        model_spec: str | None, base_url: str | None, api_key: str | None, parent_ref: str | None,
+        system: str | None, max_steps: int | None, token_budget: int | None, max_tool_calls: int | None,
+        timeout_s: float | None, max_cost_usd: float | None, prices: dict[str, Price] | None,
+        labels: dict[str, str], quiet: bool, record_content: bool) -> None:
     """Run TASK with your tools and a real model, recorded and traced; exit 1 unless it ends done.
 
+    The tools come from --tools, from MCP servers (--mcp, --mcp-url), or both.
     With --follow-up RUN, TASK is the next user message of RUN's conversation: a new
     run linked to RUN, starting from its messages. Limits not given keep RUN's.
     """
+    tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
+    require(tools)
     if parent_ref is not None:
         given = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd)
-        follow(env, parent_ref, task, tools_spec, model_spec, base_url, api_key, system, given, labels,
+        follow(env, parent_ref, task, tools, model_spec, base_url, api_key, system, given, labels,
                progress(quiet), record_content, prices)
         return
     if model_spec is None:
         raise CliUsageError(f"runner run needs --model ({MODEL_HELP}); a scripted model cannot answer a new task")
     if model_spec == "scripted":
         raise CliUsageError("a scripted model cannot answer a new task: use --model with " + MODEL_HELP)
-    registry = load_tools(tools_spec)
     model = build_model(model_spec, base_url, api_key)
     check_priced(model, prices, max_cost_usd, given=True)
-    with env.store(create=True) as store:
+    with tools_for(tools) as registry, env.store(create=True) as store:
         given = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd)
         result = record(env, store, task, model, registry, labels, system=system or DEFAULT_SYSTEM,
                         limits=given.limits(), recorder=progress(quiet), record_content=record_content,
-                        tools_ref=tools_spec, prices=prices)
-        report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"],
-               tools_spec=tools_spec)
+                        tools_ref=tools_spec, prices=prices, mcp_servers=tools.refs())
+        report(env, store, result, [f"runner replay tests/fixtures/run.json{tools.args()}"],
+               tools_spec=tools_spec, mcp=tools.refs())
     if result.status != Status.DONE:
         raise click.exceptions.Exit(EXIT_NO)
 
@@ -286,17 +290,16 @@ class GivenLimits:
         return (float(found), False) if isinstance(found, (int, float)) else (None, False)
 
 
-def follow(env: Env, parent_ref: str, message: str, tools_spec: str, model_spec: str | None, base_url: str | None,
-           api_key: str | None, system: str | None, limits: GivenLimits, labels: dict[str, str],
-           recorder: Recorder | None = None, record_content: bool = False,
+def follow(env: Env, parent_ref: str, message: str, tools: ToolsGiven, model_spec: str | None,
+           base_url: str | None, api_key: str | None, system: str | None, limits: GivenLimits,
+           labels: dict[str, str], recorder: Recorder | None = None, record_content: bool = False,
            prices: dict[str, Price] | None = None) -> None:
     """``runner run --follow-up RUN MESSAGE``: a new run continuing RUN's conversation."""
     from .._loop.resume import follow_up
 
     if system is not None:
         raise CliUsageError("--system cannot change a follow-up's system prompt: it keeps its parent's")
-    registry = load_tools(tools_spec)
-    with env.store(create=True) as store:
+    with tools_for(tools) as registry, env.store(create=True) as store:
         parent = store.find_run(parent_ref)
         model = continuing_model(model_spec, parent, base_url, api_key)
         check_priced(model, prices, *limits.budget(recorded_limits(parent)))
@@ -305,12 +308,12 @@ def follow(env: Env, parent_ref: str, message: str, tools_spec: str, model_spec:
         def go(provider: TracerProvider) -> AgentResult:
             return follow_up(store, parent.run_id, message, model, registry, tracer_provider=provider,
                              labels=labels or None, recorder=recorder, record_content=record_content,
-                             tools_ref=tools_spec, prices=prices, **limits.options())
+                             tools_ref=tools.spec, mcp_servers=tools.refs(), prices=prices, **limits.options())
 
         result = traced(env, store, go, lambda: new_child(store, parent.run_id, known))
         short = store.short_ids([parent.run_id])[parent.run_id]
-        report(env, store, result, [f"runner replay tests/fixtures/run.json --tools {tools_spec}"],
-               tools_spec=tools_spec, parent_run_id=parent.run_id, lead=f"follow-up of run {short}")
+        report(env, store, result, [f"runner replay tests/fixtures/run.json{tools.args()}"],
+               tools_spec=tools.spec, parent_run_id=parent.run_id, lead=f"follow-up of run {short}", mcp=tools.refs())
     if result.status != Status.DONE:
         raise click.exceptions.Exit(EXIT_NO)
 

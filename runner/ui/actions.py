@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
 from .._log.decisions import Decision, check_decisions, decider
@@ -20,10 +20,10 @@ from .._log.statuses import Status
 from .._loop.resume import fork as fork_run
 from .._loop.resume import resume_stored
 from .._tools.registry import ToolRegistry
-from .._view.lineage import last_model, pooled, recorded_tools, resume_command
+from .._view.lineage import last_model, pooled, recorded_mcp, recorded_tools, resume_command
 from ..errors import ActionRefused, CannotResume
 from ..events import Event, RunQueued, RunStarted
-from ..messages import Model
+from ..messages import McpRef, Model
 from ..pool.agents import Factory
 from ..pool.queued import StoreCancel, request_cancel
 from ..pool.submission import BROKER_ENV
@@ -76,11 +76,12 @@ class Actions:
     def __init__(self, store: RunStore, *, registry: ToolRegistry | None = None,
                  agents: Mapping[str, Factory] | None = None, model: Model | None = None,
                  model_for: Callable[[StoredRun], Model] | None = None, broker: str | None = None,
-                 decided_by: str | None = None, tools_ref: str | None = None, db_hint: str = "") -> None:
+                 decided_by: str | None = None, tools_ref: str | None = None, db_hint: str = "",
+                 mcp_servers: Sequence[McpRef] = ()) -> None:
         self.store, self.registry, self.agents = store, registry, agents
         self.model, self.model_for, self.broker = model, model_for, broker
         self.decider = decided_by if decided_by is not None else decider()
-        self.tools_ref, self.db_hint = tools_ref, db_hint
+        self.tools_ref, self.db_hint, self.mcp_servers = tools_ref, db_hint, list(mcp_servers)
         self.threads: set[threading.Thread] = set()
         self.lock = threading.Lock()
 
@@ -133,9 +134,10 @@ class Actions:
                 return Outcome(PUBLISHED, f"decision recorded; sent back to queue {queue}, where a worker resumes it")
             return Outcome(RECORDED, "decision recorded; this console has no agents or broker to go on with",
                            resume_command(short, None) + self.db_hint)
-        tools = self.tools_ref or recorded_tools(run)
+        given = self.tools_ref is not None or bool(self.mcp_servers)  # the console's own tools, else the run's
+        tools, mcp = (self.tools_ref, self.mcp_servers) if given else (recorded_tools(run), recorded_mcp(run))
         more = f" --max-steps {max_steps}" if max_steps is not None else ""
-        command = resume_command(short, tools, (), self.db_hint) + more
+        command = resume_command(short, tools, (), self.db_hint, mcp) + more
         if self.registry is None:
             return Outcome(RECORDED, "recorded; this console was started without --tools, so it cannot run them",
                            command)
@@ -176,7 +178,8 @@ class Actions:
         def go() -> None:
             try:
                 fork_run(self.store, parent.run_id, at_step=at_step, model=model, registry=registry,
-                         observations=observations, recorder=started, tools_ref=self.tools_ref)
+                         observations=observations, recorder=started, tools_ref=self.tools_ref,
+                         mcp_servers=self.mcp_servers)
             except Exception as exc:
                 failed.append(exc)
                 started.seen.set()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from secrets import token_urlsafe
@@ -19,7 +19,7 @@ from starlette.staticfiles import StaticFiles
 from .._log.records import StoredRun
 from .._log.statuses import Status
 from .._tools.registry import ToolRegistry
-from ..messages import Model
+from ..messages import McpRef, Model
 from ..pool.agents import Factory
 from ..store import RunStore
 from . import api, pages
@@ -77,18 +77,20 @@ def templates() -> Environment:
 def create_app(store: RunStore, *, registry: ToolRegistry | None = None, agents: Mapping[str, Factory] | None = None,
                read_only: bool = False, token: str | None = None, model: Model | None = None,
                model_for: Callable[[StoredRun], Model] | None = None, broker: str | None = None,
-               decided_by: str | None = None, tools_ref: str | None = None, db_hint: str = "") -> Starlette:
+               decided_by: str | None = None, tools_ref: str | None = None, db_hint: str = "",
+               mcp_servers: Sequence[McpRef] = ()) -> Starlette:
     """The console over ``store`` as an ASGI app: the pages, the JSON API, and the actions unless ``read_only``.
 
     ``registry`` (with ``model``, ``model_for(run)``, or the run's recorded model) lets the console go on with a
     run after a decision, resume it or fork it; ``agents`` does so for pool runs, ``broker`` publishes them.
-    ``token``: every request must carry it. A read-only store serves no action either.
+    ``token``: every request must carry it. A read-only store serves no action either. ``tools_ref`` and
+    ``mcp_servers`` say where ``registry``'s tools come from, for the runs it forks and the commands it shows.
     """
     if token is not None and not token.strip():
         raise ValueError("token is empty: give None for no token, or a secret every request must carry")
     read_only = read_only or store.read_only
     actions = Actions(store, registry=registry, agents=agents, model=model, model_for=model_for, broker=broker,
-                      decided_by=decided_by, tools_ref=tools_ref, db_hint=db_hint)
+                      decided_by=decided_by, tools_ref=tools_ref, db_hint=db_hint, mcp_servers=mcp_servers)
     console = Console(store, actions, templates(), read_only)
 
     @contextlib.asynccontextmanager
