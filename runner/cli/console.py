@@ -18,7 +18,7 @@ from ..pool.submission import BROKER_ENV
 from ..store import NoStoreError, RunStore, open_store
 from .options import CliError, CliUsageError, Env, common
 from .specs import MODEL_HELP, continuing_model, load_tools, model_options
-from .tooling import ToolsGiven, mcp_options, tools_for
+from .tooling import ToolsGiven, check, mcp_options, tools_for
 
 TOKEN_ENV = "RUNNER_UI_TOKEN"
 
@@ -89,7 +89,7 @@ def ui(env: Env, host: str, port: int, tools_spec: str | None, mcp_commands: tup
     if not loopback(host) and token is None:
         raise CliUsageError(f"--host {host} serves beyond this machine: give --token TOKEN (or set {TOKEN_ENV})")
     tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
-    tools.servers()  # a malformed --mcp is a usage error before anything starts
+    check(tools, None)
     base = load_tools(tools_spec) if tools_spec is not None else None
     agents = load_agents(agents_spec) if agents_spec is not None else None
 

@@ -43,7 +43,7 @@ from .running import (
     traced,
 )
 from .specs import MODEL_HELP, continuing_model, load_tools, model_options
-from .tooling import ToolsGiven, base_tools, mcp_options, require, tools_for
+from .tooling import ToolsGiven, base_tools, check, mcp_options, tools_for
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -257,7 +257,7 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[s
 
     decisions = decisions_from(click.get_current_context().meta[ORDER], approve, deny, reason)
     tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
-    tools.servers()  # a malformed --mcp is a usage error before anything is read
+    check(tools, None)
     base = load_tools(tools_spec) if tools_spec is not None else None
     limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd)
     by = decided_by if decided_by is not None else decider()
@@ -328,8 +328,7 @@ def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], too
     from .._loop.resume import fork as fork_run
 
     tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
-    require(tools, "a fork")
-    tools.servers()  # a malformed --mcp is a usage error before anything is read
+    check(tools, "a fork")
     base = base_tools(tools)
     limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd)
     with env.store(create=True) as store:

@@ -13,7 +13,7 @@ from .._replay.replayer import replay as replay_fixture
 from .._text import clean
 from .options import CliError, Env, common
 from .render import console, plural, print_json
-from .tooling import ToolsGiven, base_tools, mcp_options, require, tools_for
+from .tooling import ToolsGiven, base_tools, check, mcp_options, tools_for
 
 
 @click.command()
@@ -82,7 +82,7 @@ def replay(env: Env, source: str, tools_spec: str | None, mcp_commands: tuple[st
     the recording is reported. The tools come from --tools, MCP servers (--mcp, --mcp-url), or both.
     """
     tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
-    require(tools, "a replay")
+    check(tools, "a replay")
     base = base_tools(tools)
     fixture = source_fixture(env, source)
     with tools_for(tools, base) as registry:

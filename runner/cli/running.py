@@ -41,7 +41,7 @@ from .specs import (
     tracer_provider,
 )
 from .timeline import status_style
-from .tooling import ToolsGiven, mcp_options, require, tools_for
+from .tooling import ToolsGiven, check, mcp_options, tools_for
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -241,7 +241,7 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
     run linked to RUN, starting from its messages. Limits not given keep RUN's.
     """
     tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
-    require(tools)
+    check(tools)
     if parent_ref is not None:
         given = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd)
         follow(env, parent_ref, task, tools, model_spec, base_url, api_key, system, given, labels,

@@ -65,10 +65,11 @@ def mcp_options(fn: Callable[..., R]) -> Callable[..., R]:
     return fn
 
 
-def require(given: ToolsGiven, what: str = "a run") -> None:
-    """A usage error (exit 2) when no tools are given at all."""
-    if not given.given:
+def check(given: ToolsGiven, what: str | None = "a run") -> None:
+    """A usage error (exit 2) for a malformed ``--mcp``, or for no tools at all when ``what`` (a run) needs some."""
+    if what is not None and not given.given:
         raise CliUsageError(f"{what} needs its tools: --tools MODULE:ATTR, --mcp \"COMMAND ARGS...\" or --mcp-url URL")
+    given.servers()
 
 
 def base_tools(given: ToolsGiven) -> ToolRegistry:

@@ -1,14 +1,12 @@
 """A real MCP server for the tests, over stdio (or streamable HTTP with ``--http PORT``), built with the ``mcp`` SDK.
 
-``python tests/mcp/server.py [--log FILE] [--hold-once FILE] [--silent] [--http PORT]``
+``python tests/mcp/server.py [--log FILE] [--hold-once FILE [--hold TOOLS]] [--silent] [--odd] [--http PORT]``
 
-Its tools say what they do to the world in their annotations: ``add`` is read-only, ``send`` destructive
-(the MCP default), ``upsert`` idempotent. Every call of a tool appends one line to ``--log``
-(flushed and fsynced first), so a test counts how often each really ran. With ``--hold-once FILE``
-the first call (of any tool but ``add``... see ``hold``) creates FILE and then sleeps until killed,
-so a test can kill the runner while the call runs. ``--silent`` never answers ``initialize``.
-The server writes its pid to ``--log``'s folder as ``server-PID.pid`` and removes it when it exits,
-so a test can check that no server outlives its command.
+Its tools say what they do to the world in their annotations: ``add`` is read-only, ``send`` destructive,
+``upsert`` idempotent. Every call appends one line to ``--log`` (flushed and fsynced first), so a test
+counts how often each really ran. With ``--hold-once FILE``, the first call of a tool in ``--hold``
+creates FILE and then sleeps, so a test can kill the runner while it runs. ``--silent`` never answers
+``initialize``. Each server leaves ``server-PID.pid`` beside ``--log`` until it exits.
 """
 
 from __future__ import annotations
@@ -19,10 +17,12 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Annotated
 
 from mcp.server.mcpserver import Image, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
+from pydantic import Field
 
 # The smallest PNG there is: one transparent pixel.
 PIXEL = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000"
@@ -33,10 +33,12 @@ options.add_argument("--log", type=Path)
 options.add_argument("--hold-once", type=Path)
 options.add_argument("--hold", default="send,add,upsert", help="the tools --hold-once may hold")
 options.add_argument("--silent", action="store_true")
+options.add_argument("--odd", action="store_true", help="also list a tool whose schema runner refuses")
 options.add_argument("--http", type=int)
 given = options.parse_args()
 
 server = MCPServer("runner-tests", log_level="WARNING")
+PARENT = os.getppid()
 
 
 def ran(line: str, tool: str) -> None:
@@ -49,8 +51,8 @@ def ran(line: str, tool: str) -> None:
     marker = given.hold_once
     if marker is not None and tool in given.hold.split(",") and not marker.exists():
         marker.write_text("held\n", encoding="utf-8")
-        while True:  # the test kills the runner now
-            time.sleep(0.1)
+        while os.getppid() == PARENT:  # the test kills the runner now; then this call ends, and the server
+            time.sleep(0.05)
 
 
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
@@ -93,6 +95,14 @@ def crash() -> str:
     """Exit the server at once, mid-call."""
     ran("crash", "crash")
     os._exit(3)
+
+
+if given.odd:
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def odd(host: Annotated[str, Field(json_schema_extra={"format": "hostname"})]) -> str:
+        """A format runner does not check, so it refuses the schema."""
+        return host
 
 
 def main() -> None:
