@@ -26,7 +26,7 @@ class McpCall:
     def __init__(self, server: McpServer, shown: str, name: str, timeout_s: float) -> None:
         self.server, self.shown, self.name, self.timeout_s = server, shown, name, timeout_s
 
-    def __call__(self, **args: Any) -> Observation:
+    def __call__(self, /, **args: Any) -> Observation:  # any argument name, ``self`` too
         from ..mcp.sessions import call_tool
 
         return Observation(call_tool(self.server, self.shown, self.name, args, self.timeout_s))

@@ -92,6 +92,9 @@ class Hub:
         self.loop = asyncio.new_event_loop()
         self.sessions: dict[McpServer, Session] = {}
         self.locks: dict[McpServer, asyncio.Lock] = {}
+        self.waiting: set[concurrent.futures.Future[Any]] = set()  # cancelled by ``close``, so nobody waits on
+        self.closed = False
+        self.guard = threading.Lock()
         self.thread = threading.Thread(target=self._serve, name="runner-mcp", daemon=True)
         self.thread.start()
 
@@ -100,16 +103,27 @@ class Hub:
         self.loop.run_forever()
 
     def run(self, work: Coroutine[Any, Any, T], timeout_s: float) -> T:
-        """``work`` run on the loop thread, waited for from this one (at most ``timeout_s``)."""
-        if threading.current_thread() is self.thread:
-            work.close()
-            raise RuntimeError("runner.mcp cannot wait for its own loop from inside it")
-        future = asyncio.run_coroutine_threadsafe(work, self.loop)
+        """``work`` run on the loop thread, waited for from this one (at most ``timeout_s``).
+
+        ``McpError`` when the hub is closed first, or closes while ``work`` runs.
+        """
+        with self.guard:
+            if self.closed or threading.current_thread() is self.thread:
+                work.close()
+                raise McpError("the MCP sessions were closed" if self.closed
+                               else "runner.mcp cannot wait for its own loop from inside it")
+            future = asyncio.run_coroutine_threadsafe(work, self.loop)
+            self.waiting.add(future)
         try:
             return future.result(timeout_s)
         except concurrent.futures.TimeoutError:
             future.cancel()
             raise
+        except concurrent.futures.CancelledError:
+            raise McpError("the MCP sessions were closed during the call") from None
+        finally:
+            with self.guard:
+                self.waiting.discard(future)
 
     async def session(self, server: McpServer) -> Session:
         """The server's live session, opened now if it has none (``McpError`` when that fails)."""
@@ -187,11 +201,16 @@ class Hub:
         await asyncio.wait(others, timeout=SHUTDOWN_S) if others else None
 
     def close(self) -> None:
-        """Close every session, then stop the loop and join its thread."""
-        with contextlib.suppress(TimeoutError):
+        """Close every session, then stop the loop and join its thread; a call still waiting gets ``McpError``."""
+        with contextlib.suppress(TimeoutError, McpError):
             self.run(self.aclose(), SHUTDOWN_S + 1)
+        with self.guard:
+            self.closed = True
+            waiting, self.waiting = list(self.waiting), set()
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(SHUTDOWN_S)
+        for future in waiting:  # submitted too late for ``aclose`` to see: it will never run now
+            future.cancel()
         if not self.thread.is_alive():
             self.loop.close()
 
@@ -286,3 +305,5 @@ def call_tool(server: McpServer, shown: str, name: str, args: dict[str, Any], ti
         return found.run(work, INITIALIZE_TIMEOUT_S + SHUTDOWN_S + timeout_s)
     except TimeoutError:
         return f"ERROR: {shown} timed out after {timeout_s:g} s"
+    except McpError as exc:
+        return f"ERROR: {shown} failed: {exc}"

@@ -18,7 +18,7 @@ import pytest
 import runner.mcp
 from runner import ToolCall, ToolRegistry, arun_agent, open_store, run_agent
 from runner._tools.registry import Observation, result_observation
-from tests.mcp.helpers import LISTED, Scripted, mcp_threads, ran, server_argv, servers_alive
+from tests.mcp.helpers import LISTED, Scripted, mcp_threads, ran, server_argv, servers_alive, started
 
 
 @pytest.fixture
@@ -167,3 +167,15 @@ def test_importing_runner_mcp_or_the_registry_does_not_load_the_sdk() -> None:
             "print('mcp' in sys.modules, 'anyio' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+@pytest.mark.process
+def test_a_python_process_that_never_closes_its_sessions_stops_its_servers_at_exit(tmp_path: Path) -> None:
+    command, *args = server_argv(tmp_path)
+    code = ("import sys, runner.mcp; from runner import ToolRegistry; registry = ToolRegistry(); "
+            f"registry.add_mcp(runner.mcp.stdio({command!r}, {args!r})); "
+            "print(registry.execute('add', {'a': 1, 'b': 2}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout
+    assert out == '{"result": 3}\n'
+    assert ran(tmp_path) == ["add 1 2"]
+    assert started(tmp_path) == []  # its pid file is gone: it exited on its own, once its stdin closed
