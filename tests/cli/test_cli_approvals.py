@@ -161,7 +161,8 @@ def test_resume_of_a_run_not_from_a_pool_still_needs_its_tools(store_url: str) -
     run_id = awaiting(store_url, ("t1", "transfer", {"ref": "a"}))
     result = invoke("resume", run_id[:8], "--approve", "t1", "--db", store_url)
     assert result.exit_code == 2
-    assert one_error_line(result) == "Error: Missing option '--tools', '--mcp' or '--mcp-url' (a run not submitted to a pool, or --here)."
+    assert one_error_line(result) == ("Error: Missing option '--tools', '--mcp' or '--mcp-url' (a run not submitted "
+                                      "to a pool, or --here).")
 
 
 @pytest.mark.process
