@@ -97,8 +97,3 @@ def from_command_line(line: str) -> StdioServer:
     if not words:
         raise ValueError("an MCP server's command line is empty")
     return stdio(words[0], words[1:])
-
-
-def from_ref(ref: McpRef) -> McpServer:
-    """The server a logged ``McpRef`` names."""
-    return from_command_line(ref["target"]) if ref["transport"] == "stdio" else http(ref["target"])
