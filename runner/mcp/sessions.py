@@ -178,11 +178,15 @@ class Hub:
                 return f"ERROR: {shown} timed out after {timeout_s:g} s"
             if exc.code in CLOSED:
                 await self._drop(session, exc)
-                return f"ERROR: {shown} failed: {server.describe()} closed the connection during the call"
+                return (f"ERROR: {shown} failed: {server.describe()} closed the connection before answering; "
+                        "the next call opens a new one")
             return f"ERROR: {shown} failed: {server.describe()} answered an error: {exc.message} (code {exc.code})"
         except Exception as exc:
+            if not _broken(exc):  # the connection holds (a result that breaks its own output schema, say)
+                return f"ERROR: {shown} failed: {_why(exc)}"
             await self._drop(session, exc)
-            return f"ERROR: {shown} failed: {server.describe()} failed during the call: {_why(exc)}"
+            return (f"ERROR: {shown} failed: the connection to {server.describe()} broke ({_why(exc)}); "
+                    "the next call opens a new one")
         return observation(shown, result)
 
     async def _drop(self, session: Session, exc: BaseException) -> None:
@@ -271,6 +275,14 @@ def _errlog() -> TextIO:
     if _devnull is None:
         _devnull = open(os.devnull, "w")  # noqa: SIM115  (kept for the process's life)
     return _devnull
+
+
+def _broken(exc: BaseException) -> bool:
+    """Whether ``exc`` says the connection itself failed (a pipe, a socket, a stream), not one call."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return isinstance(exc, (OSError, httpx2.TransportError, anyio.ClosedResourceError, anyio.BrokenResourceError,
+                            anyio.EndOfStream))
 
 
 def _closed(exc: BaseException) -> bool:

@@ -111,7 +111,8 @@ def test_a_server_that_crashes_mid_run_is_an_error_observation_and_the_next_call
                         "-q")
     assert result.exit_code == 0, result.output
     assert result.stdout.splitlines()[:2] == [
-        f"ERROR: crash failed: MCP server `{line}` closed the connection during the call", '{"result": 2}']
+        f"ERROR: crash failed: MCP server `{line}` closed the connection before answering; the next call opens a "
+        "new one", '{"result": 2}']
     assert ran(tmp_path) == ["crash", "add 1 1"]
     assert len(started(tmp_path)) == 1  # the crashed server never removed its pid file; the second one did
     assert servers_alive(tmp_path) == []
