@@ -9,7 +9,7 @@ is destructive. So a crash never repeats a tool blindly and replay serves its re
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .registry import Observation, Tool, ToolRegistry
 
@@ -73,12 +73,19 @@ def add_mcp(registry: ToolRegistry, server: McpServer, *, prefix: str, include: 
                               idempotent=one.idempotent) for one in made]
 
 
-def durability(tool: Listed, side_effects: Choice) -> tuple[bool, bool]:
-    """``(side_effects, idempotent)`` for ``tool``: its annotations', unless ``side_effects`` says otherwise."""
+class Durability(NamedTuple):
+    """How a resume and a replay treat a tool's calls: whether it has side effects, and whether it is idempotent."""
+
+    side_effects: bool
+    idempotent: bool
+
+
+def durability(tool: Listed, side_effects: Choice) -> Durability:
+    """The durability of ``tool``: its annotations', unless ``side_effects`` says otherwise."""
     read_only = tool.read_only is True
     idempotent = not read_only and tool.idempotent is True
     effects = _chosen(side_effects, tool.name, not read_only)
-    return effects, idempotent and effects
+    return Durability(effects, idempotent and effects)
 
 
 def _chosen(choice: Choice, name: str, otherwise: bool) -> bool:
