@@ -22,9 +22,13 @@ def local_only(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("NO_PROXY", "127.0.0.1")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    """The system Chromium under Playwright (never a browser Playwright downloads), for the whole session."""
+    """The system Chromium under Playwright (never a browser Playwright downloads), for one test module.
+
+    Not for the session: Playwright's sync API keeps an event loop running in this thread while
+    it is open, and ``asyncio.run`` in any later test would fail.
+    """
     path = chromium_path()
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
