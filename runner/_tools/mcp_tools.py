@@ -89,11 +89,15 @@ def durability(tool: Listed, side_effects: Choice) -> Durability:
 
 
 def _chosen(choice: Choice, name: str, otherwise: bool) -> bool:
+    """True or False for every tool; a set of names turns it on for those and leaves the others as they were.
+
+    A set never turns side effects off: a tool left out of it keeps what its annotations say.
+    """
     if choice is None:
         return otherwise
     if isinstance(choice, bool):
         return choice
-    return name in choice
+    return name in choice or otherwise
 
 
 def _check_names(server: McpServer, what: str, names: Choice, offered: list[str]) -> None:

@@ -62,7 +62,8 @@ def test_add_mcps_arguments_pick_name_and_override_the_annotations(tmp_path: Pat
     registry.add_mcp(server(tmp_path), prefix="c_", include=["send", "upsert"], side_effects=False,
                      needs_approval=True)
     assert traits(registry) == {
-        "a_add": (True, False, False), "a_send": (False, False, True), "a_upsert": (False, False, False),
+        # a set adds side effects to the tools it names; the others keep their annotations' (send is destructive)
+        "a_add": (True, False, False), "a_send": (True, False, True), "a_upsert": (True, True, False),
         "b_add": (True, False, False), "b_send": (True, False, False), "b_upsert": (True, True, False),
         "c_send": (False, False, True), "c_upsert": (False, False, True)}
     assert registry.get("a_add").timeout_s == 5  # type: ignore[union-attr]
