@@ -8,7 +8,7 @@ is destructive. So a crash never repeats a tool blindly and replay serves its re
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .registry import Observation, Tool, ToolRegistry
@@ -62,7 +62,7 @@ def add_mcp(registry: ToolRegistry, server: McpServer, *, prefix: str, include: 
             raise ValueError(f"tool {name!r} of {server.describe()} is already registered (prefix= tells them apart)")
         effects, idempotent = durability(tool, side_effects)
         try:
-            made.append(trial.register(name, tool.description, tool.parameters,
+            made.append(trial.register(name, tool.description, as_2020_12(tool.parameters),
                                        McpCall(server, name, tool.name, float(timeout_s)), timeout_s=float(timeout_s),
                                        side_effects=effects, needs_approval=_chosen(needs_approval, tool.name, False),
                                        idempotent=idempotent))
@@ -71,6 +71,21 @@ def add_mcp(registry: ToolRegistry, server: McpServer, *, prefix: str, include: 
     return [registry.register(one.name, one.description, one.parameters, one.fn, timeout_s=one.timeout_s,
                               side_effects=one.side_effects, needs_approval=one.needs_approval,
                               idempotent=one.idempotent) for one in made]
+
+
+DRAFT_07 = frozenset({"http://json-schema.org/draft-07/schema#", "http://json-schema.org/draft-07/schema",
+                      "https://json-schema.org/draft-07/schema#", "https://json-schema.org/draft-07/schema"})
+
+
+def as_2020_12(parameters: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A tool's input schema, its draft-07 ``$schema`` dropped (what many MCP servers written in TypeScript emit).
+
+    A tool's arguments are an object of named properties, where draft-07 and 2020-12 agree; the
+    registry still refuses anything it cannot check (draft-07's array ``items``, say).
+    """
+    if parameters.get("$schema") not in DRAFT_07:
+        return parameters
+    return {key: value for key, value in parameters.items() if key != "$schema"}
 
 
 class Durability(NamedTuple):

@@ -180,3 +180,18 @@ def test_a_python_process_that_never_closes_its_sessions_stops_its_servers_at_ex
     assert out == '{"result": 3}\n'
     assert ran(tmp_path) == ["add 1 2"]
     assert started(tmp_path) == []  # its pid file is gone: it exited on its own, once its stdin closed
+
+
+def test_a_draft_07_input_schema_registers_as_the_same_schema_in_2020_12() -> None:
+    from runner._tools.mcp_tools import as_2020_12
+
+    draft_07 = {"$schema": "http://json-schema.org/draft-07/schema#", "type": "object",
+                "properties": {"path": {"type": "string"}}, "required": ["path"], "additionalProperties": False}
+    with pytest.raises(ValueError, match="only JSON Schema 2020-12"):
+        ToolRegistry().register("read", "Read a file.", draft_07, lambda path: path)
+    registry = ToolRegistry()
+    registry.register("read", "Read a file.", as_2020_12(draft_07), lambda path: path)
+    assert registry.check("read", {"path": "a"}) is None
+    assert registry.check("read", {"path": 1}) is not None
+    other = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object"}
+    assert as_2020_12(other) is other
