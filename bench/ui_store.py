@@ -37,20 +37,17 @@ from runner import (
     run_agent,
 )
 from runner.store import RunStore, open_store
+from runner.store.tables import events, run_labels, run_tools, runs
 
 LONG_STEPS = 200
 LONG_LABEL = ("bench", "long")
 CITIES = ("Paris", "Oslo", "Lima", "Kyoto", "Accra", "Perth", "Quito", "Hanoi")
+PRICES = {"scripted": {"input_mtok": 0.15, "output_mtok": 0.6}}  # so the runs have a cost to show
 SPREAD_S = 30 * 86400  # the copies' start times go this far back
-COPY_COLUMNS = {  # column -> how a copy gets it: the new run id, shifted back, text with id and city swapped, same
-    "runs": {"run_id": "id", "parent_run_id": "", "task": "text", "system": "", "model": "", "provider": "",
-             "agent_name": "", "status": "", "answer": "text", "error": "", "steps": "", "tokens": "",
-             "tool_calls": "", "limits": "", "tool_specs": "", "trace_id": "id", "owner": "", "started_at": "at",
-             "updated_at": "at", "heartbeat_at": "at", "finished_at": "at"},
-    "events": {"run_id": "id", "seq": "", "at": "at", "step": "", "kind": "", "data": "text", "span_id": ""},
-    "run_labels": {"run_id": "id", "key": "", "value": "", "started_at": "at"},
-    "run_tools": {"run_id": "id", "name": "", "started_at": "at"},
-}
+COPIED = (runs, events, run_labels, run_tools)  # every column of theirs is copied, as it is unless named here:
+SET = {"run_id": "id", "trace_id": "id",  # the copy's new run id
+       "started_at": "at", "updated_at": "at", "heartbeat_at": "at", "finished_at": "at", "at": "at",  # moved back
+       "task": "text", "answer": "text", "data": "text"}  # the run id in them replaced, and the city varied
 
 
 class Template(NamedTuple):
@@ -107,7 +104,7 @@ def record_long(store: RunStore, reg: ToolRegistry) -> str:
                for i in range(LONG_STEPS)]
     result = run_agent("Count to two hundred, one tool call a step.", ScriptedModel(replies), reg,
                        max_steps=LONG_STEPS, token_budget=10**9, max_identical_calls=LONG_STEPS, store=store,
-                       labels=dict([LONG_LABEL, ("env", "prod")]))
+                       prices=PRICES, labels=dict([LONG_LABEL, ("env", "prod")]))
     return result.run_id
 
 
@@ -162,11 +159,11 @@ def record_small(store: RunStore, reg: ToolRegistry) -> list[Template]:
     """The small runs, then three awaiting approval (only the first is copied), each with its weight."""
     made = []
     for p in small_runs():
-        options: RunOptions = {**p.options, "store": store, "labels": p.labels}
+        options: RunOptions = {**p.options, "store": store, "labels": p.labels, "prices": PRICES}
         made.append(Template(run_agent(p.task, p.model, reg, **options).run_id, p.weight))
     for n, amount in enumerate((120, 75, 4300)):
         waiting = scripted(say("", ("c1", "pay", {"amount": amount, "to": f"supplier {n}"})))
-        run_id = run_agent(f"Pay invoice {43 + n}", waiting, reg, store=store,
+        run_id = run_agent(f"Pay invoice {43 + n}", waiting, reg, store=store, prices=PRICES,
                            labels={"env": "prod", "team": "billing"}).run_id
         made.append(Template(run_id, 1 if n == 0 else 0))
     return made
@@ -199,11 +196,12 @@ def copy_rows(conn: Connection, templates: list[Template], count: int, seed: int
     mapping = [{"t": pick, "n": uuid.UUID(int=rng.getrandbits(128), version=4).hex, "s": (k + 1) * step,
                 "c": CITIES[k % len(CITIES)]} for k, pick in enumerate(picks)]
     conn.execute(text("INSERT INTO bench_copies VALUES (:t, :n, :s, :c)"), mapping)
-    for table, columns in COPY_COLUMNS.items():
-        values = ", ".join(copied(conn.dialect.name, name, how) for name, how in columns.items())
-        order = "c.new_id, t.seq" if table == "events" else "c.new_id"
-        conn.execute(text(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {values} "
-                          f"FROM bench_copies c JOIN {table} t ON t.run_id = c.template_id ORDER BY {order}"))
+    for table in COPIED:
+        columns = [column.name for column in table.c]
+        values = ", ".join(copied(conn.dialect.name, name, SET.get(name, "")) for name in columns)
+        order = "c.new_id, t.seq" if table is events else "c.new_id"
+        conn.execute(text(f"INSERT INTO {table.name} ({', '.join(columns)}) SELECT {values} "
+                          f"FROM bench_copies c JOIN {table.name} t ON t.run_id = c.template_id ORDER BY {order}"))
     conn.execute(text("DROP TABLE bench_copies"))
 
 
