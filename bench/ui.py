@@ -5,8 +5,8 @@ one it built before (``--db``). Then, for the runs page (``GET /``; filtered; an
 nothing, so the store reads every run) and the page of the 200-step run (``GET /runs/{id}``), times
 ``--requests`` warm requests through
 ``runner.ui.create_app(store)`` in this process (Starlette's TestClient) and through a real
-``runner ui`` process (uvicorn on 127.0.0.1, httpx), and as many calls of the store methods that
-read the same data: ``list_runs`` + ``count_runs(at_most=)`` for a list, ``get_run`` for a run.
+``runner ui`` process (uvicorn on 127.0.0.1, httpx), each in turn with a call of the store methods
+that read the same data: ``list_runs`` + ``count_runs(at_most=)`` for a list, ``get_run`` for a run.
 The goal (issue 22): each page within 150 ms at the 95th percentile. Read the ratios too (machines
 are noisy). ``--profile DIR`` writes a pyinstrument profile of each page (``pip install pyinstrument``).
 
@@ -79,16 +79,21 @@ def percentiles(seconds: list[float]) -> Times:
     return Times(statistics.median(seconds) * 1e3, cuts[18] * 1e3)
 
 
-def timed(fn: Callable[[], object], count: int) -> Times:
-    """``fn`` called ``WARM_UP`` times, then ``count`` times on the clock."""
+def timed(page: Callable[[], object], query: Callable[[], object], count: int) -> tuple[Times, Times]:
+    """The page and its query, ``WARM_UP`` times each, then ``count`` times each on the clock, in turns.
+
+    In turns, so both see the same machine: on a shared one the load drifts, and the ratio would with it.
+    """
     for _ in range(WARM_UP):
-        fn()
-    seconds = []
+        page()
+        query()
+    seconds: tuple[list[float], list[float]] = ([], [])
     for _ in range(count):
-        started = time.perf_counter()
-        fn()
-        seconds.append(time.perf_counter() - started)
-    return percentiles(seconds)
+        for fn, into in ((page, seconds[0]), (query, seconds[1])):
+            started = time.perf_counter()
+            fn()
+            into.append(time.perf_counter() - started)
+    return percentiles(seconds[0]), percentiles(seconds[1])
 
 
 def listing(store: RunStore, **filters: Any) -> Callable[[], object]:
@@ -218,23 +223,24 @@ def main() -> None:
     args = parser.parse_args()
     n = args.requests
     rows: list[Row] = []
+    load = os.getloadavg()[0]
     with bench_store(args) as (store, url):
         built = prepared(store, args.runs)
         measured = pages(store, built)
-        queries = {page.name: timed(page.query, n) for page in measured}
         app = create_app(store)
         with TestClient(app, base_url=HOST) as client:
-            rows += [Row(page.name, "in-process", timed(fetcher(client, page), n), queries[page.name])
-                     for page in measured]
+            rows += [Row(page.name, "in-process", *timed(fetcher(client, page), page.query, n)) for page in measured]
         if args.profile:
             args.profile.mkdir(parents=True, exist_ok=True)
             for page in measured:
                 print(f"profile of GET {page.path}: {profile(app, page, n, args.profile)}")
         if not args.no_server:
             with served(url) as base, httpx.Client(base_url=base) as http:
-                rows += [Row(page.name, "runner ui", timed(fetcher(http, page), n), queries[page.name])
+                rows += [Row(page.name, "runner ui", *timed(fetcher(http, page), page.query, n))
                          for page in measured]
     report(store.engine.dialect.name, built, measured, rows, n)
+    print(f"machine: {os.cpu_count()} cores, load average (1 min) {load:.1f} before timing, "
+          f"{os.getloadavg()[0]:.1f} after: above the cores, other work shares the CPU (read p50s and ratios)")
 
 
 def report(backend: str, built: Built, measured: list[Page], rows: list[Row], n: int) -> None:
