@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypedDict, Unpack
 
 from .._log.limits import Limits, limit_names
 from .._log.state import RunState
@@ -80,29 +80,46 @@ class RunOptions(ContinueOptions, total=False):
     store: RunStore | None
 
 
+class Lineage(NamedTuple):
+    """A new run's link to the run it came from, and the messages it opens with (None: system and task)."""
+
+    parent_run_id: str
+    origin: str
+    messages: Sequence[Message] | None = None
+
+
 def build_core(
     task: str, model: AnyModel, registry: ToolRegistry, system: str, max_steps: int | NotGiven,
-    token_budget: int | NotGiven, **options: Unpack[RunOptions],
+    token_budget: int | NotGiven, *, link: Lineage | None = None, **options: Unpack[RunOptions],
 ) -> AgentCore:
-    """The core of a new run: it opens with ``run_started`` and the system and user messages."""
+    """The core of a new run: it opens with ``run_started`` and the system and user messages.
+
+    ``link`` makes it a linked run (a rerun's candidate names its baseline), which may open with other messages.
+    """
     given = {"max_steps": max_steps, "token_budget": token_budget}
     limits = run_limits({}, options, {name: value for name, value in given.items() if value is not NOT_GIVEN})
     run_id = checked_run_id(options.get("run_id"))
     first = new_run_opening(run_id, task, system, limits, registry, model, options.get("agent_name"),
-                            options.get("labels"), options.get("tools_ref"), options.get("mcp_servers"))
+                            options.get("labels"), options.get("tools_ref"), options.get("mcp_servers"), link=link)
     return core_for(model, registry, run_id, limits, first, None, wiring_of(options, options.get("store")))
 
 
 def new_run_opening(run_id: str, task: str, system: str, limits: Limits, registry: ToolRegistry, model: AnyModel,
                     agent_name: str | None = None, labels: Mapping[str, str] | None = None,
-                    tools_ref: str | None = None, mcp_servers: Sequence[McpRef] | None = None) -> list[Event]:
-    """The facts a new run opens with: ``run_started``, the system prompt and the task."""
+                    tools_ref: str | None = None, mcp_servers: Sequence[McpRef] | None = None, *,
+                    link: Lineage | None = None) -> list[Event]:
+    """The facts a new run opens with: ``run_started``, the system prompt and the task (or ``link``'s messages)."""
     model_name, provider = model_identity(model)
     started = RunStarted(run_id=run_id, task=task, system=system, limits=limits.to_dict(), tool_specs=registry.specs(),
                          model=model_name, provider=provider, agent_name=agent_name, labels=dict(labels or {}),
                          tools_ref=tools_ref, tool_traits=registry.traits() or None,
-                         mcp_servers=list(mcp_servers) if mcp_servers else None)
-    return opening(started, [{"role": "system", "content": system}, {"role": "user", "content": task}])
+                         mcp_servers=list(mcp_servers) if mcp_servers else None,
+                         parent_run_id=link.parent_run_id if link is not None else None,
+                         origin=link.origin if link is not None else None)
+    messages: Sequence[Message] = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+    if link is not None and link.messages is not None:
+        messages = link.messages
+    return opening(started, messages)
 
 
 def check_options(options: Mapping[str, Any]) -> None:

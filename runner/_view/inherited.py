@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 from .._log.records import StoredRun
 from ..events import Event, MessageAppended, RunQueued, RunStarted
 from ..messages import Message
+from .lineage import RERUN
 
 
 class InheritedMessage(NamedTuple):
@@ -42,9 +43,12 @@ class Inherited(NamedTuple):
 
 
 def inherited(facts: Sequence[Event], parent: StoredRun | None) -> Inherited | None:
-    """What the run of ``facts`` inherited from ``parent`` (None: not in the store); None for a run with no parent."""
+    """What the run of ``facts`` inherited from ``parent`` (None: not in the store).
+
+    None for a run with no parent, and for a rerun's candidate: it starts its baseline's work over, it inherits nothing.
+    """
     started = next((fact for fact in facts if isinstance(fact, RunStarted)), None)
-    if started is None or started.parent_run_id is None:
+    if started is None or started.parent_run_id is None or started.origin == RERUN:
         return None
     opening = _opening_messages(facts)
     if started.forked_at_step is None and opening:  # a follow-up: its last opening message is its own

@@ -1,6 +1,6 @@
 """How runs link up and how a stopped one goes on: a run's parent and children, and the resume command.
 
-A fork or a follow-up names its parent (``runs.parent_run_id``, read through its
+A fork, a follow-up or a rerun's candidate names its parent (``runs.parent_run_id``, read through its
 index for a run's children) and says how it came about in its ``run_started`` fact.
 A run awaiting approval, or one whose process died, is continued with ``runner resume``.
 """
@@ -22,6 +22,7 @@ from ..events import ApprovalRequested, RunQueued, RunResumed, RunStarted
 from ..messages import McpRef
 from ..store import RunStore
 
+RERUN = "rerun"  # the origin of a rerun's candidate (runner._rerun), linked to its baseline
 TOOLS_PLACEHOLDER = "MODULE:ATTR"  # for a run whose log does not say where its tools live
 # What a logged ``tools_ref`` must look like to be printed in a command: the log may come
 # from anywhere, and a user copies these commands into a shell.
@@ -39,12 +40,22 @@ class Link:
 
 
 def origin_text(origin: str | None, forked_at_step: int | None) -> str:
-    """``fork at step 2``, ``follow-up``, or '' for a run that is neither."""
+    """``fork at step 2``, ``follow-up``, ``rerun candidate``, or '' for a run that is none of them."""
     if origin == "fork":
         return f"fork at step {forked_at_step}" if forked_at_step else "fork"
     if origin == "follow_up":
         return "follow-up"
+    if origin == RERUN:
+        return "rerun candidate"
     return clean(origin) if origin else ""
+
+
+def parent_text(parent_run_id: str, origin: str | None, forked_at_step: int | None) -> str:
+    """The line that links a run to its parent: ``parent run ID (fork at step 2)``, or a rerun's baseline."""
+    if origin == RERUN:
+        return f"rerun candidate of baseline run {clean(parent_run_id)}"
+    how = origin_text(origin, forked_at_step)
+    return f"parent run {clean(parent_run_id)}" + (f" ({how})" if how else "")
 
 
 def children(store: RunStore, run_id: str) -> list[Link]:

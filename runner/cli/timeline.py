@@ -18,7 +18,7 @@ from .._log.statuses import STATUSES, Status
 from .._text import clean
 from .._view.activity import active_seconds
 from .._view.inherited import Inherited
-from .._view.lineage import Link, origin_text
+from .._view.lineage import Link, origin_text, parent_text
 from .._view.summary import refused_in
 from ..events import (
     ApprovalDecided,
@@ -117,8 +117,8 @@ def header(run: StoredRun, facts: Sequence[Event], children: Sequence[Link] = ()
         yield Text("labels " + ", ".join(f"{clean(k)}={clean(v)}" for k, v in run.labels.items()), style="dim")
     if run.parent_run_id:
         started = next((f for f in facts if isinstance(f, RunStarted)), None)
-        how = origin_text(started.origin, started.forked_at_step) if started is not None else ""
-        yield Text(f"parent run {clean(run.parent_run_id)}" + (f" ({how})" if how else ""), style="dim")
+        origin, at = (started.origin, started.forked_at_step) if started is not None else (None, None)
+        yield Text(parent_text(run.parent_run_id, origin, at), style="dim")
     for child in children:
         how = origin_text(child.origin, child.forked_at_step)
         yield Text(f"child run {clean(child.run_id)} ({how + ', ' if how else ''}{clean(child.status)})",
