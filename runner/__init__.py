@@ -44,6 +44,7 @@ from .messages import AsyncModel, Message, Model, ModelReply, ToolCall, ToolSpec
 from .recorder import FanoutRecorder, NullRecorder, Recorder
 
 if TYPE_CHECKING:
+    from ._rerun import RerunReport, rerun
     from .pool import submit
     from .progress import ProgressRecorder
     from .store import RunStore, open_store
@@ -55,6 +56,7 @@ _LAZY = {
     "export_run": "tracing", "rebuild_spans": "tracing",
     "submit": "pool",
     "ProgressRecorder": "progress",
+    "RerunReport": "_rerun", "rerun": "_rerun",
 }
 
 
@@ -87,6 +89,7 @@ __all__ = [
     "ReplayDivergence",
     "ReplayModel",
     "ReplayReport",
+    "RerunReport",
     "RunInUse",
     "RunNotFound",
     "RunOptions",
@@ -119,6 +122,7 @@ __all__ = [
     "open_store",
     "rebuild_spans",
     "replay",
+    "rerun",
     "resume",
     "run_agent",
     "run_plan",

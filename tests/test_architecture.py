@@ -33,10 +33,12 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "pool": KERNEL | {"_tools", "_loop", "recorder", "store"},
     "testing": KERNEL | {"_tools", "_loop", "_replay", "recorder", "store"},
     "_view": KERNEL | {"store"},
+    "_rerun": KERNEL | {"_tools", "_loop", "recorder", "store", "tracing", "prices", "_view"},
     "ui": KERNEL | {"_view", "_tools", "_loop", "recorder", "store", "tracing", "pool", "adapters"},
     "cli": KERNEL | {"_view", "_tools", "_loop", "_replay", "recorder", "store", "tracing", "pool", "progress",
-                     "demo", "adapters", "ui", "prices", "mcp"},
-    "__init__": KERNEL | {"_tools", "_loop", "_replay", "recorder", "store", "tracing", "pool", "progress"},
+                     "demo", "adapters", "ui", "prices", "mcp", "_rerun"},
+    "__init__": KERNEL | {"_tools", "_loop", "_replay", "recorder", "store", "tracing", "pool", "progress",
+                          "_rerun"},
 }
 # Third-party layers and the parts that may import them (progress prints its lines with rich, as the CLI does).
 OUTSIDE = {"sqlalchemy": {"store"}, "alembic": {"store"}, "click": {"cli"}, "rich": {"cli", "progress"},

@@ -12,12 +12,12 @@ import runner
 EXPECTED = {
     "AgentResult", "AgentStopped", "AsyncModel", "CannotResume", "DEFAULT_SYSTEM", "Event", "FanoutRecorder",
     "Fixture", "FixtureError", "Limits", "Message", "Model", "ModelReply", "NullRecorder", "ProgressRecorder",
-    "Recorder", "ReplayDivergence", "ReplayModel", "ReplayReport", "RunInUse", "RunNotFound", "RunOptions",
-    "RunState", "RunStore",
+    "Recorder", "ReplayDivergence", "ReplayModel", "ReplayReport", "RerunReport", "RunInUse", "RunNotFound",
+    "RunOptions", "RunState", "RunStore",
     "RunSummary", "RunnerError", "STATUSES", "ScriptError", "ScriptExhausted", "ScriptedModel", "StopRun",
     "StoreError", "StoredEvent", "StoredRun", "Tool", "ToolCall", "ToolRegistry", "ToolSpec", "TracingRecorder",
     "TracingSetupError", "Usage", "arun_agent", "configure_tracing", "export_run", "fold", "follow_up", "fork",
-    "load_fixture", "open_store", "rebuild_spans", "replay", "resume", "run_agent", "run_plan", "submit",
+    "load_fixture", "open_store", "rebuild_spans", "replay", "rerun", "resume", "run_agent", "run_plan", "submit",
     "validate_args",
 }
 

@@ -1,0 +1,125 @@
+"""What a rerun reports: a case per baseline (its candidates side by side, what changed), and a summary.
+
+``RerunReport.to_json`` is what ``runner rerun --json`` prints; the table and the HTML report read the
+same values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from .diff import RunFigures, calls_diff, compare
+from .tools import ToolCounts
+
+UNCHANGED, CHANGED, REGRESSED = "unchanged", "changed", "regressed"
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One baseline and its candidates, with the fields ``changed`` from it and those ``unstable`` between samples.
+
+    ``tools`` says, per candidate, how its calls were answered (served from the recording, live, not run).
+    """
+
+    baseline: RunFigures
+    candidates: tuple[RunFigures, ...]
+    tools: tuple[ToolCounts, ...]
+    changed: tuple[str, ...]
+    unstable: tuple[str, ...]
+    regressed: bool
+
+    @property
+    def verdict(self) -> str:
+        """``regressed``, ``changed`` or ``unchanged``."""
+        return REGRESSED if self.regressed else CHANGED if self.changed else UNCHANGED
+
+    def diffs(self) -> list[list[str]]:
+        """Each candidate's tool calls against the baseline's, as ``diff.calls_diff`` lines (empty: the same)."""
+        return [calls_diff(self.baseline.tool_calls, c.tool_calls) for c in self.candidates]
+
+    def to_json(self) -> dict[str, Any]:
+        candidates = [{**c.to_json(), "tool_calls_diff": diff,
+                       "tools": {"served": t.served, "live": t.live, "not_run": t.not_run}}
+                      for c, diff, t in zip(self.candidates, self.diffs(), self.tools, strict=True)]
+        return {"baseline_run_id": self.baseline.run_id, "candidate_run_ids": [c.run_id for c in self.candidates],
+                "verdict": self.verdict, "changed": list(self.changed), "regressed": self.regressed,
+                "unstable": list(self.unstable), "baseline": self.baseline.to_json(), "candidates": candidates}
+
+
+def make_case(baseline: RunFigures, candidates: Sequence[RunFigures], tools: Sequence[ToolCounts]) -> Case:
+    """The ``Case`` of a baseline and its finished candidates."""
+    verdict = compare(baseline, candidates)
+    return Case(baseline, tuple(candidates), tuple(tools), verdict.changed, verdict.unstable, verdict.regressed)
+
+
+class Totals(NamedTuple):
+    """Runs added up: how many, their tokens, their cost (None while any is unknown) and its known part."""
+
+    runs: int
+    tokens: int
+    cost_usd: float | None
+    cost_known_usd: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runs": self.runs, "tokens": self.tokens, "cost_usd": self.cost_usd,
+                "cost_known_usd": self.cost_known_usd}
+
+
+def totals(runs: Sequence[RunFigures]) -> Totals:
+    known = sum(run.cost_known_usd for run in runs)
+    unknown = any(run.cost_usd is None for run in runs)
+    return Totals(len(runs), sum(run.tokens for run in runs), None if unknown else known, known)
+
+
+@dataclass(frozen=True, slots=True)
+class RerunReport:
+    """What a rerun found: a ``Case`` per baseline whose candidates all finished, and a summary.
+
+    ``interrupted`` says Ctrl-C (or the ``cancel`` event) stopped it: the candidates still running were
+    closed ``cancelled``, and ``left`` names the baselines whose case did not finish, in no case.
+    ``ok`` is False when a case regressed.
+    """
+
+    rerun_id: str
+    model: str
+    provider: str | None
+    samples: int
+    cases: tuple[Case, ...]
+    left: tuple[str, ...] = ()
+    interrupted: bool = False
+    elapsed_s: float = 0.0
+
+    @property
+    def regressed(self) -> tuple[Case, ...]:
+        return tuple(case for case in self.cases if case.regressed)
+
+    @property
+    def ok(self) -> bool:
+        return not self.regressed
+
+    def count(self, verdict: str) -> int:
+        """How many cases have this verdict (``unchanged``, ``changed`` or ``regressed``)."""
+        return sum(1 for case in self.cases if case.verdict == verdict)
+
+    @property
+    def baseline_totals(self) -> Totals:
+        return totals([case.baseline for case in self.cases])
+
+    @property
+    def candidate_totals(self) -> Totals:
+        return totals([c for case in self.cases for c in case.candidates])
+
+    def summary_json(self) -> dict[str, Any]:
+        return {"cases": len(self.cases), UNCHANGED: self.count(UNCHANGED), CHANGED: self.count(CHANGED),
+                REGRESSED: self.count(REGRESSED), "unstable": sum(1 for case in self.cases if case.unstable),
+                "samples": self.samples, "interrupted": self.interrupted, "left": list(self.left),
+                "elapsed_s": self.elapsed_s, "baseline": self.baseline_totals.to_json(),
+                "candidates": self.candidate_totals.to_json()}
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as ``runner rerun --json`` prints it."""
+        return {"rerun_id": self.rerun_id, "model": self.model, "provider": self.provider,
+                "label": f"rerun={self.rerun_id}", "cases": [case.to_json() for case in self.cases],
+                "summary": self.summary_json()}

@@ -1,0 +1,191 @@
+"""``rerun``: start finished runs' work over on another model (or prompt), concurrently, and say what changed.
+
+Each candidate is an ordinary stored run, linked to its baseline (``parent_run_id``, origin ``rerun``)
+and labelled ``rerun=<rerun id>``. The candidates run on a pool of ``concurrency`` threads; Ctrl-C (or
+``cancel``) stops them all, each closed ``cancelled``, and the report covers the cases that finished.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from typing import TYPE_CHECKING, NamedTuple
+
+from .._log.statuses import Status
+from .._loop.build import NOT_GIVEN, Lineage, build_core, costing
+from .._loop.core import Cancel
+from .._loop.results import AgentResult, model_identity, new_run_id
+from .._tools.registry import ToolRegistry
+from .._view.lineage import RERUN
+from ..messages import Message, Model, ToolCall
+from ..prices import Price, PriceBook, price_book
+from .diff import figures
+from .recording import Baseline, read_baseline
+from .report import Case, RerunReport, make_case
+from .tools import CandidateTools, RecordedTools, ToolCounts, drive_candidate
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import TracerProvider
+
+    from ..store import RunStore
+
+WAIT_S = 0.1  # how often the waiting thread looks at ``cancel``
+Progress = Callable[[Case, int, int], None]
+
+
+class Finished(NamedTuple):
+    """A candidate that ran to its end: how it ended, and how its calls were answered."""
+
+    result: AgentResult
+    tools: ToolCounts
+
+
+class Job(NamedTuple):
+    """One candidate to run: the ``sample``-th of the ``case``-th baseline."""
+
+    case: int
+    sample: int
+
+
+def rerun(store: RunStore, run_ids: Sequence[str], model: Model, *, registry: ToolRegistry | None = None,
+          samples: int = 1, system: str | None = None, concurrency: int = 4, max_cost_usd: float | None = None,
+          prices: PriceBook | Mapping[str, Price | Mapping[str, float]] | None = None, cancel: Cancel | None = None,
+          progress: Progress | None = None, tracer_provider: TracerProvider | None = None,
+          tools_ref: str | None = None) -> RerunReport:
+    """Run each baseline's task again on ``model``, ``samples`` times, and report what changed.
+
+    Each candidate gets the baseline's first messages (``system`` replaces its system prompt), its
+    recorded tool specs and its limits (``max_cost_usd`` replaces its budget). A call the baseline made
+    gets its recorded observation; another runs live only with ``registry`` and on a tool with no side
+    effects and no approval; else the model reads that the call is not in the recording.
+
+    Args:
+        run_ids: the baselines: run ids or unique prefixes of runs that have ended.
+        progress: called on this thread as each case finishes, with the case, how many have, and how many there are.
+        cancel: an event (``threading.Event``) that stops the rerun as Ctrl-C does.
+        tracer_provider, tools_ref, prices: as for ``run_agent``.
+
+    Raises:
+        ValueError: a run that has not ended, or bad ``samples``/``concurrency``. ``PriceUnknown``: a budget
+            on a model with no price. ``RunNotFound``: no such run.
+    """
+    _check_counts(samples, concurrency)
+    if isinstance(run_ids, str):
+        raise TypeError("run_ids must be a list of run ids, not one string")
+    baselines = [read_baseline(store.find_run(ref)) for ref in dict.fromkeys(run_ids)]
+    runs = Rerun(store, baselines, model, registry, samples, system, max_cost_usd, prices, tracer_provider, tools_ref)
+    return runs.go(concurrency, cancel, progress)
+
+
+def _check_counts(samples: int, concurrency: int) -> None:
+    for name, value in (("samples", samples), ("concurrency", concurrency)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+def new_rerun_id() -> str:
+    return uuid.uuid4().hex[:12]
+
+
+class Rerun:
+    """One rerun under way: its baselines, what each candidate is started with, and the cases as they finish."""
+
+    def __init__(self, store: RunStore, baselines: list[Baseline], model: Model, registry: ToolRegistry | None,
+                 samples: int, system: str | None, max_cost_usd: float | None,
+                 prices: PriceBook | Mapping[str, Price | Mapping[str, float]] | None,
+                 tracer_provider: TracerProvider | None, tools_ref: str | None) -> None:
+        self.store, self.baselines, self.model, self.registry = store, baselines, model, registry
+        self.samples, self.system, self.tracer_provider, self.tools_ref = samples, system, tracer_provider, tools_ref
+        self.prices = price_book(prices) if prices is not None else None
+        self.recorded = [RecordedTools(b.specs, b.traits) for b in baselines]  # read only: shared by the samples
+        self.limits = [b.limits if max_cost_usd is None else dataclasses.replace(b.limits, max_cost_usd=max_cost_usd)
+                       for b in baselines]
+        for limits in self.limits:  # a budget that cannot be counted is refused before any candidate starts
+            costing(model, self.prices, limits)
+        self.rerun_id = new_rerun_id()
+        self.stop = threading.Event()
+        self.finished: dict[int, dict[int, Finished]] = {i: {} for i in range(len(baselines))}
+        self.cases: dict[int, Case] = {}
+
+    def go(self, concurrency: int, cancel: Cancel | None, progress: Progress | None) -> RerunReport:
+        """Run every candidate, ``concurrency`` at a time, until all finish or a stop; then report."""
+        started = time.monotonic()
+        interrupted = False
+        pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"rerun-{self.rerun_id}")
+        jobs = {pool.submit(self.candidate, job): job
+                for job in (Job(i, s) for i in range(len(self.baselines)) for s in range(self.samples))}
+        pending: set[Future[Finished]] = set(jobs)
+        try:
+            while pending:
+                if cancel is not None and cancel.is_set():
+                    interrupted = True
+                    break
+                done, pending = wait(pending, timeout=WAIT_S, return_when=FIRST_COMPLETED)
+                for future in done:
+                    self.take(jobs[future], future.result(), progress)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            self.stop.set()  # whatever is still running closes ``cancelled``; what has not started never starts
+            pool.shutdown(wait=True, cancel_futures=True)
+        if interrupted:
+            for future, job in jobs.items():
+                if future.done() and not future.cancelled() and future.exception() is None \
+                        and job.sample not in self.finished[job.case]:
+                    self.take(job, future.result(), progress)
+        return self.report(interrupted, time.monotonic() - started)
+
+    def take(self, job: Job, finished: Finished, progress: Progress | None) -> None:
+        """Note a finished candidate; once its case's samples have all finished, the case is made."""
+        self.finished[job.case][job.sample] = finished
+        results = self.finished[job.case]
+        if len(results) < self.samples or any(f.result.status == Status.CANCELLED and self.stop.is_set()
+                                               for f in results.values()):
+            return
+        ordered = [results[s] for s in range(self.samples)]
+        candidates = [figures(self.store.get_run(f.result.run_id)) for f in ordered]
+        case = make_case(figures(self.baselines[job.case].run), candidates, [f.tools for f in ordered])
+        self.cases[job.case] = case
+        if progress is not None:
+            progress(case, len(self.cases), len(self.baselines))
+
+    def candidate(self, job: Job) -> Finished:
+        """Run one candidate to its end (on a pool thread)."""
+        baseline = self.baselines[job.case]
+        if self.stop.is_set():  # stopped while it waited for a thread: never started, never recorded
+            raise Stopped
+        system = self.system if self.system is not None else baseline.system
+        tools = CandidateTools(baseline, self.registry)
+        link = Lineage(baseline.run_id, RERUN, self.opening(baseline) or None)
+        core = build_core(baseline.task, self.model, self.recorded[job.case], system, NOT_GIVEN, NOT_GIVEN, link=link,
+                          run_id=new_run_id(), limits=self.limits[job.case], store=self.store,
+                          labels={RERUN: self.rerun_id}, cancel=self.stop, approve=approve_all,
+                          tracer_provider=self.tracer_provider, prices=self.prices,
+                          agent_name=baseline.run.agent_name, tools_ref=self.tools_ref)
+        return Finished(drive_candidate(core, tools), tools.counts)
+
+    def opening(self, baseline: Baseline) -> list[Message]:
+        """The baseline's first messages, with ``system`` in place of its system prompt when given."""
+        if self.system is None:
+            return list(baseline.opening)
+        return [{"role": "system", "content": self.system} if m["role"] == "system" else m for m in baseline.opening]
+
+    def report(self, interrupted: bool, elapsed_s: float) -> RerunReport:
+        name, provider = model_identity(self.model)
+        cases = tuple(self.cases[i] for i in sorted(self.cases))
+        left = tuple(b.run_id for i, b in enumerate(self.baselines) if i not in self.cases)
+        return RerunReport(self.rerun_id, name, provider, self.samples, cases, left, interrupted, elapsed_s)
+
+
+class Stopped(Exception):
+    """A candidate the stop came before: it never started."""
+
+
+def approve_all(call: ToolCall) -> bool:
+    """The rerun's approver: every call goes on to its driver, which never runs a tool that needs approval."""
+    return True
+
