@@ -23,6 +23,7 @@ class Case:
     ``tools`` says, per candidate, how its calls were answered (served from the recording, live, not run).
     """
 
+    task: str
     baseline: RunFigures
     candidates: tuple[RunFigures, ...]
     tools: tuple[ToolCounts, ...]
@@ -44,14 +45,22 @@ class Case:
                        "tools": {"served": t.served, "live": t.live, "not_run": t.not_run}}
                       for c, diff, t in zip(self.candidates, self.diffs(), self.tools, strict=True)]
         return {"baseline_run_id": self.baseline.run_id, "candidate_run_ids": [c.run_id for c in self.candidates],
+                "task": self.task,
                 "verdict": self.verdict, "changed": list(self.changed), "regressed": self.regressed,
                 "unstable": list(self.unstable), "baseline": self.baseline.to_json(), "candidates": candidates}
 
 
-def make_case(baseline: RunFigures, candidates: Sequence[RunFigures], tools: Sequence[ToolCounts]) -> Case:
+def make_case(task: str, baseline: RunFigures, candidates: Sequence[RunFigures], tools: Sequence[ToolCounts]) -> Case:
     """The ``Case`` of a baseline and its finished candidates."""
     verdict = compare(baseline, candidates)
-    return Case(baseline, tuple(candidates), tuple(tools), verdict.changed, verdict.unstable, verdict.regressed)
+    return Case(task, baseline, tuple(candidates), tuple(tools), verdict.changed, verdict.unstable, verdict.regressed)
+
+
+def cost_text(cost_usd: float | None, known_usd: float) -> str:
+    """``$0.0123``, ``≥$0.0100`` when part of the cost is unknown, or ``-`` when none is known."""
+    if cost_usd is not None:
+        return f"${cost_usd:.4f}"
+    return f"≥${known_usd:.4f}" if known_usd > 0 else "-"
 
 
 class Totals(NamedTuple):

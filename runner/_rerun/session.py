@@ -148,7 +148,8 @@ class Rerun:
             return
         ordered = [results[s] for s in range(self.samples)]
         candidates = [figures(self.store.get_run(f.result.run_id)) for f in ordered]
-        case = make_case(figures(self.baselines[job.case].run), candidates, [f.tools for f in ordered])
+        baseline = self.baselines[job.case]
+        case = make_case(baseline.task, figures(baseline.run), candidates, [f.tools for f in ordered])
         self.cases[job.case] = case
         if progress is not None:
             progress(case, len(self.cases), len(self.baselines))

@@ -1,4 +1,4 @@
-"""The ``runner`` command: query, show, export, replay, spans, stats, db, demo, run, resume, fork, prune and ui.
+"""The ``runner`` command: query, show, export, replay, rerun, spans, stats, db, demo, run, resume, fork, prune, ui.
 
 Every command is a thin layer over the Python API. Failures are one line on
 stderr, never a traceback; set ``RUNNER_DEBUG=1`` to see the traceback of an
@@ -93,6 +93,7 @@ COMMANDS = {
     "fork": "continuing:fork",
     "prune": "prune:prune",
     "replay": "replaying:replay",
+    "rerun": "rerun:rerun_command",
     "resume": "continuing:resume",
     "run": "running:run",
     "runs": "show:runs",
@@ -116,7 +117,7 @@ def cli() -> None:
     \b
     Exit status:
       0    success
-      1    "no": a replay diverged, a run did not end done, the schema is behind
+      1    "no": a replay diverged, a run did not end done, a rerun regressed, the schema is behind
       2    a usage mistake
       3    an error: no such run, an unreadable store or fixture
       130  interrupted (Ctrl-C)

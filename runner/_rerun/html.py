@@ -1,0 +1,123 @@
+"""A rerun's report as one self-contained HTML page: the summary, then each case's runs side by side.
+
+Nothing is fetched from elsewhere: the styles are inline, there is no script, and a
+``Content-Security-Policy`` forbids loading anything. Every text a model, a tool or a task holds is escaped.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable, Iterator
+from typing import Final
+
+from .diff import RunFigures
+from .report import Case, RerunReport, cost_text
+
+STYLE: Final = """
+body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 80em; padding: 0 1em; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.1em; margin: 0 0 .4em; }
+section { border: 1px solid #ccc; border-radius: 6px; padding: .8em 1em; margin: 1em 0; }
+section.regressed { border-color: #c62828; } section.changed { border-color: #ef8f00; }
+.verdict { font-weight: bold; } .regressed .verdict { color: #c62828; } .changed .verdict { color: #b26a00; }
+.unchanged .verdict { color: #2e7d32; }
+table { border-collapse: collapse; width: 100%; } th, td { text-align: left; vertical-align: top; padding: .3em .5em; }
+th { white-space: nowrap; color: #555; font-weight: normal; } tr + tr { border-top: 1px solid #eee; }
+td.differs { background: #fff4e0; } pre { margin: 0; white-space: pre-wrap; word-break: break-word; }
+.add { color: #1b5e20; background: #e8f5e9; } .del { color: #b71c1c; background: #ffebee; }
+.dim { color: #777; } code { font-size: .95em; }
+"""
+NONE: Final = '<span class="dim">-</span>'
+CSP: Final = "default-src 'none'; style-src 'unsafe-inline'"
+
+
+def e(value: object) -> str:
+    """``value`` as HTML text: escaped, quotes included."""
+    return html.escape(str(value), quote=True)
+
+
+def render(report: RerunReport) -> str:
+    """The whole page for ``report``."""
+    return "".join(_page(report))
+
+
+def _page(report: RerunReport) -> Iterator[str]:
+    model = report.model + (f" ({report.provider})" if report.provider else "")
+    yield (f'<!doctype html>\n<html lang="en"><head><meta charset="utf-8">'
+           f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+           f"<title>rerun {e(report.rerun_id)}</title><style>{STYLE}</style></head><body>\n")
+    yield f"<h1>rerun <code>{e(report.rerun_id)}</code> on {e(model)}</h1>\n"
+    yield f'<p class="summary">{e(summary_line(report))}</p>\n'
+    yield (f'<p class="dim">{report.samples} sample(s) per case; the candidates are labelled '
+           f"<code>rerun={e(report.rerun_id)}</code>.</p>\n")
+    if report.interrupted:
+        yield f'<p class="verdict">interrupted: {len(report.left)} case(s) did not finish</p>\n'
+    for case in report.cases:
+        yield from _case(case)
+    yield "</body></html>\n"
+
+
+def summary_line(report: RerunReport) -> str:
+    """``3 cases: 1 unchanged, 1 changed, 1 regressed (1 unstable); tokens 900 → 1,200 per sample; cost ...``."""
+    base, cand = report.baseline_totals, report.candidate_totals
+    per = max(report.samples, 1)
+    unstable = sum(1 for case in report.cases if case.unstable)
+    return (f"{len(report.cases)} case(s): {report.count('unchanged')} unchanged, {report.count('changed')} changed, "
+            f"{report.count('regressed')} regressed ({unstable} unstable); tokens {base.tokens:,} → "
+            f"{round(cand.tokens / per):,} per sample; cost {cost_text(base.cost_usd, base.cost_known_usd)} → "
+            f"{cost_text(cand.cost_usd, cand.cost_known_usd)} for {cand.runs} candidate(s)")
+
+
+ROWS: Final[tuple[tuple[str, str, Callable[[RunFigures], str]], ...]] = (
+    ("run", "", lambda r: f"<code>{e(r.run_id)}</code>"),
+    ("status", "status", lambda r: e(r.status) + (f'<div class="dim">{e(r.error)}</div>' if r.error else "")),
+    ("answer", "answer", lambda r: f"<pre>{e(r.answer)}</pre>" if r.answer is not None else NONE),
+    ("steps", "steps", lambda r: e(r.steps)),
+    ("tokens", "tokens", lambda r: f"{r.tokens:,}"),
+    ("cost", "", lambda r: e(cost_text(r.cost_usd, r.cost_known_usd))),
+    ("duration", "", lambda r: f"{r.duration_s:.2f} s" if r.duration_s is not None else "-"),
+)
+
+
+def _case(case: Case) -> Iterator[str]:
+    runs = [case.baseline, *case.candidates]
+    yield f'<section class="{e(case.verdict)}" id="case-{e(case.baseline.run_id)}">\n'
+    yield f'<h2><span class="verdict">{e(case.verdict)}</span> · baseline <code>{e(case.baseline.run_id)}</code></h2>\n'
+    yield f"<p>{e(case.task)}</p>\n"
+    if case.changed:
+        yield f"<p>changed: {e(', '.join(case.changed))}"
+        yield f"; unstable: {e(', '.join(case.unstable))}</p>\n" if case.unstable else "</p>\n"
+    heads = "".join(f"<th>sample {n}</th>" for n in range(1, len(case.candidates) + 1))
+    yield f"<table><tr><th></th><th>baseline</th>{heads}</tr>\n"
+    for label, field, cell in ROWS:
+        cells = "".join(_td(cell(run), bool(field) and n > 0 and field in case.changed
+                            and cell(run) != cell(case.baseline)) for n, run in enumerate(runs))
+        yield f"<tr><th>{label}</th>{cells}</tr>\n"
+    calls = _td(_pre([f"  {c.line()}" for c in case.baseline.tool_calls]), False)
+    for run, diff in zip(case.candidates, case.diffs(), strict=True):  # a diff where the calls differ
+        calls += _td(_pre(diff or [f"  {c.line()}" for c in run.tool_calls]), bool(diff))
+    yield f"<tr><th>tool calls</th>{calls}</tr>\n"
+    answered = "".join(f"<td>{t.served} served, {t.live} live, {t.not_run} not run</td>" for t in case.tools)
+    yield f'<tr><th>tools</th><td class="dim">as recorded</td>{answered}</tr>\n'
+    yield "</table></section>\n"
+
+
+def _td(content: str, differs: bool) -> str:
+    return f'<td class="differs">{content}</td>' if differs else f"<td>{content}</td>"
+
+
+def _pre(lines: list[str]) -> str:
+    """Tool-call lines (or diff lines) in a ``<pre>``, added and removed ones marked."""
+    if not lines:
+        return '<span class="dim">none</span>'
+    out = []
+    for line in lines:
+        kind = {"+": "add", "-": "del"}.get(line[:1])
+        out.append(f'<span class="{kind}">{e(line)}</span>' if kind else e(line))
+    return "<pre>" + "\n".join(out) + "</pre>"
+
+
+def write(report: RerunReport, path: str) -> None:
+    """Write the page for ``report`` to ``path`` (UTF-8)."""
+    with open(path, "w", encoding="utf-8") as out:
+        out.write(render(report))
+
