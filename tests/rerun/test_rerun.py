@@ -1,0 +1,158 @@
+"""``runner.rerun`` end to end: baselines recorded through the OpenAI adapter on one fake server, rerun on
+another that behaves differently, over a real SQLite file (and PostgreSQL when RUNNER_TEST_PG_URL is set)."""
+
+from __future__ import annotations
+
+import pytest
+
+from runner import STATUSES, RerunReport, open_store, rerun
+from runner.events import RunStarted, ToolFinished
+from runner.store import RunStore
+from tests.rerun import rerun_tools
+from tests.rerun.helpers import (
+    AFTER,
+    DRIFT,
+    EMAIL,
+    FORECAST,
+    LOOP,
+    MAX_STEPS,
+    WEATHER,
+    TaskServer,
+    fake_model,
+    recorded,
+)
+
+
+def rerun_all(store: RunStore, ids: dict[str, str], **options: object) -> tuple[RerunReport, TaskServer]:
+    with TaskServer(AFTER) as server, fake_model(server) as model:
+        report = rerun(store, list(ids.values()), model, **options)  # type: ignore[arg-type]
+    return report, server
+
+
+def observations(store: RunStore, run_id: str) -> list[tuple[str, str]]:
+    return [(f.name, f.observation) for f in store.get_run(run_id).facts if isinstance(f, ToolFinished)]
+
+
+def test_each_case_reports_what_changed_and_only_the_step_limit_case_regressed(store_url: str) -> None:
+    with recorded(store_url) as (store, ids):
+        report, _ = rerun_all(store, ids, registry=rerun_tools.tools())
+        by_task = {case.task: case for case in report.cases}
+        assert [case.baseline.run_id for case in report.cases] == list(ids.values())
+        assert by_task[WEATHER].changed == ()
+        assert (by_task[WEATHER].verdict, by_task[WEATHER].regressed) == ("unchanged", False)
+        assert by_task[DRIFT].changed == ("answer", "tool_calls")
+        assert (by_task[DRIFT].verdict, by_task[DRIFT].regressed) == ("changed", False)
+        assert by_task[DRIFT].diffs() == [['- c_to_f {"celsius": 21}', '+ c_to_f {"celsius": 22}']]
+        loop = by_task[LOOP]
+        assert loop.candidates[0].status == "step_limit"
+        assert loop.candidates[0].steps == MAX_STEPS
+        assert loop.changed == ("status", "answer", "tool_calls", "steps", "tokens")
+        assert (loop.verdict, loop.regressed) == ("regressed", True)
+        assert [case.task for case in report.regressed] == [LOOP]
+        assert report.ok is False
+        assert (report.count("unchanged"), report.count("changed"), report.count("regressed")) == (1, 2, 1)
+        assert (report.interrupted, report.left, report.samples) == (False, (), 1)
+
+
+def test_identical_calls_are_served_from_the_recording_and_the_tool_does_not_run(store_url: str) -> None:
+    with recorded(store_url, (WEATHER,)) as (store, ids):
+        report, _ = rerun_all(store, ids, registry=rerun_tools.tools())
+        [case] = report.cases
+        assert rerun_tools.RAN == []
+        assert (case.tools[0].served, case.tools[0].live, case.tools[0].not_run) == (1, 0, 0)
+        baseline, candidate = ids[WEATHER], case.candidates[0].run_id
+        assert observations(store, candidate) == observations(store, baseline) == [
+            ("get_weather", '{"city": "Paris", "celsius": 21}')]
+
+
+def test_a_side_effect_runs_neither_again_nor_anew(store_url: str) -> None:
+    with recorded(store_url, (EMAIL,)) as (store, ids):
+        report, _ = rerun_all(store, ids, registry=rerun_tools.tools())
+        [case] = report.cases
+        assert rerun_tools.RAN == []  # send_email ran once, for the baseline, and never since
+        assert (case.tools[0].served, case.tools[0].live, case.tools[0].not_run) == (1, 0, 1)
+        assert observations(store, case.candidates[0].run_id) == [
+            ("send_email", '"sent to ann"'),
+            ("send_email", f"ERROR: not run: this call to send_email (with these arguments) is not in the recording "
+                           f"of run {ids[EMAIL]} that this rerun serves, and send_email has side effects, and a "
+                           "rerun never runs one")]
+        assert case.diffs() == [[f'  send_email {{"body": "{FORECAST["body"]}", "to": "ann"}}',
+                                 f'+ send_email {{"body": "{FORECAST["body"]}", "to": "bob"}}']]
+
+
+def test_an_unrecorded_call_runs_live_only_on_a_tool_without_side_effects_and_only_with_live_tools(
+        store_url: str) -> None:
+    with recorded(store_url, (DRIFT,)) as (store, ids):
+        live, _ = rerun_all(store, ids, registry=rerun_tools.tools())
+        assert rerun_tools.RAN == [("c_to_f", {"celsius": 22})]
+        assert observations(store, live.cases[0].candidates[0].run_id) == [("c_to_f", "71.6")]
+        rerun_tools.RAN.clear()
+        without, _ = rerun_all(store, ids)
+        assert rerun_tools.RAN == []
+        assert observations(store, without.cases[0].candidates[0].run_id) == [
+            ("c_to_f", f"ERROR: not run: this call to c_to_f (with these arguments) is not in the recording of run "
+                       f"{ids[DRIFT]} that this rerun serves, and this rerun has no live tools")]
+        assert (without.cases[0].tools[0].served, without.cases[0].tools[0].not_run) == (0, 1)
+
+
+def test_three_samples_give_three_linked_candidates_labelled_with_the_rerun(store_url: str) -> None:
+    with recorded(store_url, (WEATHER,)) as (store, ids):
+        report, server = rerun_all(store, ids, samples=3)
+        [case] = report.cases
+        assert len(case.candidates) == 3
+        assert len(set(c.run_id for c in case.candidates)) == 3
+        assert len(server.asked(WEATHER)) == 6  # two model calls each
+        for candidate in case.candidates:
+            run = store.get_run(candidate.run_id)
+            started = run.facts[0]
+            assert isinstance(started, RunStarted)
+            assert (run.parent_run_id, started.origin, run.labels) == (ids[WEATHER], "rerun",
+                                                                       {"rerun": report.rerun_id})
+            assert (run.status, run.task, run.model, run.provider) == ("done", WEATHER, "fake", "openai")
+        listed = store.list_runs(label={"rerun": report.rerun_id})
+        assert sorted(run.run_id for run in listed) == sorted(c.run_id for c in case.candidates)
+
+
+def test_a_candidate_gets_the_baselines_task_system_prompt_tool_specs_and_limits(store_url: str) -> None:
+    with recorded(store_url, (WEATHER,)) as (store, ids):
+        report, server = rerun_all(store, ids, max_cost_usd=2.5, prices={"fake": {"input_mtok": 1, "output_mtok": 2}})
+        baseline, candidate = store.get_run(ids[WEATHER]), store.get_run(report.cases[0].candidates[0].run_id)
+        assert candidate.messages[:2] == baseline.messages[:2]
+        assert candidate.tool_specs == baseline.tool_specs
+        assert candidate.limits == {**baseline.limits, "max_cost_usd": 2.5}
+        assert server.asked(WEATHER)[0].tools == ["get_weather", "c_to_f", "send_email", "transfer"]
+        assert candidate.cost_usd == pytest.approx(2 * (10 * 1 + 5 * 2) / 1e6)
+        assert report.candidate_totals.cost_usd == candidate.cost_usd
+        assert report.baseline_totals.cost_usd is None  # the baseline's model had no price
+
+
+def test_system_replaces_the_baselines_system_prompt(store_url: str) -> None:
+    with recorded(store_url, (WEATHER,)) as (store, ids):
+        report, _ = rerun_all(store, ids, system="Answer in French.")
+        candidate = store.get_run(report.cases[0].candidates[0].run_id)
+        assert candidate.system == "Answer in French."
+        assert candidate.messages[0] == {"role": "system", "content": "Answer in French."}
+        assert candidate.messages[1] == {"role": "user", "content": WEATHER}
+
+
+def test_a_run_still_going_is_no_baseline(store_url: str) -> None:
+    with recorded(store_url, (WEATHER,)) as (store, ids), TaskServer(AFTER) as server, fake_model(server) as model:
+        with pytest.raises(ValueError, match="samples must be a positive integer, got 0"):
+            rerun(store, [ids[WEATHER]], model, samples=0)
+        with pytest.raises(TypeError, match="not one string"):
+            rerun(store, ids[WEATHER], model)  # type: ignore[arg-type]
+        recorder = store.recorder()
+        recorder.record(RunStarted(run_id="r" * 32, task="t", system="s", limits={}, tool_specs=[], model="m"))
+        recorder.sync()
+        with pytest.raises(ValueError, match=f"run {'r' * 32} is running: a rerun compares with a run that has ended"):
+            rerun(store, ["r" * 32], model)
+        assert server.requests == []
+
+
+def test_the_report_covers_every_status_it_can_meet(tmp_path: object) -> None:
+    assert set(STATUSES) >= {"done", "step_limit", "cancelled"}
+    with open_store(f"sqlite:///{tmp_path}/empty.db") as store, TaskServer(AFTER) as server, \
+            fake_model(server) as model:
+        report = rerun(store, [], model)
+    assert report.to_json()["cases"] == []
+    assert report.to_json()["summary"]["cases"] == 0
