@@ -117,7 +117,7 @@ def fake_model(server: TaskServer | Any) -> OpenAIModel:
     return openai_model("fake", base_url=server.url, api_key="k", max_retries=0, timeout=30)
 
 
-def record_baselines(store: RunStore, tasks: tuple[str, ...] = (WEATHER, DRIFT, LOOP, EMAIL),
+def record_baselines(store: RunStore, tasks: tuple[str, ...],
                      scripts: Mapping[str, Script] = BEFORE) -> dict[str, str]:
     """A run of each task through the OpenAI adapter on a ``scripts`` server: their ids, by task."""
     ids = {}
@@ -131,8 +131,17 @@ def record_baselines(store: RunStore, tasks: tuple[str, ...] = (WEATHER, DRIFT, 
     return ids
 
 
+ALL = (WEATHER, DRIFT, LOOP, EMAIL)
+
+
 @contextmanager
-def recorded(url: str, tasks: tuple[str, ...] = (WEATHER, DRIFT, LOOP, EMAIL)) -> Iterator[tuple[RunStore, dict[str, str]]]:
+def recorded(url: str, tasks: tuple[str, ...] = ALL) -> Iterator[tuple[RunStore, dict[str, str]]]:
     """An open store at ``url`` holding the baselines of ``tasks``, and their ids by task."""
     with open_store(url) as store:
         yield store, record_baselines(store, tasks)
+
+
+def recorded_at(url: str, tasks: tuple[str, ...] = ALL) -> dict[str, str]:
+    """The ids, by task, of the baselines of ``tasks`` recorded in the store at ``url`` (then closed)."""
+    with recorded(url, tasks) as (_, ids):
+        return ids
