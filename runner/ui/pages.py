@@ -185,7 +185,8 @@ def run_view(console: Console, ref: str) -> RunView:
     finished = run.finished_at
     return RunView(
         run, store.short_ids([run.run_id])[run.run_id], timeline.entries(run), timeline.in_doubt(run, state), links,
-        {link.run_id: origin_text(link.origin, link.forked_at_step) for link in links},
+        {link.run_id: origin_text(link.origin, link.forked_at_step) for link in links}
+        | ({run.run_id: origin_text(state.started.origin, state.started.forked_at_step)} if state.started else {}),
         list(pending_approvals(run).values()),
         max((f.step for f in run.facts if isinstance(f, StepStarted)), default=0),
         seconds((finished - run.started_at).total_seconds() if finished else None),

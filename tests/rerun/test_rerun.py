@@ -10,6 +10,7 @@ import pytest
 from runner import RerunReport, open_store, rerun
 from runner.events import RunStarted, ToolFinished
 from runner.store import RunStore
+from tests.cli.helpers import completion
 from tests.rerun import rerun_tools
 from tests.rerun.helpers import (
     AFTER,
@@ -22,6 +23,7 @@ from tests.rerun.helpers import (
     TaskServer,
     fake_model,
     recorded,
+    steps,
 )
 
 
@@ -157,3 +159,16 @@ def test_no_baselines_give_an_empty_report_and_no_model_call(tmp_path: Path) -> 
         report = rerun(store, [], model)
     assert (report.cases, report.left, report.ok, server.requests) == ((), (), True, [])
     assert report.to_json()["summary"]["cases"] == 0
+
+
+def test_each_recorded_observation_serves_one_call_of_each_sample(store_url: str) -> None:
+    twice = {WEATHER: steps(completion("", [("w1", "get_weather", {"city": "Paris"})]),
+                            completion("", [("w2", "get_weather", {"city": "Paris"})]), completion("It is 21 C."))}
+    with recorded(store_url, (WEATHER,)) as (store, ids), TaskServer(twice) as server, fake_model(server) as model:
+        report = rerun(store, [ids[WEATHER]], model, samples=2)
+        for candidate, tools in zip(report.cases[0].candidates, report.cases[0].tools, strict=True):
+            assert (tools.served, tools.not_run) == (1, 1)
+            assert [o for _, o in observations(store, candidate.run_id)] == [
+                '{"city": "Paris", "celsius": 21}',
+                f"ERROR: not run: this call to get_weather (with these arguments) is not in the recording of run "
+                f"{ids[WEATHER]} that this rerun serves, and this rerun has no live tools"]
