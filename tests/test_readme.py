@@ -25,7 +25,7 @@ DOCS = ROOT / "docs"
 EVENT_LOG = DOCS / "event-log.md"
 REPLAY = DOCS / "replay.md"
 REQUIRED_PAGES = ("index.md", "event-log.md", "durable-execution.md", "tracing.md", "replay.md", "workers.md",
-                  "benchmarks.md", "development.md", "real-models.md")
+                  "benchmarks.md", "development.md", "real-models.md", "rerun.md")
 TIP_SNIPPET = re.compile(r"```python\n(# tests/test_tip\.py.*?)```", re.S)
 
 
