@@ -54,8 +54,7 @@ class Job(NamedTuple):
 def rerun(store: RunStore, run_ids: Sequence[str], model: Model, *, registry: ToolRegistry | None = None,
           samples: int = 1, system: str | None = None, concurrency: int = 4, max_cost_usd: float | None = None,
           prices: PriceBook | Mapping[str, Price | Mapping[str, float]] | None = None, cancel: Cancel | None = None,
-          progress: Progress | None = None, tracer_provider: TracerProvider | None = None,
-          tools_ref: str | None = None) -> RerunReport:
+          progress: Progress | None = None, tracer_provider: TracerProvider | None = None) -> RerunReport:
     """Run each baseline's task again on ``model``, ``samples`` times, and report what changed.
 
     Each candidate gets the baseline's first messages (``system`` replaces its system prompt), its
@@ -67,7 +66,7 @@ def rerun(store: RunStore, run_ids: Sequence[str], model: Model, *, registry: To
         run_ids: the baselines: run ids or unique prefixes of runs that have ended.
         progress: called on this thread as each case finishes, with the case, how many have, and how many there are.
         cancel: an event (``threading.Event``) that stops the rerun as Ctrl-C does.
-        tracer_provider, tools_ref, prices: as for ``run_agent``.
+        tracer_provider, prices: as for ``run_agent``.
 
     Raises:
         ValueError: a run that has not ended, or bad ``samples``/``concurrency``. ``PriceUnknown``: a budget
@@ -77,7 +76,7 @@ def rerun(store: RunStore, run_ids: Sequence[str], model: Model, *, registry: To
     if isinstance(run_ids, str):
         raise TypeError("run_ids must be a list of run ids, not one string")
     baselines = [read_baseline(store.find_run(ref)) for ref in dict.fromkeys(run_ids)]
-    runs = Rerun(store, baselines, model, registry, samples, system, max_cost_usd, prices, tracer_provider, tools_ref)
+    runs = Rerun(store, baselines, model, registry, samples, system, max_cost_usd, prices, tracer_provider)
     return runs.go(concurrency, cancel, progress)
 
 
@@ -97,9 +96,9 @@ class Rerun:
     def __init__(self, store: RunStore, baselines: list[Baseline], model: Model, registry: ToolRegistry | None,
                  samples: int, system: str | None, max_cost_usd: float | None,
                  prices: PriceBook | Mapping[str, Price | Mapping[str, float]] | None,
-                 tracer_provider: TracerProvider | None, tools_ref: str | None) -> None:
+                 tracer_provider: TracerProvider | None) -> None:
         self.store, self.baselines, self.model, self.registry = store, baselines, model, registry
-        self.samples, self.system, self.tracer_provider, self.tools_ref = samples, system, tracer_provider, tools_ref
+        self.samples, self.system, self.tracer_provider = samples, system, tracer_provider
         self.prices = price_book(prices) if prices is not None else None
         self.recorded = [RecordedTools(b.specs, b.traits) for b in baselines]  # read only: shared by the samples
         self.limits = [b.limits if max_cost_usd is None else dataclasses.replace(b.limits, max_cost_usd=max_cost_usd)
@@ -166,7 +165,7 @@ class Rerun:
                           run_id=new_run_id(), limits=self.limits[job.case], store=self.store,
                           labels={RERUN: self.rerun_id}, cancel=self.stop, approve=approve_all,
                           tracer_provider=self.tracer_provider, prices=self.prices,
-                          agent_name=baseline.run.agent_name, tools_ref=self.tools_ref)
+                          agent_name=baseline.run.agent_name)
         return Finished(drive_candidate(core, tools), tools.counts)
 
     def opening(self, baseline: Baseline) -> list[Message]:

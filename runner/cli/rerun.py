@@ -100,8 +100,7 @@ def rerun_command(env: Env, run_refs: tuple[str, ...], statuses: tuple[str, ...]
         try:
             report = rerun(store, run_ids, model, registry=registry, samples=samples, system=system,
                                 concurrency=concurrency, max_cost_usd=max_cost_usd, prices=prices,
-                                progress=None if quiet else progress_line, tracer_provider=provider,
-                                tools_ref=tools_spec)
+                                progress=None if quiet else progress_line, tracer_provider=provider)
         except PriceUnknown as exc:
             raise CliUsageError(str(exc)) from None
         except ValueError as exc:
