@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 
 import click
@@ -12,8 +11,9 @@ from .._rerun import RerunReport, rerun
 from .._rerun.html import write as write_html
 from .._view.lineage import RERUN
 from ..errors import PriceUnknown
-from ..prices import Price, load_prices
+from ..prices import Price
 from ..store import RunStore
+from .costs import PRICES, check_priced, max_cost_option
 from .options import EXIT_INTERRUPTED, EXIT_NO, CliError, CliUsageError, Env, common, label_option
 from .render import print_json
 from .rerun_table import print_report, progress_line
@@ -21,22 +21,6 @@ from .show import MAX_LIMIT, when_option
 from .specs import MODEL_HELP, build_model, load_tools, model_options, tracer_provider
 
 ENDED = [status.value for status in Status if status not in UNFINISHED]
-
-
-def finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
-    if value is not None and not math.isfinite(value):
-        raise click.BadParameter(f"{value} is not an amount of USD", ctx, param)
-    return value
-
-
-def read_prices(ctx: click.Context, param: click.Parameter, value: str | None) -> dict[str, Price] | None:
-    """The prices in ``--prices FILE``; a file that is unreadable or wrong is a usage error."""
-    if value is None:
-        return None
-    try:
-        return load_prices(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
 
 
 @click.command("rerun")
@@ -59,11 +43,9 @@ def read_prices(ctx: click.Context, param: click.Parameter, value: str | None) -
               help="Candidates per baseline (more tell a change from noise).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
               help="Candidates running at once.")
-@click.option("--max-cost-usd", "max_cost_usd", type=click.FloatRange(min=0, min_open=True), callback=finite,
-              metavar="USD", help="Each candidate stops cost_limit once its model calls cost that much "
-                                  "(default: its baseline's budget).")
-@click.option("--prices", "prices", metavar="FILE", callback=read_prices,
-              help="Prices to add or override, a TOML or JSON file (see docs/cost.md).")
+@max_cost_option("Each candidate stops cost_limit once its model calls cost that much (default: its baseline's "
+                 "budget).")
+@PRICES
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), metavar="FILE",
               help="Also write the report as one self-contained HTML page.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress line (one per finished case) on stderr.")
@@ -92,6 +74,7 @@ def rerun_command(env: Env, run_refs: tuple[str, ...], statuses: tuple[str, ...]
         raise CliUsageError("a scripted model cannot answer a rerun: use --model with " + MODEL_HELP)
     registry = load_tools(tools_spec) if tools_spec is not None else None
     model = build_model(model_spec, base_url, api_key)
+    check_priced(model, prices, max_cost_usd, given=True)
     with env.store(create=True) as store:
         run_ids = given(store, run_refs) if run_refs else selected(store, statuses, since, labels, tool, limit)
         if not run_ids:

@@ -3,11 +3,13 @@ another that behaves differently, over a real SQLite file (and PostgreSQL when R
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
-from runner import RerunReport, open_store, rerun
+from runner import RerunReport, open_store, rerun, run_agent
+from runner.errors import PriceUnknown
 from runner.events import RunStarted, ToolFinished
 from runner.store import RunStore
 from tests.cli.helpers import completion
@@ -172,3 +174,17 @@ def test_each_recorded_observation_serves_one_call_of_each_sample(store_url: str
                 '{"city": "Paris", "celsius": 21}',
                 f"ERROR: not run: this call to get_weather (with these arguments) is not in the recording of run "
                 f"{ids[WEATHER]} that this rerun serves, and this rerun has no live tools"]
+
+
+def test_a_budget_the_new_model_cannot_count_is_refused_before_any_candidate_starts(store_url: str) -> None:
+    with recorded(store_url, (WEATHER,)) as (store, ids), TaskServer(AFTER) as server, fake_model(server) as model:
+        priced = {"fake": {"input_mtok": 1.0, "output_mtok": 2.0}}
+        budgeted = run_agent(WEATHER, model, rerun_tools.tools(), store=store, max_cost_usd=1.0, prices=priced)
+        with pytest.raises(PriceUnknown, match=re.escape("model 'fake' (openai), so max_cost_usd=1 cannot")):
+            rerun(store, [budgeted.run_id], model)
+        with pytest.raises(PriceUnknown, match=re.escape("so max_cost_usd=0.5 cannot be counted")):
+            rerun(store, [ids[WEATHER]], model, max_cost_usd=0.5)
+        report = rerun(store, [budgeted.run_id], model, prices=priced)
+        assert store.get_run(report.cases[0].candidates[0].run_id).limits["max_cost_usd"] == 1.0
+        assert len(store.list_runs(label={"rerun": report.rerun_id})) == 1
+        assert len(store.list_runs()) == 3

@@ -143,9 +143,9 @@ def test_usage_mistakes_exit_2_in_one_line_before_any_model_call(store_url: str)
         cases = {
             (): "Error: name the baselines: RUN ids, or filters such as --status done --since 1d",
             (base, "--status", "done"): "Error: give RUN ids or filters (--status, --since, --label, --tool), not both",
-            (base, "--max-cost-usd", "1"): "Error: no price for model 'fake' (openai), so max_cost_usd=1 cannot be "
-                                           "counted: give its price with prices={'fake': {'input_mtok': ..., "
-                                           "'output_mtok': ...}} (--prices FILE)",
+            (base, "--max-cost-usd", "1"): "Error: no price for model 'fake' (openai), so --max-cost-usd 1 cannot be "
+                                           "counted: give its price with --prices FILE ([fake] input_mtok = ..., "
+                                           "output_mtok = ..., USD per million tokens)",
             (base, "--samples", "0"): "Error: Invalid value for '--samples': 0 is not in the range x>=1. "
                                       "(see 'runner rerun --help')",
         }
