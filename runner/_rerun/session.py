@@ -131,10 +131,10 @@ class Rerun:
         finally:
             self.stop.set()  # whatever is still running closes ``cancelled``; what has not started never starts
             pool.shutdown(wait=True, cancel_futures=True)
-        if interrupted:
+        if interrupted:  # what finished before the stop, should the interrupt have come before it was taken
             for future, job in jobs.items():
                 if future.done() and not future.cancelled() and future.exception() is None \
-                        and job.sample not in self.finished[job.case]:
+                        and job.case not in self.cases:
                     self.take(job, future.result(), progress)
         return self.report(interrupted, time.monotonic() - started)
 
@@ -142,8 +142,8 @@ class Rerun:
         """Note a finished candidate; once its case's samples have all finished, the case is made."""
         self.finished[job.case][job.sample] = finished
         results = self.finished[job.case]
-        if len(results) < self.samples or any(f.result.status == Status.CANCELLED and self.stop.is_set()
-                                               for f in results.values()):
+        stopped = self.stop.is_set() and any(f.result.status == Status.CANCELLED for f in results.values())
+        if job.case in self.cases or len(results) < self.samples or stopped:
             return
         ordered = [results[s] for s in range(self.samples)]
         candidates = [figures(self.store.get_run(f.result.run_id)) for f in ordered]
