@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
 
 from .. import _jsontext
 from ..events import (
@@ -41,6 +41,19 @@ def call_key(call: ToolCall) -> str | None:
         return call.name + "\x00" + _jsontext.sorted_keys(call.args)
     except (TypeError, ValueError, RecursionError):
         return None
+
+
+class Repeats(NamedTuple):
+    """The repeat guard's count: the key of the last call answered, and how many identical calls in a row end there."""
+
+    key: str | None
+    in_a_row: int
+
+    def then(self, key: str | None, refused: str | None) -> Repeats:
+        """The count once a call of ``key`` is answered (``refused`` says why it was not run, if it was not)."""
+        if refused in _RESETS_REPEATS:
+            return Repeats(None, 0)
+        return Repeats(key, self.in_a_row + 1 if key is not None and key == self.key else 1)
 
 
 @dataclass(slots=True)
@@ -195,8 +208,7 @@ class RunState:
         if message["role"] == "assistant" and message.get("tool_calls"):  # every accepted reply's, and the
             self.seen_ids.update(call["id"] for call in message["tool_calls"])  # ones a fork or follow-up carries
         elif message["role"] == "tool" and self.reply is not None:
-            self.next_call += 1
-            self.pending_approvals.pop(message["tool_call_id"], None)
+            self._answered(message["tool_call_id"])
 
     def _model_called(self, event: ModelCalled) -> None:
         self.events += 1
@@ -217,16 +229,25 @@ class RunState:
     def _tool_finished(self, event: ToolFinished) -> None:
         self.events += 1
         self.finished_calls[event.call_id] = event
-        if event.refused in _RESETS_REPEATS:
+
+    def _answered(self, call_id: str) -> None:
+        """A call's observation entered the conversation: the repeat guard counts it, in the reply's order.
+
+        Counted here rather than at ``tool_finished``: calls run together finish in any order,
+        while their observations are appended in the reply's.
+        """
+        calls = self.reply.tool_calls if self.reply is not None else ()
+        call = calls[self.next_call] if self.next_call < len(calls) else None
+        self.next_call += 1
+        self.pending_approvals.pop(call_id, None)
+        if call is None or call.id != call_id:
             self.last_call_key, self.repeats = None, 0
             return
-        key = None
-        if self.reply is not None:
-            calls = self.reply.tool_calls
-            for index in range(self.next_call, len(calls)):  # the remaining calls, without copying them
-                if calls[index].id == event.call_id:
-                    key = self.key_of(calls[index])
-                    break
+        finished = self.finished_calls.get(call_id)
+        if finished is not None and finished.refused in _RESETS_REPEATS:  # as ``Repeats.then``, spelled out:
+            self.last_call_key, self.repeats = None, 0  # this runs for every call
+            return
+        key = self.key_of(call)
         self.repeats = self.repeats_if(key)
         self.last_call_key = key
 
