@@ -16,13 +16,13 @@ __all__ = ["Limits", "LimitRule", "limit_names", "limit_rules"]
 
 @dataclass(frozen=True, slots=True)
 class Limits:
-    """Every budget a run is held to; None means unlimited.
+    """Every budget a run is held to (None means unlimited), and how many of a reply's calls run at once.
 
     The one list of limits and their defaults: the limit keywords of ``run_agent`` and the
     others, the fixture's limits and a pool's submitted limits all come from these fields.
-    ``max_identical_calls`` is the repeat guard: that many identical consecutive calls
-    run, the next identical one is refused with an observation telling the model to
-    change course.
+    ``max_identical_calls`` is the repeat guard: that many identical consecutive calls run, the
+    next is refused. ``max_parallel_tools`` stops nothing; it is here to be logged and kept
+    with the run (docs/loop.md, "Calls run together").
     """
 
     max_steps: int = 8
@@ -34,6 +34,7 @@ class Limits:
     max_result_chars: int | None = None
     max_identical_calls: int = field(default=2, metadata={"minimum": 1})
     max_cost_usd: float | None = None
+    max_parallel_tools: int = field(default=8, metadata={"minimum": 1})
 
     def __post_init__(self) -> None:
         for rule in limit_rules():

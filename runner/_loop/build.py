@@ -20,7 +20,8 @@ from ..events import Event, MessageAppended, RunStarted
 from ..messages import AnyModel, McpRef, Message, check_mcp_refs
 from ..prices import Costing, Price, PriceBook, price_book
 from ..recorder import Recorder
-from .core import AgentCore, Approver, Cancel
+from .calls import Approver
+from .core import AgentCore, Cancel
 from .results import checked_run_id, model_identity
 from .wiring import RunWiring, build_recorder
 
@@ -71,6 +72,7 @@ class ContinueOptions(TypedDict, total=False):
     tracer_provider: TracerProvider | None
     record_content: bool
     prices: PriceBook | Mapping[str, Price | Mapping[str, float]] | None
+    max_parallel_tools: int
 
 
 class RunOptions(ContinueOptions, total=False):

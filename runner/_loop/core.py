@@ -9,7 +9,6 @@ For an outside stop such as a deadline or a cancel, the core asks its driver wit
 
 from __future__ import annotations
 
-import contextlib
 import time
 from collections.abc import Callable, Generator, Sequence
 from typing import Protocol
@@ -17,42 +16,19 @@ from typing import Protocol
 from .._log.limits import Limits
 from .._log.state import RunState
 from .._log.statuses import Status
-from .._text import describe_exception
-from .._tools.args import tool_args
-from .._tools.doubt import may_run_again
-from .._tools.registry import Tool, ToolRegistry, failure_observation, result_observation, timeout_observation
-from ..events import (
-    ApprovalRequested,
-    Event,
-    MessageAppended,
-    ModelCalled,
-    ModelCallStarted,
-    StepFinished,
-    StepStarted,
-    ToolFinished,
-    ToolStarted,
-)
-from ..messages import (
-    NO_COST,
-    AnyModel,
-    Message,
-    ModelReply,
-    ToolCall,
-    Usage,
-    assistant_message,
-    tool_message,
-)
+from .._tools.registry import ToolRegistry
+from ..events import Event, MessageAppended, ModelCalled, ModelCallStarted, StepFinished, StepStarted
+from ..messages import NO_COST, AnyModel, Message, ModelReply, Usage, assistant_message
 from ..prices import Cost, Costing
 from ..recorder import Recorder
 from . import observations
-from .ending import Closing
+from .calls import Approver
 from .replies import failed_call, output_chars, unfinished_reply
-from .results import BEFORE_MODEL_CALL, COMMIT, Action, AgentResult, CallModel, CallTool, Checkpoint, Outcome, Stop
-from .tokens import TokenMeter, cut_observation, tokens_for_chars
+from .results import BEFORE_MODEL_CALL, COMMIT, Action, AgentResult, CallModel, Outcome, Stop
+from .together import Together
+from .tokens import TokenMeter, tokens_for_chars
 
 DEFAULT_SYSTEM = "You are a helpful assistant. Use the tools when they help, then give a final answer."
-
-Approver = Callable[[ToolCall], "bool | str | None"]
 
 
 class Cancel(Protocol):
@@ -66,7 +42,7 @@ class Cancel(Protocol):
     def is_set(self) -> bool: ...
 
 
-class AgentCore(Closing):
+class AgentCore(Together):
     """One run's rules. ``opening`` are the facts that start (or restart) it."""
 
     def __init__(
@@ -98,8 +74,9 @@ class AgentCore(Closing):
         for message in self.state.messages:
             self.meter.add(message)
         self.result: AgentResult | None = None  # set once the run's outcome is decided
-        # The call whose ``tool_started`` is being committed: its tool has not been handed over yet.
-        self._starting: tuple[int, ToolCall] | None = None
+        self.max_parallel_tools = limits.max_parallel_tools  # read once: the loop asks at every reply
+        self._starting = None
+        self._flying = {}
         self.closed = False  # set once every recorder has been told that outcome
         # Whether to ask the driver before each model call and tool call if the run stops there: only
         # where something can stop it (a deadline, a cancel event), or for a driver that decides (replay).
@@ -180,19 +157,16 @@ class AgentCore(Closing):
         return (yield from self._work_through(s.reply_step))
 
     def _work_through(self, step: int) -> Generator[Action, Outcome, Stop | None]:
-        for call in self.state.remaining_calls:
+        """Answer the reply's remaining calls: together when more than one may run at once, else one by one."""
+        s = self.state
+        if self.max_parallel_tools > 1 and s.reply is not None and len(s.reply.tool_calls) - s.next_call > 1:
+            return (yield from self._together(step))
+        for call in s.remaining_calls:  # each in turn, the next once the last is logged
             stop = yield from self._handle_call(step, call)
             if stop:
                 return stop
         self._emit(StepFinished(step=step))
         return None
-
-    def _stop_at(self, checkpoint: Checkpoint) -> Generator[Action, Outcome, Stop | None]:
-        """The stop the driver says is due at ``checkpoint``, if any (asked only with ``checkpoints`` on)."""
-        outcome = yield checkpoint
-        if not outcome.stop:
-            return None
-        return Stop(outcome.stop, outcome.reason or observations.stop_reason(outcome.stop, self.limits))
 
     def _limit_before_model_call(self) -> Stop | None:
         lim, s = self.limits, self.state
@@ -246,129 +220,6 @@ class AgentCore(Closing):
             return reply, Stop(Status.OUTPUT_BUDGET, f"reply of {output_chars(reply)} characters "
                                                      f"(max_output_chars={limit}); its calls were not run")
         return reply, None
-
-    def _handle_call(self, step: int, call: ToolCall) -> Generator[Action, Outcome, Stop | None]:
-        s = self.state
-        finished = s.finished_calls.get(call.id)
-        if finished is not None:  # answered before the process stopped: never run again
-            self._emit(MessageAppended(step=step, index=len(s.messages),
-                                       message=tool_message(call, finished.observation)))
-            return None
-        if self.checkpoints:
-            stop = yield from self._stop_at(Checkpoint(call))
-            if stop:
-                return stop
-        tool = self.registry.get(call.name)
-        refused = self.registry.check(call.name, call.args)
-        if refused is not None:
-            self._observe(step, call, refused, "unknown_tool" if tool is None else "invalid_args")
-            return None
-        assert tool is not None
-        in_doubt = s.in_doubt(call.id)
-        if in_doubt and not may_run_again(s.started_traits.get(call.id), tool):
-            self._observe(step, call, observations.IN_DOUBT, "in_doubt")
-            return None
-        allowed = self.limits.max_identical_calls
-        if not in_doubt and s.repeats_if(s.key_of(call)) > allowed:
-            self._observe(step, call, observations.repeated(call.name, allowed), "repeat")
-            return None
-        lim = self.limits.max_tool_calls
-        if lim is not None and s.tool_calls_run >= lim:
-            return Stop(Status.TOOL_BUDGET, f"call {call.id} ({call.name}) would be tool call "
-                                            f"{s.tool_calls_run + 1} (max_tool_calls={lim}); not run")
-        if not in_doubt and (tool.needs_approval or call.id in s.decisions):
-            verdict = s.decisions.get(call.id)
-            if tool.needs_approval and verdict is None:
-                verdict = self.approve(call) if self.approve is not None else None
-                if verdict is None:
-                    return self._await_approval(step)
-            if verdict is not True:  # a denial given holds, even where the registry no longer asks for one
-                self._observe(step, call, observations.denied(call.name, verdict), "denied")
-                return None
-        return (yield from self._run_tool(step, call, tool))
-
-    def _run_tool(self, step: int, call: ToolCall, tool: Tool) -> Generator[Action, Outcome, Stop | None]:
-        started = self.state.started_calls.get(call.id)
-        if self._listening:  # from here until its start is committed, an abort logs the call not run
-            self._starting = (step, call)  # (a recorder may raise on the start after the store took it)
-        self._emit(ToolStarted(step=step, call_id=call.id, name=call.name, args=call.args,
-                               attempt=1 if started is None else started.attempt + 1))
-        if self._listening:
-            yield COMMIT  # should this commit fail, the run is aborted with the tool never run (``abort``)
-            self._starting = None
-        outcome = yield CallTool(tool, call, tool_args(tool, call.args, self.run_id, call.id))
-        if outcome.stop:
-            abandoned = observations.abandoned(call.name, outcome.stop)
-            self._emit(ToolFinished(step=step, call_id=call.id, name=call.name, observation=abandoned,
-                                    ok=False, duration_s=outcome.elapsed_s))
-            reason = outcome.reason or observations.stop_reason(outcome.stop, self.limits, f"tool {call.name}")
-            return Stop(outcome.stop, reason)
-        if outcome.observation is not None:  # logged as it was given: a recorded one was cut already
-            self._observe(step, call, outcome.observation, None, outcome.elapsed_s, cut=False)
-        else:
-            if outcome.timed_out:
-                observation = timeout_observation(call.name, tool.timeout_s or 0.0)
-            elif outcome.error is not None:
-                observation = failure_observation(call.name, outcome.error)
-            else:
-                observation = result_observation(call.name, outcome.value)
-            self._observe(step, call, observation, None, outcome.elapsed_s)
-        if tool.side_effects and self._listening:  # its outcome is known now: never leave it in doubt
-            yield COMMIT
-        return None
-
-    def _observe(self, step: int, call: ToolCall, observation: str, refused: str | None,
-                 duration_s: float = 0.0, cut: bool = True) -> None:
-        """Log a call's observation and append it as the call's tool message.
-
-        The observation is cut to ``max_result_chars`` unless ``cut`` is off.
-        """
-        ok = not observation.startswith("ERROR:")  # judged on the whole text: a cut may shorten "ERROR:"
-        if cut:
-            observation = cut_observation(observation, self.limits.max_result_chars)
-        self._emit(ToolFinished(step=step, call_id=call.id, name=call.name, observation=observation,
-                                ok=ok, duration_s=duration_s,
-                                ran=refused is None, refused=refused))
-        self._emit(MessageAppended(step=step, index=len(self.state.messages), message=tool_message(call, observation)))
-
-    def abort(self, exc: BaseException) -> None:
-        """Close the run on ``exc``, first logging a call whose start was being committed as not run.
-
-        Such a call's tool was never called, for instance when the commit failed or on Ctrl-C.
-        A resume must not show it as in doubt, or a side effect's call would be refused.
-        """
-        starting, self._starting = self._starting, None
-        if starting is not None and not self.closed and self.result is None:
-            step, call = starting
-            with contextlib.suppress(Exception):  # a failing recorder: the close below still goes on
-                reason = f"the run was aborted by {describe_exception(exc)} before the call was made"
-                self._observe(step, call, observations.not_run(reason), "not_run")
-        super().abort(exc)
-
-    def end(self, status: Status, error: str, exception: BaseException | None = None,
-            instead_of: Action | None = None) -> Generator[Action, Outcome, AgentResult]:
-        """Close the run at its driver's word, in place of performing ``instead_of``.
-
-        Replay ends a run this way where it diverges from its recording. A call handed
-        over for running is logged as not run first (its start is already logged); then
-        the run closes as the loop's own stops do.
-        """
-        if isinstance(instead_of, CallTool):
-            started = self.state.started_calls[instead_of.call.id]
-            self._observe(started.step, instead_of.call, observations.not_run(error), "not_run")
-        return (yield from self._finish(status, error, exception=exception))
-
-    def _await_approval(self, step: int) -> Stop:
-        """Log every remaining call that waits for a decision, so all can be decided at once."""
-        s = self.state
-        waiting = [c for c in s.remaining_calls if (t := self.registry.get(c.name)) is not None
-                   and t.needs_approval and c.id not in s.decisions and not s.in_doubt(c.id)]
-        for call in waiting:
-            if call.id not in s.pending_approvals:
-                self._emit(ApprovalRequested(step=step, call_id=call.id, name=call.name, args=call.args))
-        first = waiting[0]
-        more = f" (and {len(waiting) - 1} more)" if len(waiting) > 1 else ""
-        return Stop(Status.AWAITING_APPROVAL, f"call {first.id} ({first.name}) needs approval{more}")
 
     def _emit(self, event: Event) -> None:
         self.state.apply(event)

@@ -1,6 +1,6 @@
 """What a run returns, and the actions the loop asks its driver to perform.
 
-``AgentCore.run`` yields an ``Action`` (call the model, call a tool, commit, say
+``AgentCore.run`` yields an ``Action`` (call the model, call a tool, run calls together, commit, say
 whether to stop here); a driver performs it and sends back an ``Outcome``. Kept
 apart from the loop so that the loop's module holds decisions only.
 """
@@ -74,11 +74,24 @@ class CallTool:
 
 
 @dataclass(frozen=True, slots=True)
+class RunTools:
+    """Hand ``start`` over to run together with the reply's calls in flight, then report the next to end.
+
+    The loop yields it only with a call in flight, each start already committed. The driver
+    answers with the ``Outcome`` of one call (``call_id``), in whatever order they end; a
+    deadline or a cancel that ends the wait is reported as ``stop`` on one call still
+    running, and again for each of the others the loop asks after.
+    """
+
+    start: tuple[CallTool, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class Commit:
     """Make every fact recorded so far durable before going on: the recorder's ``sync``.
 
-    The loop asks for it before the model is called, before a tool runs, after a tool
-    with side effects and when the run ends (only when the run ends if the recorder is
+    The loop asks for it before the model is called, before tools run, after a tool with
+    side effects or run together, and when the run ends (only then if the recorder is
     ``idle``: then there is nothing to commit). The sync driver calls ``sync`` (which
     blocks until a commit carrying the facts is done); the async driver awaits the
     commit instead, so the event loop's thread never waits on the store.
@@ -102,18 +115,18 @@ class Checkpoint:
 
 BEFORE_MODEL_CALL = Checkpoint()
 
-Action = CallModel | CallTool | Commit | Checkpoint
+Action = CallModel | CallTool | RunTools | Commit | Checkpoint
 
 
 @dataclass(frozen=True, slots=True)
 class Outcome:
     """What a driver reports back.
 
-    ``stop`` is the status the driver ended the action with (it gave up waiting, or a
-    checkpoint is a stop); ``reason`` says why when the driver knows better than the loop
-    (replay, reproducing a recorded stop's own words). ``observation`` is a tool call's
-    observation as it is to be logged, for a call the driver answered without running it
-    (replay serves a side effect's recorded observation).
+    ``stop``: the status the driver ended the action with (it gave up waiting, or a checkpoint
+    is a stop); ``reason``: why, when the driver knows better than the loop (replay, reproducing a
+    recorded stop). ``observation``: a tool call's observation as it is to be logged, for a call
+    answered without running (replay serves a side effect's recorded one). ``call_id``: the call
+    a ``RunTools`` outcome is about.
     """
 
     value: Any = None
@@ -123,6 +136,7 @@ class Outcome:
     stop: Status | None = None
     reason: str | None = None
     observation: str | None = None
+    call_id: str | None = None
 
 
 class Stop(NamedTuple):

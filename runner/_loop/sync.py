@@ -3,7 +3,8 @@
 With no deadline and no cancel event, the model and the tools run on the
 caller's thread (nothing to wait for, nothing to pay). Otherwise each call runs
 on a daemon worker thread and the loop waits with the time that remains, so a
-model or tool that never returns cannot hold the run past its deadline.
+model or tool that never returns cannot hold the run past its deadline. A reply's
+calls run together on worker threads (``flight``), at most ``max_parallel_tools`` at once.
 """
 
 from __future__ import annotations
@@ -18,10 +19,8 @@ from .._tools.registry import ToolRegistry
 from ..messages import Model
 from .build import NOT_GIVEN, NotGiven, RunOptions, build_core
 from .core import DEFAULT_SYSTEM, AgentCore
-from .results import COMMITTED, GO_ON, Action, AgentResult, CallModel, Checkpoint, Commit, Outcome
-
-# How often a wait wakes up to look at the cancel event.
-CANCEL_POLL_S = 0.01
+from .flight import CANCEL_POLL_S, ThreadFlight
+from .results import COMMITTED, GO_ON, Action, AgentResult, CallModel, Checkpoint, Commit, Outcome, RunTools
 
 
 def run_agent(
@@ -43,9 +42,9 @@ def run_agent(
         model: the model, a callable from the messages and tool specs to a reply.
         registry: the tools the model may call.
         system: the system prompt.
-        max_steps, token_budget: limits; any field of ``Limits`` is a keyword too (``timeout_s=60``),
-            and the others keep ``Limits``' defaults. ``limits=Limits(...)`` sets them all;
-            a limit given both ways is a ``TypeError``.
+        max_steps, token_budget: limits; any field of ``Limits`` is a keyword too (``timeout_s=60``;
+            ``max_parallel_tools=1`` runs a reply's calls one by one), and the others keep ``Limits``'
+            defaults. ``limits=Limits(...)`` sets them all; a limit given both ways is a ``TypeError``.
         **options: see ``RunOptions``: ``cancel`` (a ``threading.Event``), ``approve`` for tools
             registered with ``needs_approval``, ``store`` to commit every fact to an event log,
             ``tracer_provider`` for spans (content only with ``record_content``), ``labels``,
@@ -72,13 +71,14 @@ def drive_until(core: AgentCore, halt: Callable[[Action], bool] | None) -> Agent
     use it to leave a run as a killed process would).
     """
     decisions = core.run()
+    flight = ThreadFlight(core)
     try:
         action = next(decisions)
         while True:
             if halt is not None and halt(action):
                 decisions.close()
                 return None
-            action = decisions.send(perform(core, action))
+            action = decisions.send(perform(core, action, flight))
     except StopIteration as finished:
         result: AgentResult = finished.value
         return result
@@ -92,7 +92,8 @@ _NO_ARGS: tuple[Any, ...] = ()
 _NO_KWARGS: dict[str, Any] = {}
 
 
-def perform(core: AgentCore, action: Action) -> Outcome:
+def perform(core: AgentCore, action: Action, flight: ThreadFlight) -> Outcome:
+    """Perform one of ``core``'s actions; ``flight`` holds the run's calls running together."""
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     if isinstance(action, Commit):
@@ -100,11 +101,12 @@ def perform(core: AgentCore, action: Action) -> Outcome:
         return COMMITTED
     if isinstance(action, Checkpoint):
         return at_checkpoint(core)
-    in_tool = not isinstance(action, CallModel)
     if isinstance(action, CallModel):
-        fn, args, kwargs, timeout_s = action.model, (action.messages, action.specs), _NO_KWARGS, None
+        fn, args, kwargs, timeout_s, in_tool = action.model, (action.messages, action.specs), _NO_KWARGS, None, False
+    elif isinstance(action, RunTools):
+        return flight.perform(action)
     else:
-        fn, args, kwargs, timeout_s = action.tool.fn, _NO_ARGS, action.args, action.tool.timeout_s
+        fn, args, kwargs, timeout_s, in_tool = action.tool.fn, _NO_ARGS, action.args, action.tool.timeout_s, True
     if timeout_s is None and not core.needs_waiting:  # on this thread: nothing to wait for
         started = time.monotonic()
         try:

@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
     from ..store import RunStore
     from ..tracing.live import TraceLink
-    from .core import Approver, Cancel
+    from .calls import Approver
+    from .core import Cancel
 
 
 @dataclass(frozen=True, slots=True)

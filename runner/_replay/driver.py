@@ -17,7 +17,8 @@ from .._log.fixture import CRASHED, INTERRUPTIBLE
 from .._log.statuses import Status
 from .._loop import observations
 from .._loop.core import AgentCore
-from .._loop.results import Action, AgentResult, CallModel, CallTool, Checkpoint, Outcome
+from .._loop.flight import ThreadFlight, with_call
+from .._loop.results import Action, AgentResult, CallModel, CallTool, Checkpoint, Outcome, RunTools
 from .._loop.sync import at_checkpoint, perform
 from .._text import describe_exception
 from .._tools.args import idempotency_key
@@ -60,6 +61,7 @@ class ReplayDriver:
     def __init__(self, core: AgentCore, model: ReplayModel, end: PartEnd, live_side_effects: bool = False) -> None:
         self.core, self.model, self.end, self.live_side_effects = core, model, end, live_side_effects
         self.due = due_stop(model, end)
+        self.flight = ThreadFlight(core)
         # Calls the recording left awaiting approval, decided by a later resume (whose decisions the loop gets then).
         self.decided_on_resume = frozenset(call_id for found in model.fixture.resumes for call_id in found["decisions"])
 
@@ -101,17 +103,61 @@ class ReplayDriver:
             case Checkpoint(call=call):
                 return self._checkpoint(call)
             case CallTool(tool=tool, call=call):
-                end = self.end
-                if end.crashed and call.id in end.in_doubt and self.model.calls == end.after_replies:
+                if self._died_in(call):
                     return None  # the recorded process died with this call handed over
+                if self._cut_in_recording(call):
+                    return self._cut_short()
                 unrecorded = self.model.unrecorded(call) if self.model.strict else None
                 if unrecorded is not None:
                     return unrecorded
                 if tool.side_effects and not self.live_side_effects:
                     return self._served(call)
-                return perform(self.core, self._keyed(action))
+                return perform(self.core, self._keyed(action), self.flight)
+            case RunTools(start=start):
+                return self._together(start)
             case _:
-                return perform(self.core, action)
+                return perform(self.core, action, self.flight)
+
+    def _together(self, start: tuple[CallTool, ...]) -> Outcome | ReplayDivergence | None:
+        """``RunTools`` as the recording had it: a call the recorded process died in never ends.
+
+        A call the recording did not make diverges before any of ``start`` runs. Once only
+        such never-ending calls are left, the replay gives up there, as the process died.
+        """
+        if self.model.strict:
+            for action in start:
+                unrecorded = None if self._died_in(action.call) else self.model.unrecorded(action.call)
+                if unrecorded is not None:
+                    return unrecorded
+        for action in start:
+            if self._died_in(action.call):
+                continue
+            if self._cut_in_recording(action.call):
+                self.flight.answer(with_call(self._cut_short(), action.call.id))
+            elif action.tool.side_effects and not self.live_side_effects:
+                self.flight.answer(with_call(self._served(action.call), action.call.id))
+            else:
+                self.flight.start(self._keyed(action))
+        return self.flight.next() if self.flight.busy else None
+
+    def _cut_in_recording(self, call: ToolCall) -> bool:
+        """Whether the recorded deadline or cancel cut ``call`` short while it ran (its observation says so).
+
+        Such a call is started and cut short again, rather than stopped before: a resume of the
+        recording read that observation, never the tool's result.
+        """
+        end = self.end
+        return (end.status in INTERRUPTIBLE and self.model.calls == end.after_replies
+                and self.model.observation(call) == observations.abandoned(call.name, end.status))
+
+    def _cut_short(self) -> Outcome:
+        """The recorded stop, as the outcome of a call it cut short."""
+        return Outcome(stop=Status(self.end.status), reason=self.end.error or self.end.status)
+
+    def _died_in(self, call: ToolCall) -> bool:
+        """Whether the recorded process died with ``call`` running, at this point of the recording."""
+        end = self.end
+        return end.crashed and call.id in end.in_doubt and self.model.calls == end.after_replies
 
     def recorded_decision(self, call: ToolCall) -> bool | str | None:
         """Give the approver's answer on ``call`` as the recording shows it.
@@ -155,7 +201,8 @@ class ReplayDriver:
     def _checkpoint(self, call: ToolCall | None) -> Outcome:
         due = self.due
         if due is not None and self.model.calls == self.end.after_replies \
-                and due.call_id == (call.id if call is not None else None):
+                and due.call_id == (call.id if call is not None else None) \
+                and (call is None or not self._cut_in_recording(call)):  # else the stop comes as the call runs
             return Outcome(stop=due.status, reason=due.reason)
         return at_checkpoint(self.core)  # the replay's own deadline and cancel event
 

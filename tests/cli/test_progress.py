@@ -55,9 +55,10 @@ def test_run_shows_tool_errors_and_refusals(tmp_path: Path) -> None:
                         "openai:fake", "--base-url", server.url, "--api-key", "k", "--db",
                         f"sqlite:///{tmp_path / 'runs.db'}", "--json")
     assert result.exit_code == 0, result.output
+    # The reply's calls run together: the refusal is decided before get_weather has run, and printed first.
     assert plain(result.stderr) == ["step 1  model  Xs  ok  10 in + 5 out tokens",
-                                    "step 1  tool get_weather  Xs  error",
                                     "step 1  tool get_forecast  refused (unknown_tool)",
+                                    "step 1  tool get_weather  Xs  error",
                                     "step 2  model  Xs  ok  10 in + 5 out tokens"]
 
 

@@ -21,9 +21,19 @@ from typing import Any
 import pytest
 from sqlalchemy import select, update
 
-from runner import CannotResume, RunStore, ScriptedModel, StoreError, ToolRegistry, resume, run_agent, submit
+from runner import (
+    CannotResume,
+    ModelReply,
+    RunStore,
+    ScriptedModel,
+    StoreError,
+    ToolRegistry,
+    resume,
+    run_agent,
+    submit,
+)
 from runner._log.owner import owner_id
-from runner._loop.results import CallModel
+from runner._loop.results import CallModel, CallTool, RunTools
 from runner._loop.sync import drive_until
 from runner.events import ModelCalled, ToolFinished, ToolStarted, decode_all
 from runner.pool.agents import PoolError, build_agent
@@ -288,17 +298,23 @@ def test_cancel_stops_a_running_run_at_its_next_step_boundary(store: RunStore) -
     assert 2 <= run.steps <= 5
 
 
-def make_slow_napper() -> tuple[Any, ToolRegistry]:
-    """One reply asking for a 1 s nap, then a short one, then an answer the run never gets to."""
+def make_slow_napper(parallel: int = 1) -> tuple[Any, ToolRegistry, dict[str, Any]]:
+    """One reply asking for a 1 s nap, then a short one, then an answer the run never gets to.
+
+    The agent's ``max_parallel_tools`` is ``parallel``: 1 naps one by one, more naps together.
+    """
     model = ScriptedModel([reply("", call("c1", "nap", seconds=1.0), call("c2", "nap", seconds=0.1)), "rested"])
-    return model, agents.registry()
+    return model, agents.registry(), {"max_parallel_tools": parallel}
 
 
-def test_cancel_lets_a_running_tool_call_finish_then_stops_before_the_next_call(store: RunStore) -> None:
+@pytest.mark.parametrize(("parallel", "started"), [(1, ["c1"]), (2, ["c1", "c2"])], ids=["one-by-one", "together"])
+def test_cancel_lets_a_running_tool_call_finish_then_stops_before_the_next_call(store: RunStore, parallel: int,
+                                                                                started: list[str]) -> None:
+    """One by one, c2 never starts; together, both naps were running and both are waited for."""
     run_id = record_queued(store, "job", "napper")
     ended: list[str] = []
     worker = threading.Thread(target=lambda: ended.append(
-        take(store, run_id, {"napper": make_slow_napper}, cancel_poll_s=0.02)))
+        take(store, run_id, {"napper": lambda: make_slow_napper(parallel)}, cancel_poll_s=0.02)))
     worker.start()
     deadline = time.monotonic() + 10
     while "tool_started" not in kinds(store, run_id) and time.monotonic() < deadline:
@@ -307,12 +323,41 @@ def test_cancel_lets_a_running_tool_call_finish_then_stops_before_the_next_call(
     worker.join(10)
     assert ended == ["cancelled"]
     facts = decode_all(store.get_run(run_id).events, run_id)
-    (finished,) = [fact for fact in facts if isinstance(fact, ToolFinished)]
-    assert (finished.call_id, finished.ran, finished.ok, finished.observation) == ("c1", True, True, '"rested"')
-    assert finished.duration_s >= 1.0  # the nap was waited for, not cut
-    assert [fact.call_id for fact in facts if isinstance(fact, ToolStarted)] == ["c1"]  # c2 never started
+    finished = {fact.call_id: fact for fact in facts if isinstance(fact, ToolFinished)}
+    assert sorted(finished) == started
+    assert (finished["c1"].ran, finished["c1"].ok, finished["c1"].observation) == (True, True, '"rested"')
+    assert finished["c1"].duration_s >= 1.0  # the nap was waited for, not cut
+    assert [fact.call_id for fact in facts if isinstance(fact, ToolStarted)] == started
     assert sum(isinstance(fact, ModelCalled) for fact in facts) == 1  # nor was the model asked again
     assert store.get_run(run_id).status == "cancelled"
+
+def make_quick_napper(parallel: int | None, asked_before: int = 0) -> tuple[Any, ToolRegistry, dict[str, Any]]:
+    """Two short naps in one reply, then an answer (the replies after ``asked_before``); ``parallel`` calls at once."""
+    replies: list[ModelReply | str] = [reply("", call("c1", "nap", seconds=0.01), call("c2", "nap", seconds=0.02)),
+                                       "rested"]
+    return ScriptedModel(replies[asked_before:]), agents.registry(), {} if parallel is None else {
+        "max_parallel_tools": parallel}
+
+
+@pytest.mark.parametrize(("parallel", "order"), [(1, ["tool_started", "tool_finished"] * 2),
+                                                 (2, ["tool_started"] * 2 + ["tool_finished"] * 2)],
+                         ids=["one-by-one", "together"])
+def test_a_worker_resumes_a_run_with_the_max_parallel_tools_it_started_with(store: RunStore, parallel: int,
+                                                                           order: list[str]) -> None:
+    """The agent's ``max_parallel_tools`` is a limit: logged at the start, kept by the worker that resumes it."""
+    run_id = record_queued(store, "job", "napper")
+    first = build_agent({"napper": lambda: make_quick_napper(parallel)}, "napper")
+    core = _start(store, store.get_run(run_id), first, StoreCancel(store, run_id))
+    assert drive_until(core, lambda action: isinstance(action, (CallTool, RunTools))) is None  # the worker died
+    store.heartbeat.discard(run_id)
+    with store.engine.begin() as conn:  # its worker is gone: a pid on this host that runs nothing
+        conn.execute(update(runs).where(runs.c.run_id == run_id).values(owner=f"{socket.gethostname()}:4194999"))
+    assert take(store, run_id, {"napper": lambda: make_quick_napper(None, asked_before=1)}) == "done"
+    logged = kinds(store, run_id)
+    resumed = logged[logged.index("run_resumed"):]
+    assert ([k for k in resumed if k.startswith("tool_")], store.get_run(run_id).limits["max_parallel_tools"]) == (
+        order, parallel)
+
 
 def test_the_sweep_publishes_queued_and_orphaned_runs_once_per_interval(store: RunStore) -> None:
     queued = record_queued(store, "queued", "tipper")

@@ -1,13 +1,14 @@
 """A process for the durable-execution tests to run, kill with SIGKILL, and resume.
 
-``python -m tests.resume.durable_child URL WORKDIR PLAN_JSON [run|resume RUN_ID] [--decide CALL=VERDICT]``
+``python -m tests.resume.durable_child URL WORKDIR PLAN_JSON [run|resume RUN_ID] [CALL=VERDICT ...] [--parallel=N]``
 
 Every tool execution appends one line to ``WORKDIR/ran.log`` (flushed and fsynced
 before anything else happens) and then, if ``WORKDIR/hang-REF`` exists, deletes it
 and sleeps until killed: the parent waits for the line, then sends SIGKILL, so the
 process dies *inside* the tool, after its side effect. The model is ``PlanModel``:
 its reply depends only on how many replies the history already holds, so a resumed
-run in another process continues the same plan.
+run in another process continues the same plan. ``--parallel=N`` is the run's ``max_parallel_tools``
+(default 1: one call at a time, in the plan's order); ``--pause=S`` keeps each tool S seconds after its line.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ class PlanModel:
         return ModelReply("", [ToolCall(cid, name, args) for cid, name, args in self.plan[made]])
 
 
-def tools(workdir: Path) -> ToolRegistry:
+def tools(workdir: Path, pause: float = 0.0) -> ToolRegistry:
     log = workdir / "ran.log"
 
     def effect(line: str, ref: str) -> None:
@@ -57,6 +58,8 @@ def tools(workdir: Path) -> ToolRegistry:
             os.fsync(out.fileno())
         while hang:  # killed here
             time.sleep(1)
+        if pause:
+            time.sleep(pause)
 
     def pay(ref: str) -> str:
         effect(f"pay {ref}", ref)
@@ -96,18 +99,23 @@ def ran(workdir: Path) -> list[str]:
 
 
 def main(argv: list[str]) -> None:
+    parallel = next((int(a.partition("=")[2]) for a in argv if a.startswith("--parallel=")), 1)
+    pause = next((float(a.partition("=")[2]) for a in argv if a.startswith("--pause=")), 0.0)
+    argv = [a for a in argv if not a.startswith(("--parallel=", "--pause="))]
     url, workdir, plan = argv[0], Path(argv[1]), json.loads(argv[2])
     mode = argv[3] if len(argv) > 3 else "run"
     with open_store(url) as store:
         if mode == "run":
-            result = run_agent("Do the plan.", PlanModel(plan), tools(workdir), store=store, max_steps=20,
-                               token_budget=100_000, run_id=argv[4] if len(argv) > 4 else None)
+            result = run_agent("Do the plan.", PlanModel(plan), tools(workdir, pause), store=store, max_steps=50,
+                               token_budget=10_000_000, run_id=argv[4] if len(argv) > 4 else None,
+                               max_parallel_tools=parallel)
         else:
             decisions: dict[str, bool | str] = {}
             for item in argv[5:]:
                 call_id, _, verdict = item.partition("=")
                 decisions[call_id] = True if verdict == "yes" else (False if verdict == "no" else verdict)
-            result = resume(store, argv[4], PlanModel(plan), tools(workdir), decisions=decisions)
+            result = resume(store, argv[4], PlanModel(plan), tools(workdir, pause), decisions=decisions,
+                            max_parallel_tools=parallel)
     print(json.dumps({"run_id": result.run_id, "status": result.status, "error": result.error}))
 
 

@@ -53,3 +53,16 @@ def assert_consistent(run: StoredRun) -> None:
 def killed_in(store_url: str, workdir: Path, plan: Any, ref: str, line: str) -> None:
     (workdir / f"hang-{ref}").touch()
     kill_inside(child(store_url, workdir, plan, "run", RUN_ID), workdir, line)
+
+
+def kill_when(proc: subprocess.Popen[str], workdir: Path, lines: list[str], timeout_s: float = 30.0) -> None:
+    """Wait until the child's tools have written every one of ``lines`` (and hang), then SIGKILL it."""
+    deadline = time.monotonic() + timeout_s
+    while not set(lines) <= set(ran(workdir)):
+        if proc.poll() is not None:
+            raise AssertionError(f"child exited early: {proc.communicate()}")
+        assert time.monotonic() < deadline, f"child never wrote all of {lines!r}: {ran(workdir)}"
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate(timeout=10)
+    assert proc.returncode == -signal.SIGKILL

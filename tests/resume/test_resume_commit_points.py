@@ -54,14 +54,18 @@ def log_of(url: str, run_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]
     return row, rows
 
 
-def recorded(tmp_path: Path) -> tuple[str, dict[str, Any], list[dict[str, Any]], list[int]]:
-    """One whole run: its ``runs`` row, its event rows, and the event count at each commit before the last."""
+def recorded(tmp_path: Path, parallel: int = 1) -> tuple[str, dict[str, Any], list[dict[str, Any]], list[int]]:
+    """One whole run: its ``runs`` row, its event rows, and the event count at each commit before the last.
+
+    ``parallel`` is the run's ``max_parallel_tools``: 1 runs each step's calls one by one, more together.
+    """
     workdir = tmp_path / "first"
     workdir.mkdir()
     url = f"sqlite:///{tmp_path / 'whole.db'}"
     points = CommitPoints()
     with open_store(url) as store:
-        result = run_agent("Do the plan.", PlanModel(PLAN), tools(workdir), store=store, recorder=points)
+        result = run_agent("Do the plan.", PlanModel(PLAN), tools(workdir), store=store, recorder=points,
+                           max_parallel_tools=parallel)
     assert (result.status, result.steps) == ("done", STEPS)
     row, rows = log_of(url, result.run_id)
     assert points.points[-1] == len(rows)
@@ -87,8 +91,12 @@ def cut_at(tmp_path: Path, name: str, run_row: dict[str, Any], rows: list[dict[s
     return url
 
 
-def resume_and_check(url: str, run_id: str, workdir: Path, points: CommitPoints | None = None) -> None:
-    """Resume the cut run and check it ends as the whole run did, running again only what it must."""
+def resume_and_check(url: str, run_id: str, workdir: Path, points: CommitPoints | None = None,
+                     parallel: int = 1) -> None:
+    """Resume the cut run and check it ends as the whole run did, running again only what it must.
+
+    Calls run together (``parallel`` > 1) may run in any order: then only which ran, and how often, counts.
+    """
     with open_store(url) as store:
         facts = decode_all(store.get_run(run_id).events, run_id)
     replies_logged = sum(1 for f in facts if isinstance(f, ModelCalled) and f.reply is not None)
@@ -97,7 +105,7 @@ def resume_and_check(url: str, run_id: str, workdir: Path, points: CommitPoints 
     workdir.mkdir()
     model = PlanModel(PLAN)
     with open_store(url) as store:
-        result = resume(store, run_id, model, tools(workdir), recorder=points)
+        result = resume(store, run_id, model, tools(workdir), recorder=points, max_parallel_tools=parallel)
         run = store.get_run(run_id)
     assert (result.status, result.answer, result.steps, run.status, run.steps) == (
         "done", "all done", STEPS, "done", STEPS), facts[-1]
@@ -110,37 +118,49 @@ def resume_and_check(url: str, run_id: str, workdir: Path, points: CommitPoints 
     expected = [f"{name} {args['ref']}" + (f" {run_id}:{call_id}" if name == "charge" else "")
                 for step in PLAN for call_id, name, args in step
                 if call_id not in answered and not (name == "pay" and call_id in in_doubt)]
-    assert ran(workdir) == expected
+    assert (ran(workdir) if parallel == 1 else sorted(ran(workdir))) == (
+        expected if parallel == 1 else sorted(expected))
 
 
-def test_the_whole_run_commits_at_each_model_call_each_tool_each_side_effect_and_the_end(tmp_path: Path) -> None:
-    _, _, rows, points = recorded(tmp_path)
+@pytest.mark.parametrize(("parallel", "counts"), [(1, (12, STEPS, 5, 0, 3)), (8, (12, STEPS, 3, 4, 1))],
+                         ids=["one-by-one", "together"])
+def test_the_whole_run_commits_at_each_model_call_each_tool_each_side_effect_and_the_end(
+        tmp_path: Path, parallel: int, counts: tuple[int, ...]) -> None:
+    """One by one: the model calls, each tool about to run, the side effects that just ran (their tool message).
+
+    Together: the starts of a step's calls in one commit, and each call's result as it returns.
+    """
+    _, _, rows, points = recorded(tmp_path, parallel)
     ends = [rows[point - 1]["kind"] for point in points]
-    # the model calls, the tools about to run, the side effects that just ran (their tool message)
-    assert (len(points), ends.count("step_started"), ends.count("tool_started"), ends.count("message")) == (
-        12, STEPS, 5, 3)
+    assert (len(points), *(ends.count(kind) for kind in ("step_started", "tool_started", "tool_finished",
+                                                           "message"))) == counts
 
 
+@pytest.mark.parametrize("parallel", [1, 8], ids=["one-by-one", "together"])
 @pytest.mark.parametrize("index", range(12))
-def test_a_run_killed_right_after_any_commit_resumes_to_the_same_end(tmp_path: Path, index: int) -> None:
-    run_id, run_row, rows, points = recorded(tmp_path)
-    resume_and_check(cut_at(tmp_path, "cut", run_row, rows, points[index]), run_id, tmp_path / "again")
+def test_a_run_killed_right_after_any_commit_resumes_to_the_same_end(tmp_path: Path, index: int,
+                                                                     parallel: int) -> None:
+    run_id, run_row, rows, points = recorded(tmp_path, parallel)
+    resume_and_check(cut_at(tmp_path, "cut", run_row, rows, points[index]), run_id, tmp_path / "again",
+                     parallel=parallel)
 
 
+@pytest.mark.parametrize("parallel", [1, 8], ids=["one-by-one", "together"])
 @pytest.mark.parametrize("index", range(12))
 def test_a_resumed_run_killed_again_after_any_commit_of_its_resume_still_ends_the_same(tmp_path: Path,
-                                                                                        index: int) -> None:
-    run_id, run_row, rows, points = recorded(tmp_path)
+                                                                                        index: int,
+                                                                                        parallel: int) -> None:
+    run_id, run_row, rows, points = recorded(tmp_path, parallel)
     first_cut = points[index]
     url = cut_at(tmp_path, "cut", run_row, rows, first_cut)
     resumed_points = CommitPoints()
-    resume_and_check(url, run_id, tmp_path / "again", resumed_points)
+    resume_and_check(url, run_id, tmp_path / "again", resumed_points, parallel)
     _, resumed_rows = log_of(url, run_id)
     second_cuts = [first_cut + p for p in resumed_points.points[:-1]]
     assert second_cuts  # every resume commits before it acts
     for n, second_cut in enumerate(second_cuts):
         url = cut_at(tmp_path, f"cut-{n}", run_row, resumed_rows, second_cut)
-        resume_and_check(url, run_id, tmp_path / f"again-{n}")
+        resume_and_check(url, run_id, tmp_path / f"again-{n}", parallel=parallel)
 
 
 def test_a_fork_killed_right_after_any_commit_resumes_to_the_same_end(tmp_path: Path) -> None:
@@ -152,7 +172,8 @@ def test_a_fork_killed_right_after_any_commit_resumes_to_the_same_end(tmp_path: 
     workdir = tmp_path / "fork"
     workdir.mkdir()
     with open_store(url) as store:
-        forked = fork(store, parent_id, at_step=2, model=PlanModel(PLAN), registry=tools(workdir), recorder=points)
+        forked = fork(store, parent_id, at_step=2, model=PlanModel(PLAN), registry=tools(workdir), recorder=points,
+                      max_parallel_tools=1)
     assert (forked.status, forked.steps) == ("done", STEPS)
     fork_row, fork_rows = log_of(url, forked.run_id)
     assert points.points[-1] == len(fork_rows)
@@ -164,7 +185,7 @@ def test_a_fork_killed_right_after_any_commit_resumes_to_the_same_end(tmp_path: 
             model = PlanModel(PLAN)
             again = tmp_path / f"fork-again-{n}"
             again.mkdir()
-            result = resume(store, forked.run_id, model, tools(again))
+            result = resume(store, forked.run_id, model, tools(again), max_parallel_tools=1)
             run = store.get_run(forked.run_id)
         assert (result.status, result.steps, run.steps) == ("done", STEPS, STEPS), (n, facts[-1])
         assert len(model.seen) == (STEPS - 1) - replies  # the fork asks for steps 2..4 only, each once
@@ -184,7 +205,7 @@ def test_the_async_driver_commits_at_exactly_the_same_points(tmp_path: Path) -> 
     async_points = CommitPoints()
     with open_store(f"sqlite:///{tmp_path / 'async.db'}") as store:
         result = asyncio.run(arun_agent("Do the plan.", PlanModel(PLAN), tools(workdir), store=store,
-                                        recorder=async_points))
+                                        recorder=async_points, max_parallel_tools=1))
         kinds = [e.kind for e in store.get_run(result.run_id).events]
     assert (result.status, kinds) == ("done", [row["kind"] for row in rows])
     assert async_points.points[:-1] == points

@@ -89,14 +89,19 @@ def test_a_reply_whose_calls_were_not_run_gets_not_run_observations_on_resume(st
                                 "content": f"ERROR: not run: {stopped.error}"}
 
 
-def test_every_call_awaiting_approval_is_logged_and_decided_at_once(store: RunStore, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("parallel", "order"), [(1, ["transfer a", "lookup b"]), (8, ["lookup b", "transfer a"])],
+                         ids=["one-by-one", "together"])
+def test_every_call_awaiting_approval_is_logged_and_decided_at_once(store: RunStore, tmp_path: Path, parallel: int,
+                                                                    order: list[str]) -> None:
+    """One by one, the run stops at t1; together, c1 (no approval needed) runs before the run stops."""
     plan = [[["t1", "transfer", {"ref": "a"}], ["c1", "lookup", {"ref": "b"}], ["t2", "transfer", {"ref": "c"}]]]
-    stopped = run_agent("t", PlanModel(plan), tools(tmp_path), store=store)
+    stopped = run_agent("t", PlanModel(plan), tools(tmp_path), store=store, max_parallel_tools=parallel)
     pending = [e.data["call_id"] for e in store.get_run(stopped.run_id).events if e.kind == "approval_requested"]
     assert (stopped.status, stopped.error, pending) == ("awaiting_approval", "call t1 (transfer) needs approval "
                                                         "(and 1 more)", ["t1", "t2"])
-    result = finish(store, stopped.run_id, PlanModel(plan), tools(tmp_path), decisions={"t1": True, "t2": False})
-    assert (result.status, ran(tmp_path)) == ("done", ["transfer a", "lookup b"])
+    result = finish(store, stopped.run_id, PlanModel(plan), tools(tmp_path), decisions={"t1": True, "t2": False},
+                    max_parallel_tools=parallel)
+    assert (result.status, ran(tmp_path)) == ("done", order)
     assert result.messages[-2]["content"] == "ERROR: the call to transfer was denied by the approver; do not retry it"
 
 

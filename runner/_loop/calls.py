@@ -1,0 +1,245 @@
+"""Work through a reply's tool calls one at a time: check each, run it, log its observation.
+
+``AgentCore`` is a ``CallHandling``; the calls of a reply run together are in ``together``.
+Each check a call goes through (finished before, refused, in doubt, a repeat, the tool budget, an approval)
+is made here once, in ``verdict``, for both ways of running a reply's calls.
+It relies on the core's ``state``, ``registry``, ``limits``, ``recorder`` and ``_emit``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Generator, Set
+from typing import NamedTuple
+
+from .._log.limits import Limits
+from .._log.statuses import Status
+from .._text import describe_exception
+from .._tools.args import tool_args
+from .._tools.doubt import may_run_again
+from .._tools.registry import Tool, ToolRegistry, failure_observation, result_observation, timeout_observation
+from ..events import ApprovalRequested, MessageAppended, ToolFinished, ToolStarted
+from ..messages import ToolCall, tool_message
+from . import observations
+from .ending import Closing
+from .results import COMMIT, Action, AgentResult, CallTool, Checkpoint, Outcome, RunTools, Stop
+from .tokens import cut_observation
+
+Approver = Callable[[ToolCall], "bool | str | None"]
+
+
+class Refusal(NamedTuple):
+    """A call that is not run: the observation the model reads, and why (``ToolFinished.refused``)."""
+
+    observation: str
+    refused: str
+
+
+# What ``verdict`` says of a call: run it with this tool, refuse it, stop the run, or wait for a decision.
+WAIT = "wait"
+Verdict = Tool | Refusal | Stop | str
+
+
+class CallHandling(Closing):
+    """The tool-call half of ``AgentCore``: the checks on a call, running it, and logging what it gave."""
+
+    registry: ToolRegistry
+    limits: Limits
+    run_id: str
+    approve: Approver | None
+    checkpoints: bool
+    _listening: bool
+    # The calls whose ``tool_started`` are being committed: their tools have not been handed over yet.
+    _starting: tuple[int, tuple[ToolCall, ...]] | None
+    _flying: dict[str, tuple[int, ToolCall]]  # the calls run together that are in flight, by id, with their step
+
+    def _stop_at(self, checkpoint: Checkpoint) -> Generator[Action, Outcome, Stop | None]:
+        """The stop the driver says is due at ``checkpoint``, if any (asked only with ``checkpoints`` on)."""
+        outcome = yield checkpoint
+        if not outcome.stop:
+            return None
+        return Stop(outcome.stop, outcome.reason or observations.stop_reason(outcome.stop, self.limits))
+
+    def _handle_call(self, step: int, call: ToolCall) -> Generator[Action, Outcome, Stop | None]:
+        s = self.state
+        finished = s.finished_calls.get(call.id)
+        if finished is not None:  # answered before the process stopped: never run again
+            self._emit(MessageAppended(step=step, index=len(s.messages),
+                                       message=tool_message(call, finished.observation)))
+            return None
+        if self.checkpoints:
+            stop = yield from self._stop_at(Checkpoint(call))
+            if stop:
+                return stop
+        found = self.verdict(call, s.repeats_if(s.key_of(call)), s.tool_calls_run, True)
+        if isinstance(found, Tool):
+            return (yield from self._run_tool(step, call, found))
+        if isinstance(found, Refusal):
+            self._observe(step, call, found.observation, found.refused)
+            return None
+        if isinstance(found, Stop):
+            return found
+        return self._await_approval(step)
+
+    def verdict(self, call: ToolCall, repeats: int, calls_run: int, ask: bool) -> Verdict:
+        """What becomes of ``call`` (not finished before): its tool to run, a refusal, a stop, or ``WAIT``.
+
+        ``repeats`` is how many identical calls in a row it would make, ``calls_run`` how many
+        tool calls ran before it. ``ask``: put a call needing approval to the ``approve`` callback.
+        """
+        s = self.state
+        tool = self.registry.get(call.name)
+        refused = self.registry.check(call.name, call.args)
+        if refused is not None:
+            return Refusal(refused, "unknown_tool" if tool is None else "invalid_args")
+        assert tool is not None
+        in_doubt = s.in_doubt(call.id)
+        if in_doubt and not may_run_again(s.started_traits.get(call.id), tool):
+            return Refusal(observations.IN_DOUBT, "in_doubt")
+        allowed = self.limits.max_identical_calls
+        if not in_doubt and repeats > allowed:
+            return Refusal(observations.repeated(call.name, allowed), "repeat")
+        lim = self.limits.max_tool_calls
+        if lim is not None and calls_run >= lim:
+            return Stop(Status.TOOL_BUDGET, f"call {call.id} ({call.name}) would be tool call "
+                                            f"{calls_run + 1} (max_tool_calls={lim}); not run")
+        if not in_doubt and (tool.needs_approval or call.id in s.decisions):
+            verdict = s.decisions.get(call.id)
+            if tool.needs_approval and verdict is None:
+                verdict = self.approve(call) if self.approve is not None and ask else None
+                if verdict is None:
+                    return WAIT
+            if verdict is not True:  # a denial given holds, even where the registry no longer asks for one
+                return Refusal(observations.denied(call.name, verdict), "denied")
+        return tool
+
+    def _run_tool(self, step: int, call: ToolCall, tool: Tool) -> Generator[Action, Outcome, Stop | None]:
+        started = self.state.started_calls.get(call.id)
+        if self._listening:  # from here until its start is committed, an abort logs the call not run
+            self._starting = (step, (call,))  # (a recorder may raise on the start after the store took it)
+        self._emit(ToolStarted(step=step, call_id=call.id, name=call.name, args=call.args,
+                               attempt=1 if started is None else started.attempt + 1))
+        if self._listening:
+            yield COMMIT  # should this commit fail, the run is aborted with the tool never run (``abort``)
+            self._starting = None
+        outcome = yield CallTool(tool, call, tool_args(tool, call.args, self.run_id, call.id))
+        if outcome.stop:
+            self._cut_short(step, call, outcome)
+            reason = outcome.reason or observations.stop_reason(outcome.stop, self.limits, f"tool {call.name}")
+            return Stop(outcome.stop, reason)
+        observation = self._settle(step, call, tool, outcome)
+        self._emit(MessageAppended(step=step, index=len(self.state.messages), message=tool_message(call, observation)))
+        if tool.side_effects and self._listening:  # its outcome is known now: never leave it in doubt
+            yield COMMIT
+        return None
+
+    def _announce(self, step: int, call: ToolCall) -> None:
+        """Log that ``call`` is about to run (its attempt counts the starts the log holds)."""
+        started = self.state.started_calls.get(call.id)
+        self._emit(ToolStarted(step=step, call_id=call.id, name=call.name, args=call.args,
+                               attempt=1 if started is None else started.attempt + 1))
+
+    def _settle(self, step: int, call: ToolCall, tool: Tool, outcome: Outcome) -> str:
+        """Log the observation of a call that returned, timed out or raised; the observation as logged.
+
+        It is not in the conversation yet: the caller appends it, in the reply's order.
+        """
+        if outcome.observation is not None:  # logged as it was given: a recorded one was cut already
+            return self._finished(step, call, outcome.observation, None, outcome.elapsed_s, cut=False)
+        if outcome.timed_out:
+            observation = timeout_observation(call.name, tool.timeout_s or 0.0)
+        elif outcome.error is not None:
+            observation = failure_observation(call.name, outcome.error)
+        else:
+            observation = result_observation(call.name, outcome.value)
+        return self._finished(step, call, observation, None, outcome.elapsed_s)
+
+    def _cut_short(self, step: int, call: ToolCall, outcome: Outcome) -> None:
+        """Log a call the driver gave up waiting on (a deadline, a cancel): its outcome is unknown."""
+        assert outcome.stop is not None
+        self._emit(ToolFinished(step=step, call_id=call.id, name=call.name,
+                                observation=observations.abandoned(call.name, outcome.stop), ok=False,
+                                duration_s=outcome.elapsed_s))
+
+    def _observe(self, step: int, call: ToolCall, observation: str, refused: str | None,
+                 duration_s: float = 0.0, cut: bool = True) -> None:
+        """Log a call's observation and append it as the call's tool message."""
+        observation = self._finished(step, call, observation, refused, duration_s, cut)
+        self._emit(MessageAppended(step=step, index=len(self.state.messages), message=tool_message(call, observation)))
+
+    def _finished(self, step: int, call: ToolCall, observation: str, refused: str | None,
+                  duration_s: float = 0.0, cut: bool = True) -> str:
+        """Log a call's ``tool_finished``; the observation as logged (cut to ``max_result_chars`` if ``cut``)."""
+        ok = not observation.startswith("ERROR:")  # judged on the whole text: a cut may shorten "ERROR:"
+        if cut:
+            observation = cut_observation(observation, self.limits.max_result_chars)
+        self._emit(ToolFinished(step=step, call_id=call.id, name=call.name, observation=observation,
+                                ok=ok, duration_s=duration_s, ran=refused is None, refused=refused))
+        return observation
+
+    def abort(self, exc: BaseException) -> None:
+        """Close the run on ``exc``, first logging the calls whose starts were being committed as not run.
+
+        Such a call's tool was never called, for instance when the commit failed or on Ctrl-C.
+        A resume must not show it as in doubt, or a side effect's call would be refused.
+        """
+        starting, self._starting = self._starting, None
+        if starting is not None and not self.closed and self.result is None:
+            step, calls = starting
+            with contextlib.suppress(Exception):  # a failing recorder: the close below still goes on
+                reason = f"the run was aborted by {describe_exception(exc)} before the call was made"
+                for call in calls:
+                    self._finished(step, call, observations.not_run(reason), "not_run")
+                self._answer_due(step)
+        super().abort(exc)
+
+    def end(self, status: Status, error: str, exception: BaseException | None = None,
+            instead_of: Action | None = None) -> Generator[Action, Outcome, AgentResult]:
+        """Close the run at its driver's word, in place of performing ``instead_of``.
+
+        Replay ends a run this way where it diverges from its recording. Each call handed
+        over for running is logged as not run first (its start is already logged), and a
+        call still in flight as cut short; then the run closes as the loop's own stops do.
+        """
+        s = self.state
+        handed: tuple[ToolCall, ...] = (instead_of.call,) if isinstance(instead_of, CallTool) else ()
+        if isinstance(instead_of, RunTools):
+            handed = tuple(action.call for action in instead_of.start)
+        for call in handed:
+            self._flying.pop(call.id, None)
+            self._finished(s.started_calls[call.id].step, call, observations.not_run(error), "not_run")
+        flying, self._flying = self._flying, {}
+        for step, call in flying.values():
+            self._cut_short(step, call, Outcome(stop=status))
+        if handed:
+            self._answer_due(s.started_calls[handed[0].id].step, frozenset(flying))
+        return (yield from self._finish(status, error, exception=exception))
+
+    def _answer_due(self, step: int, cut: Set[str] = frozenset()) -> None:
+        """Append the observations now due, in the reply's order: up to the first call still unanswered.
+
+        A call in ``cut`` was given up on: its observation enters the conversation on a resume.
+        """
+        s = self.state
+        calls = s.reply.tool_calls if s.reply is not None else []
+        while s.next_call < len(calls):
+            call = calls[s.next_call]
+            finished = s.finished_calls.get(call.id)
+            if finished is None or call.id in cut:
+                return
+            self._emit(MessageAppended(step=step, index=len(s.messages),
+                                       message=tool_message(call, finished.observation)))
+
+    def _await_approval(self, step: int) -> Stop:
+        """Log every remaining call that waits for a decision, so all can be decided at once."""
+        s = self.state
+        waiting = [c for c in s.remaining_calls if (t := self.registry.get(c.name)) is not None
+                   and t.needs_approval and c.id not in s.decisions and not s.in_doubt(c.id)
+                   and c.id not in s.finished_calls]
+        for call in waiting:
+            if call.id not in s.pending_approvals:
+                self._emit(ApprovalRequested(step=step, call_id=call.id, name=call.name, args=call.args))
+        first = waiting[0]
+        more = f" (and {len(waiting) - 1} more)" if len(waiting) > 1 else ""
+        return Stop(Status.AWAITING_APPROVAL, f"call {first.id} ({first.name}) needs approval{more}")
+
