@@ -32,6 +32,7 @@ from .options import EXIT_NO, CliError, CliUsageError, Env, common, parse_pairs
 from .render import plural, print_json
 from .running import (
     MAX_TIMEOUT_S,
+    PARALLEL_HELP,
     QUIET,
     RECORD_CONTENT,
     GivenLimits,
@@ -180,10 +181,13 @@ def warnings_printed() -> Iterator[None]:
 
 
 def limit_options(fn: Callable[..., R]) -> Callable[..., R]:
-    """``--max-steps``, ``--token-budget``, ``--max-tool-calls``, ``--timeout``, ``--max-cost-usd`` and ``--prices``.
+    """``--max-steps``, ``--token-budget``, ``--max-tool-calls``, ``--timeout``, ``--max-cost-usd``, ``--prices``.
 
-    Each limit keeps the run's when not given; ``--prices`` are for this process's model calls.
+    And ``--max-parallel-tools``. Each limit keeps the run's when not given; ``--prices`` are for this process's
+    model calls.
     """
+    fn = click.option("--max-parallel-tools", type=click.IntRange(min=1), metavar="N",
+                      help=f"{PARALLEL_HELP}  [default: the run's]")(fn)
     fn = PRICES(fn)
     fn = max_cost_option("USD the model calls may cost, in the whole run.")(fn)
     fn = click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S),
@@ -238,8 +242,9 @@ def finish(result: AgentResult) -> None:
 def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[str, ...], mcp_urls: tuple[str, ...],
            model_spec: str | None, base_url: str | None, api_key: str | None, max_steps: int | None,
            token_budget: int | None, max_tool_calls: int | None, timeout_s: float | None, max_cost_usd: float | None,
-           prices: dict[str, Price] | None, approve: tuple[str, ...], deny: tuple[str, ...], reason: tuple[str, ...],
-           decided_by: str | None, here: bool, broker: str | None, quiet: bool, record_content: bool) -> None:
+           prices: dict[str, Price] | None, max_parallel_tools: int | None, approve: tuple[str, ...],
+           deny: tuple[str, ...], reason: tuple[str, ...], decided_by: str | None, here: bool, broker: str | None,
+           quiet: bool, record_content: bool) -> None:
     """Continue RUN where its log stops: after a limit, an error, a crash, or awaiting approval.
 
     The same run goes on, with the same id. Calls that finished are not run again; a call the process
@@ -259,7 +264,7 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[s
     tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
     check(tools, None)
     base = load_tools(tools_spec) if tools_spec is not None else None
-    limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd)
+    limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd, max_parallel_tools)
     by = decided_by if decided_by is not None else decider()
     with env.store(create=True) as store:
         run = store.find_run(run_ref)
@@ -315,8 +320,8 @@ def model_calls(run: StoredRun) -> int:
 def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], tools_spec: str | None,
          mcp_commands: tuple[str, ...], mcp_urls: tuple[str, ...], model_spec: str | None, base_url: str | None,
          api_key: str | None, max_steps: int | None, token_budget: int | None, max_tool_calls: int | None,
-         timeout_s: float | None, max_cost_usd: float | None, prices: dict[str, Price] | None, quiet: bool,
-         record_content: bool) -> None:
+         timeout_s: float | None, max_cost_usd: float | None, prices: dict[str, Price] | None,
+         max_parallel_tools: int | None, quiet: bool, record_content: bool) -> None:
     """Branch RUN into a new, linked run from before its STEP-th model call; RUN is untouched.
 
     Steps before STEP are not run again. --observation swaps a tool result the new run
@@ -330,7 +335,7 @@ def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], too
     tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
     check(tools, "a fork")
     base = base_tools(tools)
-    limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd)
+    limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd, max_parallel_tools)
     with env.store(create=True) as store:
         parent = store.find_run(run_ref)
         short = store.short_ids([parent.run_id])[parent.run_id]

@@ -61,6 +61,9 @@ QUIET = click.option("--quiet", "-q", is_flag=True,
 RECORD_CONTENT = click.option("--record-content", is_flag=True,
                               help="Put messages, tool arguments and results on the live spans (off: none of that "
                                    "text leaves the store).")
+PARALLEL_HELP = "Run at most N of a reply's tool calls at once (1: one by one, in the reply's order)."
+PARALLEL = click.option("--max-parallel-tools", type=click.IntRange(min=1), metavar="N",
+                        help=f"{PARALLEL_HELP}  [default: {DEFAULTS.max_parallel_tools}]")
 
 
 def progress(quiet: bool) -> Recorder | None:
@@ -183,11 +186,12 @@ def _next(out: Console, env: Env, short: str, first: list[str], extra: list[str]
 @model_options
 @max_cost_option("Stop (cost_limit, resumable) once the model calls cost this much, in USD.")
 @PRICES
+@PARALLEL
 @QUIET
 @RECORD_CONTENT
 @common
 def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, max_cost_usd: float | None,
-         prices: dict[str, Price] | None, quiet: bool, record_content: bool) -> None:
+         prices: dict[str, Price] | None, max_parallel_tools: int | None, quiet: bool, record_content: bool) -> None:
     """Run the bundled example: an 18% tip on a EUR 127.50 bill split 4 ways, in USD.
 
     Two safe tools (arithmetic on an AST walk, never eval; currency over a fixed,
@@ -199,7 +203,8 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, m
     with env.store(create=True) as store:
         result = record(env, store, DEMO_TASK, model, demo_registry(), {"example": "demo"}, recorder=progress(quiet),
                         record_content=record_content, tools_ref="runner.demo:demo_registry",
-                        limits=GivenLimits(max_cost_usd=max_cost_usd).limits(), prices=prices)
+                        limits=GivenLimits(max_cost_usd=max_cost_usd, max_parallel_tools=max_parallel_tools).limits(),
+                        prices=prices)
         replay = "runner replay tests/fixtures/run.json --tools runner.demo:demo_registry"
         report(env, store, result, [replay], tools_spec="runner.demo:demo_registry")
     if result.status != Status.DONE:
@@ -226,6 +231,7 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, m
 @max_cost_option("USD the model calls may cost; the run stops cost_limit (resumable) once they reach it.")
 @PRICES
 @label_option("Label the run (repeatable), for `runner runs --label`.")
+@PARALLEL
 @QUIET
 @RECORD_CONTENT
 @common
@@ -233,7 +239,7 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
         model_spec: str | None, base_url: str | None, api_key: str | None, parent_ref: str | None,
         system: str | None, max_steps: int | None, token_budget: int | None, max_tool_calls: int | None,
         timeout_s: float | None, max_cost_usd: float | None, prices: dict[str, Price] | None,
-        labels: dict[str, str], quiet: bool, record_content: bool) -> None:
+        labels: dict[str, str], max_parallel_tools: int | None, quiet: bool, record_content: bool) -> None:
     """Run TASK with your tools and a real model, recorded and traced; exit 1 unless it ends done.
 
     The tools come from --tools, from MCP servers (--mcp, --mcp-url), or both.
@@ -242,8 +248,8 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
     """
     tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
     check(tools)
+    given = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd, max_parallel_tools)
     if parent_ref is not None:
-        given = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd)
         follow(env, parent_ref, task, tools, model_spec, base_url, api_key, system, given, labels,
                progress(quiet), record_content, prices)
         return
@@ -254,7 +260,6 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
     model = build_model(model_spec, base_url, api_key)
     check_priced(model, prices, max_cost_usd, given=True)
     with tools_for(tools) as registry, env.store(create=True) as store:
-        given = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd)
         result = record(env, store, task, model, registry, labels, system=system or DEFAULT_SYSTEM,
                         limits=given.limits(), recorder=progress(quiet), record_content=record_content,
                         tools_ref=tools_spec, prices=prices, mcp_servers=tools.refs())
@@ -273,6 +278,7 @@ class GivenLimits:
     max_tool_calls: int | None = None
     timeout_s: float | None = None
     max_cost_usd: float | None = None
+    max_parallel_tools: int | None = None
 
     def options(self) -> dict[str, Any]:
         """The limits given, as keyword arguments for ``resume``, ``fork`` and ``follow_up``."""
