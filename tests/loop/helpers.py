@@ -67,3 +67,51 @@ def record_unfinished_run(store: Any, run_id: str, task: str = "t") -> None:
     recorder.record(RunStarted(run_id=run_id, task=task, system="s", limits=Limits().to_dict(), tool_specs=[],
                                model="scripted"))
     recorder.sync()
+
+
+class Gate:
+    """Tools that note how many calls run at once, each waiting at a barrier of ``meet`` calls first.
+
+    ``peak`` is the most calls that ever ran at once: a barrier that releases only when ``meet``
+    calls wait at it proves they overlapped, with no clock involved.
+    """
+
+    def __init__(self, meet: int = 1) -> None:
+        self.barrier = threading.Barrier(meet, timeout=10) if meet > 1 else None
+        self.lock = threading.Lock()
+        self.active = self.peak = 0
+        self.ran: list[str] = []
+
+    def enter(self, name: str) -> None:
+        with self.lock:
+            self.active += 1
+            self.peak = max(self.peak, self.active)
+            self.ran.append(name)
+
+    def leave(self) -> None:
+        with self.lock:
+            self.active -= 1
+
+    def sync_tool(self, n: int) -> str:
+        self.enter(f"n{n}")
+        try:
+            if self.barrier is not None:
+                self.barrier.wait()
+            else:
+                threading.Event().wait(0.01)  # long enough for another call to start, were one let in
+            return f"r{n}"
+        finally:
+            self.leave()
+
+
+def numbered(fn: Any, name: str = "work", **options: Any) -> ToolRegistry:
+    """A registry of one tool ``name(n: int)`` run by ``fn``."""
+    registry = ToolRegistry()
+    registry.register(name, "Work on n.", {"type": "object", "properties": {"n": {"type": "integer"}},
+                                           "required": ["n"]}, fn, **options)
+    return registry
+
+
+def fan_out(count: int, name: str = "work", first: int = 1) -> ModelReply:
+    """One reply calling ``name`` ``count`` times, with n = first, first + 1, ... (call ids c<n>)."""
+    return reply("", *(call(f"c{n}", name, n=n) for n in range(first, first + count)))
