@@ -19,7 +19,7 @@ from .._tools.registry import Tool
 from ..events import StepFinished
 from ..messages import ToolCall
 from . import observations
-from .calls import WAIT, CallHandling, Refusal
+from .calls import CallHandling, Refusal
 from .results import COMMIT, Action, CallTool, Checkpoint, Outcome, RunTools, Stop
 
 
@@ -113,7 +113,7 @@ class Together(CallHandling):
             if isinstance(found, Refusal):
                 self._finished(step, call, found.observation, found.refused)
                 refused = found.refused
-            elif found == WAIT:
+            elif isinstance(found, str):  # WAIT
                 waits = True
             else:
                 assert isinstance(found, Tool)
