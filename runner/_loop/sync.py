@@ -92,8 +92,8 @@ _NO_ARGS: tuple[Any, ...] = ()
 _NO_KWARGS: dict[str, Any] = {}
 
 
-def perform(core: AgentCore, action: Action, flight: ThreadFlight) -> Outcome:
-    """Perform one of ``core``'s actions; ``flight`` holds the run's calls running together."""
+def perform(core: AgentCore, action: Action, flight: ThreadFlight | None = None) -> Outcome:
+    """Perform one of ``core``'s actions; ``flight`` holds the run's calls running together (``RunTools``)."""
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     if isinstance(action, Commit):
@@ -104,6 +104,8 @@ def perform(core: AgentCore, action: Action, flight: ThreadFlight) -> Outcome:
     if isinstance(action, CallModel):
         fn, args, kwargs, timeout_s, in_tool = action.model, (action.messages, action.specs), _NO_KWARGS, None, False
     elif isinstance(action, RunTools):
+        if flight is None:
+            raise TypeError("RunTools needs the run's ThreadFlight: its calls stay in flight between actions")
         return flight.perform(action)
     else:
         fn, args, kwargs, timeout_s, in_tool = action.tool.fn, _NO_ARGS, action.args, action.tool.timeout_s, True

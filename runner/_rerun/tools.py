@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .._loop.core import AgentCore
-from .._loop.results import AgentResult, CallTool, Outcome
+from .._loop.flight import ThreadFlight, with_call
+from .._loop.results import AgentResult, CallTool, Outcome, RunTools
 from .._loop.sync import perform
 from .._tools.args import tool_args
 from .._tools.registry import ToolRegistry
@@ -87,6 +88,11 @@ class CandidateTools:
 
     def answer(self, core: AgentCore, action: CallTool) -> Outcome:
         """The outcome of ``action``: served from the recording, run live, or refused with an ``ERROR:``."""
+        found = self.hand_over(core, action)
+        return found if isinstance(found, Outcome) else perform(core, found)
+
+    def hand_over(self, core: AgentCore, action: CallTool) -> Outcome | CallTool:
+        """The outcome of ``action`` when it is served or refused, else the live call to run in its place."""
         call = action.call
         left = self.left.get(call_key(call.name, call.args) or "")
         if left:
@@ -104,7 +110,17 @@ class CandidateTools:
             self.counts.not_run += 1
             return Outcome(observation=refused)
         self.counts.live += 1
-        return perform(core, replace(action, tool=tool, args=tool_args(tool, call.args, core.run_id, call.id)))
+        return replace(action, tool=tool, args=tool_args(tool, call.args, core.run_id, call.id))
+
+    def together(self, core: AgentCore, action: RunTools, flight: ThreadFlight) -> Outcome:
+        """``RunTools``: each call served, refused, or started live on ``flight``; the next to end."""
+        for one in action.start:
+            found = self.hand_over(core, one)
+            if isinstance(found, Outcome):
+                flight.answer(with_call(found, one.call.id))
+            else:
+                flight.start(found)
+        return flight.next()
 
     def why_not_live(self, name: str) -> str | None:
         """Why a call of ``name`` the recording does not hold may not run live; None when it may."""
@@ -133,14 +149,17 @@ def drive_candidate(core: AgentCore, tools: CandidateTools) -> AgentResult:
     An exception leaving the loop (Ctrl-C, a failing store) first closes the run, as ``run_agent`` does.
     """
     decisions = core.run()
+    flight = ThreadFlight(core)  # a reply's calls answered together, as run_agent runs them
     try:
         action = next(decisions)
         while True:
             match action:
                 case CallTool():
                     outcome = tools.answer(core, action)
+                case RunTools():
+                    outcome = tools.together(core, action, flight)
                 case _:
-                    outcome = perform(core, action)
+                    outcome = perform(core, action, flight)
             action = decisions.send(outcome)
     except StopIteration as finished:
         result: AgentResult = finished.value
