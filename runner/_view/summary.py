@@ -8,6 +8,28 @@ from typing import Any
 from .._log.records import RunSummary, StoredEvent, StoredRun
 from ..events import ToolFinished
 
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+def when(at: datetime | None) -> str:
+    """A UTC timestamp to the second, as the tables show it."""
+    return "-" if at is None else at.astimezone(UTC).strftime(TIME_FORMAT)
+
+
+def seconds(value: float | None) -> str:
+    """A duration for people: 850µs, 12.3ms, 4.20s, 3m05s, 2h04m."""
+    if value is None:
+        return "-"
+    if value < 0.001:
+        return f"{value * 1e6:.0f}µs"
+    if value < 1:
+        return f"{value * 1e3:.1f}ms"
+    if value < 60:
+        return f"{value:.2f}s"
+    if value < 3600:
+        return f"{int(value // 60)}m{int(value % 60):02d}s"
+    return f"{int(value // 3600)}h{int(value % 3600 // 60):02d}m"
+
 
 def iso(at: datetime | None) -> str | None:
     """``at`` in ISO 8601 UTC, or None."""

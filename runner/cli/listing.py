@@ -16,7 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from .._text import one_line
-from .render import ellipsis, seconds, when
+from .._view.summary import seconds, when
+from .render import ellipsis
 
 TASK_CHARS = 60     # the task is cut here even on a wide terminal
 TASK_MIN = 20       # the task gets at least this many characters when the terminal allows it

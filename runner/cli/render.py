@@ -11,7 +11,6 @@ import json
 import os
 import sys
 from collections.abc import Iterable, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from rich import box
@@ -22,7 +21,6 @@ from rich.text import Text
 from .._text import clean
 
 PIPE_WIDTH = 160
-TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 
 
 def plural(count: int, noun: str) -> str:
@@ -78,26 +76,6 @@ def error_console() -> Console:
 def text(value: object, style: str = "") -> Text:
     """Untrusted text as a rich ``Text``: cleaned, and never parsed as markup."""
     return Text(clean(value), style=style)
-
-
-def when(at: datetime | None) -> str:
-    """A UTC timestamp to the second, as the tables show it."""
-    return "-" if at is None else at.astimezone(UTC).strftime(TIME_FORMAT)
-
-
-def seconds(value: float | None) -> str:
-    """A duration for people: 850µs, 12.3ms, 4.20s, 3m05s, 2h04m."""
-    if value is None:
-        return "-"
-    if value < 0.001:
-        return f"{value * 1e6:.0f}µs"
-    if value < 1:
-        return f"{value * 1e3:.1f}ms"
-    if value < 60:
-        return f"{value:.2f}s"
-    if value < 3600:
-        return f"{int(value // 60)}m{int(value % 60):02d}s"
-    return f"{int(value // 3600)}h{int(value % 3600 // 60):02d}m"
 
 
 def table(*columns: str, right: Iterable[str] = (), no_wrap: Iterable[str] = ()) -> Table:

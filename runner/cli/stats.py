@@ -15,11 +15,11 @@ import click
 from rich.text import Text
 
 from .._text import clean
-from .._view.summary import cost_text, iso
+from .._view.summary import cost_text, iso, seconds
 from ..events import StepFinished, StepStarted, ToolFinished
 from ..store import CallCost, RunStore
 from .options import Env, common
-from .render import console, median, percentile, plural, print_json, seconds, table
+from .render import console, median, percentile, plural, print_json, table
 from .show import when_option
 from .timeline import status_style, tool_failed
 

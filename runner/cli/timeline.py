@@ -19,7 +19,7 @@ from .._text import clean
 from .._view.activity import active_seconds
 from .._view.inherited import Inherited
 from .._view.lineage import Link, origin_text, parent_text
-from .._view.summary import refused_in
+from .._view.summary import refused_in, seconds, when
 from ..events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -37,7 +37,7 @@ from ..messages import ToolCall
 from ..progress import ESTIMATED, tokens_text
 from ..store import RunSummary, StoredRun
 from .costs import run_cost
-from .render import cut, plural, seconds, when
+from .render import cut, plural
 
 SHOWN_CHARS = 300
 ERROR_STYLE = "bold red"

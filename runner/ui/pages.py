@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import parse_qs, quote
 
@@ -25,7 +24,7 @@ from .._log.state import fold
 from .._log.statuses import Status
 from .._text import storable
 from .._view.lineage import Link, children, origin_text, pending_approvals, pooled
-from .._view.summary import cost_text
+from .._view.summary import cost_text, seconds, when
 from ..errors import AmbiguousRunId, RunnerError, RunNotFound, StoreError
 from ..events import ApprovalRequested, StepStarted
 from . import timeline
@@ -66,22 +65,6 @@ def json_response(value: Any, status: int = 200) -> Response:
 def segment(value: str) -> str:
     """``value`` as one percent-encoded URL path segment: a run id may hold ``?``, ``#``, ``/`` or ``..``."""
     return quote(value, safe="")
-
-
-def seconds(value: float | None) -> str:
-    """A duration as people read it: ``850 ms``, ``4.2 s``, ``3m12s``, ``2h05m``."""
-    if value is None:
-        return "-"
-    if value < 1:
-        return f"{value * 1000:.0f} ms"
-    if value < 60:
-        return f"{value:.1f} s"
-    minutes, secs = divmod(int(value), 60)
-    return f"{minutes}m{secs:02d}s" if minutes < 60 else f"{minutes // 60}h{minutes % 60:02d}m"
-
-
-def when(at: datetime | None) -> str:
-    return "-" if at is None else at.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S")
 
 
 class Row(NamedTuple):

@@ -19,20 +19,7 @@ from runner.ui import create_app
 from runner.ui.timeline import doubt_rule
 from tests.cli.helpers import fill, invoke
 from tests.loop.helpers import call, reply
-
-PARAMS = {"type": "object", "properties": {"ref": {"type": "string"}}, "required": ["ref"]}
-
-
-def money(ran: list[str]) -> ToolRegistry:
-    """``transfer`` needs approval and has side effects; ``lookup`` reads."""
-    def transfer(ref: str) -> str:
-        ran.append(ref)
-        return f"sent {ref}"
-
-    tools = ToolRegistry()
-    tools.register("transfer", "Move money.", PARAMS, transfer, side_effects=True, needs_approval=True)
-    tools.register("lookup", "Read.", PARAMS, lambda ref: f"found {ref}")
-    return tools
+from tests.ui.money import money
 
 
 def awaiting(store: RunStore, run_id: str = "a" * 32, ran: list[str] | None = None) -> str:

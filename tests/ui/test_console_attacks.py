@@ -12,33 +12,21 @@ from urllib.parse import quote
 import pytest
 from starlette.testclient import TestClient
 
-from runner import ModelReply, ScriptedModel, ToolRegistry, run_agent
+from runner import ModelReply, ScriptedModel, run_agent
 from runner.cli.console import serving_line
 from runner.events import ApprovalDecided
 from runner.store import RunStore, open_store
 from runner.ui import create_app
 from runner.ui.guard import loopback
 from tests.loop.helpers import call, reply
+from tests.ui.money import money
 
 BASE = "http://127.0.0.1:8000"
 SAME = {"origin": BASE}
-PARAMS = {"type": "object", "properties": {"ref": {"type": "string"}}, "required": ["ref"]}
 RUN = "a" * 32
 # Breaks out of text, of a double- and a single-quoted attribute, and opens a script and an image.
 XSS = "<script>alert(1)</script>\"'><img src=x onerror=alert(2)>"
 TOKEN = "s3cret-token"
-
-
-def money(ran: list[str]) -> ToolRegistry:
-    """``transfer`` needs approval (it appends its ``ref`` to ``ran``); ``lookup`` reads and echoes."""
-    def transfer(ref: str) -> str:
-        ran.append(ref)
-        return f"sent {ref}"
-
-    tools = ToolRegistry()
-    tools.register("transfer", "Move money.", PARAMS, transfer, side_effects=True, needs_approval=True)
-    tools.register("lookup", "Read.", PARAMS, lambda ref: f"found {ref}")
-    return tools
 
 
 def awaiting(store: RunStore, run_id: str = RUN, calls: tuple[str, ...] = ("t1",), ran: list[str] | None = None,
