@@ -94,7 +94,7 @@ class ThreadFlight:
             if core.watches_cancel(True):
                 wait = min(wait, CANCEL_POLL_S)
             try:
-                running = self.ended.get(timeout=None if wait == math.inf else max(wait, 0.0))
+                running = self.ended.get(timeout=bounded(wait))
             except queue.Empty:
                 pass
             else:
@@ -110,6 +110,14 @@ class ThreadFlight:
                     if stop:
                         return Outcome(stop=stop, elapsed_s=now - running.started, call_id=running.call_id)
                     return Outcome(timed_out=True, elapsed_s=now - running.started, call_id=running.call_id)
+
+
+def bounded(wait: float) -> float | None:
+    """A wait of ``wait`` seconds as a lock's timeout: None for ever; past ``threading.TIMEOUT_MAX``, that much.
+
+    A longer timeout overflows the platform's clock (``OverflowError``); the caller's loop just waits again.
+    """
+    return None if wait == math.inf else min(max(wait, 0.0), threading.TIMEOUT_MAX)
 
 
 def _outcome(running: Running, elapsed_s: float) -> Outcome:

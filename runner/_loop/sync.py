@@ -19,7 +19,7 @@ from .._tools.registry import ToolRegistry
 from ..messages import Model
 from .build import NOT_GIVEN, NotGiven, RunOptions, build_core
 from .core import DEFAULT_SYSTEM, AgentCore
-from .flight import CANCEL_POLL_S, ThreadFlight
+from .flight import CANCEL_POLL_S, ThreadFlight, bounded
 from .results import COMMITTED, GO_ON, Action, AgentResult, CallModel, Checkpoint, Commit, Outcome, RunTools
 
 
@@ -151,7 +151,7 @@ def _call_on_worker(
         wait = min(call_end, run_end) - now
         if core.watches_cancel(in_tool):
             wait = min(wait, CANCEL_POLL_S)
-        if done.wait(None if wait == math.inf else max(wait, 0.0)):  # inf: a tool a cancel lets finish
+        if done.wait(bounded(wait)):  # inf: a tool a cancel lets finish
             elapsed = time.monotonic() - started
             if "error" in box:
                 if not isinstance(box["error"], Exception):
