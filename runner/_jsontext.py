@@ -10,6 +10,7 @@ Without the C accelerator every call is the standard library's.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from json import encoder as _stdlib
 from typing import Any
@@ -35,6 +36,17 @@ def _kept(**options: Any) -> Encode:
             return reference.encode(value)  # circular: the standard library's own ValueError
 
     return encode
+
+
+def finite(value: float) -> bool:
+    """Whether a number is a finite float: False for inf, NaN and an int too large for any float.
+
+    ``math.isfinite`` raises ``OverflowError`` for such an int (one JSON can spell: ``1`` and 400 zeros).
+    """
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 standard: Encode = _kept()

@@ -9,11 +9,11 @@ Fields added later are written only when set, so old rows decode and old readers
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
+from ._jsontext import finite
 from .errors import StoreError
 from .messages import (
     McpRef,
@@ -357,7 +357,7 @@ def _check_cost(name: str, cost: object) -> None:
     """A logged cost is None or a finite, non-negative number of USD (a forged one must not add up)."""
     if cost is None:
         return
-    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not math.isfinite(cost) or cost < 0:
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not finite(cost) or cost < 0:
         raise ValueError(f"{name} must be a non-negative number, got {cost!r}")
 
 

@@ -8,10 +8,10 @@ Unknown keys are ignored, so a newer exporter's additions do not break an older 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from .._jsontext import finite
 from ..errors import FixtureError
 from .limits import LimitRule, limit_rules
 from .statuses import STATUSES, Status
@@ -78,7 +78,7 @@ def count(value: Any, path: str) -> None:
 
 def non_negative(value: Any, path: str) -> None:
     """A finite number at least 0 (an amount of USD)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not finite(value):
         raise _wrong(path, "a number", value)
     if value < 0:
         raise ShapeError(path, f"must not be negative, got {value}")

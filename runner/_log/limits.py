@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from dataclasses import Field, asdict, dataclass, field, fields
 from typing import Any, Final, NamedTuple
 
+from .._jsontext import finite
+
 __all__ = ["Limits", "LimitRule", "limit_names", "limit_rules"]
 
 
@@ -69,6 +71,9 @@ class LimitRule(NamedTuple):
         if self.seconds:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ValueError(f"{self.name} must be positive{unlimited}, got {value!r}")
+            if not finite(value):  # inf is not JSON, and 10**400 overflows the first float it meets
+                shown = repr(value) if isinstance(value, float) else "an int too large for a float"
+                raise ValueError(f"{self.name} must be finite{unlimited}, got {shown}")
             return
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{self.name} must be a non-negative integer{unlimited}, got {value!r}")

@@ -147,8 +147,11 @@ class ToolRegistry:
             raise ValueError(f"tool {name!r} is already registered")
         if not callable(fn):
             raise ValueError(f"tool {name!r}: fn must be callable")
-        if timeout_s is not None and not timeout_s > 0:
-            raise ValueError(f"tool {name!r}: timeout_s must be positive, got {timeout_s!r}")
+        if timeout_s is not None:
+            if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
+                raise ValueError(f"tool {name!r}: timeout_s must be positive, got {timeout_s!r}")
+            if not _jsontext.finite(timeout_s):  # 10**400 would overflow the first clock it is added to
+                raise ValueError(f"tool {name!r}: timeout_s must be finite (None: no timeout)")
 
     def _add(self, tool: Tool) -> Tool:
         name, params = tool.name, tool.parameters

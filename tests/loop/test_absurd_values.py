@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
-from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
+import pytest
+
+from runner import Limits, ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
+from runner.events import EventDecodeError, decode
 
 CENTURIES_S = 1e10  # past threading.TIMEOUT_MAX (about 9.2e9 s): a wait that long overflows the platform's clock
 
@@ -50,3 +54,26 @@ def test_a_tool_timeout_centuries_away_waits_for_one_call() -> None:
     one = ModelReply("", [ToolCall("c1", "slow", {})])
     result = run_agent("t", ScriptedModel([one, "done"]), slow_registry(CENTURIES_S))
     assert [m["content"] for m in result.messages if m["role"] == "tool"] == ['"ok"']
+
+
+@pytest.mark.parametrize("name", ["timeout_s", "max_cost_usd"])
+@pytest.mark.parametrize(("value", "shown"), [(math.inf, "inf"), (10**400, "an int too large for a float")])
+def test_a_duration_or_amount_that_is_not_a_finite_float_is_refused(name: str, value: float, shown: str) -> None:
+    with pytest.raises(ValueError, match=f"^{name} must be finite or None, got {shown}$"):
+        Limits(**{name: value})  # type: ignore[arg-type]
+
+
+def test_a_forged_log_with_a_cost_too_large_for_a_float_is_malformed() -> None:
+    with pytest.raises(EventDecodeError, match="cost_usd must be a non-negative number, got 1000000"):
+        decode("model_call", {"prompt_tokens": 1, "reply": None, "cost_usd": 10**400})
+
+
+@pytest.mark.parametrize("value", [math.inf, 10**400])
+def test_a_tool_timeout_that_is_not_a_finite_float_is_refused_at_register(value: float) -> None:
+    with pytest.raises(ValueError, match=r"^tool 'x': timeout_s must be finite \(None: no timeout\)$"):
+        ToolRegistry().register("x", "x", {"type": "object"}, lambda: 1, timeout_s=value)
+
+
+def test_a_tool_timeout_that_is_not_a_number_is_refused_at_register() -> None:
+    with pytest.raises(ValueError, match=r"^tool 'x': timeout_s must be positive, got '5'$"):
+        ToolRegistry().register("x", "x", {"type": "object"}, lambda: 1, timeout_s="5")  # type: ignore[arg-type]
