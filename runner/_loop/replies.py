@@ -67,11 +67,9 @@ def reply_problem(reply: object, seen_ids: Collection[str]) -> str | None:
         return f"reply content must be a string, got {type(reply.content).__name__}"
     if not isinstance(reply.tool_calls, (list, tuple)):
         return f"reply tool_calls must be a list, got {type(reply.tool_calls).__name__}"
-    usage = reply.usage
-    if not _counts(usage):
-        shown = (f"Usage(input_tokens={_scalar(usage.input_tokens)}, output_tokens={_scalar(usage.output_tokens)})"
-                 if isinstance(usage, Usage) else type(usage).__name__)
-        return f"reply usage must be Usage(input_tokens, output_tokens) of non-negative ints, got {shown}"
+    problem = _usage_problem(reply.usage)
+    if problem:
+        return problem
     if reply.stop_reason is not None and type(reply.stop_reason) is not str:
         return f"reply stop_reason must be a string or None, got {type(reply.stop_reason).__name__}"
     ids: set[str] = set()
@@ -130,10 +128,31 @@ def _flat(args: dict[Any, Any]) -> bool:
     return _STR.issuperset(map(type, args)) and _FLAT_VALUES.issuperset(map(type, args.values()))
 
 
+MAX_TOKENS = 2**53  # past this a JSON reader (the console's JavaScript) loses the count, and a price overflows
+
+
 def _counts(usage: object) -> bool:
-    """Whether a reply's usage is absent or two non-negative ints."""
+    """Whether a reply's usage is absent or four non-negative ints, none past ``MAX_TOKENS``."""
     return usage is None or (isinstance(usage, Usage) and all(
-        type(n) is int and n >= 0 for n in (usage.input_tokens, usage.output_tokens)))
+        type(n) is int and 0 <= n <= MAX_TOKENS for n in (usage.input_tokens, usage.output_tokens,
+                                                           usage.cache_read_tokens, usage.cache_write_tokens)))
+
+
+def _usage_problem(usage: object) -> str | None:
+    """Why a reply's usage cannot be costed and logged (one sentence), or None."""
+    if _counts(usage):
+        return None
+    if not isinstance(usage, Usage):
+        return ("reply usage must be Usage(input_tokens, output_tokens) of non-negative ints, "
+                f"got {type(usage).__name__}")
+    for name in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
+        value = getattr(usage, name)
+        if type(value) is int and value > MAX_TOKENS:
+            return f"reply usage must count at most 2**53 tokens, got {name}=an int past 2**53"
+        if name.startswith("cache") and not (type(value) is int and value >= 0):
+            return f"reply usage must count cached tokens in non-negative ints, got {name}={_scalar(value)}"
+    return ("reply usage must be Usage(input_tokens, output_tokens) of non-negative ints, got "
+            f"Usage(input_tokens={_scalar(usage.input_tokens)}, output_tokens={_scalar(usage.output_tokens)})")
 
 
 def loggable(reply: object) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
@@ -43,7 +44,15 @@ class Price:
         prompt = (fresh * self.input_mtok + read * _or(self.cache_read_mtok, self.input_mtok)
                   + write * _or(self.cache_write_mtok, self.input_mtok)) / MTOK
         completion = usage.output_tokens * self.output_mtok / MTOK
-        return Cost(prompt + completion, source, prompt, completion)
+        return capped(Cost(prompt + completion, source, prompt, completion))
+
+
+def capped(cost: Cost) -> Cost:
+    """``cost`` with each amount past the largest float (inf) as the largest: still over any budget, and JSON."""
+    def cap(usd: float | None) -> float | None:
+        return None if usd is None else min(usd, sys.float_info.max)
+
+    return Cost(min(cost.usd, sys.float_info.max), cost.source, cap(cost.prompt_usd), cap(cost.completion_usd))
 
 
 def _or(value: float | None, default: float) -> float:
@@ -84,7 +93,8 @@ class PriceBook:
         price = model_price.calc_price(Counted(
             input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
             cache_read_tokens=usage.cache_read_tokens or None, cache_write_tokens=usage.cache_write_tokens or None))
-        return Cost(float(price["total_price"]), source, float(price["input_price"]), float(price["output_price"]))
+        return capped(Cost(float(price["total_price"]), source, float(price["input_price"]),
+                           float(price["output_price"])))
 
     def _table(self, provider: str | None, model: str) -> tuple[Any, str] | None:
         """genai-prices' price of ``model`` now (looked up once per book), with its source; None if unknown."""

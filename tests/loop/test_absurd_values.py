@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+import sys
 import time
 from typing import Any
 
 import pytest
 
-from runner import Limits, ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
-from runner.events import EventDecodeError, decode
+from runner import Limits, ModelReply, ScriptedModel, ToolCall, ToolRegistry, Usage, run_agent
+from runner.events import EventDecodeError, ModelCalled, decode
+from runner.store import RunStore
 
 CENTURIES_S = 1e10  # past threading.TIMEOUT_MAX (about 9.2e9 s): a wait that long overflows the platform's clock
 
@@ -77,3 +79,33 @@ def test_a_tool_timeout_that_is_not_a_finite_float_is_refused_at_register(value:
 def test_a_tool_timeout_that_is_not_a_number_is_refused_at_register() -> None:
     with pytest.raises(ValueError, match=r"^tool 'x': timeout_s must be positive, got '5'$"):
         ToolRegistry().register("x", "x", {"type": "object"}, lambda: 1, timeout_s="5")  # type: ignore[arg-type]
+
+
+PRICED = {"scripted": {"input_mtok": 1.0, "output_mtok": 1.0}}
+
+
+@pytest.mark.parametrize(("usage", "shown"), [
+    (Usage(10, 10, cache_read_tokens="x"), "cached tokens in non-negative ints, got cache_read_tokens='x'"),  # type: ignore[arg-type]
+    (Usage(10, 10, cache_write_tokens=-5), "cached tokens in non-negative ints, got cache_write_tokens=-5"),
+    (Usage(10**400, 10), "at most 2**53 tokens, got input_tokens=an int past 2**53"),
+    (Usage(10, 2**53 + 1), "at most 2**53 tokens, got output_tokens=an int past 2**53"),
+])
+def test_a_reply_reporting_impossible_usage_is_an_invalid_reply_logged_readable(
+        store: RunStore, usage: Usage, shown: str) -> None:
+    result = run_agent("t", ScriptedModel([ModelReply("done", [], usage)]), ToolRegistry(), store=store,
+                       prices=PRICED)
+    assert result.status == "invalid_reply"
+    assert result.error == f"reply usage must count {shown}"
+    called = [f for f in store.get_run(result.run_id).facts if isinstance(f, ModelCalled)]
+    assert [(f.cost_usd, f.reply) for f in called] == [(None, None)]
+
+
+def test_a_cost_past_the_largest_float_is_logged_as_the_largest_and_stops_a_budget(store: RunStore) -> None:
+    absurd = {"scripted": {"input_mtok": 1e300, "output_mtok": 1e300}}
+    reply = ModelReply("", [ToolCall("c1", "slow", {})], Usage(10**15, 10**15))
+    result = run_agent("t", ScriptedModel([reply, "done"]), slow_registry(None), store=store, prices=absurd,
+                       max_cost_usd=1.0)
+    assert result.status == "cost_limit"
+    called = [f for f in store.get_run(result.run_id).facts if isinstance(f, ModelCalled)]
+    assert [(f.cost_usd, f.prompt_cost_usd, f.completion_cost_usd) for f in called] == [
+        (sys.float_info.max, sys.float_info.max, sys.float_info.max)]
