@@ -1,10 +1,11 @@
-"""What each run's model calls cost: ``runs.cost_known_usd`` and ``runs.costs_unknown``.
+"""What each run's model calls cost: ``runs.cost_known_usd`` and ``runs.costs_unknown``; 64-bit ``runs.tokens``.
 
 Each ``model_called`` fact carries its cost (or none, when the price or the usage was
 unknown); these two columns add them up as the run goes, as ``tokens`` does, so the runs
 list shows a run's cost without reading its log. Existing rows start at 0 and 0: runs
 recorded before costs were logged have no known cost. A store at an older revision, opened
-read-only, is read without these columns (their defaults stand).
+read-only, is read without these columns (their defaults stand). On PostgreSQL ``tokens``
+becomes a BIGINT: a run's usage can pass 2**31 tokens (SQLite's INTEGER is 64 bits already).
 
 Revision ID: 0005
 Revises: 0004
@@ -29,8 +30,12 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     op.add_column("runs", sa.Column("cost_known_usd", sa.Float(), server_default="0", nullable=False))
     op.add_column("runs", sa.Column("costs_unknown", sa.Integer(), server_default="0", nullable=False))
+    if op.get_bind().dialect.name == "postgresql":
+        op.alter_column("runs", "tokens", type_=sa.BigInteger(), existing_type=sa.Integer(), existing_nullable=False)
 
 
 def downgrade() -> None:
+    if op.get_bind().dialect.name == "postgresql":
+        op.alter_column("runs", "tokens", type_=sa.Integer(), existing_type=sa.BigInteger(), existing_nullable=False)
     op.drop_column("runs", "costs_unknown")
     op.drop_column("runs", "cost_known_usd")

@@ -20,7 +20,19 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Dialect, Float, ForeignKey, Index, Integer, MetaData, String, Text, TypeDecorator
+from sqlalchemy import (
+    BigInteger,
+    DateTime,
+    Dialect,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    TypeDecorator,
+)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING_CONVENTION = {
@@ -91,7 +103,8 @@ class Run(Base):
     answer: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)
     steps: Mapped[int] = mapped_column(Integer)
-    tokens: Mapped[int] = mapped_column(Integer)
+    # 64 bits: a run's tokens pass 2**31 long before its cost does (SQLite's INTEGER is 64 bits already)
+    tokens: Mapped[int] = mapped_column(BigInteger().with_variant(Integer(), "sqlite"))
     tool_calls: Mapped[int] = mapped_column(Integer)
     # What the model calls cost, as their model_called facts say: the known part, and how many are unknown.
     cost_known_usd: Mapped[float] = mapped_column(Float, server_default="0")
