@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -52,3 +53,12 @@ class LocalServer:
     def stop(self) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+def default_sigint() -> None:
+    """For ``Popen(preexec_fn=...)``: the child takes SIGINT as Ctrl-C even when this process ignores it.
+
+    A shell without job control starts a background job with SIGINT ignored, its children inherit that,
+    and Python then never raises ``KeyboardInterrupt``: a test that sends SIGINT restores the default first.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -12,6 +12,7 @@ import pytest
 
 from runner.store import open_store
 from tests.cli.helpers import FakeOpenAI, completion, installed_runner, invoke, one_error_line
+from tests.helpers import default_sigint
 
 ANSWER = "Each person pays $40.62: EUR 127.50 plus an 18% tip is EUR 150.45"
 
@@ -183,7 +184,7 @@ def test_ctrl_c_in_a_real_runner_run_process_prints_the_run_id(tmp_path: Path) -
                                  "tests.loop.helpers:weather_registry", "--model", "openai:fake",
                                  "--base-url", server.url, "--api-key", "k", "--db", url],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                                cwd=Path(__file__).resolve().parents[2])
+                                cwd=Path(__file__).resolve().parents[2], preexec_fn=default_sigint)
         deadline = time.monotonic() + 30
         while not server.requests and time.monotonic() < deadline:
             time.sleep(0.02)

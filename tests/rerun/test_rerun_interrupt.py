@@ -18,6 +18,7 @@ from runner import open_store, rerun
 from runner._rerun import Case
 from runner.store import RunStore
 from tests.cli.helpers import installed_runner
+from tests.helpers import default_sigint
 from tests.rerun.helpers import AFTER, DRIFT, LOOP, WEATHER, TaskServer, fake_model, recorded, recorded_at
 
 WAIT_S = 30.0  # a bound, not an expectation
@@ -77,7 +78,8 @@ def test_ctrl_c_on_the_command_prints_the_report_of_what_finished_and_exits_130(
     with TaskServer(AFTER, hold=frozenset({DRIFT})) as server:
         command = [installed_runner(), "rerun", *ids.values(), "--concurrency", "1", "--json", "--model",
                    "openai:fake", "--base-url", server.url, "--api-key", "k", "--db", store_url]
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                   preexec_fn=default_sigint)
         try:
             until(lambda: bool(server.asked(DRIFT)))
             os.kill(process.pid, signal.SIGINT)
