@@ -19,6 +19,7 @@ from starlette.staticfiles import StaticFiles
 from .._log.records import StoredRun
 from .._log.statuses import Status
 from .._tools.registry import ToolRegistry
+from .._view.summary import seconds
 from ..messages import McpRef, Model
 from ..pool.agents import Factory
 from ..store import RunStore
@@ -70,6 +71,7 @@ def templates() -> Environment:
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
                       trim_blocks=True, lstrip_blocks=True)
     env.globals["STATUS"] = Status
+    env.filters["seconds"] = seconds  # the CLI's way of writing a duration
     env.filters["segment"] = pages.segment
     return env
 
