@@ -65,7 +65,8 @@ class Closing:
                 exception: BaseException | None = None) -> AgentResult:
         s = self.state
         self.result = AgentResult(status, answer, s.steps, s.spent, s.messages, self.run_id, error, s.tool_calls,
-                                  exception)
+                                  exception, cost_usd=None if s.costs_unknown else s.cost_usd,
+                                  cost_known_usd=s.cost_usd)
         return self.result
 
     def _closing_facts(self) -> Exception | None:

@@ -28,6 +28,8 @@ class AgentResult:
     ``answer`` is the final text for ``done``, else None.
     ``tool_calls`` counts the calls that ran; a call run again after a crash counts once.
     ``exception`` keeps what a model raised (``model_error``), or the divergence a replay ended the run with.
+    ``cost_usd`` is what the run's model calls cost, None while any call's cost is unknown;
+    ``cost_known_usd`` adds up the calls whose cost is known (then a floor).
     """
 
     status: Status
@@ -39,6 +41,8 @@ class AgentResult:
     error: str | None = None
     tool_calls: int = 0
     exception: BaseException | None = field(default=None, compare=False, repr=False)
+    cost_usd: float | None = 0.0
+    cost_known_usd: float = 0.0
 
     @property
     def ok(self) -> bool:

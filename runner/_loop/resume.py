@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 
 
 def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *,
-           decisions: Mapping[str, Decision] | None = None, max_steps: int | None = None,
+           decisions: Mapping[str, Decision] | None = None, decided_by: str | None = None,
+           max_steps: int | None = None,
            token_budget: int | None = None, **options: Unpack[ContinueOptions]) -> AgentResult:
     """Continue run ``run_id`` where its log stops, in this process.
 
@@ -45,8 +46,9 @@ def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *
 
     Args:
         decisions: maps a pending call id to True, False or a denial reason.
-            Each is logged as an ``approval_decided`` fact by the OS user;
+            Each is logged as an ``approval_decided`` fact;
             decisions already in the log apply too.
+        decided_by: who took ``decisions``, as logged (default: the OS user).
         max_steps, token_budget: each limit given replaces the recorded one, and the others keep theirs.
             ``max_steps`` counts the whole run. ``limits=Limits(...)`` replaces them all;
             a limit given both ways is a ``TypeError``.
@@ -57,12 +59,13 @@ def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *
             or a decision against a logged one.
         RunInUse: a live process drives the run.
     """
-    return resume_stored(store, store.get_run(run_id), model, registry, decisions=decisions, max_steps=max_steps,
-                         token_budget=token_budget, **options)
+    return resume_stored(store, store.get_run(run_id), model, registry, decisions=decisions, decided_by=decided_by,
+                         max_steps=max_steps, token_budget=token_budget, **options)
 
 
 def resume_stored(store: RunStore, run: StoredRun, model: Model, registry: ToolRegistry, *,
-                  decisions: Mapping[str, Decision] | None = None, max_steps: int | None = None,
+                  decisions: Mapping[str, Decision] | None = None, decided_by: str | None = None,
+                  max_steps: int | None = None,
                   token_budget: int | None = None, **options: Unpack[ContinueOptions]) -> AgentResult:
     """``resume`` of a run already read from ``store`` (a pool's worker has it at hand).
 
@@ -85,7 +88,7 @@ def resume_stored(store: RunStore, run: StoredRun, model: Model, registry: ToolR
     store.claim_run(run)
     reason = run.status if run.status != Status.RUNNING else f"its process is gone ({run.liveness})"
     model_name, provider = model_identity(model)
-    decided = decided_facts(state, checked.fresh, decider()) if checked.fresh else []
+    decided = decided_facts(state, checked.fresh, decided_by or decider()) if checked.fresh else []
     resumed = RunResumed(run_id=run.run_id, step=state.steps, owner=owner_id(), reason=reason, limits=limits.to_dict(),
                          decisions=checked.applied, model=model_name, provider=provider,
                          tool_traits=registry.traits() or None)

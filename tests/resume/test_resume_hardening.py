@@ -155,6 +155,16 @@ def test_a_decision_that_contradicts_a_logged_one_is_refused_and_one_that_agrees
     assert [e.kind for e in run.events].count("approval_decided") == 1
 
 
+def test_resume_logs_its_decisions_by_the_one_it_names(store: RunStore, tmp_path: Path) -> None:
+    awaiting(store, tmp_path, TWO_TRANSFERS)
+    result = resume(store, RUN_ID, PlanModel(TWO_TRANSFERS), tools(tmp_path), decisions={"t1": True, "t2": False},
+                    decided_by="carol")
+    decided = [f for f in store.get_run(RUN_ID).facts if isinstance(f, ApprovalDecided)]
+    assert result.status == "done"
+    assert sorted((f.call_id, f.approved, f.decided_by) for f in decided) == [("t1", True, "carol"),
+                                                                             ("t2", False, "carol")]
+
+
 def test_a_decision_logged_without_resuming_is_a_fact_that_resume_and_replay_use(
         store: RunStore, tmp_path: Path) -> None:
     awaiting(store, tmp_path, TWO_TRANSFERS)
