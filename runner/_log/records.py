@@ -1,10 +1,10 @@
 """What the store returns: frozen values with attributes, never bare rows.
 
-``liveness`` tells an unfinished run whose process died from one still going.
-It is ``finished``, ``waiting`` (queued), ``live``, ``dead`` (an owner this process can see is gone),
-or ``stale`` (an owner it cannot see has been silent past ``STALE_AFTER_S``, or let the run go).
-On PostgreSQL heartbeats are judged by the server's clock (``read_at``),
-so a host whose clock runs ahead sees no live run stale.
+``liveness`` tells an unfinished run whose process died from one still going (``Liveness``).
+The store judges it when it reads a run, looking at the owner's process where it can
+(``runner.store.owner``); here it is a function of values only: the status, whether the
+owner's process was seen running, and the heartbeat's age. On PostgreSQL heartbeats are
+judged by the server's clock (``read_at``), so a host whose clock runs ahead sees no live run stale.
 """
 
 from __future__ import annotations
@@ -16,15 +16,15 @@ from typing import Any, Final
 
 from ..events import Event, RunFinished, RunResumed, RunStarted
 from ..messages import Message
-from .owner import owner_alive, parse_owner, visible, was_let_go
-from .statuses import UNFINISHED, Status
+from .statuses import UNFINISHED, Liveness, Status
 
 STALE_AFTER_S: Final = 30.0  # three missed heartbeats (store.lease.HEARTBEAT_S)
-FINISHED: Final = "finished"
-WAITING: Final = "waiting"
-LIVE: Final = "live"
-DEAD: Final = "dead"
-STALE: Final = "stale"
+# The members by their old names, for the readers that compare with them.
+FINISHED: Final = Liveness.FINISHED
+WAITING: Final = Liveness.WAITING
+LIVE: Final = Liveness.LIVE
+DEAD: Final = Liveness.DEAD
+STALE: Final = Liveness.STALE
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +70,8 @@ class RunSummary:
     costs_unknown: int = field(default=0, kw_only=True)
     # When the row was read, by the database server's clock (PostgreSQL; None: this process's clock judges).
     read_at: datetime | None = field(default=None, kw_only=True, repr=False, compare=False)
+    # How the store judged the run's process when it read the row (None: by the values alone).
+    judged: Liveness | None = field(default=None, kw_only=True, repr=False, compare=False)
 
     @property
     def cost_usd(self) -> float | None:
@@ -81,8 +83,16 @@ class RunSummary:
         return self.status not in UNFINISHED
 
     @property
-    def liveness(self) -> str:
-        return liveness(self.status, self.owner, self.heartbeat_at, self.read_at, run_id=self.run_id)
+    def liveness(self) -> Liveness:
+        """As the store judged it when it read the run; for a record made otherwise, from its values alone."""
+        if self.judged is not None:
+            return self.judged
+        return liveness(self.status, self.heartbeat_at, self.read_at or datetime.now(UTC))
+
+    @property
+    def gone(self) -> bool:
+        """Whether the run has not ended and no process drives it any more (dead or stale)."""
+        return self.liveness.gone
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,26 +107,22 @@ class StoredRun(RunSummary):
     facts: tuple[Event, ...] = ()
 
 
-def liveness(status: str, owner: str | None, heartbeat_at: datetime | None, now: datetime | None = None,
-             stale_after_s: float = STALE_AFTER_S, *, run_id: str | None = None) -> str:
-    """How a run with this ``status``, ``owner`` and ``heartbeat_at`` stands (see the module docstring).
+def liveness(status: str, heartbeat_at: datetime | None, now: datetime, stale_after_s: float = STALE_AFTER_S, *,
+             alive: bool | None = None) -> Liveness:
+    """How a run with this ``status`` stands, from values (see the module docstring).
 
-    ``now`` is the clock that judges the heartbeat: the database server's on PostgreSQL
-    (``store.clock.database_clock``, ``database_now``), else this process's.
+    ``alive`` says whether its owner's process was seen running (None: it could not be seen), and
+    then decides; else the heartbeat's age at ``now`` does (the database server's clock on PostgreSQL).
     """
     if status == Status.QUEUED:
-        return WAITING
+        return Liveness.WAITING
     if status != Status.RUNNING:
-        return FINISHED
-    if run_id is not None and was_let_go(run_id, owner):
-        return STALE
-    found = parse_owner(owner)
-    if found is not None and visible(found):
-        return LIVE if owner_alive(found) else DEAD
-    now = now or datetime.now(UTC)
+        return Liveness.FINISHED
+    if alive is not None:
+        return Liveness.LIVE if alive else Liveness.DEAD
     if heartbeat_at is None or now - heartbeat_at > timedelta(seconds=stale_after_s):
-        return STALE
-    return LIVE
+        return Liveness.STALE
+    return Liveness.LIVE
 
 
 def summary_fields(row: Mapping[Any, Any], labels: dict[str, str], loads: Any) -> dict[str, Any]:

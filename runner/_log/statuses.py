@@ -1,6 +1,6 @@
-"""A run's status: how it ended, or that it has not ended yet.
+"""A run's status (how it ended, or that it has not ended yet) and its liveness (whether its process runs).
 
-``Status`` members are strings (``Status.DONE == "done"``), so the log, the ``runs``
+``Status`` and ``Liveness`` members are strings (``Status.DONE == "done"``), so the log, the ``runs``
 table and ``--json`` output hold the same text as before. ``resume`` may continue a
 run from every end but ``done``, and a ``running`` run once its process is gone.
 """
@@ -33,3 +33,19 @@ class Status(StrEnum):
 
 UNFINISHED: Final = (Status.RUNNING, Status.QUEUED)
 STATUSES: Final[tuple[Status, ...]] = tuple(status for status in Status if status not in UNFINISHED)
+
+
+@unique
+class Liveness(StrEnum):
+    """How a run stands with its process; ``RunSummary.liveness`` (the store judges it when it reads the run)."""
+
+    FINISHED = "finished"  # the run ended (any status but running or queued)
+    WAITING = "waiting"  # queued for a worker pool
+    LIVE = "live"  # its process runs, or its heartbeat is fresh
+    DEAD = "dead"  # its process, one this process can see, is gone
+    STALE = "stale"  # its process cannot be seen and its heartbeat is old, or it let the run go
+
+    @property
+    def gone(self) -> bool:
+        """Whether the run has not ended and no process drives it any more (dead or stale): it may be resumed."""
+        return self in (Liveness.DEAD, Liveness.STALE)

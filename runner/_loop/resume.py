@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, Unpack
 from .._log.decisions import Decision, check_decisions, decided_facts, decider
 from .._log.ids import derived_span_id
 from .._log.limits import Limits
-from .._log.owner import owner_id
 from .._log.records import StoredRun
 from .._log.state import fold
 from .._log.statuses import Status
@@ -89,8 +88,8 @@ def resume_stored(store: RunStore, run: StoredRun, model: Model, registry: ToolR
     reason = run.status if run.status != Status.RUNNING else f"its process is gone ({run.liveness})"
     model_name, provider = model_identity(model)
     decided = decided_facts(state, checked.fresh, decided_by or decider()) if checked.fresh else []
-    resumed = RunResumed(run_id=run.run_id, step=state.steps, owner=owner_id(), reason=reason, limits=limits.to_dict(),
-                         decisions=checked.applied, model=model_name, provider=provider,
+    resumed = RunResumed(run_id=run.run_id, step=state.steps, owner=store.owner_id(), reason=reason,
+                         limits=limits.to_dict(), decisions=checked.applied, model=model_name, provider=provider,
                          tool_traits=registry.traits() or None)
     link = _link_to(run, joins=True)
     return drive(core_for(model, registry, run.run_id, limits, [*decided, resumed], state, wiring, link))

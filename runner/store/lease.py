@@ -20,11 +20,11 @@ from typing import Final
 from sqlalchemy import ColumnElement, Engine, func, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
-from .._log.owner import forget_let_go, remember_let_go, was_let_go
 from .._log.records import STALE_AFTER_S, RunSummary
 from .._log.statuses import Status
 from ..errors import StoreError
 from .engine import one_line
+from .owner import forget_let_go, remember_let_go, was_let_go
 from .tables import UTCDateTime, runs
 
 HEARTBEAT_S: Final = 10.0

@@ -20,6 +20,7 @@ from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import JSON
 
 from .._log.records import RunSummary, StoredEvent, StoredRun, logged_text, summary_fields
+from .._log.statuses import Liveness
 from ..events import (
     KIND_OF,
     Event,
@@ -33,6 +34,7 @@ from ..events import (
     decode,
     decode_all,
 )
+from . import owner
 from .clock import database_clock
 from .rows import NAME_WIDTH, column, event_data
 from .tables import events, run_labels, run_tools, runs
@@ -145,7 +147,13 @@ def summaries(conn: Connection, query: Select[Any]) -> list[RunSummary]:
     """The runs ``query`` (a select of whole ``runs`` rows) finds, with their labels."""
     rows = conn.execute(query).mappings().all()
     labels = labels_of(conn, [row["run_id"] for row in rows])
-    return [RunSummary(**summary_fields(row, labels.get(row["run_id"], {}), json.loads)) for row in rows]
+    return [RunSummary(**summary_fields(row, labels.get(row["run_id"], {}), json.loads), judged=judged(row))
+            for row in rows]
+
+
+def judged(row: Mapping[Any, Any]) -> Liveness:
+    """How the run of a ``runs`` row stands as it is read, its owner's process looked at where it can be."""
+    return owner.judge(row["status"], row["owner"], row["heartbeat_at"], row.get("read_at"), run_id=row["run_id"])
 
 
 def labels_of(conn: Connection, run_ids: list[str]) -> dict[str, dict[str, str]]:
@@ -183,7 +191,7 @@ def read_run(conn: Connection, run_id: str, columns: tuple[Any, ...] | None = No
     facts = tuple(decode_all(stored, run_id))
     messages = [fact.message for fact in facts if isinstance(fact, MessageAppended)]
     fields = summary_fields(row, labels, json.loads) | logged_text(facts)
-    return StoredRun(**fields, events=stored, messages=messages, facts=facts)
+    return StoredRun(**fields, events=stored, messages=messages, facts=facts, judged=judged(row))
 
 
 def prefixed(conn: Connection, prefix: str) -> Prefixed:

@@ -18,12 +18,12 @@ from sqlalchemy import Connection, Engine, func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from .._log.ids import derived_trace_id
-from .._log.records import DEAD, STALE, liveness
 from .._log.statuses import Status
 from ..errors import StoreError
 from ..events import KIND_OF, Event, RunFinished, RunQueued, decode, encode
 from .clock import database_now
 from .engine import one_line
+from .owner import judge
 from .recording import insert_new
 from .rows import column, dumps, event_data, label_rows, run_row
 from .tables import events, run_cancels, run_labels, runs
@@ -123,8 +123,7 @@ def due(conn: Connection, untouched_since: datetime, queue: str, now: datetime) 
     for run_id, status, owner, heartbeat_at, updated_at in rows:
         if run_id not in submitted or (submitted[run_id] or DEFAULT_QUEUE) != queue:
             continue
-        if status == Status.RUNNING and liveness(status, owner, heartbeat_at, heartbeat_clock,
-                                          run_id=run_id) not in (DEAD, STALE):
+        if status == Status.RUNNING and not judge(status, owner, heartbeat_at, heartbeat_clock, run_id=run_id).gone:
             continue
         found.append(Waiting(str(run_id), str(status), updated_at))
     return found

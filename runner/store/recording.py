@@ -18,7 +18,6 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql.dml import UpdateBase
 
 from .._log.ids import derived_span_id, derived_trace_id
-from .._log.owner import owner_id
 from .._log.state import RunState
 from .._log.statuses import Status
 from ..errors import StoreError
@@ -42,6 +41,7 @@ from ..events import (
 from .clock import clock_for
 from .group import Batch, GroupCommitter
 from .lease import Heartbeat
+from .owner import owner_id
 from .pg_bulk import CopyInsert
 from .prepared import Prepared
 from .rows import NAME_WIDTH, column, dumps, label_rows, run_row

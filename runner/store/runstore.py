@@ -20,7 +20,6 @@ from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
 from .._log.fixture import fixture_from_run
-from .._log.owner import owner_id
 from .._log.records import LIVE, RunSummary, StoredRun
 from .._log.state import RunState
 from .._log.statuses import Status
@@ -31,6 +30,7 @@ from .clock import database_clock
 from .engine import DEFAULT_BUSY_TIMEOUT_S, one_line, read_connection, shown
 from .group import GroupCommitter
 from .lease import Heartbeat, take_over
+from .owner import owner_id
 from .prune import DEFAULT_BATCH, PrunedRun, PruneResult, count_events, delete_batch, plan, prunable_statuses
 from .queries import Activity, Label
 from .recording import SpanSource, StoreRecorder, statements
@@ -86,6 +86,10 @@ class RunStore:
         self._check_writable("record runs")
         return StoreRecorder(self.engine, span_source, resume, trace_id, self.heartbeat, self.committer,
                              loop_state=loop_state)
+
+    def owner_id(self) -> str:
+        """This process's identity as the runs it writes record it (``owner``; a forked child has its own)."""
+        return owner_id()
 
     def claim_run(self, seen: RunSummary) -> None:
         """Take over a stopped or orphaned run as this process, if nobody did since ``seen`` was read.

@@ -32,7 +32,6 @@ from runner import (
     run_agent,
     submit,
 )
-from runner._log.owner import owner_id
 from runner._loop.results import CallModel, CallTool, RunTools
 from runner._loop.sync import drive_until
 from runner.events import ModelCalled, ToolFinished, ToolStarted, decode_all
@@ -40,6 +39,7 @@ from runner.pool.agents import PoolError, build_agent
 from runner.pool.queued import CANCELLED_QUEUED, StoreCancel, record_queued, request_cancel
 from runner.pool.submission import BROKER_ENV, submit_run
 from runner.pool.take import _start, take
+from runner.store.owner import owner_id
 from runner.store.tables import run_labels, runs
 from tests.cli.helpers import invoke
 from tests.loop.helpers import call, reply
@@ -375,7 +375,7 @@ def test_the_sweep_publishes_queued_and_orphaned_runs_once_per_interval(store: R
 
 
 def _this_process() -> str:
-    from runner._log.owner import owner_id
+    from runner.store.owner import owner_id
 
     return owner_id()
 

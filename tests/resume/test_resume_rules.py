@@ -14,9 +14,9 @@ import pytest
 from sqlalchemy import create_engine, select, update
 
 from runner import CannotResume, ModelReply, ScriptedModel, ToolCall, ToolRegistry, follow_up, fork, resume, run_agent
-from runner._log.owner import owner_id
 from runner.store import RunStore
 from runner.store.lease import claim
+from runner.store.owner import owner_id
 from runner.store.tables import runs
 from tests.loop.helpers import Calls, call, reply, weather_registry
 from tests.resume.durable_child import PlanModel, ran, tools

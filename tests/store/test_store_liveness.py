@@ -26,8 +26,6 @@ import pytest
 from sqlalchemy import update
 
 from runner import ModelReply, ToolRegistry, open_store
-from runner._log import records
-from runner._log.owner import owner_id, parse_owner
 from runner._loop.aio import arun_agent
 from runner._loop.resume import resume
 from runner._loop.sync import run_agent
@@ -35,6 +33,7 @@ from runner.errors import RunInUse, StoreError
 from runner.pool.queued import record_queued
 from runner.store import RunStore
 from runner.store.lease import Heartbeat
+from runner.store.owner import owner_id, parse_owner
 from runner.store.tables import runs
 from tests.conftest import BACKENDS
 from tests.resume.durable_child import PlanModel, ran, tools
@@ -173,9 +172,9 @@ def test_a_checker_whose_clock_runs_ahead_judges_heartbeats_by_the_database_cloc
     beating.add(run_id)
     beating.beat()
     beating.stop()
-    monkeypatch.setattr(records, "datetime", Ahead)  # the checker's clock, from here on
-    from runner.store import runstore  # the sweep's clock
+    from runner.store import owner, runstore  # the checker's clock (the store judges as it reads), the sweep's
 
+    monkeypatch.setattr(owner, "datetime", Ahead)  # from here on
     monkeypatch.setattr(runstore, "datetime", Ahead)
     if store_url.startswith("sqlite"):
         assert store.get_run(run_id).liveness == "stale"

@@ -20,8 +20,8 @@ import pytest
 from sqlalchemy import update
 
 from runner import ScriptedModel, run_agent
-from runner._log.owner import Owner, owner_id, parse_owner
 from runner.store import RunStore
+from runner.store.owner import Owner, owner_id, parse_owner
 from runner.store.tables import runs
 from tests.loop.helpers import weather_registry
 
@@ -147,7 +147,7 @@ def test_parse_owner(text: str | None, parsed: Owner | None) -> None:
 
 @pytest.mark.process
 def test_without_proc_the_owner_is_host_pid(monkeypatch: pytest.MonkeyPatch) -> None:
-    from runner._log import owner
+    from runner.store import owner
 
     monkeypatch.setattr(owner, "PROC", Path("/nonexistent-proc"))
     owner.this_process.cache_clear()

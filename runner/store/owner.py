@@ -1,10 +1,10 @@
 """Say which process owns a run, with an identity a reused pid cannot fake, and whether it still runs.
 
-An owner is ``host:pid@start/boot/pidns``: the process's start tick, the boot id and the PID namespace.
-A pid alone lies: pids wrap, and containers each have their own pid 1.
-Its process is checked only where it can be seen: same host, boot and PID namespace; elsewhere its heartbeat decides.
+An owner is ``host:pid@start/boot/pidns``: pids wrap, and containers each have their own pid 1.
+Its process is checked only where it can be seen (same host, boot, PID namespace); elsewhere its heartbeat decides.
 Without ``/proc``, as on macOS, the owner is ``host:pid`` and only the pid is checked; older forms read the same way.
-A process also remembers the runs it let go of (``remember_let_go``): it lives on but drives them no more.
+A process remembers the runs it let go of (``remember_let_go``): it lives on but drives them no more.
+The store judges a run's liveness here (``judge``) when it reads the run: the kernel looks at no process.
 """
 
 from __future__ import annotations
@@ -14,7 +14,12 @@ import os
 import re
 import socket
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+
+from .._log import records
+from .._log.records import STALE_AFTER_S
+from .._log.statuses import Liveness, Status
 
 PROC = Path("/proc")
 _NEW = re.compile(r"(?P<host>.*):(?P<pid>\d+)@(?P<start>\d+)/(?P<boot>[0-9A-Za-z-]*)(?:/(?P<pidns>\d+))?")
@@ -159,3 +164,19 @@ def forget_let_go(run_id: str) -> None:
 def was_let_go(run_id: str, owner: str | None) -> bool:
     """Whether this process let go of ``run_id`` while its row names ``owner``."""
     return owner is not None and _let_go.get(run_id) == owner
+
+
+def judge(status: str, owner: str | None, heartbeat_at: datetime | None, now: datetime | None = None,
+          stale_after_s: float = STALE_AFTER_S, *, run_id: str | None = None) -> Liveness:
+    """How a run with this ``status``, ``owner`` and ``heartbeat_at`` stands, its owner's process looked at.
+
+    A run this process let go of is stale; an owner this process can see is checked itself;
+    any other is judged by its heartbeat at ``now`` (the database server's clock on PostgreSQL).
+    """
+    if status != Status.RUNNING:
+        return records.liveness(status, heartbeat_at, now or datetime.now(UTC))
+    if run_id is not None and was_let_go(run_id, owner):
+        return Liveness.STALE
+    found = parse_owner(owner)
+    alive = owner_alive(found) if found is not None and visible(found) else None
+    return records.liveness(status, heartbeat_at, now or datetime.now(UTC), stale_after_s, alive=alive)
