@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._log.fixture import Fixture, load_fixture
 from ._log.limits import Limits
 from ._log.records import RunSummary, StoredEvent, StoredRun
 from ._log.state import RunState, fold
@@ -22,6 +21,7 @@ from ._loop.plan import run_plan
 from ._loop.results import AgentResult
 from ._loop.resume import follow_up, fork, resume
 from ._loop.sync import run_agent
+from ._replay.fixture import Fixture, load_fixture
 from ._replay.replayer import ReplayReport, replay
 from ._replay.scripted import ReplayModel, ScriptedModel
 from ._tools.registry import Tool, ToolRegistry

@@ -11,7 +11,7 @@
     │   └── EventDecodeError  a stored event is not one of this runner's facts (runner.events)
     ├── StopRun               deprecated: nothing raises it
     ├── FixtureError          a replay fixture cannot be read
-    │   └── ShapeError        a fixture field is missing or has the wrong type (runner._log.fixture_shape)
+    │   └── ShapeError        a fixture field is missing or has the wrong type (runner._replay.fixture_shape)
     ├── ReplayDivergence      a replay differs from its recording
     ├── CannotResume          a run cannot be resumed (it is done, say)
     │   └── RunInUse          another live process drives the run

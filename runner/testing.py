@@ -17,9 +17,9 @@ from typing import Any, Unpack
 
 import pytest
 
-from ._log.fixture import fixture_from_run
 from ._loop.build import RunOptions
 from ._loop.sync import run_agent
+from ._replay.fixture import fixture_from_run
 from ._replay.replayer import ReplayReport, replay
 from ._replay.scripted import ScriptedModel
 from ._tools.registry import ToolRegistry

@@ -1,4 +1,4 @@
-"""The log's vocabulary beside the facts: statuses, limits, folded state, decisions, ids, fixtures.
+"""The log's vocabulary beside the facts: statuses, limits, folded state, records, decisions, ids.
 
-The fixture is a stored run's portable form, so it lives with the log rather than with replay.
+The kernel: every other part imports it, and it does no I/O (no files, processes or sockets).
 """

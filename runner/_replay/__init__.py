@@ -1,1 +1,1 @@
-"""Replay: the replay driver, divergence reports and the scripted model (fixtures are ``_log.fixture``)."""
+"""Replay: the fixture file format, the replay driver, divergence reports and the scripted model."""

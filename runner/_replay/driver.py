@@ -13,7 +13,6 @@ import dataclasses
 import time
 from typing import NamedTuple
 
-from .._log.fixture import CRASHED, INTERRUPTIBLE
 from .._log.statuses import Status
 from .._loop import observations
 from .._loop.core import AgentCore
@@ -24,6 +23,7 @@ from .._text import describe_exception
 from .._tools.args import idempotency_key
 from ..errors import ReplayDivergence
 from ..messages import Message, ModelReply, ToolCall, ToolSpec
+from .fixture import CRASHED, INTERRUPTIBLE
 from .parts import PartEnd
 from .scripted import RecordedStop, ReplayModel
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .._log.fixture import CRASHED, Fixture
 from .._log.limits import Limits
+from .fixture import CRASHED, Fixture
 
 
 @dataclass(frozen=True, slots=True)

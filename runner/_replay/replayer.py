@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
-from .._log.fixture import CRASHED, Fixture, fixture_from_run, load_fixture
 from .._log.records import StoredRun
 from .._log.statuses import Status
 from .._loop.build import RunOptions, core_for, opening, run_limits, wiring_of
@@ -25,6 +24,7 @@ from ..errors import ReplayDivergence
 from ..events import RunResumed, RunStarted
 from .divergence import compare_messages, compare_specs, shown
 from .driver import ReplayDriver
+from .fixture import CRASHED, Fixture, fixture_from_run, load_fixture
 from .parts import PartEnd, Resumption, part_ends, resumptions
 from .scripted import ReplayModel
 

@@ -13,11 +13,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from .._log.fixture import Fixture, fixture_from_run, load_fixture
 from .._log.statuses import Status
 from ..errors import ReplayDivergence, ScriptError, ScriptExhausted
 from ..messages import Cost, Message, ModelReply, ToolCall, ToolSpec, Usage
 from .divergence import compare_calls, compare_messages, compare_specs, unrecorded_run
+from .fixture import Fixture, fixture_from_run, load_fixture
 
 if TYPE_CHECKING:
     from ..store import RunStore

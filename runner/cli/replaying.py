@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 from rich.text import Text
 
-from .._log.fixture import Fixture, fixture_from_run, load_fixture
+from .._replay.fixture import Fixture, fixture_from_run, load_fixture
 from .._replay.replayer import ReplayReport
 from .._replay.replayer import replay as replay_fixture
 from .._text import clean

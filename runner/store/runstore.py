@@ -19,7 +19,6 @@ from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
-from .._log.fixture import fixture_from_run
 from .._log.records import LIVE, RunSummary, StoredRun
 from .._log.state import RunState
 from .._log.statuses import Status
@@ -265,7 +264,10 @@ class RunStore:
         """Write the run (``run_id`` may be a unique prefix) as a replay fixture file.
 
         The write is atomic: if it fails, an existing file at ``path`` is left as it was.
+        Replay owns the file's format (``runner._replay.fixture``); this is a shortcut to it.
         """
+        from .._replay.fixture import fixture_from_run  # lazily: _replay sits above the store (docs/architecture.md)
+
         return fixture_from_run(self.find_run(run_id)).write(path)
 
     # -- a worker pool's queue ---------------------------------------------------

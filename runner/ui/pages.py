@@ -18,10 +18,10 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from .._log.decisions import Decision
-from .._log.fixture import fixture_from_run
 from .._log.records import LIVE, RunSummary, StoredRun
 from .._log.state import fold
 from .._log.statuses import Status
+from .._replay.fixture import fixture_from_run
 from .._text import storable
 from .._view.lineage import Link, children, origin_text, pending_approvals, pooled
 from .._view.summary import cost_text, seconds, when

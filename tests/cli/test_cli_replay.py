@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from runner import ScriptedModel, ToolRegistry, run_agent
-from runner._log.fixture import load_fixture
+from runner._replay.fixture import load_fixture
 from runner.store import open_store
 from tests.cli.helpers import R1, R3, fill, invoke, one_error_line, registry
 from tests.loop.helpers import call, record_unfinished_run, reply

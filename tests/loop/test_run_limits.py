@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from runner import Limits, ModelReply, ScriptedModel, arun_agent, follow_up, fork, replay, resume, run_agent
-from runner._log.fixture import fixture_from_run
 from runner._log.limits import limit_names
+from runner._replay.fixture import fixture_from_run
 from runner.store import RunStore
 from tests.loop.helpers import call, reply, weather_registry
 

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 from runner import ScriptedModel, run_agent
-from runner._log.fixture import Fixture, fixture_from_run, load_fixture
+from runner._replay.fixture import Fixture, fixture_from_run, load_fixture
 from runner._replay.replayer import ReplayReport, replay
 from runner.errors import FixtureError
 from runner.store import open_store

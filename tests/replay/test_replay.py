@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, Usage, resume, run_agent
-from runner._log.fixture import fixture_from_run, load_fixture
+from runner._replay.fixture import fixture_from_run, load_fixture
 from runner._replay.replayer import replay
 from runner._replay.scripted import ReplayModel
 from runner.errors import FixtureError, ReplayDivergence

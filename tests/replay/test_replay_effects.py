@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from runner import ScriptedModel, ToolCall, ToolRegistry, fork, run_agent
-from runner._log.fixture import fixture_from_run, load_fixture
+from runner._replay.fixture import fixture_from_run, load_fixture
 from runner._replay.replayer import replay
 from runner.events import ModelCalled, StepStarted, decode_all
 from runner.store import RunStore

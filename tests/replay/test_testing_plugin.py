@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from runner import ScriptedModel, ToolRegistry, run_agent
-from runner._log.fixture import fixture_from_run
+from runner._replay.fixture import fixture_from_run
 from runner.store import open_store
 from tests.loop.helpers import call, reply, weather_registry
 

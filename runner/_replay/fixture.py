@@ -20,6 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from .._log.records import StoredRun
+from .._log.state import RunState
+from .._log.statuses import STATUSES, Status
 from .._text import escape_surrogates
 from ..errors import FixtureError
 from ..events import (
@@ -33,9 +36,6 @@ from ..events import (
 )
 from ..messages import Cost, Message, ModelReply, ToolCall, Usage, assistant_message, reply_data
 from .fixture_shape import FORMAT, VERSION, ShapeError, check_fixture
-from .records import StoredRun
-from .state import RunState
-from .statuses import STATUSES, Status
 
 INTERRUPTIBLE: Final = (Status.DEADLINE, Status.CANCELLED)
 

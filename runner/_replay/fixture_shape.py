@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 from .._jsontext import finite
+from .._log.limits import LimitRule, limit_rules
+from .._log.statuses import STATUSES, Status
 from ..errors import FixtureError
-from .limits import LimitRule, limit_rules
-from .statuses import STATUSES, Status
 
 Check = Callable[[Any, str], None]
 
