@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import NamedTuple
 
 from ..errors import CannotResume
-from ..events import ApprovalDecided
+from .facts import ApprovalDecided
 from .state import RunState
 
 Decision = bool | str

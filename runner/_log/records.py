@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
-from ..events import Event, RunFinished, RunResumed, RunStarted
 from ..messages import Message
+from .facts import Event, RunFinished, RunResumed, RunStarted
 from .statuses import UNFINISHED, Liveness, Status
 
 STALE_AFTER_S: Final = 30.0  # three missed heartbeats (store.lease.HEARTBEAT_S)

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 from .. import _jsontext
-from ..events import (
+from ..messages import DEFAULT_TRAITS, Message, ModelReply, ToolCall, ToolTraits
+from .facts import (
     ApprovalDecided,
     ApprovalRequested,
     Event,
@@ -28,7 +29,6 @@ from ..events import (
     ToolFinished,
     ToolStarted,
 )
-from ..messages import DEFAULT_TRAITS, Message, ModelReply, ToolCall, ToolTraits
 from .statuses import Status
 
 # Refusals after which a run of identical calls starts over (the call was never a repeat).

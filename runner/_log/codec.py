@@ -1,0 +1,161 @@
+"""The one codec between the facts and ``events.data``: ``encode``, ``decode``, ``decode_all``, ``span_key``.
+
+The store writes the facts with ``encode``, and every reader gets them back with ``decode``.
+Each kind's JSON keeps the log's shape, since the ``events`` table is a supported interface.
+Fields added later are written only when set, so old rows decode and old readers see nothing new.
+Its public path is ``runner.events``, beside the facts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any, Final
+
+from .._jsontext import finite
+from ..errors import StoreError
+from ..messages import check_mcp_refs, check_traits, parse_reply, reply_data
+from .facts import (
+    KINDS,
+    ApprovalDecided,
+    ApprovalRequested,
+    Event,
+    MessageAppended,
+    ModelCalled,
+    ModelCallStarted,
+    RunFinished,
+    RunQueued,
+    RunResumed,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    ToolFinished,
+    ToolStarted,
+    kind_of,
+)
+
+if TYPE_CHECKING:
+    from .records import StoredEvent
+
+# Kinds whose step is the row's ``step`` column only (the log's original shape).
+_STEP_IN_COLUMN: Final = frozenset({MessageAppended, ToolStarted, ToolFinished, ApprovalRequested,
+                                    ApprovalDecided, RunStarted, RunFinished, RunResumed, RunQueued})
+# Fields written only when they differ from their default (added after the first release).
+_OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "service_name", "attempt", "refused",
+                              "decisions", "model", "provider", "tools_ref", "session_id", "tool_traits",
+                              "mcp_servers", "cost_usd", "price_source", "prompt_cost_usd", "completion_cost_usd"})
+_NAMES: Final[dict[type[Any], tuple[str, ...]]] = {cls: tuple(f.name for f in fields(cls)) for cls in KINDS.values()}
+_DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}, "cost_usd": None, "price_source": None,
+                                    "prompt_cost_usd": None, "completion_cost_usd": None}
+
+
+class EventDecodeError(StoreError):
+    """A stored event that is not one of this runner's facts (a foreign or damaged row)."""
+
+
+
+_ALWAYS, _UNLESS_DEFAULT, _UNLESS_NONE = 0, 1, 2
+_NO_DEFAULT = object()
+
+
+def _field_rule(cls: type[Any], name: str) -> int:
+    if cls is RunStarted:
+        return _UNLESS_NONE if name in _OPTIONAL - {"provider"} else _ALWAYS
+    return _UNLESS_DEFAULT if name in _OPTIONAL else _ALWAYS
+
+
+# Per stored class, the fields ``data`` holds and when each is left out: ``step`` lives in its
+# column for most facts, ``run_id`` always does, optional fields are written only when set.
+_ENCODED: Final[dict[type[Any], tuple[tuple[str, int, Any], ...]]] = {
+    cls: tuple((name, _field_rule(cls, name), _DEFAULTS.get(name, _NO_DEFAULT)) for name in names
+               if not ((name == "step" and cls in _STEP_IN_COLUMN) or name == "run_id"))
+    for cls, names in _NAMES.items()}
+
+
+def encode(event: Event) -> tuple[str, dict[str, Any]]:
+    """``(kind, data)`` for the ``events`` row; ``data`` is JSON-able."""
+    kind = kind_of(event)
+    data: dict[str, Any] = {}
+    for name, rule, default in _ENCODED[type(event)]:
+        value = getattr(event, name)
+        if rule and (value is None or (rule == _UNLESS_DEFAULT and value == default)):
+            continue
+        data[name] = value
+    if isinstance(event, ModelCalled):
+        reply = event.reply
+        data["reply"] = None if reply is None else reply_data(reply)
+        data["usage"] = data["reply"]["usage"] if data["reply"] else None
+    return kind, data
+
+
+def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") -> Event:
+    """The fact a stored row holds. ``EventDecodeError`` (one line) for a row that is not one.
+
+    ``step`` and ``run_id`` are the row's columns (the facts that name them keep them there)."""
+    cls = KINDS.get(kind)
+    if cls is None:
+        raise EventDecodeError(f"unknown event kind {kind!r}")
+    if not isinstance(data, Mapping):
+        raise EventDecodeError(f"{kind} event data is {type(data).__name__}, not an object")
+    values = {name: data[name] for name in _NAMES[cls] if name in data}
+    if cls in _STEP_IN_COLUMN or "step" not in values:
+        values["step"] = step
+    if cls in (RunStarted, RunResumed, RunQueued):
+        values["run_id"] = run_id
+    try:
+        if cls is ModelCalled:
+            values["reply"] = None if data.get("reply") is None else parse_reply(data["reply"])
+            for name in ("cost_usd", "prompt_cost_usd", "completion_cost_usd"):
+                _check_cost(name, values.get(name))
+        check_traits(values.get("tool_traits"))  # run_started's and run_resumed's
+        check_mcp_refs(values.get("mcp_servers"))
+        event: Event = cls(**values)
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise EventDecodeError(f"{kind} event is malformed: {exc}") from None
+    return event
+
+
+def _check_cost(name: str, cost: object) -> None:
+    """A logged cost is None or a finite, non-negative number of USD (a forged one must not add up)."""
+    if cost is None:
+        return
+    if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not finite(cost) or cost < 0:
+        raise ValueError(f"{name} must be a non-negative number, got {cost!r}")
+
+
+def span_key(event: Event, segment: int = 0) -> str:
+    """The span a fact belongs to: ``run``, ``step:N``, ``chat:N`` or ``tool:CALL_ID``.
+
+    A resumed run's ``segment`` (1 after the first resume...) suffixes ``@N``, so the
+    spans of the part that ran after a resume never share a derived id with the
+    ones before it (the same step or call can be worked on in both).
+    """
+    key = _base_key(event)
+    return f"{key}@{segment}" if segment else key
+
+
+def _base_key(event: Event) -> str:
+    if isinstance(event, (StepStarted, StepFinished, ApprovalRequested)):
+        return f"step:{event.step}"
+    if isinstance(event, (ModelCallStarted, ModelCalled)):
+        return f"chat:{event.step}"
+    if isinstance(event, (ToolStarted, ToolFinished)):
+        return f"tool:{event.call_id}"
+    if isinstance(event, MessageAppended):
+        message = event.message
+        if message["role"] == "assistant":
+            return f"chat:{event.step}"
+        if message["role"] == "tool":
+            return f"tool:{message['tool_call_id']}"
+    return "run"
+
+
+def decode_all(rows: Iterable[StoredEvent], run_id: str = "") -> list[Event]:
+    """Every fact of a stored run, in order; a row that is not one names the run and its place."""
+    facts: list[Event] = []
+    for row in rows:
+        try:
+            facts.append(decode(row.kind, row.data, row.step, run_id))
+        except EventDecodeError as exc:
+            raise EventDecodeError(f"run {run_id} event {row.seq}: {exc}") from None
+    return facts

@@ -1,0 +1,266 @@
+"""The facts a run is made of, as types, and the kind each is stored under.
+
+The loop emits these facts, the store writes them, and every reader gets them back as these types,
+so recording and resuming speak one vocabulary and a stored run folds back into the loop's exact state.
+``ModelCallStarted`` is the one transient fact: the tracer opens the chat span on it, and the log has no row for it.
+Their public path is ``runner.events``; the codec between them and ``events.data`` is ``codec``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final, NamedTuple
+
+from ..messages import (
+    McpRef,
+    Message,
+    ModelReply,
+    ToolSpec,
+    ToolTraits,
+    Usage,
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted:
+    """A new run: what it was asked, of whom, under which limits.
+
+    ``origin`` says how a linked run came about: ``fork`` at ``forked_at_step``, or ``follow_up``.
+    ``session_id`` names a linked run's conversation: the id of the chain's first run.
+    ``tool_traits`` holds the tools registered with side effects, approval or an idempotency key, or None.
+    ``mcp_servers`` are the MCP servers whose tools were added beside ``tools_ref`` (``--mcp``), or None.
+    """
+
+    run_id: str = ""
+    step: int = 0
+    task: str
+    system: str
+    limits: dict[str, Any]
+    tool_specs: list[ToolSpec]
+    model: str
+    provider: str | None = None
+    agent_name: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+    parent_run_id: str | None = None
+    origin: str | None = None
+    forked_at_step: int | None = None
+    service_name: str | None = None
+    tools_ref: str | None = None  # where the tools came from (``module:attr``), when the starter knew
+    session_id: str | None = None
+    tool_traits: dict[str, ToolTraits] | None = None
+    mcp_servers: list[McpRef] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageAppended:
+    step: int = 0
+    index: int
+    message: Message
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepStarted:
+    step: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCallStarted:
+    """Transient: the model is about to be called (never stored)."""
+
+    step: int
+    prompt_tokens: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCalled:
+    """A finished model call.
+
+    ``reply`` is None when the call raised or was abandoned.
+    An ``error`` beside a reply means the loop refused that reply.
+    ``cost_usd`` is what the call cost, worked out when it returned, and ``price_source`` where its
+    price came from; both None when the provider reported no usage or the model has no known price.
+    """
+
+    step: int
+    prompt_tokens: int
+    reply_tokens: int = 0
+    latency_s: float = 0.0
+    reply: ModelReply | None = None
+    error: str | None = None
+    error_type: str | None = None
+    cost_usd: float | None = None
+    price_source: str | None = None
+    prompt_cost_usd: float | None = None
+    completion_cost_usd: float | None = None
+
+    @property
+    def usage(self) -> Usage | None:
+        return None if self.reply is None else self.reply.usage
+
+    @property
+    def tokens(self) -> CallTokens:
+        """The call's tokens: the provider's usage when it reported one, else the loop's estimate."""
+        usage = self.usage
+        if usage is not None:
+            return CallTokens(usage.input_tokens, usage.output_tokens, estimated=False)
+        return CallTokens(self.prompt_tokens, self.reply_tokens, estimated=True)
+
+
+class CallTokens(NamedTuple):
+    """A model call's tokens in and out, and whether they are the loop's estimate (no usage reported)."""
+
+    input: int
+    output: int
+    estimated: bool
+
+    @property
+    def total(self) -> int:
+        return self.input + self.output
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolStarted:
+    """A tool call about to run, committed before the function runs.
+
+    A started call with no finish is in doubt.
+    ``attempt`` counts the runs of the same call: 2 when a resume ran it again.
+    """
+
+    step: int = 0
+    call_id: str
+    name: str
+    args: Any
+    attempt: int = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolFinished:
+    """A tool call that got its observation.
+
+    ``refused`` names why a call did not run:
+    ``unknown_tool``, ``invalid_args``, ``repeat``, ``denied`` or ``in_doubt``.
+    """
+
+    step: int = 0
+    call_id: str
+    name: str
+    observation: str
+    ok: bool
+    duration_s: float = 0.0
+    ran: bool = True
+    refused: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequested:
+    """A call that waits for a decision; the run stops ``awaiting_approval`` after these."""
+
+    step: int = 0
+    call_id: str
+    name: str
+    args: Any
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalDecided:
+    """A decision on a call awaiting approval, by whom (``decided_by``) and, for a denial, why.
+
+    Logged when it is made (``runner resume --approve``, ``resume(decisions=...)``,
+    ``RunStore.decide``), so a decision outlives the process that took it."""
+
+    step: int = 0
+    call_id: str
+    approved: bool
+    reason: str | None = None
+    decided_by: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.approved, bool) or not isinstance(self.call_id, str):
+            raise TypeError("approved must be a bool and call_id a string")
+        if not isinstance(self.reason, (str, type(None))) or not isinstance(self.decided_by, str):
+            raise TypeError("reason must be a string or None and decided_by a string")
+
+    @property
+    def verdict(self) -> bool | str:
+        """As the loop takes a decision: True, or a denial's reason (False when it gave none)."""
+        return True if self.approved else (self.reason or False)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StepFinished:
+    step: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished:
+    step: int = 0
+    status: str
+    answer: str | None = None
+    steps: int = 0
+    tokens: int = 0
+    tool_calls: int = 0
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunResumed:
+    """A stopped or orphaned run taken up again.
+
+    It says by whom (``owner``), from which status (``reason``), and with which limits and approval ``decisions``.
+    ``tool_traits`` are those of the registry it goes on with, as in ``RunStarted``.
+    """
+
+    run_id: str = ""
+    step: int = 0
+    owner: str
+    reason: str
+    limits: dict[str, Any]
+    decisions: dict[str, bool | str] = field(default_factory=dict)
+    model: str | None = None
+    provider: str | None = None
+    tool_traits: dict[str, ToolTraits] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunQueued:
+    """A run submitted to a worker pool and not started yet, as it was submitted.
+
+    ``limits`` holds only the limits the submitter chose.
+    The agent's own options fill in the rest when a worker starts it, with ``run_started`` after this fact.
+    """
+
+    run_id: str = ""
+    step: int = 0
+    task: str
+    agent_name: str
+    limits: dict[str, Any] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    queue: str | None = None
+
+
+Event = (RunStarted | MessageAppended | StepStarted | ModelCallStarted | ModelCalled | ToolStarted
+         | ToolFinished | ApprovalRequested | ApprovalDecided | StepFinished | RunFinished | RunResumed | RunQueued)
+
+KINDS: Final[dict[str, type[Any]]] = {
+    "run_started": RunStarted,
+    "message": MessageAppended,
+    "step_started": StepStarted,
+    "model_call": ModelCalled,
+    "tool_started": ToolStarted,
+    "tool_finished": ToolFinished,
+    "approval_requested": ApprovalRequested,
+    "approval_decided": ApprovalDecided,
+    "step_finished": StepFinished,
+    "run_finished": RunFinished,
+    "run_resumed": RunResumed,
+    "run_queued": RunQueued,
+}
+KIND_OF: Final[dict[type[Any], str]] = {cls: kind for kind, cls in KINDS.items()}
+
+
+def kind_of(event: Event) -> str:
+    """The ``events.kind`` of a stored fact; ``ValueError`` for the transient one."""
+    kind = KIND_OF.get(type(event))
+    if kind is None:
+        raise ValueError(f"{type(event).__name__} is not stored")
+    return kind
