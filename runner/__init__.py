@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from ._log.limits import Limits
 from ._log.records import RunSummary, StoredEvent, StoredRun
 from ._log.state import RunState, fold
-from ._log.statuses import STATUSES
+from ._log.statuses import STATUSES, Liveness, Status
 from ._loop.aio import arun_agent
 from ._loop.build import RunOptions
 from ._loop.core import DEFAULT_SYSTEM
@@ -80,6 +80,7 @@ __all__ = [
     "Fixture",
     "FixtureError",
     "Limits",
+    "Liveness",
     "Message",
     "Model",
     "ModelReply",
@@ -101,6 +102,7 @@ __all__ = [
     "ScriptError",
     "ScriptExhausted",
     "ScriptedModel",
+    "Status",
     "StopRun",
     "StoreError",
     "StoredEvent",

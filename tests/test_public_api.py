@@ -8,13 +8,15 @@ import sys
 import pytest
 
 import runner
+from runner import Liveness, Status
 
 EXPECTED = {
     "AgentResult", "AgentStopped", "AsyncModel", "CannotResume", "DEFAULT_SYSTEM", "Event", "FanoutRecorder",
-    "Fixture", "FixtureError", "Limits", "Message", "Model", "ModelReply", "NullRecorder", "ProgressRecorder",
+    "Fixture", "FixtureError", "Limits", "Liveness", "Message", "Model", "ModelReply", "NullRecorder",
+    "ProgressRecorder",
     "Recorder", "ReplayDivergence", "ReplayModel", "ReplayReport", "RerunReport", "RunInUse", "RunNotFound",
     "RunOptions", "RunState", "RunStore",
-    "RunSummary", "RunnerError", "STATUSES", "ScriptError", "ScriptExhausted", "ScriptedModel", "StopRun",
+    "RunSummary", "RunnerError", "STATUSES", "ScriptError", "ScriptExhausted", "ScriptedModel", "Status", "StopRun",
     "StoreError", "StoredEvent", "StoredRun", "Tool", "ToolCall", "ToolRegistry", "ToolSpec", "TracingRecorder",
     "TracingSetupError", "Usage", "arun_agent", "configure_tracing", "export_run", "fold", "follow_up", "fork",
     "load_fixture", "open_store", "rebuild_spans", "replay", "rerun", "resume", "run_agent", "run_plan", "submit",
@@ -33,6 +35,13 @@ def test_statuses_are_the_contract() -> None:
     assert runner.STATUSES == ("done", "step_limit", "token_budget", "cost_limit", "tool_budget", "deadline",
                                "context_budget", "output_budget", "cancelled", "invalid_reply", "model_error",
                                "awaiting_approval")
+
+
+def test_status_and_liveness_are_string_enums_of_the_logged_text() -> None:
+    assert [*Status] == [*runner.STATUSES, "running", "queued"]
+    assert [*Liveness] == ["finished", "waiting", "live", "dead", "stale"]
+    assert [liveness for liveness in Liveness if liveness.gone] == ["dead", "stale"]
+    assert (f"{Status.DONE}", str(Liveness.DEAD)) == ("done", "dead")
 
 
 @pytest.mark.process

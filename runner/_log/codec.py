@@ -33,6 +33,7 @@ from .facts import (
     ToolStarted,
     kind_of,
 )
+from .statuses import Status
 
 if TYPE_CHECKING:
     from .records import StoredEvent
@@ -103,6 +104,8 @@ def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") 
     if cls in (RunStarted, RunResumed, RunQueued):
         values["run_id"] = run_id
     try:
+        if cls is RunFinished:
+            values["status"] = Status(values["status"])
         if cls is ModelCalled:
             values["reply"] = None if data.get("reply") is None else parse_reply(data["reply"])
             for name in ("cost_usd", "prompt_cost_usd", "completion_cost_usd"):

@@ -19,6 +19,7 @@ from ..messages import (
     ToolTraits,
     Usage,
 )
+from .statuses import Status
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -194,7 +195,7 @@ class StepFinished:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunFinished:
     step: int = 0
-    status: str
+    status: Status
     answer: str | None = None
     steps: int = 0
     tokens: int = 0

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
+from ..errors import StoreError
 from ..messages import Message
 from .facts import Event, RunFinished, RunResumed, RunStarted
 from .statuses import UNFINISHED, Liveness, Status
@@ -44,7 +45,7 @@ class RunSummary:
     """One row of ``runs`` with its labels: what ``list_runs`` returns."""
 
     run_id: str
-    status: str
+    status: Status
     answer: str | None
     error: str | None
     task: str
@@ -128,10 +129,19 @@ def liveness(status: str, heartbeat_at: datetime | None, now: datetime, stale_af
 def summary_fields(row: Mapping[Any, Any], labels: dict[str, str], loads: Any) -> dict[str, Any]:
     """Keyword arguments for ``RunSummary`` from a ``runs`` row."""
     values = {name: row[name] for name in RunSummary.__dataclass_fields__ if name in row}
+    values["status"] = status_of(row["run_id"], row["status"])
     values["limits"] = loads(row["limits"])
     values["tool_specs"] = loads(row["tool_specs"])
     values["labels"] = labels
     return values
+
+
+def status_of(run_id: str, text: str) -> Status:
+    """The ``Status`` a ``runs`` row's ``status`` names; ``StoreError`` for text that names none (a foreign row)."""
+    try:
+        return Status(text)
+    except ValueError:
+        raise StoreError(f"run {run_id} has status {text!r}, which is not one of this runner's") from None
 
 
 def logged_text(facts: Iterable[Event]) -> dict[str, Any]:

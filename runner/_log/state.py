@@ -91,7 +91,7 @@ class RunState:
     tool_traits: dict[str, ToolTraits] | None = None
     started_traits: dict[str, ToolTraits | None] = field(default_factory=dict)
     open_step: bool = False
-    status: str = Status.RUNNING
+    status: Status = Status.RUNNING
     answer: str | None = None
     error: str | None = None
     segment: int = 0

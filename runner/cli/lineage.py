@@ -29,5 +29,5 @@ def continue_hint(run: StoredRun, short: str, db_hint: str = "") -> Iterator[Tex
     elif run.status == Status.AWAITING_APPROVAL:  # every call it waits on is decided in the log
         yield Text("  " + clean(resume_command(short, tools, (), db_hint, mcp)) + "   # goes on with the logged "
                    "decisions", style="dim")
-    elif run.status == Status.RUNNING and run.liveness in ("dead", "stale"):
+    elif run.gone:
         yield Text("  " + clean(resume_command(short, tools, (), db_hint, mcp)) + "   # continues it", style="dim")

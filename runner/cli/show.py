@@ -100,7 +100,7 @@ def waiting_notes(found: list[RunSummary], shorts: dict[str, str], db_hint: str)
         which = shorts[awaiting[0]] if len(awaiting) == 1 else "ID"
         notes.append(f"note: {plural(len(awaiting), 'run')} awaiting approval: runner show {which}{db_hint} "
                      "lists the calls to --approve or --deny")
-    dead = [run.run_id for run in found if run.status == Status.RUNNING and run.liveness in ("dead", "stale")]
+    dead = [run.run_id for run in found if run.gone]
     if dead:
         which = shorts[dead[0]] if len(dead) == 1 else "ID"
         notes.append(f"note: {plural(len(dead), 'run')} whose process is gone: "

@@ -84,7 +84,7 @@ def step_facts(rows: Sequence[tuple[datetime, Event]]) -> dict[int, dict[str, fl
 
 def status_label(run: RunSummary) -> str:
     """The status, saying so when an unfinished run's process is gone (``running (dead)``)."""
-    return f"{run.status} ({run.liveness})" if run.liveness in ("dead", "stale") else run.status
+    return f"{run.status} ({run.liveness})" if run.gone else run.status
 
 
 def status_style(status: str, liveness: str = LIVE) -> str:

@@ -27,7 +27,7 @@ class PrunedRun:
     """A run that ``prune`` deleted (or, in a dry run, would delete)."""
 
     run_id: str
-    status: str
+    status: Status
     started_at: datetime
     parent_run_id: str | None
 
@@ -61,7 +61,7 @@ def plan(conn: Connection, before: datetime, statuses: tuple[str, ...]) -> tuple
     """The runs to delete, children before parents, and the matching parents kept."""
     matching = select(runs.c.run_id, runs.c.status, runs.c.started_at, runs.c.parent_run_id).where(
         runs.c.started_at < before, runs.c.status.in_(statuses))
-    found = {row.run_id: PrunedRun(row.run_id, row.status, row.started_at, row.parent_run_id)
+    found = {row.run_id: PrunedRun(row.run_id, Status(row.status), row.started_at, row.parent_run_id)
              for row in conn.execute(matching.order_by(runs.c.started_at, runs.c.run_id))}
     ids = select(runs.c.run_id).where(runs.c.started_at < before, runs.c.status.in_(statuses))
     children = conn.execute(select(runs.c.run_id, runs.c.parent_run_id)

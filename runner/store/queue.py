@@ -48,7 +48,7 @@ class Waiting:
     """A run a sweep found due, as it read its row (the touch is a compare-and-set on it)."""
 
     run_id: str
-    status: str
+    status: Status
     updated_at: datetime
 
 
@@ -125,7 +125,7 @@ def due(conn: Connection, untouched_since: datetime, queue: str, now: datetime) 
             continue
         if status == Status.RUNNING and not judge(status, owner, heartbeat_at, heartbeat_clock, run_id=run_id).gone:
             continue
-        found.append(Waiting(str(run_id), str(status), updated_at))
+        found.append(Waiting(str(run_id), Status(status), updated_at))
     return found
 
 

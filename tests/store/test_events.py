@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from runner import StoreError
+from runner import Status, StoreError
 from runner.events import (
     ApprovalRequested,
     Event,
@@ -46,7 +46,7 @@ EVERY_KIND: list[Event] = [
                  refused="invalid_args"),
     ApprovalRequested(step=1, call_id="c3", name="pay", args={"amount": 5}),
     StepFinished(step=1),
-    RunFinished(step=1, status="done", answer="a", steps=1, tokens=12, tool_calls=1, error=None),
+    RunFinished(step=1, status=Status.DONE, answer="a", steps=1, tokens=12, tool_calls=1, error=None),
     RunResumed(step=1, owner="h:1:2:b", reason="awaiting_approval", limits={"max_steps": 9},
                decisions={"c3": True, "c4": "no"}),
 ]

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import NoOpTracerProvider
 
-from runner import Limits, ScriptedModel, StoredEvent, StoredRun, ToolRegistry, events
+from runner import Limits, ScriptedModel, Status, StoredEvent, StoredRun, ToolRegistry, events
 from runner._loop.build import new_run_opening
 from runner._loop.core import AgentCore
 from runner._loop.sync import drive
@@ -55,9 +55,9 @@ def stored(run: Run) -> StoredRun:
     """The fake log as the store returns a run: frozen values, its facts decoded through the codec."""
     logged = [StoredEvent(e.seq, e.at, e.step or 0, e.kind, e.data, e.span_id) for e in run.events]
     at = logged[0].at if logged else datetime.now(UTC)
-    return StoredRun(run_id=run.run_id, status=run.status, answer=None, error=run.error, task=run.task, system="",
-                     model=run.model or "", provider=run.provider, agent_name=run.agent_name, steps=0, tokens=0,
-                     tool_calls=0, limits={}, tool_specs=[], labels={}, trace_id=run.trace_id or "",
+    return StoredRun(run_id=run.run_id, status=Status(run.status), answer=None, error=run.error, task=run.task,
+                     system="", model=run.model or "", provider=run.provider, agent_name=run.agent_name, steps=0,
+                     tokens=0, tool_calls=0, limits={}, tool_specs=[], labels={}, trace_id=run.trace_id or "",
                      parent_run_id=None, started_at=at, updated_at=at, finished_at=run.finished_at, owner=None,
                      heartbeat_at=None, events=logged, facts=tuple(events.decode_all(logged, run.run_id)))
 
