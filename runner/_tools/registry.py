@@ -50,6 +50,7 @@ class Tool:
     validate: Callable[[Mapping[str, Any]], str | None] | None = field(default=None, repr=False, compare=False)
     check_formats: bool = True
     idempotent: bool = False
+    exclusive: bool = False
 
     def spec(self) -> ToolSpec:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}

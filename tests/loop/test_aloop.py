@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from runner import ModelReply, ScriptedModel, ToolRegistry, run_agent
-from runner._loop.aio import arun_agent
+from runner._run.agent import arun_agent
 from tests.loop.helpers import Calls, call, reply, weather_registry
 
 

@@ -33,7 +33,7 @@ from runner import (
     submit,
 )
 from runner._log.owner import owner_id
-from runner._loop.results import CallModel, CallTool, RunTools
+from runner._loop.actions import CallModel, CallTool, RunTools
 from runner._loop.sync import drive_until
 from runner.events import ModelCalled, ToolFinished, ToolStarted, decode_all
 from runner.pool.agents import PoolError, build_agent
