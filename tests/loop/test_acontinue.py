@@ -74,8 +74,8 @@ def test_afork_starts_a_linked_run_from_a_step_with_an_async_model(store: RunSto
 def test_afollow_up_continues_a_finished_conversation(store: RunStore) -> None:
     ran: list[str] = []
     parent = asyncio.run(arun_agent("t", ScriptedModel(["hello"]), async_tools(ran), store=store))
-    followed = asyncio.run(afollow_up(store, parent.run_id, "pay 3", async_model([reply("", call("c1", "pay", amount=3)),
-                                                                                   "done"]), async_tools(ran)))
+    model = async_model([reply("", call("c1", "pay", amount=3)), "done"])
+    followed = asyncio.run(afollow_up(store, parent.run_id, "pay 3", model, async_tools(ran)))
     assert (followed.status, followed.answer) == ("done", "done")
     assert followed.messages[:len(parent.messages) + 1] == [*parent.messages, {"role": "user", "content": "pay 3"}]
     assert ran == ["pay 3"]
