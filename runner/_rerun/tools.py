@@ -43,7 +43,8 @@ class RecordedTools(ToolRegistry):
                 self.register(name, spec["description"], checkable(spec["parameters"]), never_runs,
                               side_effects=bool(found and found["side_effects"]),
                               needs_approval=bool(found and found["needs_approval"]),
-                              idempotency_key=found["idempotency_key"] if found else None)
+                              idempotency_key=found["idempotency_key"] if found else None,
+                              exclusive=bool(found and found.get("exclusive", False)))
             except ValueError as exc:
                 raise ValueError(f"the recorded spec of tool {name!r} cannot be checked: {exc}") from None
 
