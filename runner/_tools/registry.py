@@ -35,9 +35,8 @@ class Tool:
     ``timeout_s`` bounds one call; ``side_effects`` marks a tool that writes somewhere (never re-run blindly).
     ``needs_approval`` makes the loop ask ``approve``, or wait for ``resume(decisions=...)``, before each call.
     ``idempotency_key`` names a parameter given a key stable across one call's attempts; the model never sees it;
-    ``idempotent`` says a side effect happens once however often a call runs, so a call in doubt runs again.
-    ``exclusive``: a call never runs while another call of its reply runs (a tool that is not thread-safe).
-    A tool made by ``@registry.tool`` also carries Pydantic's check (``validate``) and leaves ``format`` to it.
+    ``idempotent`` says a side effect happens once however often a call runs, so a call in doubt runs again;
+    ``exclusive``, that a call never runs beside another of its reply. A ``@registry.tool`` carries Pydantic's check.
     """
 
     name: str
