@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import time
 
+from naive_meter import NaiveTokenMeter
 from workload import registry, script
 
 from runner._log.limits import Limits
 from runner._log.state import RunState
 from runner._loop.core import AgentCore
 from runner._loop.sync import run_core
-from runner._loop.tokens import NaiveTokenMeter, TokenMeter
+from runner._loop.tokens import TokenMeter
 from runner._run.opening import new_run_opening
 from runner._run.wiring import RunWiring, build_recorder
 
