@@ -37,7 +37,7 @@ from sqlalchemy.engine import make_url
 from workload import registry, script
 
 from runner import ToolRegistry, run_agent
-from runner._loop.aio import arun_agent
+from runner._run.agent import arun_agent
 from runner.store import RunStore, open_store
 
 SIZES = (1, 10, 50)

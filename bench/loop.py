@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import time
 
+from naive_meter import NaiveTokenMeter
 from workload import registry, script
 
 from runner._log.limits import Limits
 from runner._log.state import RunState
-from runner._loop.build import new_run_opening
 from runner._loop.core import AgentCore
-from runner._loop.sync import drive
-from runner._loop.tokens import NaiveTokenMeter, TokenMeter
-from runner._loop.wiring import RunWiring, build_recorder
+from runner._loop.sync import run_core
+from runner._loop.tokens import TokenMeter
+from runner._run.opening import new_run_opening
+from runner._run.wiring import RunWiring, build_recorder
 
 SIZES = (10, 100, 1000)
 REPEATS = 5
@@ -36,7 +37,7 @@ def per_step_us(steps: int, meter: type[TokenMeter]) -> float:
         core = AgentCore(model, reg, run_id=state.run_id, limits=limits, recorder=default, state=state,
                          opening=new_run_opening(state.run_id, "bench", "s", limits, reg, model), meter=meter)
         started = time.perf_counter()
-        result = drive(core)
+        result = run_core(core)
         elapsed = time.perf_counter() - started
         if (result.status, result.steps) != ("done", steps):
             raise SystemExit(f"bench run ended {result.status} after {result.steps} steps")

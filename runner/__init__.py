@@ -14,16 +14,15 @@ from ._log.limits import Limits
 from ._log.records import RunSummary, StoredEvent, StoredRun
 from ._log.state import RunState, fold
 from ._log.statuses import STATUSES, Liveness, Status
-from ._loop.aio import arun_agent
-from ._loop.build import RunOptions
 from ._loop.core import DEFAULT_SYSTEM
 from ._loop.plan import run_plan
 from ._loop.results import AgentResult
-from ._loop.resume import follow_up, fork, resume
-from ._loop.sync import run_agent
 from ._replay.fixture import Fixture, load_fixture
 from ._replay.replayer import ReplayReport, replay
 from ._replay.scripted import ReplayModel, ScriptedModel
+from ._run.agent import arun_agent, run_agent
+from ._run.build import RunOptions
+from ._run.resume import afollow_up, afork, aresume, follow_up, fork, resume
 from ._tools.registry import Tool, ToolRegistry
 from ._tools.schema import validate_args
 from .errors import (
@@ -114,6 +113,9 @@ __all__ = [
     "TracingRecorder",
     "TracingSetupError",
     "Usage",
+    "afollow_up",
+    "afork",
+    "aresume",
     "arun_agent",
     "configure_tracing",
     "export_run",

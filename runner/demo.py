@@ -91,7 +91,7 @@ def demo_model() -> ScriptedModel:
 
 
 def main() -> None:
-    from ._loop.sync import run_agent
+    from ._run.agent import run_agent
 
     result = run_agent(DEMO_TASK, demo_model(), demo_registry())
     for message in result.messages:

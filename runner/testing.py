@@ -17,11 +17,11 @@ from typing import Any, Unpack
 
 import pytest
 
-from ._loop.build import RunOptions
-from ._loop.sync import run_agent
 from ._replay.fixture import fixture_from_run
 from ._replay.replayer import ReplayReport, replay
 from ._replay.scripted import ScriptedModel
+from ._run.agent import run_agent
+from ._run.build import RunOptions
 from ._tools.registry import ToolRegistry
 from .messages import Model, ModelReply
 from .store import RunStore, open_store

@@ -27,17 +27,18 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "tracing": KERNEL,
     "adapters": KERNEL,
     "prices": KERNEL,
-    "_loop": KERNEL | {"_tools", "recorder", "store", "tracing", "prices"},
-    "_replay": KERNEL | {"_tools", "_loop", "recorder", "store"},
-    "demo": KERNEL | {"_tools", "_loop", "_replay"},
-    "pool": KERNEL | {"_tools", "_loop", "recorder", "store"},
-    "testing": KERNEL | {"_tools", "_loop", "_replay", "recorder", "store"},
+    "_loop": KERNEL | {"_tools", "recorder", "prices"},  # the loop and its drivers: no store, no tracer
+    "_run": KERNEL | {"_tools", "_loop", "recorder", "store", "tracing", "prices"},
+    "_replay": KERNEL | {"_tools", "_loop", "_run", "recorder", "store"},
+    "demo": KERNEL | {"_tools", "_loop", "_run", "_replay"},
+    "pool": KERNEL | {"_tools", "_loop", "_run", "recorder", "store"},
+    "testing": KERNEL | {"_tools", "_loop", "_run", "_replay", "recorder", "store"},
     "_view": KERNEL | {"store"},
-    "_rerun": KERNEL | {"_tools", "_loop", "recorder", "store", "tracing", "prices", "_view"},
-    "ui": KERNEL | {"_view", "_tools", "_loop", "_replay", "recorder", "store", "tracing", "pool", "adapters"},
-    "cli": KERNEL | {"_view", "_tools", "_loop", "_replay", "recorder", "store", "tracing", "pool", "progress",
-                     "demo", "adapters", "ui", "prices", "mcp", "_rerun"},
-    "__init__": KERNEL | {"_tools", "_loop", "_replay", "recorder", "store", "tracing", "pool", "progress",
+    "_rerun": KERNEL | {"_tools", "_loop", "_run", "recorder", "store", "tracing", "prices", "_view"},
+    "ui": KERNEL | {"_view", "_tools", "_loop", "_run", "_replay", "recorder", "store", "tracing", "pool", "adapters"},
+    "cli": KERNEL | {"_view", "_tools", "_loop", "_run", "_replay", "recorder", "store", "tracing", "pool",
+                     "progress", "demo", "adapters", "ui", "prices", "mcp", "_rerun"},
+    "__init__": KERNEL | {"_tools", "_loop", "_run", "_replay", "recorder", "store", "tracing", "pool", "progress",
                           "_rerun"},
 }
 # The one edge that runs upward, imported inside one function: (importing module, imported module).
@@ -129,6 +130,18 @@ def test_the_kernel_does_no_io() -> None:
         calls = [node.func.id for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                  if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)]
         assert "open" not in calls, module
+
+
+def test_the_kernel_subpackage_imports_neither_store_nor_tracing() -> None:
+    """The loop (``_loop``: the core and its drivers) does no I/O of its own, not even for types.
+
+    The assembly that wires a run to a store and a tracer is ``_run``'s.
+    """
+    wrong = [f"{module} imports {target}" for module, path in MODULES if _part(module) == "_loop"
+             for target in _imports(module, path)
+             if target.startswith("runner.") and _part(target) in ("store", "tracing")]
+    assert wrong == []
+    assert not MAY_IMPORT["_loop"] & {"store", "tracing", "_run"}
 
 
 def test_third_party_layers_stay_in_their_part() -> None:

@@ -18,7 +18,8 @@ EXPECTED = {
     "RunOptions", "RunState", "RunStore",
     "RunSummary", "RunnerError", "STATUSES", "ScriptError", "ScriptExhausted", "ScriptedModel", "Status", "StopRun",
     "StoreError", "StoredEvent", "StoredRun", "Tool", "ToolCall", "ToolRegistry", "ToolSpec", "TracingRecorder",
-    "TracingSetupError", "Usage", "arun_agent", "configure_tracing", "export_run", "fold", "follow_up", "fork",
+    "TracingSetupError", "Usage", "afollow_up", "afork", "aresume", "arun_agent", "configure_tracing", "export_run",
+    "fold", "follow_up", "fork",
     "load_fixture", "open_store", "rebuild_spans", "replay", "rerun", "resume", "run_agent", "run_plan", "submit",
     "validate_args",
 }
@@ -55,7 +56,7 @@ def test_importing_runner_does_not_load_the_store_or_the_otel_sdk() -> None:
 @pytest.mark.process
 def test_the_stored_run_types_and_their_readers_load_without_sqlalchemy() -> None:
     code = ("import sys, runner; runner.StoredRun, runner.StoredEvent, runner.RunSummary; "
-            "import runner._log.records, runner._loop.resume, runner._replay.fixture, runner.tracing.rebuild; "
+            "import runner._log.records, runner._run.resume, runner._replay.fixture, runner.tracing.rebuild; "
             "print('sqlalchemy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False"]

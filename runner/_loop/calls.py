@@ -1,29 +1,31 @@
-"""Work through a reply's tool calls one at a time: check each, run it, log its observation.
+"""A reply's tool calls: the verdict on each, running them one at a time, and logging what each gave.
 
-``AgentCore`` is a ``CallHandling``; the calls of a reply run together are in ``together``.
-Each check a call goes through (finished before, refused, in doubt, a repeat, the tool budget, an approval)
-is made here once, in ``verdict``, for both ways of running a reply's calls.
-It relies on the core's ``state``, ``registry``, ``limits``, ``recorder`` and ``_emit``.
+``ToolCalls`` is the core's tool-call part, over the core's one state; running several at once
+is ``together``'s. Each check a call goes through (finished before, refused, in doubt, a repeat,
+the tool budget, an approval) is made here once, in ``verdict``, for both ways of running a
+reply's calls. It owns the calls being started and those in flight.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Generator, Set
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from .._log.limits import Limits
 from .._log.statuses import Status
 from .._text import describe_exception
 from .._tools.args import tool_args
 from .._tools.doubt import may_run_again
-from .._tools.registry import Tool, ToolRegistry, failure_observation, result_observation, timeout_observation
+from .._tools.registry import Tool, failure_observation, result_observation, timeout_observation
 from ..events import ApprovalRequested, MessageAppended, ToolFinished, ToolStarted
 from ..messages import ToolCall, tool_message
-from . import observations
-from .ending import Closing
-from .results import COMMIT, Action, AgentResult, CallTool, Checkpoint, Outcome, RunTools, Stop
+from . import ending, observations
+from .actions import COMMIT, Action, CallTool, Checkpoint, EndRun, Outcome, RunTools, Stop
+from .results import AgentResult
 from .tokens import cut_observation
+
+if TYPE_CHECKING:
+    from .core import AgentCore
 
 Approver = Callable[[ToolCall], "bool | str | None"]
 
@@ -37,51 +39,44 @@ class Refusal(NamedTuple):
 
 # What ``verdict`` says of a call: run it with this tool, refuse it, stop the run, or wait for a decision.
 WAIT = "wait"
-Verdict = Tool | Refusal | Stop | str
+CallVerdict = Tool | Refusal | Stop | str
 
 
-class CallHandling(Closing):
-    """The tool-call half of ``AgentCore``: the checks on a call, running it, and logging what it gave."""
+class ToolCalls:
+    """The tool-call part of a core: the checks on a call, running it, and logging what it gave."""
 
-    registry: ToolRegistry
-    limits: Limits
-    run_id: str
-    approve: Approver | None
-    checkpoints: bool
-    _listening: bool
-    # The calls whose ``tool_started`` are being committed: their tools have not been handed over yet.
-    _starting: tuple[int, tuple[ToolCall, ...]] | None
-    _flying: dict[str, tuple[int, ToolCall]]  # the calls run together that are in flight, by id, with their step
+    def __init__(self, core: AgentCore) -> None:
+        self.core = core
+        self.state, self.registry, self.limits, self.run_id = core.state, core.registry, core.limits, core.run_id
+        self.emit, self.approve, self.checkpoints = core.emit, core.approve, core.checkpoints
+        self.max_parallel_tools = core.limits.max_parallel_tools  # read once: the loop asks at every reply
+        # The calls whose ``tool_started`` are being committed: their tools have not been handed over yet.
+        self.starting: tuple[int, tuple[ToolCall, ...]] | None = None
+        self.flying: dict[str, tuple[int, ToolCall]] = {}  # the calls run together in flight, by id, with their step
 
-    def _stop_at(self, checkpoint: Checkpoint) -> Generator[Action, Outcome, Stop | None]:
-        """The stop the driver says is due at ``checkpoint``, if any (asked only with ``checkpoints`` on)."""
-        outcome = yield checkpoint
-        if not outcome.stop:
-            return None
-        return Stop(outcome.stop, outcome.reason or observations.stop_reason(outcome.stop, self.limits))
-
-    def _handle_call(self, step: int, call: ToolCall) -> Generator[Action, Outcome, Stop | None]:
+    def handle(self, step: int, call: ToolCall) -> Generator[Action, Outcome, Stop | None]:
+        """Answer one call of the reply: run it, refuse it, or say the run stops or waits."""
         s = self.state
         finished = s.finished_calls.get(call.id)
         if finished is not None:  # answered before the process stopped: never run again
-            self._emit(MessageAppended(step=step, index=len(s.messages),
-                                       message=tool_message(call, finished.observation)))
+            self.emit(MessageAppended(step=step, index=len(s.messages),
+                                      message=tool_message(call, finished.observation)))
             return None
         if self.checkpoints:
-            stop = yield from self._stop_at(Checkpoint(call))
+            stop = yield from self.core.stop_at(Checkpoint(call))
             if stop:
                 return stop
         found = self.verdict(call, s.repeats_if(s.key_of(call)), s.tool_calls_run, True)
         if isinstance(found, Tool):
             return (yield from self._run_tool(step, call, found))
         if isinstance(found, Refusal):
-            self._observe(step, call, found.observation, found.refused)
+            self.observe(step, call, found.observation, found.refused)
             return None
         if isinstance(found, Stop):
             return found
-        return self._await_approval(step)
+        return self.await_approval(step)
 
-    def verdict(self, call: ToolCall, repeats: int, calls_run: int, ask: bool) -> Verdict:
+    def verdict(self, call: ToolCall, repeats: int, calls_run: int, ask: bool) -> CallVerdict:
         """What becomes of ``call`` (not finished before): its tool to run, a refusal, a stop, or ``WAIT``.
 
         ``repeats`` is how many identical calls in a row it would make, ``calls_run`` how many
@@ -114,108 +109,105 @@ class CallHandling(Closing):
         return tool
 
     def _run_tool(self, step: int, call: ToolCall, tool: Tool) -> Generator[Action, Outcome, Stop | None]:
-        started = self.state.started_calls.get(call.id)
-        if self._listening:  # from here until its start is committed, an abort logs the call not run
-            self._starting = (step, (call,))  # (a recorder may raise on the start after the store took it)
-        self._emit(ToolStarted(step=step, call_id=call.id, name=call.name, args=call.args,
-                               attempt=1 if started is None else started.attempt + 1))
-        if self._listening:
+        listening = self.core.listening
+        if listening:  # from here until its start is committed, an abort logs the call not run
+            self.starting = (step, (call,))  # (a recorder may raise on the start after the store took it)
+        self.announce(step, call)
+        if listening:
             yield COMMIT  # should this commit fail, the run is aborted with the tool never run (``abort``)
-            self._starting = None
+            self.starting = None
         outcome = yield CallTool(tool, call, tool_args(tool, call.args, self.run_id, call.id))
         if outcome.stop:
-            self._cut_short(step, call, outcome)
+            self.cut_short(step, call, outcome)
             reason = outcome.reason or observations.stop_reason(outcome.stop, self.limits, f"tool {call.name}")
             return Stop(outcome.stop, reason)
-        observation = self._settle(step, call, tool, outcome)
-        self._emit(MessageAppended(step=step, index=len(self.state.messages), message=tool_message(call, observation)))
-        if tool.side_effects and self._listening:  # its outcome is known now: never leave it in doubt
+        observation = self.settle(step, call, tool, outcome)
+        self.emit(MessageAppended(step=step, index=len(self.state.messages), message=tool_message(call, observation)))
+        if tool.side_effects and listening:  # its outcome is known now: never leave it in doubt
             yield COMMIT
         return None
 
-    def _announce(self, step: int, call: ToolCall) -> None:
+    def announce(self, step: int, call: ToolCall) -> None:
         """Log that ``call`` is about to run (its attempt counts the starts the log holds)."""
         started = self.state.started_calls.get(call.id)
-        self._emit(ToolStarted(step=step, call_id=call.id, name=call.name, args=call.args,
-                               attempt=1 if started is None else started.attempt + 1))
+        self.emit(ToolStarted(step=step, call_id=call.id, name=call.name, args=call.args,
+                              attempt=1 if started is None else started.attempt + 1))
 
-    def _settle(self, step: int, call: ToolCall, tool: Tool, outcome: Outcome) -> str:
+    def settle(self, step: int, call: ToolCall, tool: Tool, outcome: Outcome) -> str:
         """Log the observation of a call that returned, timed out or raised; the observation as logged.
 
         It is not in the conversation yet: the caller appends it, in the reply's order.
         """
         if outcome.observation is not None:  # logged as it was given: a recorded one was cut already
-            return self._finished(step, call, outcome.observation, None, outcome.elapsed_s, cut=False)
+            return self.finished(step, call, outcome.observation, None, outcome.elapsed_s, cut=False)
         if outcome.timed_out:
             observation = timeout_observation(call.name, tool.timeout_s or 0.0)
         elif outcome.error is not None:
             observation = failure_observation(call.name, outcome.error)
         else:
             observation = result_observation(call.name, outcome.value)
-        return self._finished(step, call, observation, None, outcome.elapsed_s)
+        return self.finished(step, call, observation, None, outcome.elapsed_s)
 
-    def _cut_short(self, step: int, call: ToolCall, outcome: Outcome) -> None:
+    def cut_short(self, step: int, call: ToolCall, outcome: Outcome) -> None:
         """Log a call the driver gave up waiting on (a deadline, a cancel): its outcome is unknown."""
         assert outcome.stop is not None
-        self._emit(ToolFinished(step=step, call_id=call.id, name=call.name,
-                                observation=observations.abandoned(call.name, outcome.stop), ok=False,
-                                duration_s=outcome.elapsed_s))
+        self.emit(ToolFinished(step=step, call_id=call.id, name=call.name,
+                               observation=observations.abandoned(call.name, outcome.stop), ok=False,
+                               duration_s=outcome.elapsed_s))
 
-    def _observe(self, step: int, call: ToolCall, observation: str, refused: str | None,
-                 duration_s: float = 0.0, cut: bool = True) -> None:
+    def observe(self, step: int, call: ToolCall, observation: str, refused: str | None,
+                duration_s: float = 0.0, cut: bool = True) -> None:
         """Log a call's observation and append it as the call's tool message."""
-        observation = self._finished(step, call, observation, refused, duration_s, cut)
-        self._emit(MessageAppended(step=step, index=len(self.state.messages), message=tool_message(call, observation)))
+        observation = self.finished(step, call, observation, refused, duration_s, cut)
+        self.emit(MessageAppended(step=step, index=len(self.state.messages), message=tool_message(call, observation)))
 
-    def _finished(self, step: int, call: ToolCall, observation: str, refused: str | None,
-                  duration_s: float = 0.0, cut: bool = True) -> str:
+    def finished(self, step: int, call: ToolCall, observation: str, refused: str | None,
+                 duration_s: float = 0.0, cut: bool = True) -> str:
         """Log a call's ``tool_finished``; the observation as logged (cut to ``max_result_chars`` if ``cut``)."""
         ok = not observation.startswith("ERROR:")  # judged on the whole text: a cut may shorten "ERROR:"
         if cut:
             observation = cut_observation(observation, self.limits.max_result_chars)
-        self._emit(ToolFinished(step=step, call_id=call.id, name=call.name, observation=observation,
-                                ok=ok, duration_s=duration_s, ran=refused is None, refused=refused))
+        self.emit(ToolFinished(step=step, call_id=call.id, name=call.name, observation=observation,
+                               ok=ok, duration_s=duration_s, ran=refused is None, refused=refused))
         return observation
 
     def abort(self, exc: BaseException) -> None:
-        """Close the run on ``exc``, first logging the calls whose starts were being committed as not run.
+        """Log the calls whose starts were being committed as not run: ``exc`` is closing the run.
 
         Such a call's tool was never called, for instance when the commit failed or on Ctrl-C.
         A resume must not show it as in doubt, or a side effect's call would be refused.
         """
-        starting, self._starting = self._starting, None
-        if starting is not None and not self.closed and self.result is None:
+        starting, self.starting = self.starting, None
+        if starting is not None and not self.core.closed and self.core.result is None:
             step, calls = starting
             with contextlib.suppress(Exception):  # a failing recorder: the close below still goes on
                 reason = f"the run was aborted by {describe_exception(exc)} before the call was made"
                 for call in calls:
-                    self._finished(step, call, observations.not_run(reason), "not_run")
-                self._answer_due(step)
-        super().abort(exc)
+                    self.finished(step, call, observations.not_run(reason), "not_run")
+                self.answer_due(step)
 
-    def end(self, status: Status, error: str, exception: BaseException | None = None,
-            instead_of: Action | None = None) -> Generator[Action, Outcome, AgentResult]:
-        """Close the run at its driver's word, in place of performing ``instead_of``.
+    def end(self, end: EndRun) -> Generator[Action, Outcome, AgentResult]:
+        """Close the run at its driver's word, in place of performing ``end.instead_of``.
 
         Replay ends a run this way where it diverges from its recording. Each call handed
         over for running is logged as not run first (its start is already logged), and a
         call still in flight as cut short; then the run closes as the loop's own stops do.
         """
-        s = self.state
+        s, instead_of = self.state, end.instead_of
         handed: tuple[ToolCall, ...] = (instead_of.call,) if isinstance(instead_of, CallTool) else ()
         if isinstance(instead_of, RunTools):
             handed = tuple(action.call for action in instead_of.start)
         for call in handed:
-            self._flying.pop(call.id, None)
-            self._finished(s.started_calls[call.id].step, call, observations.not_run(error), "not_run")
-        flying, self._flying = self._flying, {}
+            self.flying.pop(call.id, None)
+            self.finished(s.started_calls[call.id].step, call, observations.not_run(end.reason), "not_run")
+        flying, self.flying = self.flying, {}
         for step, call in flying.values():
-            self._cut_short(step, call, Outcome(stop=status))
+            self.cut_short(step, call, Outcome(stop=end.status))
         if handed:
-            self._answer_due(s.started_calls[handed[0].id].step, frozenset(flying))
-        return (yield from self._finish(status, error, exception=exception))
+            self.answer_due(s.started_calls[handed[0].id].step, frozenset(flying))
+        return (yield from ending.finish(self.core, end.status, end.reason, exception=end.exception))
 
-    def _answer_due(self, step: int, cut: Set[str] = frozenset()) -> None:
+    def answer_due(self, step: int, cut: Set[str] = frozenset()) -> None:
         """Append the observations now due, in the reply's order: up to the first call still unanswered.
 
         A call in ``cut`` was given up on: its observation enters the conversation on a resume.
@@ -227,10 +219,10 @@ class CallHandling(Closing):
             finished = s.finished_calls.get(call.id)
             if finished is None or call.id in cut:
                 return
-            self._emit(MessageAppended(step=step, index=len(s.messages),
-                                       message=tool_message(call, finished.observation)))
+            self.emit(MessageAppended(step=step, index=len(s.messages),
+                                      message=tool_message(call, finished.observation)))
 
-    def _await_approval(self, step: int) -> Stop:
+    def await_approval(self, step: int) -> Stop:
         """Log every remaining call that waits for a decision, so all can be decided at once."""
         s = self.state
         waiting = [c for c in s.remaining_calls if (t := self.registry.get(c.name)) is not None
@@ -238,8 +230,7 @@ class CallHandling(Closing):
                    and c.id not in s.finished_calls]
         for call in waiting:
             if call.id not in s.pending_approvals:
-                self._emit(ApprovalRequested(step=step, call_id=call.id, name=call.name, args=call.args))
+                self.emit(ApprovalRequested(step=step, call_id=call.id, name=call.name, args=call.args))
         first = waiting[0]
         more = f" (and {len(waiting) - 1} more)" if len(waiting) > 1 else ""
         return Stop(Status.AWAITING_APPROVAL, f"call {first.id} ({first.name}) needs approval{more}")
-

@@ -1,17 +1,15 @@
 """Decide what a run does next, once for every driver and every way a run starts.
 
-``AgentCore.run`` is a generator: it yields an action, and a driver performs it and sends back an ``Outcome``.
-So the sync and async drivers hold no budget or validation rule of their own.
-The core changes its ``RunState`` only by recording facts, each applied to the state, then recorded.
-Resume, fork and follow-up start it from a state folded from the log; how a run ends is in ``ending``.
-For an outside stop such as a deadline or a cancel, the core asks its driver with a ``Checkpoint``.
+``AgentCore.run`` yields an action; a driver performs it and sends back an ``Outcome``, so the drivers
+hold no rule of their own. The core changes its ``RunState`` only by recording facts (resume starts it
+from a state folded from the log). It is composed, not inherited: a reply's calls are a ``ToolCalls``
+(``calls``, ``together``), the ending is ``ending``'s, over one state, as pydantic-ai splits its run into
+nodes. It reads no clock: for a deadline or a cancel it asks its driver with a ``Checkpoint``.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Generator, Sequence
-from typing import Protocol
 
 from .._log.limits import Limits
 from .._log.state import RunState
@@ -21,29 +19,24 @@ from ..events import Event, MessageAppended, ModelCalled, ModelCallStarted, Step
 from ..messages import NO_COST, AnyModel, Message, ModelReply, Usage, assistant_message
 from ..prices import Cost, Costing
 from ..recorder import Recorder
-from . import observations
-from .calls import Approver
+from . import ending, observations
+from .actions import BEFORE_MODEL_CALL, COMMIT, Action, CallModel, Checkpoint, EndRun, Outcome, Stop
+from .calls import Approver, ToolCalls
 from .replies import failed_call, output_chars, unfinished_reply
-from .results import BEFORE_MODEL_CALL, COMMIT, Action, AgentResult, CallModel, Outcome, Stop
-from .together import Together
+from .results import AgentResult
+from .together import together
 from .tokens import TokenMeter, tokens_for_chars
+from .waits import Cancel
 
 DEFAULT_SYSTEM = "You are a helpful assistant. Use the tools when they help, then give a final answer."
 
 
-class Cancel(Protocol):
-    """What a run's ``cancel`` option is: a ``threading.Event``, an ``asyncio.Event``, or any object like them.
+class AgentCore:
+    """One run's rules. ``opening`` are the facts that start (or restart) it.
 
-    Once set, the run stops at once, abandoning the model or tool call it waits on. A cancel
-    whose ``lets_tools_finish`` attribute is true (``runner cancel``'s) never cuts a tool call:
-    cut mid-call, a side effect would be left in doubt, so the run stops once the call returns.
+    ``checkpoints``: ask the driver at every checkpoint whether the run stops there, whatever
+    the limits (replay, whose recording says where); else only where a deadline or a cancel may.
     """
-
-    def is_set(self) -> bool: ...
-
-
-class AgentCore(Together):
-    """One run's rules. ``opening`` are the facts that start (or restart) it."""
 
     def __init__(
         self,
@@ -59,28 +52,25 @@ class AgentCore(Together):
         approve: Approver | None = None,
         meter: type[TokenMeter] = TokenMeter,
         costs: Costing | None = None,
+        checkpoints: bool = False,
     ) -> None:
         self.model, self.registry, self.limits, self.recorder = model, registry, limits, recorder
         self.cancel, self.approve, self.opening = cancel, approve, list(opening)
         self.costs: Costing = costs if costs is not None else _no_cost
-        self.cancel_cuts_tools = not getattr(cancel, "lets_tools_finish", False)
         self.run_id = run_id
         self.state = state if state is not None else RunState(run_id=run_id)
         self.specs = registry.specs()
-        self.deadline = (time.monotonic() + limits.timeout_s) if limits.timeout_s else None
         self.meter = meter(self.specs)
         self._record: Callable[[Event], None] = recorder.record
-        self._listening = True  # False once the recorder is idle: no fact to hand over, nothing to commit
+        self.listening = True  # False once the recorder is idle: no fact to hand over, nothing to commit
         for message in self.state.messages:
             self.meter.add(message)
         self.result: AgentResult | None = None  # set once the run's outcome is decided
-        self.max_parallel_tools = limits.max_parallel_tools  # read once: the loop asks at every reply
-        self._starting = None
-        self._flying = {}
         self.closed = False  # set once every recorder has been told that outcome
         # Whether to ask the driver before each model call and tool call if the run stops there: only
         # where something can stop it (a deadline, a cancel event), or for a driver that decides (replay).
-        self.checkpoints = self.needs_waiting
+        self.checkpoints = checkpoints or bool(limits.timeout_s) or cancel is not None
+        self.calls = ToolCalls(self)
 
     @property
     def steps(self) -> int:
@@ -90,55 +80,54 @@ class AgentCore(Together):
     def messages(self) -> list[Message]:
         return self.state.messages
 
-    @property
-    def needs_waiting(self) -> bool:
-        """Whether calls must run on a worker so the driver can stop waiting."""
-        return self.deadline is not None or self.cancel is not None
-
-    def watches_cancel(self, in_tool: bool = False) -> bool:
-        """Whether a cancel stops the run now, or (``in_tool``) while a tool call runs."""
-        return self.cancel is not None and (self.cancel_cuts_tools or not in_tool)
-
-    def stop_requested(self, in_tool: bool = False) -> Status | None:
-        """The status to stop with now, if any: ``in_tool`` while a tool call runs (see ``Cancel``)."""
-        if self.cancel is not None and self.watches_cancel(in_tool) and self.cancel.is_set():
-            return Status.CANCELLED
-        if self.deadline is not None and time.monotonic() >= self.deadline:
-            return Status.DEADLINE
-        return None
-
     def run(self) -> Generator[Action, Outcome, AgentResult]:
+        """The run, as actions for a driver; an ``EndRun`` thrown in ends it where it is."""
         s = self.state
         for event in self.opening:
-            self._emit(event)
+            self.emit(event)
         if getattr(self.recorder, "idle", False):  # a tracer with nothing recording the run: no more to tell it
-            self._record, self._listening = _ignore, False
-        stop = yield from self._finish_interrupted_reply()
-        if stop:
-            return (yield from self._finish(*stop))
-        redo = s.open_step  # the model call of this step never came back: ask again, same step
-        while True:
-            stop = (yield from self._stop_at(BEFORE_MODEL_CALL)) if self.checkpoints else None
-            stop = stop or self._limit_before_model_call()
+            self._record, self.listening = _ignore, False
+        try:
+            stop = yield from self._finish_interrupted_reply()
             if stop:
-                return (yield from self._finish(*stop))
-            step = s.steps if redo else s.steps + 1
-            redo = False
-            self._emit(StepStarted(step=step))
-            prompt_tokens = self.meter.prompt_tokens()
-            if self._listening:  # the one fact only recorders read (the tracer opens the chat span)
-                self._emit(ModelCallStarted(step=step, prompt_tokens=prompt_tokens))
-                yield COMMIT
-            outcome = yield CallModel(self.model, s.messages, self.specs)
-            reply, stop = self._take_reply(step, prompt_tokens, outcome)
-            if stop:
-                return (yield from self._finish(*stop, exception=outcome.error))
-            assert reply is not None
-            if not reply.tool_calls:
-                return (yield from self._finish(Status.DONE, None, answer=reply.content))
-            stop = yield from self._work_through(step)
-            if stop:
-                return (yield from self._finish(*stop))
+                return (yield from ending.finish(self, *stop))
+            redo = s.open_step  # the model call of this step never came back: ask again, same step
+            while True:
+                stop = (yield from self.stop_at(BEFORE_MODEL_CALL)) if self.checkpoints else None
+                stop = stop or self._limit_before_model_call()
+                if stop:
+                    return (yield from ending.finish(self, *stop))
+                step = s.steps if redo else s.steps + 1
+                redo = False
+                self.emit(StepStarted(step=step))
+                prompt_tokens = self.meter.prompt_tokens()
+                if self.listening:  # the one fact only recorders read (the tracer opens the chat span)
+                    self.emit(ModelCallStarted(step=step, prompt_tokens=prompt_tokens))
+                    yield COMMIT
+                outcome = yield CallModel(self.model, s.messages, self.specs)
+                reply, stop = self._take_reply(step, prompt_tokens, outcome)
+                if stop:
+                    return (yield from ending.finish(self, *stop, exception=outcome.error))
+                assert reply is not None
+                if not reply.tool_calls:
+                    return (yield from ending.finish(self, Status.DONE, None, answer=reply.content))
+                stop = yield from self._work_through(step)
+                if stop:
+                    return (yield from ending.finish(self, *stop))
+        except EndRun as end:
+            return (yield from self.calls.end(end))
+
+    def stop_at(self, checkpoint: Checkpoint) -> Generator[Action, Outcome, Stop | None]:
+        """The stop the driver says is due at ``checkpoint``, if any (asked only with ``checkpoints`` on)."""
+        outcome = yield checkpoint
+        if not outcome.stop:
+            return None
+        return Stop(outcome.stop, outcome.reason or observations.stop_reason(outcome.stop, self.limits))
+
+    def abort(self, exc: BaseException) -> None:
+        """Close a run that an exception is leaving: first the calls being started (``ToolCalls.abort``)."""
+        self.calls.abort(exc)
+        ending.abort(self, exc)
 
     def _finish_interrupted_reply(self) -> Generator[Action, Outcome, Stop | None]:
         """A resumed run first answers the calls its last reply still owes."""
@@ -148,24 +137,25 @@ class AgentCore(Together):
         unclosed = s.open_step and s.reply is not None and bool(s.reply.tool_calls)
         if not s.remaining_calls and not unclosed:
             return None
-        self._emit(StepStarted(step=s.reply_step))
+        self.emit(StepStarted(step=s.reply_step))
         if s.resumed_from in (Status.OUTPUT_BUDGET, Status.INVALID_REPLY):
             for call in s.remaining_calls:  # a cut-off or oversized reply: its calls are never run
-                self._observe(s.reply_step, call, observations.not_run(s.resumed_error), "not_run")
-            self._emit(StepFinished(step=s.reply_step))
+                self.calls.observe(s.reply_step, call, observations.not_run(s.resumed_error), "not_run")
+            self.emit(StepFinished(step=s.reply_step))
             return None
         return (yield from self._work_through(s.reply_step))
 
     def _work_through(self, step: int) -> Generator[Action, Outcome, Stop | None]:
         """Answer the reply's remaining calls: together when more than one may run at once, else one by one."""
         s = self.state
-        if self.max_parallel_tools > 1 and s.reply is not None and len(s.reply.tool_calls) - s.next_call > 1:
-            return (yield from self._together(step))
+        calls = self.calls
+        if calls.max_parallel_tools > 1 and s.reply is not None and len(s.reply.tool_calls) - s.next_call > 1:
+            return (yield from together(calls, step))
         for call in s.remaining_calls:  # each in turn, the next once the last is logged
-            stop = yield from self._handle_call(step, call)
+            stop = yield from calls.handle(step, call)
             if stop:
                 return stop
-        self._emit(StepFinished(step=step))
+        self.emit(StepFinished(step=step))
         return None
 
     def _limit_before_model_call(self) -> Stop | None:
@@ -198,15 +188,15 @@ class AgentCore(Together):
         if failed is not None:
             error, error_type, shown, stop = failed
             cost = self.costs(shown.usage if shown is not None else None)
-            self._emit(ModelCalled(step=step, prompt_tokens=prompt_tokens, latency_s=outcome.elapsed_s,
+            self.emit(ModelCalled(step=step, prompt_tokens=prompt_tokens, latency_s=outcome.elapsed_s,
                                    reply=shown, error=error, error_type=error_type,
                                    **(cost.facts() if cost else NO_COST)))
             return None, stop
         reply: ModelReply = outcome.value
         message = assistant_message(reply)
-        self._emit(MessageAppended(step=step, index=len(self.state.messages), message=message))
+        self.emit(MessageAppended(step=step, index=len(self.state.messages), message=message))
         cost = self.costs(reply.usage)
-        self._emit(ModelCalled(step=step, prompt_tokens=prompt_tokens,
+        self.emit(ModelCalled(step=step, prompt_tokens=prompt_tokens,
                                reply_tokens=tokens_for_chars(self.meter.last_chars),  # its JSON, measured once
                                latency_s=outcome.elapsed_s, reply=reply, **(cost.facts() if cost else NO_COST)))
         over = self._over_cost()
@@ -221,7 +211,8 @@ class AgentCore(Together):
                                                      f"(max_output_chars={limit}); its calls were not run")
         return reply, None
 
-    def _emit(self, event: Event) -> None:
+    def emit(self, event: Event) -> None:
+        """Apply ``event`` to the run's state, then tell the recorder (the one way a fact enters the run)."""
         self.state.apply(event)
         if isinstance(event, MessageAppended):
             self.meter.add(event.message)

@@ -1,9 +1,10 @@
-"""A run's tool calls in flight on worker threads: hand them over, and wait for the next to end.
+"""A run's calls in flight on worker threads: hand them over, and wait for the next to end.
 
-The sync driver and replay perform ``RunTools`` with a ``ThreadFlight``. Each call gets a daemon
-thread, as one call under a deadline does: a tool that never returns holds neither the run past
-its deadline nor the process at exit. The loop hands over at most ``max_parallel_tools`` at once,
-so that bounds the threads a run keeps busy (a call given up on may still run on in its thread).
+The sync driver and replay perform ``RunTools`` with a ``ThreadFlight``, and a single model or tool
+call under a deadline, a timeout or a cancel as a flight of one. Each call gets a daemon thread: a
+call that never returns holds neither the run past its deadline nor the process at exit. The loop
+hands over at most ``max_parallel_tools`` at once, so that bounds the threads a run keeps busy (a
+call given up on may still run on in its thread). How long to wait is ``waits``' rule.
 """
 
 from __future__ import annotations
@@ -14,15 +15,11 @@ import queue
 import threading
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
-from .results import CallTool, Outcome, RunTools
-
-if TYPE_CHECKING:
-    from .core import AgentCore
-
-# How often a wait wakes up to look at the cancel event.
-CANCEL_POLL_S = 0.01
+from .actions import CallTool, Outcome, RunTools
+from .waits import Waits, call_ends, expired, lock_timeout, next_wait
 
 
 class Running:
@@ -30,18 +27,18 @@ class Running:
 
     __slots__ = ("call_id", "ends_by", "error", "started", "value")
 
-    def __init__(self, call_id: str, started: float, ends_by: float) -> None:
+    def __init__(self, call_id: str | None, started: float, ends_by: float) -> None:
         self.call_id, self.started, self.ends_by = call_id, started, ends_by
         self.value: Any = None
         self.error: BaseException | None = None
 
 
 class ThreadFlight:
-    """The calls of ``core``'s run in flight, each on its own daemon thread."""
+    """The calls of run ``run_id`` in flight, each on its own daemon thread; ``waits`` says how long to wait."""
 
-    def __init__(self, core: AgentCore) -> None:
-        self.core = core
-        self.running: dict[str, Running] = {}  # in the order they were handed over
+    def __init__(self, run_id: str, waits: Waits) -> None:
+        self.run_id, self.waits = run_id, waits
+        self.running: dict[str | None, Running] = {}  # in the order they were handed over
         self.ended: queue.SimpleQueue[Running] = queue.SimpleQueue()
         self.ready: deque[Outcome] = deque()  # answered without running (replay serves a side effect's result)
 
@@ -56,45 +53,53 @@ class ThreadFlight:
             self.start(call)
         return self.next()
 
+    def one(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float | None,
+            in_tool: bool) -> Outcome:
+        """A single model or tool call, as a flight of one: its outcome (no ``call_id``)."""
+        self.call(None, fn, args, kwargs, timeout_s, f"runner-{self.run_id[:8]}")
+        return self.next(in_tool)
+
     def start(self, action: CallTool) -> None:
         """Run ``action``'s tool on a new daemon thread."""
-        started, timeout_s = time.monotonic(), action.tool.timeout_s
-        running = Running(action.call.id, started, started + timeout_s if timeout_s is not None else math.inf)
-        self.running[running.call_id] = running
-        fn, kwargs, ended = action.tool.fn, action.args, self.ended
+        call_id = action.call.id
+        self.call(call_id, action.tool.fn, (), action.args, action.tool.timeout_s,
+                  f"runner-{self.run_id[:8]}-{call_id[:16]}")
+
+    def call(self, call_id: str | None, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+             timeout_s: float | None, name: str) -> None:
+        """Run ``fn(*args, **kwargs)`` on a new daemon thread named ``name``, as call ``call_id``."""
+        started = time.monotonic()
+        running = Running(call_id, started, call_ends(started, timeout_s))
+        self.running[call_id] = running
+        ended = self.ended
 
         def target() -> None:
             try:
-                running.value = fn(**kwargs)
+                running.value = fn(*args, **kwargs)
             except BaseException as exc:  # handed to the loop's thread, never lost in this one
                 running.error = exc
             finally:
                 ended.put(running)
 
-        threading.Thread(target=target, name=f"runner-{self.core.run_id[:8]}-{running.call_id[:16]}",
-                         daemon=True).start()
+        threading.Thread(target=target, name=name, daemon=True).start()
 
     def answer(self, outcome: Outcome) -> None:
         """Report ``outcome`` (its ``call_id`` set) as the next to end, without running anything."""
         self.ready.append(outcome)
 
-    def next(self) -> Outcome:
+    def next(self, in_tool: bool = True) -> Outcome:
         """The outcome of the next call to end; one cut short when the deadline or a cancel ends the wait.
 
-        A call past its tool's ``timeout_s`` is reported timed out. A tool that raised ``SystemExit``
+        A call past its tool's ``timeout_s`` is reported timed out. A call that raised ``SystemExit``
         or ``KeyboardInterrupt`` raises it here, as if on this thread.
         """
         if self.ready:
             return self.ready.popleft()
-        core = self.core
-        run_end = core.deadline if core.deadline is not None else math.inf
+        waits = self.waits
         while True:
-            ends_by = min((running.ends_by for running in self.running.values()), default=math.inf)
-            wait = min(ends_by, run_end) - time.monotonic()
-            if core.watches_cancel(True):
-                wait = min(wait, CANCEL_POLL_S)
+            ends = min((running.ends_by for running in self.running.values()), default=math.inf)
             try:
-                running = self.ended.get(timeout=bounded(wait))
+                running = self.ended.get(timeout=lock_timeout(next_wait(waits, ends, time.monotonic(), in_tool)))
             except queue.Empty:
                 pass
             else:
@@ -103,21 +108,12 @@ class ThreadFlight:
                 del self.running[running.call_id]
                 return _outcome(running, time.monotonic() - running.started)
             now = time.monotonic()
-            stop = core.stop_requested(True)
+            stop = waits.stop(now, in_tool)
             for running in self.running.values():
-                if stop or now >= running.ends_by:
+                cut = expired(stop, running.started, running.ends_by, now, running.call_id)
+                if cut is not None:
                     del self.running[running.call_id]
-                    if stop:
-                        return Outcome(stop=stop, elapsed_s=now - running.started, call_id=running.call_id)
-                    return Outcome(timed_out=True, elapsed_s=now - running.started, call_id=running.call_id)
-
-
-def bounded(wait: float) -> float | None:
-    """A wait of ``wait`` seconds as a lock's timeout: None for ever; past ``threading.TIMEOUT_MAX``, that much.
-
-    A longer timeout overflows the platform's clock (``OverflowError``); the caller's loop just waits again.
-    """
-    return None if wait == math.inf else min(max(wait, 0.0), threading.TIMEOUT_MAX)
+                    return cut
 
 
 def _outcome(running: Running, elapsed_s: float) -> Outcome:

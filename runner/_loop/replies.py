@@ -18,7 +18,7 @@ from .._log.statuses import Status
 from .._text import describe_exception
 from ..messages import CUT_OFF_STOP_REASONS, REFUSAL_STOP_REASONS, ModelReply, ToolCall, Usage
 from . import observations
-from .results import Outcome, Stop
+from .actions import Outcome, Stop
 
 # Deep enough for any real tool's arguments, shallow enough that copying, encoding
 # and logging them stay far from Python's recursion limit.

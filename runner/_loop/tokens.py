@@ -19,7 +19,7 @@ from ..messages import Message, ToolSpec
 CHARS_PER_TOKEN: Final = 4
 
 __all__ = [
-    "TokenMeter", "NaiveTokenMeter", "cut_observation", "tokens_for_chars", "json_len", "naive_prompt_tokens",
+    "TokenMeter", "cut_observation", "tokens_for_chars", "json_len", "naive_prompt_tokens",
     "context_chars_of",
 ]
 
@@ -118,24 +118,6 @@ class TokenMeter:
     def prompt_tokens(self) -> int:
         list_chars = 2 + self._items_chars + 2 * max(self._count - 1, 0)
         return tokens_for_chars(self._specs_chars + list_chars)
-
-
-class NaiveTokenMeter(TokenMeter):
-    """The same figures by re-serialising the whole list each time (reference and benchmark only)."""
-
-    __slots__ = ("_messages", "_specs")
-
-    def __init__(self, specs: Sequence[ToolSpec]) -> None:
-        super().__init__(specs)
-        self._specs = list(specs)
-        self._messages: list[Message] = []
-
-    def add(self, message: Message) -> None:
-        self._messages.append(message)
-        self.context_chars += context_chars_of(message)
-
-    def prompt_tokens(self) -> int:
-        return naive_prompt_tokens(self._specs, self._messages)
 
 
 def cut_observation(text: str, max_chars: int | None) -> str:

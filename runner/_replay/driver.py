@@ -2,9 +2,9 @@
 
 The ``ReplayModel`` answers ``CallModel`` with the recorded reply, once what the loop shows matches.
 ``CallTool`` runs the tool for real; a tool with side effects gets its recorded observation instead.
-The approver's answers are the recording's, and a ``Checkpoint`` stops where the recorded part stopped.
-A divergence is returned, never raised: the driver ends the run there itself,
-so nothing between the loop and the driver can catch it.
+The approver's answers are the recording's (``recorded_approver``, wired into the core), and a
+``Checkpoint`` stops where the recorded part stopped. A divergence is returned, never raised: the
+driver ends the run there with an ``EndRun``, through the one drive loop.
 """
 
 from __future__ import annotations
@@ -15,10 +15,13 @@ from typing import NamedTuple
 
 from .._log.statuses import Status
 from .._loop import observations
+from .._loop.actions import Action, CallModel, CallTool, Checkpoint, EndRun, Outcome, RunTools
+from .._loop.calls import Approver
 from .._loop.core import AgentCore
-from .._loop.flight import ThreadFlight, with_call
-from .._loop.results import Action, AgentResult, CallModel, CallTool, Checkpoint, Outcome, RunTools
-from .._loop.sync import at_checkpoint, perform
+from .._loop.drive import drive
+from .._loop.flight import with_call
+from .._loop.results import AgentResult
+from .._loop.sync import SyncDriver
 from .._text import describe_exception
 from .._tools.args import idempotency_key
 from ..errors import ReplayDivergence
@@ -61,39 +64,25 @@ class ReplayDriver:
     def __init__(self, core: AgentCore, model: ReplayModel, end: PartEnd, live_side_effects: bool = False) -> None:
         self.core, self.model, self.end, self.live_side_effects = core, model, end, live_side_effects
         self.due = due_stop(model, end)
-        self.flight = ThreadFlight(core)
-        # Calls the recording left awaiting approval, decided by a later resume (whose decisions the loop gets then).
-        self.decided_on_resume = frozenset(call_id for found in model.fixture.resumes for call_id in found["decisions"])
+        self.sync = SyncDriver(core)  # the replay's own deadline and cancel event, and its calls in flight
+        self.flight = self.sync.flight
+        self.diverged: ReplayDivergence | None = None
 
     def drive(self) -> PartResult:
-        """Perform the core's actions until it returns, diverges, or gives up where the recorded process died."""
-        core = self.core
-        core.checkpoints = True  # the recording says where the run stops, whatever its limits
-        core.approve = self.recorded_decision  # and what the approver answered: nobody is asked again
-        decisions = core.run()
-        diverged: ReplayDivergence | None = None
-        try:
-            action = next(decisions)
-            while True:
-                done = self.perform(action)
-                match done:
-                    case Outcome():
-                        action = decisions.send(done)
-                    case ReplayDivergence():
-                        decisions.close()
-                        diverged = done
-                        # The recorded model has no reply for what the loop showed: a model error, with no reply.
-                        decisions = core.end(Status.MODEL_ERROR, describe_exception(done), done, instead_of=action)
-                        action = next(decisions)
-                    case None:
-                        decisions.close()  # nothing more is recorded, as when the process died
-                        return PartResult(None, None)
-        except StopIteration as finished:
-            return PartResult(finished.value, diverged)
-        except BaseException as exc:
-            decisions.close()
-            core.abort(exc)
-            raise
+        """Perform the core's actions until it returns, diverges, or gives up where the recorded process died.
+
+        The core must have been built with ``checkpoints`` on and ``recorded_approver``'s approver.
+        """
+        return PartResult(drive(self.core, self.performed), self.diverged)
+
+    def performed(self, action: Action) -> Outcome | EndRun | None:
+        """``perform`` for ``drive``: a divergence ends the run there, in place of ``action``."""
+        done = self.perform(action)
+        if not isinstance(done, ReplayDivergence):
+            return done
+        self.diverged = done
+        # The recorded model has no reply for what the loop showed: a model error, with no reply.
+        return EndRun(Status.MODEL_ERROR, describe_exception(done), done, instead_of=action)
 
     def perform(self, action: Action) -> Outcome | ReplayDivergence | None:
         """The outcome of ``action``, the divergence it shows, or None to give up as the recorded process died."""
@@ -112,11 +101,11 @@ class ReplayDriver:
                     return unrecorded
                 if tool.side_effects and not self.live_side_effects:
                     return self._served(call)
-                return perform(self.core, self._keyed(action), self.flight)
+                return self.sync.perform(self._keyed(action))
             case RunTools(start=start):
                 return self._together(start)
             case _:
-                return perform(self.core, action, self.flight)
+                return self.sync.perform(action)
 
     def _together(self, start: tuple[CallTool, ...]) -> Outcome | ReplayDivergence | None:
         """``RunTools`` as the recording had it: a call the recorded process died in never ends.
@@ -159,18 +148,6 @@ class ReplayDriver:
         end = self.end
         return end.crashed and call.id in end.in_doubt and self.model.calls == end.after_replies
 
-    def recorded_decision(self, call: ToolCall) -> bool | str | None:
-        """Give the approver's answer on ``call`` as the recording shows it.
-
-        That is its denial, True for a call it ran, or None to wait for a decision.
-        None also covers a call decided by a later resume.
-        """
-        recorded = self.model.observation(call)
-        if recorded is None or call.id in self.decided_on_resume:
-            return None
-        verdict = observations.denial_verdict(call.name, recorded)
-        return True if verdict is None else verdict
-
     def _served(self, call: ToolCall) -> Outcome:
         """A side effect's recorded observation, in place of running it again."""
         recorded = self.model.observation(call)
@@ -204,7 +181,25 @@ class ReplayDriver:
                 and due.call_id == (call.id if call is not None else None) \
                 and (call is None or not self._cut_in_recording(call)):  # else the stop comes as the call runs
             return Outcome(stop=due.status, reason=due.reason)
-        return at_checkpoint(self.core)  # the replay's own deadline and cancel event
+        return self.sync.at_checkpoint()  # the replay's own deadline and cancel event
+
+
+def recorded_approver(model: ReplayModel) -> Approver:
+    """The approver of a replay: its answer on each call as the recording shows it, so nobody is asked again.
+
+    That is its denial, True for a call it ran, or None to wait for a decision.
+    None also covers a call decided by a later resume (whose decisions the loop gets then).
+    """
+    decided_on_resume = frozenset(call_id for found in model.fixture.resumes for call_id in found["decisions"])
+
+    def recorded_decision(call: ToolCall) -> bool | str | None:
+        recorded = model.observation(call)
+        if recorded is None or call.id in decided_on_resume:
+            return None
+        verdict = observations.denial_verdict(call.name, recorded)
+        return True if verdict is None else verdict
+
+    return recorded_decision
 
 
 def due_stop(model: ReplayModel, end: PartEnd) -> DueStop | None:

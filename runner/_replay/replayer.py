@@ -15,15 +15,16 @@ from typing import TYPE_CHECKING, Unpack
 
 from .._log.records import StoredRun
 from .._log.statuses import Status
-from .._loop.build import RunOptions, core_for, opening, run_limits, wiring_of
 from .._loop.core import AgentCore
-from .._loop.results import AgentResult, checked_run_id, model_identity
-from .._loop.wiring import RunWiring
+from .._loop.results import AgentResult
+from .._run.build import RunOptions, core_for, run_limits, wiring_of
+from .._run.identity import checked_run_id
+from .._run.opening import new_start, opening, resumed
+from .._run.wiring import RunWiring
 from .._tools.registry import ToolRegistry
 from ..errors import ReplayDivergence
-from ..events import RunResumed, RunStarted
 from .divergence import compare_messages, compare_specs, shown
-from .driver import ReplayDriver
+from .driver import ReplayDriver, recorded_approver
 from .fixture import CRASHED, Fixture, fixture_from_run, load_fixture
 from .parts import PartEnd, Resumption, part_ends, resumptions
 from .scripted import ReplayModel
@@ -113,7 +114,9 @@ def replay(
     """
     fixture = as_fixture(source, source_store)
     model = ReplayModel(fixture, strict=strict)
-    wiring = replace(wiring_of(options, options.get("store")), costs=model.recorded_cost)
+    # The recording says where the run stops, whatever its limits, and what the approver answered.
+    wiring = replace(wiring_of(options, options.get("store")), costs=model.recorded_cost,
+                     approve=recorded_approver(model), checkpoints=True)
     core = _first_core(fixture, model, registry, task, system, max_steps, token_budget, options, wiring)
     ends, resumed = part_ends(fixture), resumptions(fixture)
     divergence: ReplayDivergence | None = None
@@ -148,11 +151,8 @@ def _first_core(fixture: Fixture, model: ReplayModel, tools: ToolRegistry, task:
     history = fixture.history
     if "history" not in fixture.data:
         history = [{"role": "system", "content": system}, {"role": "user", "content": task}]
-    model_name, provider = model_identity(model)
-    started = RunStarted(run_id=run_id, task=task, system=system, limits=lim.to_dict(), tool_specs=tools.specs(),
-                         model=model_name, provider=provider, agent_name=options.get("agent_name"),
-                         labels=dict(options.get("labels") or {}), forked_at_step=fixture.data.get("forked_at_step"),
-                         tool_traits=tools.traits() or None)
+    started = new_start(run_id, task, system, lim, tools, model, agent_name=options.get("agent_name"),
+                        labels=options.get("labels"), forked_at_step=fixture.data.get("forked_at_step"))
     return core_for(model, tools, run_id, lim, opening(started, history), None, wiring)
 
 
@@ -160,11 +160,9 @@ def _resumed_core(before: AgentCore, model: ReplayModel, tools: ToolRegistry, re
                   wiring: RunWiring) -> AgentCore:
     """The recording's next part: the same loop resumed with the limits and decisions it was resumed with."""
     state = before.state
-    model_name, provider = model_identity(model)
-    resumed = RunResumed(run_id=before.run_id, step=state.steps, owner="replay", reason=resumption.reason,
-                         limits=resumption.limits.to_dict(), decisions=dict(resumption.decisions), model=model_name,
-                         provider=provider, tool_traits=tools.traits() or None)
-    return core_for(model, tools, before.run_id, resumption.limits, [resumed], state, wiring)
+    taken = resumed(before.run_id, state.steps, "replay", resumption.reason, resumption.limits, resumption.decisions,
+                    tools, model)
+    return core_for(model, tools, before.run_id, resumption.limits, [taken], state, wiring)
 
 
 def _part_divergence(part: int, end: PartEnd, result: AgentResult | None,

@@ -16,9 +16,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, NamedTuple
 
 from .._log.statuses import Status
-from .._loop.build import NOT_GIVEN, Lineage, build_core, costing
-from .._loop.core import Cancel
-from .._loop.results import AgentResult, model_identity, new_run_id
+from .._loop.drive import drive, ended
+from .._loop.results import AgentResult
+from .._loop.waits import Cancel
+from .._run.build import NOT_GIVEN, build_core, costing
+from .._run.identity import model_identity, new_run_id
+from .._run.opening import Lineage
 from .._tools.registry import ToolRegistry
 from .._view.lineage import RERUN
 from ..messages import Message, Model, ToolCall
@@ -26,7 +29,7 @@ from ..prices import Price, PriceBook, price_book
 from .diff import figures
 from .recording import Baseline, read_baseline
 from .report import Case, RerunReport, make_case
-from .tools import CandidateTools, RecordedTools, ToolCounts, drive_candidate
+from .tools import CandidateTools, RecordedTools, ToolCounts
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -166,7 +169,7 @@ class Rerun:
                           labels={RERUN: self.rerun_id}, cancel=self.stop, approve=approve_all,
                           tracer_provider=self.tracer_provider, prices=self.prices,
                           agent_name=baseline.run.agent_name)
-        return Finished(drive_candidate(core, tools), tools.counts)
+        return Finished(ended(drive(core, tools.perform_for(core))), tools.counts)
 
     def opening(self, baseline: Baseline) -> list[Message]:
         """The baseline's first messages, with ``system`` in place of its system prompt when given."""

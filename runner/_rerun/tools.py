@@ -14,10 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .._loop.actions import Action, CallTool, Outcome, RunTools
 from .._loop.core import AgentCore
+from .._loop.drive import Perform
 from .._loop.flight import ThreadFlight, with_call
-from .._loop.results import AgentResult, CallTool, Outcome, RunTools
-from .._loop.sync import perform
+from .._loop.sync import SyncDriver
 from .._tools.args import tool_args
 from .._tools.registry import ToolRegistry
 from .._tools.schema_words import CHECKED_FORMATS
@@ -42,7 +43,8 @@ class RecordedTools(ToolRegistry):
                 self.register(name, spec["description"], checkable(spec["parameters"]), never_runs,
                               side_effects=bool(found and found["side_effects"]),
                               needs_approval=bool(found and found["needs_approval"]),
-                              idempotency_key=found["idempotency_key"] if found else None)
+                              idempotency_key=found["idempotency_key"] if found else None,
+                              exclusive=bool(found and found.get("exclusive", False)))
             except ValueError as exc:
                 raise ValueError(f"the recorded spec of tool {name!r} cannot be checked: {exc}") from None
 
@@ -86,10 +88,25 @@ class CandidateTools:
         for recorded in baseline.calls:
             self.left[recorded.key].append(recorded.observation)
 
-    def answer(self, core: AgentCore, action: CallTool) -> Outcome:
+    def perform_for(self, core: AgentCore) -> Perform:
+        """``perform`` for ``drive``: as ``run_agent``'s driver does, but for tool calls, which these tools answer."""
+        driver = SyncDriver(core)
+
+        def perform(action: Action) -> Outcome:
+            match action:
+                case CallTool():
+                    return self.answer(core, action, driver)
+                case RunTools():
+                    return self.together(core, action, driver.flight)
+                case _:
+                    return driver.perform(action)
+
+        return perform
+
+    def answer(self, core: AgentCore, action: CallTool, driver: SyncDriver) -> Outcome:
         """The outcome of ``action``: served from the recording, run live, or refused with an ``ERROR:``."""
         found = self.hand_over(core, action)
-        return found if isinstance(found, Outcome) else perform(core, found)
+        return found if isinstance(found, Outcome) else driver.perform(found)
 
     def hand_over(self, core: AgentCore, action: CallTool) -> Outcome | CallTool:
         """The outcome of ``action`` when it is served or refused, else the live call to run in its place."""
@@ -141,30 +158,3 @@ def not_recorded(name: str, baseline_run_id: str, why: str) -> str:
     """The observation of a call a rerun did not run: not in the recording, and ``why`` it did not run live."""
     return (f"ERROR: not run: this call to {name} (with these arguments) is not in the recording of run "
             f"{baseline_run_id} that this rerun serves, and {why}")
-
-
-def drive_candidate(core: AgentCore, tools: CandidateTools) -> AgentResult:
-    """Perform ``core``'s actions as ``run_agent`` does, but for tool calls, which ``tools`` answers.
-
-    An exception leaving the loop (Ctrl-C, a failing store) first closes the run, as ``run_agent`` does.
-    """
-    decisions = core.run()
-    flight = ThreadFlight(core)  # a reply's calls answered together, as run_agent runs them
-    try:
-        action = next(decisions)
-        while True:
-            match action:
-                case CallTool():
-                    outcome = tools.answer(core, action)
-                case RunTools():
-                    outcome = tools.together(core, action, flight)
-                case _:
-                    outcome = perform(core, action, flight)
-            action = decisions.send(outcome)
-    except StopIteration as finished:
-        result: AgentResult = finished.value
-        return result
-    except BaseException as exc:
-        decisions.close()
-        core.abort(exc)
-        raise

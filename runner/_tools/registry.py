@@ -35,8 +35,8 @@ class Tool:
     ``timeout_s`` bounds one call; ``side_effects`` marks a tool that writes somewhere (never re-run blindly).
     ``needs_approval`` makes the loop ask ``approve``, or wait for ``resume(decisions=...)``, before each call.
     ``idempotency_key`` names a parameter given a key stable across one call's attempts; the model never sees it;
-    ``idempotent`` says a side effect happens once however often a call runs, so a call in doubt runs again.
-    A tool made by ``@registry.tool`` also carries Pydantic's check (``validate``) and leaves ``format`` to it.
+    ``idempotent`` says a side effect happens once however often a call runs, so a call in doubt runs again;
+    ``exclusive``, that a call never runs beside another of its reply. A ``@registry.tool`` carries Pydantic's check.
     """
 
     name: str
@@ -50,16 +50,19 @@ class Tool:
     validate: Callable[[Mapping[str, Any]], str | None] | None = field(default=None, repr=False, compare=False)
     check_formats: bool = True
     idempotent: bool = False
+    exclusive: bool = False
 
     def spec(self) -> ToolSpec:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
 
     def traits(self) -> ToolTraits:
-        """Its side effects, approval, idempotency key and idempotence, as the log records them."""
+        """Its side effects, approval, idempotency key, idempotence and exclusiveness, as the log records them."""
         traits: ToolTraits = {"side_effects": self.side_effects, "needs_approval": self.needs_approval,
                               "idempotency_key": self.idempotency_key}
         if self.idempotent:
             traits["idempotent"] = True
+        if self.exclusive:
+            traits["exclusive"] = True
         return traits
 
 
@@ -82,11 +85,15 @@ class ToolRegistry:
         needs_approval: bool = False,
         idempotency_key: str | None = None,
         idempotent: bool = False,
+        exclusive: bool = False,
     ) -> Tool:
-        """Add a tool after checking its schema; raises ``ValueError`` on any mistake."""
+        """Add a tool after checking its schema; raises ``ValueError`` on any mistake.
+
+        ``exclusive=True``: a call of it waits for the reply's calls in flight, and none starts until it ends.
+        """
         self._check_new(name, fn, timeout_s)
         tool = Tool(name, description, dict(parameters), fn, timeout_s, side_effects, needs_approval, idempotency_key,
-                    idempotent=idempotent)
+                    idempotent=idempotent, exclusive=exclusive)
         return self._add(tool)
 
     @overload
@@ -95,11 +102,13 @@ class ToolRegistry:
     @overload
     def tool(self, fn: None = None, /, *, name: str | None = None, description: str | None = None,
              timeout_s: float | None = None, side_effects: bool = False, needs_approval: bool = False,
-             idempotency_key: str | None = None, idempotent: bool = False) -> Callable[[F], F]: ...
+             idempotency_key: str | None = None, idempotent: bool = False,
+             exclusive: bool = False) -> Callable[[F], F]: ...
 
     def tool(self, fn: F | None = None, /, *, name: str | None = None, description: str | None = None,
              timeout_s: float | None = None, side_effects: bool = False, needs_approval: bool = False,
-             idempotency_key: str | None = None, idempotent: bool = False) -> F | Callable[[F], F]:
+             idempotency_key: str | None = None, idempotent: bool = False,
+             exclusive: bool = False) -> F | Callable[[F], F]:
         """Register a typed function as a tool: ``@registry.tool`` or ``@registry.tool(side_effects=True)``.
 
         The schema comes from the type hints (through Pydantic), the description from the
@@ -120,7 +129,8 @@ class ToolRegistry:
                 raise ValueError(f"tool {tool_name!r}: {exc}") from None
             text = made.description if description is None else description
             self._add(Tool(tool_name, text, made.parameters, made.fn, timeout_s, side_effects, needs_approval,
-                           idempotency_key, made.check, check_formats=False, idempotent=idempotent))
+                           idempotency_key, made.check, check_formats=False, idempotent=idempotent,
+                           exclusive=exclusive))
             return fn
 
         return add if fn is None else add(fn)

@@ -19,8 +19,8 @@ from .._log.decisions import Checked, check_decisions, decider, describe
 from .._log.records import LIVE
 from .._log.state import RunState, fold
 from .._log.statuses import Status
-from .._loop import approvals
 from .._loop.results import AgentResult
+from .._run import approvals
 from .._text import clean
 from ..errors import CannotResume
 from ..events import RunQueued, StepStarted
@@ -258,7 +258,7 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[s
       runner resume 1f2e3d4c --tools myapp.tools:registry --approve call_1 --deny call_2 --reason "over limit"
       runner resume 1f2e3d4c --approve call_1 --by alice          # a pool run: back to its workers
     """
-    from .._loop.resume import resume as resume_run
+    from .._run.resume import resume as resume_run
 
     decisions = decisions_from(click.get_current_context().meta[ORDER], approve, deny, reason)
     tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
@@ -330,7 +330,7 @@ def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], too
     \b
     runner fork 1f2e3d4c --at 2 --tools myapp.tools:registry --observation call_1='{"celsius": 35}'
     """
-    from .._loop.resume import fork as fork_run
+    from .._run.resume import fork as fork_run
 
     tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
     check(tools, "a fork")

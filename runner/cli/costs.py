@@ -15,7 +15,7 @@ from typing import TypeVar
 import click
 
 from .._log.records import StoredRun
-from .._loop.results import model_identity
+from .._run.identity import model_identity
 from .._view.summary import cost_text
 from ..events import ModelCalled
 from ..prices import Price, PriceBook, load_prices

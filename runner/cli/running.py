@@ -18,7 +18,7 @@ from .._log.state import fold
 from .._log.statuses import Status
 from .._loop.core import DEFAULT_SYSTEM
 from .._loop.results import AgentResult
-from .._loop.sync import run_agent
+from .._run.agent import run_agent
 from .._text import clean
 from .._tools.registry import ToolRegistry
 from .._view.lineage import pending_approvals, resume_command
@@ -301,7 +301,7 @@ def follow(env: Env, parent_ref: str, message: str, tools: ToolsGiven, model_spe
            labels: dict[str, str], recorder: Recorder | None = None, record_content: bool = False,
            prices: dict[str, Price] | None = None) -> None:
     """``runner run --follow-up RUN MESSAGE``: a new run continuing RUN's conversation."""
-    from .._loop.resume import follow_up
+    from .._run.resume import follow_up
 
     if system is not None:
         raise CliUsageError("--system cannot change a follow-up's system prompt: it keeps its parent's")

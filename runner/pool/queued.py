@@ -15,7 +15,7 @@ from typing import Any
 
 from .._log.limits import Limits, limit_names
 from .._log.statuses import Status
-from .._loop.results import checked_run_id
+from .._run.identity import checked_run_id
 from ..events import RunQueued
 from ..store import RunStore
 from .agents import PoolError

@@ -18,10 +18,11 @@ from .._log.limits import Limits, limit_names
 from .._log.records import LIVE
 from .._log.state import fold
 from .._log.statuses import Status
-from .._loop.build import RunOptions, check_options, core_for, new_run_opening, run_limits, wiring_of
 from .._loop.core import DEFAULT_SYSTEM, AgentCore
-from .._loop.resume import resume_stored
-from .._loop.sync import drive
+from .._loop.sync import run_core
+from .._run.build import RunOptions, check_options, core_for, run_limits, wiring_of
+from .._run.opening import new_run_opening
+from .._run.resume import resume_stored
 from ..errors import CannotResume, PriceUnknown, RunNotFound
 from ..events import RunQueued, RunStarted
 from ..store import RunStore, StoredRun
@@ -54,7 +55,7 @@ def take(store: RunStore, run_id: str, agents: Mapping[str, Factory], *, cancel_
         else:
             core = _core_to_start(store, run, agent, cancel)  # before the claim: a mistake leaves it queued
             store.claim_run(run)
-            result = drive(core)
+            result = run_core(core)
     except CannotResume as exc:  # live elsewhere (RunInUse), or awaiting a decision nobody has logged
         return _dropped(run_id, str(exc))
     log.info("run %s ended %s after %d step(s)", run.run_id, result.status, result.steps)

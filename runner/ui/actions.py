@@ -17,8 +17,8 @@ from .._log.decisions import Decision, check_decisions, decider
 from .._log.records import LIVE, StoredRun
 from .._log.state import fold
 from .._log.statuses import Status
-from .._loop.resume import fork as fork_run
-from .._loop.resume import resume_stored
+from .._run.resume import fork as fork_run
+from .._run.resume import resume_stored
 from .._tools.registry import ToolRegistry
 from .._view.lineage import last_model, pooled, recorded_mcp, recorded_tools, resume_command
 from ..errors import ActionRefused, CannotResume

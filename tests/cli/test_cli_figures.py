@@ -12,11 +12,11 @@ from typing import Any
 from sqlalchemy import update
 
 from runner import ScriptedModel, ToolRegistry, run_agent
-from runner._loop.build import NOT_GIVEN, build_core
+from runner._loop.actions import CallTool
 from runner._loop.core import DEFAULT_SYSTEM
-from runner._loop.results import CallTool
-from runner._loop.resume import resume
 from runner._loop.sync import drive_until
+from runner._run.build import NOT_GIVEN, build_core
+from runner._run.resume import resume
 from runner.store import RunStore, open_store
 from runner.store.tables import runs
 from tests.cli.helpers import invoke, rows

@@ -17,12 +17,12 @@ from opentelemetry.trace import NoOpTracerProvider
 from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry
 from runner._log.limits import Limits
 from runner._log.state import RunState
-from runner._loop.build import new_run_opening
+from runner._loop.actions import Action, CallModel, CallTool, Commit
 from runner._loop.core import AgentCore
 from runner._loop.replies import MAX_ARGS_DEPTH, json_problem
-from runner._loop.results import Action, CallModel, CallTool, Commit
 from runner._loop.sync import drive_until
-from runner._loop.wiring import RunWiring, build_recorder
+from runner._run.opening import new_run_opening
+from runner._run.wiring import RunWiring, build_recorder
 from runner._tools.schema import args_checker, check_args
 from runner.events import RunStarted
 from runner.tracing import TracingRecorder

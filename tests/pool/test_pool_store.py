@@ -32,7 +32,7 @@ from runner import (
     run_agent,
     submit,
 )
-from runner._loop.results import CallModel, CallTool, RunTools
+from runner._loop.actions import CallModel, CallTool, RunTools
 from runner._loop.sync import drive_until
 from runner.events import ModelCalled, ToolFinished, ToolStarted, decode_all
 from runner.pool.agents import PoolError, build_agent

@@ -14,11 +14,11 @@ import runner
 from runner import ModelReply, ScriptedModel, ToolRegistry, run_agent
 from runner._log.limits import Limits
 from runner._log.state import RunState
-from runner._loop.build import new_run_opening
+from runner._loop.actions import Action, CallModel, CallTool, Checkpoint, Commit
 from runner._loop.core import AgentCore
-from runner._loop.results import Action, CallModel, CallTool, Checkpoint, Commit
 from runner._loop.sync import drive_until
 from runner._replay.replayer import replay
+from runner._run.opening import new_run_opening
 from runner.errors import RunnerError, ScriptError, StopRun
 from runner.events import Event, ModelCalled, RunFinished, StepStarted, ToolFinished, decode_all
 from runner.recorder import NullRecorder

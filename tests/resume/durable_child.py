@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from runner import Message, ModelReply, ToolCall, ToolRegistry, ToolSpec, open_store, run_agent
-from runner._loop.resume import resume
+from runner._run.resume import resume
 
 Plan = list[list[list[Any]]]  # per step: [call_id, tool, args] triples; after the last step, the answer
 

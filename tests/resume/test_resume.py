@@ -20,7 +20,7 @@ import pytest
 
 from runner import ScriptedModel, open_store, replay, run_agent
 from runner._loop.observations import IN_DOUBT
-from runner._loop.resume import follow_up, fork, resume
+from runner._run.resume import follow_up, fork, resume
 from runner.errors import CannotResume, RunInUse
 from tests.resume.durable_child import PlanModel, ran, tools
 from tests.resume.helpers import RUN_ID, assert_consistent, child, killed_in

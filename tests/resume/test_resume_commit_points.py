@@ -17,7 +17,7 @@ import pytest
 from sqlalchemy import create_engine, insert, select
 
 from runner import open_store, run_agent
-from runner._loop.resume import fork, resume
+from runner._run.resume import fork, resume
 from runner.events import Event, ModelCalled, ModelCallStarted, ToolFinished, ToolStarted, decode_all
 from runner.store.tables import events, runs
 from tests.resume.durable_child import Plan, PlanModel, ran, tools
@@ -197,7 +197,7 @@ def test_the_async_driver_commits_at_exactly_the_same_points(tmp_path: Path) -> 
     """So every cut above is also every state a killed ``arun_agent`` can leave."""
     import asyncio
 
-    from runner._loop.aio import arun_agent
+    from runner._run.agent import arun_agent
 
     _, _, rows, points = recorded(tmp_path)
     workdir = tmp_path / "async"

@@ -17,7 +17,7 @@ from sqlalchemy import func, insert, select
 
 from runner import CannotResume, RunStore, fold, open_store, rebuild_spans, replay, run_agent
 from runner._loop.observations import IN_DOUBT
-from runner._loop.resume import resume
+from runner._run.resume import resume
 from runner._tools.registry import ToolRegistry
 from runner.events import ApprovalDecided, EventDecodeError, decode, decode_all, encode
 from runner.pool.queued import record_queued

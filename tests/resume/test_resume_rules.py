@@ -257,7 +257,7 @@ def test_a_call_id_of_the_conversation_a_follow_up_or_fork_carries_cannot_be_use
 
 
 def test_a_fork_will_not_guess_which_of_two_results_of_one_call_id_to_swap() -> None:
-    from runner._loop.resume import _swap_observations
+    from runner._run.resume import _swap_observations
 
     messages: list[Any] = [{"role": "tool", "tool_call_id": "c1", "name": "f", "content": "a"},
                            {"role": "tool", "tool_call_id": "c1", "name": "f", "content": "b"}]

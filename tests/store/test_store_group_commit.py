@@ -21,8 +21,8 @@ from sqlalchemy import create_engine, event, select, update
 from sqlalchemy.pool import QueuePool
 
 from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
-from runner._loop.aio import arun_agent
-from runner._loop.resume import resume
+from runner._run.agent import arun_agent
+from runner._run.resume import resume
 from runner.errors import StoreError
 from runner.store import RunStore, open_store
 from runner.store.tables import runs
@@ -264,7 +264,7 @@ CHILD = textwrap.dedent("""
     import asyncio, os, sys, threading, time
     from pathlib import Path
     from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
-    from runner._loop.aio import arun_agent
+    from runner._run.agent import arun_agent
     from runner.store import open_store
 
     url, driver, log = sys.argv[1], sys.argv[2], Path(sys.argv[3])

@@ -26,9 +26,8 @@ import pytest
 from sqlalchemy import update
 
 from runner import ModelReply, ToolRegistry, open_store
-from runner._loop.aio import arun_agent
-from runner._loop.resume import resume
-from runner._loop.sync import run_agent
+from runner._run.agent import arun_agent, run_agent
+from runner._run.resume import resume
 from runner.errors import RunInUse, StoreError
 from runner.pool.queued import record_queued
 from runner.store import RunStore

@@ -10,7 +10,7 @@ from sqlalchemy import func, select, text
 from sqlalchemy.exc import DBAPIError
 
 from runner import ScriptedModel, run_agent
-from runner._loop.resume import follow_up
+from runner._run.resume import follow_up
 from runner.pool.queued import record_queued, request_cancel
 from runner.store import RunStore
 from runner.store.tables import events, run_cancels, run_deletions, run_labels, run_tools, runs

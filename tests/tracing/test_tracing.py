@@ -17,9 +17,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import NoOpTracerProvider
 
 from runner import Limits, ModelReply, ScriptedModel, ToolCall, ToolRegistry, Usage, run_agent
-from runner._loop.build import new_run_opening
 from runner._loop.core import AgentCore
-from runner._loop.sync import drive
+from runner._loop.sync import run_core
+from runner._run.opening import new_run_opening
 from runner.events import (
     Event,
     MessageAppended,
@@ -201,7 +201,7 @@ def _span_ids_per_fact(provider: Any) -> tuple[TracingRecorder, list[tuple[str, 
     model = ScriptedModel([weather("c1", "Paris"), "21C"])
     fan = FanoutRecorder([log, tracing])  # any order: span ids are asked for by key
     reg = registry()
-    drive(AgentCore(model, reg, run_id=RUN_ID, limits=Limits(), recorder=fan,
+    run_core(AgentCore(model, reg, run_id=RUN_ID, limits=Limits(), recorder=fan,
                     opening=new_run_opening(RUN_ID, "Weather?", "s", Limits(), reg, model)))
     return tracing, log.seen
 

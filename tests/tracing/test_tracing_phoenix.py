@@ -222,7 +222,7 @@ def test_a_conversation_logged_before_sessions_were_is_followed_up_its_parents(
         store: RunStore, live: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     first = run_agent("Weather in Paris?", ScriptedModel(["21C"]), weather_registry(), store=store)
     with monkeypatch.context() as older:  # a follow-up as logged before it named its session
-        older.setattr("runner._loop.resume.session_of", lambda *args: None)
+        older.setattr("runner._run.resume.session_of", lambda *args: None)
         second = follow_up(store, first.run_id, "And Oslo?", ScriptedModel(["-3C"]), weather_registry())
     assert "session_id" not in store.get_run(second.run_id).events[0].data
     provider, exporter = live

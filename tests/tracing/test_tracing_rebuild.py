@@ -18,9 +18,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import NoOpTracerProvider
 
 from runner import Limits, ScriptedModel, Status, StoredEvent, StoredRun, ToolRegistry, events
-from runner._loop.build import new_run_opening
 from runner._loop.core import AgentCore
-from runner._loop.sync import drive
+from runner._loop.sync import run_core
+from runner._run.opening import new_run_opening
 from runner.recorder import FanoutRecorder
 from runner.tracing import TracingRecorder, derived_span_id, export_run, rebuild_spans
 from tests.tracing.helpers import RUN_ID, SCENARIOS, ids_of, registry, tree, weather
@@ -100,7 +100,7 @@ def logged_run(provider: Any, model: Any, *, reg: ToolRegistry | None = None, re
     core = AgentCore(model, reg, run_id=RUN_ID, limits=lim, recorder=FanoutRecorder([tracing, log]),
                      opening=new_run_opening(RUN_ID, "Weather in Paris?", "Be brief.", lim, reg, model,
                                              agent_name="forecaster"))
-    drive(core)
+    run_core(core)
     return log.run
 
 

@@ -10,19 +10,21 @@ from __future__ import annotations
 import functools
 from collections.abc import Mapping, Sequence
 from enum import Enum
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypedDict, Unpack
+from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 
 from .._log.limits import Limits, limit_names
 from .._log.state import RunState
+from .._loop.calls import Approver
+from .._loop.core import AgentCore
+from .._loop.waits import Cancel
 from .._tools.registry import ToolRegistry
 from ..errors import PriceUnknown
-from ..events import Event, MessageAppended, RunStarted
-from ..messages import AnyModel, McpRef, Message, check_mcp_refs
+from ..events import Event
+from ..messages import AnyModel, McpRef, check_mcp_refs
 from ..prices import Costing, Price, PriceBook, price_book
 from ..recorder import Recorder
-from .calls import Approver
-from .core import AgentCore, Cancel
-from .results import checked_run_id, model_identity
+from .identity import checked_run_id, model_identity
+from .opening import Lineage, new_run_opening
 from .wiring import RunWiring, build_recorder
 
 if TYPE_CHECKING:
@@ -82,14 +84,6 @@ class RunOptions(ContinueOptions, total=False):
     store: RunStore | None
 
 
-class Lineage(NamedTuple):
-    """A new run's link to the run it came from, and the messages it opens with (None: system and task)."""
-
-    parent_run_id: str
-    origin: str
-    messages: Sequence[Message] | None = None
-
-
 def build_core(
     task: str, model: AnyModel, registry: ToolRegistry, system: str, max_steps: int | NotGiven,
     token_budget: int | NotGiven, *, link: Lineage | None = None, **options: Unpack[RunOptions],
@@ -104,24 +98,6 @@ def build_core(
     first = new_run_opening(run_id, task, system, limits, registry, model, options.get("agent_name"),
                             options.get("labels"), options.get("tools_ref"), options.get("mcp_servers"), link=link)
     return core_for(model, registry, run_id, limits, first, None, wiring_of(options, options.get("store")))
-
-
-def new_run_opening(run_id: str, task: str, system: str, limits: Limits, registry: ToolRegistry, model: AnyModel,
-                    agent_name: str | None = None, labels: Mapping[str, str] | None = None,
-                    tools_ref: str | None = None, mcp_servers: Sequence[McpRef] | None = None, *,
-                    link: Lineage | None = None) -> list[Event]:
-    """The facts a new run opens with: ``run_started``, the system prompt and the task (or ``link``'s messages)."""
-    model_name, provider = model_identity(model)
-    started = RunStarted(run_id=run_id, task=task, system=system, limits=limits.to_dict(), tool_specs=registry.specs(),
-                         model=model_name, provider=provider, agent_name=agent_name, labels=dict(labels or {}),
-                         tools_ref=tools_ref, tool_traits=registry.traits() or None,
-                         mcp_servers=list(mcp_servers) if mcp_servers else None,
-                         parent_run_id=link.parent_run_id if link is not None else None,
-                         origin=link.origin if link is not None else None)
-    messages: Sequence[Message] = [{"role": "system", "content": system}, {"role": "user", "content": task}]
-    if link is not None and link.messages is not None:
-        messages = link.messages
-    return opening(started, messages)
 
 
 def check_options(options: Mapping[str, Any]) -> None:
@@ -171,18 +147,14 @@ def wiring_of(options: ContinueOptions, store: RunStore | None = None) -> RunWir
                      price_book(given) if given is not None else None)
 
 
-def opening(started: RunStarted, messages: Sequence[Message]) -> list[Event]:
-    """The first facts of a new run: ``run_started``, then each message it begins with."""
-    return [started, *(MessageAppended(index=i, message=m) for i, m in enumerate(messages))]
-
-
 def core_for(model: AnyModel, registry: ToolRegistry, run_id: str, limits: Limits, first: Sequence[Event],
              state: RunState | None, wiring: RunWiring, link: TraceLink | None = None) -> AgentCore:
     """A core on the recorders ``wiring`` asks for, starting from ``state`` with the facts ``first``."""
     state = state if state is not None else RunState(run_id=run_id)
     costs = wiring.costs if wiring.costs is not None else costing(model, wiring.prices, limits)
     return AgentCore(model, registry, run_id=run_id, limits=limits, recorder=build_recorder(wiring, state, link),
-                     opening=first, state=state, cancel=wiring.cancel, approve=wiring.approve, costs=costs)
+                     opening=first, state=state, cancel=wiring.cancel, approve=wiring.approve, costs=costs,
+                     checkpoints=wiring.checkpoints)
 
 
 def costing(model: AnyModel, prices: PriceBook | None, limits: Limits) -> Costing:

@@ -4,7 +4,7 @@
 What happens to the calls of the interrupted reply is decided from the log alone.
 ``fork`` makes a new linked run from the parent's messages before a step, with observations swapped.
 ``follow_up`` makes a new linked run from a finished parent's messages plus a new user message.
-The rules are in docs/durable-execution.md.
+``aresume``, ``afork``, ``afollow_up``: the same cores, driven as ``arun_agent`` (docs/durable-execution.md).
 """
 
 from __future__ import annotations
@@ -19,14 +19,17 @@ from .._log.limits import Limits
 from .._log.records import StoredRun
 from .._log.state import fold
 from .._log.statuses import Status
+from .._loop.aio import arun_core
+from .._loop.core import AgentCore
+from .._loop.results import AgentResult
+from .._loop.sync import run_core
 from .._tools.registry import ToolRegistry
 from ..errors import CannotResume, RunNotFound
-from ..events import Event, MessageAppended, RunResumed, RunStarted, StepStarted
-from ..messages import Message, Model
+from ..events import Event, MessageAppended, RunStarted, StepStarted
+from ..messages import AsyncModel, Message, Model
 from . import approvals
-from .build import ContinueOptions, core_for, costing, opening, run_limits, wiring_of
-from .results import AgentResult, model_identity, new_run_id
-from .sync import drive
+from .build import ContinueOptions, core_for, costing, run_limits, wiring_of
+from .opening import linked_start, opening, resumed
 
 if TYPE_CHECKING:
     from ..store import RunStore
@@ -58,8 +61,21 @@ def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *
             or a decision against a logged one.
         RunInUse: a live process drives the run.
     """
-    return resume_stored(store, store.get_run(run_id), model, registry, decisions=decisions, decided_by=decided_by,
-                         max_steps=max_steps, token_budget=token_budget, **options)
+    return run_core(resumed_core(store, store.get_run(run_id), model, registry, decisions=decisions,
+                                 decided_by=decided_by, max_steps=max_steps, token_budget=token_budget, **options))
+
+
+async def aresume(store: RunStore, run_id: str, model: Model | AsyncModel, registry: ToolRegistry, *,
+                  decisions: Mapping[str, Decision] | None = None, decided_by: str | None = None,
+                  max_steps: int | None = None, token_budget: int | None = None,
+                  **options: Unpack[ContinueOptions]) -> AgentResult:
+    """``resume`` with a model and tools that may be coroutine functions, as ``arun_agent`` runs them.
+
+    The store is read and the run claimed on the event loop's thread, as ``arun_agent`` opens its run.
+    """
+    return await arun_core(resumed_core(store, store.get_run(run_id), model, registry, decisions=decisions,
+                                        decided_by=decided_by, max_steps=max_steps, token_budget=token_budget,
+                                        **options))
 
 
 def resume_stored(store: RunStore, run: StoredRun, model: Model, registry: ToolRegistry, *,
@@ -70,6 +86,15 @@ def resume_stored(store: RunStore, run: StoredRun, model: Model, registry: ToolR
 
     The takeover is a compare-and-set on the row as read: a run changed since is ``RunInUse``.
     """
+    return run_core(resumed_core(store, run, model, registry, decisions=decisions, decided_by=decided_by,
+                                 max_steps=max_steps, token_budget=token_budget, **options))
+
+
+def resumed_core(store: RunStore, run: StoredRun, model: Model | AsyncModel, registry: ToolRegistry, *,
+                 decisions: Mapping[str, Decision] | None = None, decided_by: str | None = None,
+                 max_steps: int | None = None, token_budget: int | None = None,
+                 **options: Unpack[ContinueOptions]) -> AgentCore:
+    """The core that resumes ``run``, once checked and claimed: its decisions and ``run_resumed`` come first."""
     if run.status == Status.DONE:
         raise CannotResume(f"run {run.run_id} is done; nothing to resume (fork it or follow it up instead)")
     state = fold(run.facts, run.run_id)
@@ -86,13 +111,9 @@ def resume_stored(store: RunStore, run: StoredRun, model: Model, registry: ToolR
     wiring = replace(wiring, costs=costing(model, wiring.prices, limits))  # PriceUnknown before the takeover
     store.claim_run(run)
     reason = run.status if run.status != Status.RUNNING else f"its process is gone ({run.liveness})"
-    model_name, provider = model_identity(model)
     decided = decided_facts(state, checked.fresh, decided_by or decider()) if checked.fresh else []
-    resumed = RunResumed(run_id=run.run_id, step=state.steps, owner=store.owner_id(), reason=reason,
-                         limits=limits.to_dict(), decisions=checked.applied, model=model_name, provider=provider,
-                         tool_traits=registry.traits() or None)
-    link = _link_to(run, joins=True)
-    return drive(core_for(model, registry, run.run_id, limits, [*decided, resumed], state, wiring, link))
+    taken = resumed(run.run_id, state.steps, store.owner_id(), reason, limits, checked.applied, registry, model)
+    return core_for(model, registry, run.run_id, limits, [*decided, taken], state, wiring, _link_to(run, joins=True))
 
 
 def fork(store: RunStore, run_id: str, *, at_step: int, model: Model, registry: ToolRegistry,
@@ -105,13 +126,28 @@ def fork(store: RunStore, run_id: str, *, at_step: int, model: Model, registry: 
     The parent is untouched; the new run records ``parent_run_id``.
     Limits are the parent's, with each one given replacing it, or all of them with ``limits=``.
     """
+    return run_core(forked_core(store, run_id, at_step, model, registry, observations, max_steps, token_budget,
+                                options))
+
+
+async def afork(store: RunStore, run_id: str, *, at_step: int, model: Model | AsyncModel, registry: ToolRegistry,
+                observations: Mapping[str, str] | None = None, max_steps: int | None = None,
+                token_budget: int | None = None, **options: Unpack[ContinueOptions]) -> AgentResult:
+    """``fork`` with a model and tools that may be coroutine functions, as ``arun_agent`` runs them."""
+    return await arun_core(forked_core(store, run_id, at_step, model, registry, observations, max_steps, token_budget,
+                                       options))
+
+
+def forked_core(store: RunStore, run_id: str, at_step: int, model: Model | AsyncModel, registry: ToolRegistry,
+                observations: Mapping[str, str] | None, max_steps: int | None, token_budget: int | None,
+                options: ContinueOptions) -> AgentCore:
+    """The core of a fork of ``run_id`` before step ``at_step`` (see ``fork``)."""
     parent = store.get_run(run_id)
     messages = _messages_before_step(parent.run_id, parent.facts, at_step)
     messages = _swap_observations(parent.run_id, messages, dict(observations or {}))
     limits = _limits(fold(parent.facts).limits or parent.limits, max_steps, token_budget, options)
-    started = _linked_start(parent, messages, model, registry, limits, "fork", options, forked_at_step=at_step,
-                            session_id=session_of(store, parent))
-    return _drive_linked(store, parent, started, messages, model, registry, limits, options)
+    started = _linked_start(store, parent, model, registry, limits, "fork", options, forked_at_step=at_step)
+    return _linked_core(store, parent, started, messages, model, registry, limits, options)
 
 
 def follow_up(store: RunStore, run_id: str, message: str, model: Model, registry: ToolRegistry, *,
@@ -121,6 +157,19 @@ def follow_up(store: RunStore, run_id: str, message: str, model: Model, registry
 
     Limits are the parent's, with each one given replacing it, or all of them with ``limits=``.
     """
+    return run_core(followed_core(store, run_id, message, model, registry, max_steps, token_budget, options))
+
+
+async def afollow_up(store: RunStore, run_id: str, message: str, model: Model | AsyncModel, registry: ToolRegistry,
+                     *, max_steps: int | None = None, token_budget: int | None = None,
+                     **options: Unpack[ContinueOptions]) -> AgentResult:
+    """``follow_up`` with a model and tools that may be coroutine functions, as ``arun_agent`` runs them."""
+    return await arun_core(followed_core(store, run_id, message, model, registry, max_steps, token_budget, options))
+
+
+def followed_core(store: RunStore, run_id: str, message: str, model: Model | AsyncModel, registry: ToolRegistry,
+                  max_steps: int | None, token_budget: int | None, options: ContinueOptions) -> AgentCore:
+    """The core of a follow-up of ``run_id`` with ``message`` (see ``follow_up``)."""
     parent = store.get_run(run_id)
     if parent.status == Status.RUNNING:
         raise CannotResume(f"run {parent.run_id} has not finished ({parent.liveness}); "
@@ -136,30 +185,25 @@ def follow_up(store: RunStore, run_id: str, message: str, model: Model, registry
         raise ValueError("a follow-up message must be a non-empty string")
     messages: list[Message] = [*state.messages, {"role": "user", "content": message}]
     limits = _limits(state.limits or parent.limits, max_steps, token_budget, options)
-    started = _linked_start(parent, messages, model, registry, limits, "follow_up", options, task=message,
-                            session_id=session_of(store, parent))
-    return _drive_linked(store, parent, started, messages, model, registry, limits, options)
+    started = _linked_start(store, parent, model, registry, limits, "follow_up", options, task=message)
+    return _linked_core(store, parent, started, messages, model, registry, limits, options)
 
 
-def _drive_linked(store: RunStore, parent: StoredRun, started: RunStarted, messages: list[Message], model: Model,
-                  registry: ToolRegistry, limits: Limits, options: ContinueOptions) -> AgentResult:
+def _linked_core(store: RunStore, parent: StoredRun, started: RunStarted, messages: list[Message],
+                 model: Model | AsyncModel, registry: ToolRegistry, limits: Limits,
+                 options: ContinueOptions) -> AgentCore:
     link = _link_to(parent, joins=False)
-    return drive(core_for(model, registry, started.run_id, limits, opening(started, messages), None,
-                          wiring_of(options, store), link))
+    return core_for(model, registry, started.run_id, limits, opening(started, messages), None,
+                    wiring_of(options, store), link)
 
 
-def _linked_start(parent: StoredRun, messages: list[Message], model: Model, registry: ToolRegistry,
-                  limits: Limits, origin: str, options: ContinueOptions, *, session_id: str,
-                  task: str | None = None, forked_at_step: int | None = None) -> RunStarted:
-    model_name, provider = model_identity(model)
-    labels = options.get("labels")
-    return RunStarted(run_id=new_run_id(), task=task if task is not None else parent.task,
-                      system=parent.system, limits=limits.to_dict(), tool_specs=registry.specs(), model=model_name,
-                      provider=provider, agent_name=options.get("agent_name") or parent.agent_name,
-                      labels=dict(labels if labels is not None else parent.labels), parent_run_id=parent.run_id,
-                      origin=origin, forked_at_step=forked_at_step, tools_ref=options.get("tools_ref"),
-                      session_id=session_id, tool_traits=registry.traits() or None,
-                      mcp_servers=list(options.get("mcp_servers") or []) or None)
+def _linked_start(store: RunStore, parent: StoredRun, model: Model | AsyncModel, registry: ToolRegistry,
+                  limits: Limits, origin: str, options: ContinueOptions, *, task: str | None = None,
+                  forked_at_step: int | None = None) -> RunStarted:
+    return linked_start(parent, registry, model, limits, origin, session_id=session_of(store, parent),
+                        agent_name=options.get("agent_name"), labels=options.get("labels"),
+                        tools_ref=options.get("tools_ref"), mcp_servers=options.get("mcp_servers"), task=task,
+                        forked_at_step=forked_at_step)
 
 
 def session_of(store: RunStore, parent: StoredRun) -> str:

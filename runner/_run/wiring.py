@@ -16,10 +16,10 @@ from ..recorder import FanoutRecorder, Recorder
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+    from .._loop.calls import Approver
+    from .._loop.waits import Cancel
     from ..store import RunStore
     from ..tracing.live import TraceLink
-    from .calls import Approver
-    from .core import Cancel
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +28,8 @@ class RunWiring:
 
     The run options that are neither limits nor the run's identity, split from them once.
     ``prices`` cost each model call (None: genai-prices' table); ``costs`` overrides them
-    (replay serves the recorded costs).
+    (replay serves the recorded costs). ``checkpoints``: the driver decides at every checkpoint
+    whether the run stops there (replay, whose recording says where).
     """
 
     store: RunStore | None = None
@@ -39,6 +40,7 @@ class RunWiring:
     approve: Approver | None = None
     prices: PriceBook | None = None
     costs: Costing | None = None
+    checkpoints: bool = False
 
 
 def build_recorder(wiring: RunWiring, state: RunState, link: TraceLink | None = None) -> Recorder:
