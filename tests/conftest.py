@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import settings
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -19,6 +20,10 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
 from runner.store import RunStore, open_store
+
+# No per-example deadline: it is a wall-clock assertion, which fails on a loaded machine, not on slow code.
+settings.register_profile("runner", deadline=None)
+settings.load_profile("runner")
 
 PG_URL = os.environ.get("RUNNER_TEST_PG_URL")
 SESSION_PREFIX = f"runner_test_{uuid.uuid4().hex[:10]}"
