@@ -33,7 +33,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "demo": KERNEL | {"_tools", "_loop", "_run", "_replay"},
     "pool": KERNEL | {"_tools", "_loop", "_run", "recorder", "store"},
     "testing": KERNEL | {"_tools", "_loop", "_run", "_replay", "recorder", "store"},
-    "_view": KERNEL | {"store"},
+    "_view": KERNEL | {"_tools", "store"},
     "_rerun": KERNEL | {"_tools", "_loop", "_run", "recorder", "store", "tracing", "prices", "_view"},
     "ui": KERNEL | {"_view", "_tools", "_loop", "_run", "_replay", "recorder", "store", "tracing", "pool", "adapters"},
     "cli": KERNEL | {"_view", "_tools", "_loop", "_run", "_replay", "recorder", "store", "tracing", "pool",
@@ -171,3 +171,61 @@ def test_the_log_is_decoded_in_at_most_two_modules_outside_the_store_and_the_cod
                 if name == "decode_all":
                     callers.add(module)
     assert len(callers) <= 2, sorted(callers)
+
+
+def _ui_graph() -> dict[str, set[str]]:
+    """The console's modules and the ones of them each imports, at the top, in a function or for types alone.
+
+    ``from . import pages`` imports ``runner.ui.pages``, not the package's ``__init__``.
+    """
+    ui = {module: path for module, path in MODULES if module.startswith("runner.ui")}
+    graph: dict[str, set[str]] = {module: set() for module in ui}
+    for module, path in ui.items():
+        for target in _imports(module, path):
+            if target in ui and target != module:
+                graph[module].add(target)
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module is None:
+                graph[module] |= {f"{package}.{alias.name}" for alias in node.names} & set(ui)
+        if path.name != "__init__.py":  # "from . import x" resolved above; the package itself is no edge of it
+            graph[module].discard("runner.ui")
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle in ``graph`` (its modules, the first again at the end), or [] when there is none."""
+    done: set[str] = set()
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        if node in path:
+            return [*path[path.index(node):], node]
+        if node in done:
+            return []
+        path.append(node)
+        for target in sorted(graph.get(node, ())):
+            found = visit(target)
+            if found:
+                return found
+        path.pop()
+        done.add(node)
+        return []
+
+    for start in sorted(graph):
+        found = visit(start)
+        if found:
+            return found
+    return []
+
+
+def test_the_cycle_finder_finds_a_cycle_through_a_type_only_import() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert _cycle({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+    found = _ui_graph()
+    assert "runner.ui.state" in found["runner.ui.http"]  # a type the helpers read: the graph sees it
+    assert {"runner.ui.api", "runner.ui.pages", "runner.ui.http"} <= found["runner.ui.app"]
+
+
+def test_no_import_cycle_among_the_consoles_modules() -> None:
+    assert _cycle(_ui_graph()) == []

@@ -10,8 +10,9 @@ import html
 from collections.abc import Callable, Iterator
 from typing import Final
 
+from .._view.summary import money
 from .diff import RunFigures
-from .report import Case, RerunReport, cost_text
+from .report import Case, RerunReport
 
 STYLE: Final = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 80em; padding: 0 1em; color: #222; }
@@ -63,8 +64,8 @@ def summary_line(report: RerunReport) -> str:
     unstable = sum(1 for case in report.cases if case.unstable)
     return (f"{len(report.cases)} case(s): {report.count('unchanged')} unchanged, {report.count('changed')} changed, "
             f"{report.count('regressed')} regressed ({unstable} unstable); tokens {base.tokens:,} → "
-            f"{round(cand.tokens / per):,} per sample; cost {cost_text(base.cost_usd, base.cost_known_usd)} → "
-            f"{cost_text(cand.cost_usd, cand.cost_known_usd)} for {cand.runs} candidate(s)")
+            f"{round(cand.tokens / per):,} per sample; cost {money(base.cost_known_usd, base.cost_usd is None)} → "
+            f"{money(cand.cost_known_usd, cand.cost_usd is None)} for {cand.runs} candidate(s)")
 
 
 ROWS: Final[tuple[tuple[str, str, Callable[[RunFigures], str]], ...]] = (
@@ -73,7 +74,7 @@ ROWS: Final[tuple[tuple[str, str, Callable[[RunFigures], str]], ...]] = (
     ("answer", "answer", lambda r: f"<pre>{e(r.answer)}</pre>" if r.answer is not None else NONE),
     ("steps", "steps", lambda r: e(r.steps)),
     ("tokens", "tokens", lambda r: f"{r.tokens:,}"),
-    ("cost", "", lambda r: e(cost_text(r.cost_usd, r.cost_known_usd))),
+    ("cost", "", lambda r: e(money(r.cost_known_usd, r.cost_usd is None))),
     ("duration", "", lambda r: f"{r.duration_s:.2f} s" if r.duration_s is not None else "-"),
 )
 

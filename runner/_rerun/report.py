@@ -56,13 +56,6 @@ def make_case(task: str, baseline: RunFigures, candidates: Sequence[RunFigures],
     return Case(task, baseline, tuple(candidates), tuple(tools), verdict.changed, verdict.unstable, verdict.regressed)
 
 
-def cost_text(cost_usd: float | None, known_usd: float) -> str:
-    """``$0.0123``, ``≥$0.0100`` when part of the cost is unknown, or ``-`` when none is known."""
-    if cost_usd is not None:
-        return f"${cost_usd:.4f}"
-    return f"≥${known_usd:.4f}" if known_usd > 0 else "-"
-
-
 class Totals(NamedTuple):
     """Runs added up: how many, their tokens, their cost (None while any is unknown) and its known part."""
 

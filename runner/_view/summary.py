@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 from typing import Any
 
@@ -9,6 +10,7 @@ from .._log.records import RunSummary, StoredEvent, StoredRun
 from ..events import ToolFinished
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+SMALLEST_SHOWN = 0.00005  # below this, four decimals would round a cost to $0.0000
 
 
 def when(at: datetime | None) -> str:
@@ -59,11 +61,19 @@ def summary_json(run: RunSummary, refused: int) -> dict[str, Any]:
     }
 
 
-def cost_text(known_usd: float, unknown: int) -> str:
-    """A run's cost as the tables show it: ``$0.0123``, ``≥$0.0100`` when part is unknown, ``-`` when none is known."""
+def money(known_usd: float, unknown: int | bool = 0) -> str:
+    """An amount of USD for people: ``$0.0123``, ``$0.000018`` (never a non-zero cost as ``$0.0000``).
+
+    ``unknown`` counts the model calls of unknown cost: then ``≥$0.0100`` (at least), or ``-`` when none is known.
+    Four decimals from $0.00005 up; below that, two significant digits.
+    """
     if unknown and not known_usd:
         return "-"
-    return f"{'≥' if unknown else ''}${known_usd:.4f}"
+    floor = "≥" if unknown else ""
+    if known_usd == 0 or abs(known_usd) >= SMALLEST_SHOWN:
+        return f"{floor}${known_usd:.4f}"
+    decimals = 1 - math.floor(math.log10(abs(known_usd)))  # two significant digits
+    return f"{floor}${known_usd:.{decimals}f}"
 
 
 def event_json(event: StoredEvent) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import click
 
 from .._log.records import StoredRun
 from .._run.identity import model_identity
-from .._view.summary import cost_text
+from .._view.summary import money
 from ..events import ModelCalled
 from ..prices import Price, PriceBook, load_prices
 from .options import CliUsageError
@@ -70,7 +70,7 @@ def check_priced(model: object, prices: Mapping[str, Price] | None, budget: floa
 
 
 def run_cost(run: StoredRun) -> str | None:
-    """What ``run`` cost, as ``cost_text`` says it; None when none of its model calls was priced."""
+    """What ``run`` cost, as ``money`` says it; None when none of its model calls was priced."""
     if not any(isinstance(fact, ModelCalled) and fact.cost_usd is not None for fact in run.facts):
         return None
-    return cost_text(run.cost_known_usd, run.costs_unknown)
+    return money(run.cost_known_usd, run.costs_unknown)

@@ -38,7 +38,7 @@ class Row:
     ran: int
     refused: int
     tokens: int
-    cost: str  # as ``costs.cost_text`` says it
+    cost: str  # as ``_view.summary.money`` says it
     duration: float | None
     task: str
 

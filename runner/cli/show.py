@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from datetime import datetime
 
 import click
@@ -11,8 +10,9 @@ from .._log.statuses import Status
 from .._view.filters import parse_when
 from .._view.inherited import inherited
 from .._view.lineage import TOOLS_PLACEHOLDER, children, parent_of, resume_command
+from .._view.listing import RunFilter, runs_page
 from .._view.show import show_json
-from .._view.summary import cost_text, summary_json
+from .._view.summary import money, summary_json
 from ..store import RunSummary
 from .lineage import continue_hint
 from .listing import Row, runs_table
@@ -58,25 +58,22 @@ def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: dat
       runner runs --status step_limit --since 1d
       runner runs --tool get_weather --label env=prod --json
     """
+    where = RunFilter(status=tuple(statuses) or None, since=since, until=until, tool=tool, text=search, labels=labels)
     with env.store() as store:
-        # The filters once: for the page, and for counting what lies past it.
-        filters = functools.partial(store.count_runs, status=list(statuses) or None, since=since, until=until,
-                                    tool=tool, text=search, label=labels or None)
-        found = store.list_runs(**filters.keywords, limit=limit)
-        refused = store.refused_calls([run.run_id for run in found])
+        # Only a full page can have more; count them, but only so far (a text search would read every run).
+        page = runs_page(store, where, limit=limit, count_more=0 if env.as_json else MORE_COUNTED + 1)
+        found, refused = page.runs, page.refused
         if env.as_json:
             print_json([summary_json(run, refused[run.run_id]) for run in found])
             return
         shorts = store.short_ids([run.run_id for run in found])
-        # Only a full page can have more; count them, but only so far (a text search would read every run).
-        counted = filters(at_most=limit + MORE_COUNTED + 1) if len(found) == limit else 0
     out = console()
     if not found:
         out.print("no runs match", style="dim")
         return
     rows = [Row(shorts[run.run_id], run.started_at, status_label(run), status_style(run.status, run.liveness),
                 run.steps, run.tool_calls, refused[run.run_id], run.tokens,
-                cost_text(run.cost_known_usd, run.costs_unknown),
+                money(run.cost_known_usd, run.costs_unknown),
                 (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None, run.task)
             for run in found]
     grid, note = runs_table(rows, out.width)
@@ -85,11 +82,11 @@ def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: dat
         out.print(note, style="dim")
     for line in waiting_notes(found, shorts, env.hint()):
         out.print(line, style="dim")
-    more = counted - limit
+    more = page.more
     if more > MORE_COUNTED:
         out.print(f"… over {MORE_COUNTED:,} more match; narrow the filters or raise --limit", style="dim")
     elif more > 0:
-        out.print(f"… {more:,} more match; use --limit {counted} to see them", style="dim")
+        out.print(f"… {more:,} more match; use --limit {limit + more} to see them", style="dim")
 
 
 def waiting_notes(found: list[RunSummary], shorts: dict[str, str], db_hint: str) -> list[str]:

@@ -15,13 +15,14 @@ import click
 from rich.text import Text
 
 from .._text import clean
-from .._view.summary import cost_text, iso, seconds
+from .._view.summary import iso, money, seconds
+from .._view.timeline import tool_failed
 from ..events import StepFinished, StepStarted, ToolFinished
 from ..store import CallCost, RunStore
 from .options import Env, common
 from .render import console, median, percentile, plural, print_json, table
 from .show import when_option
-from .timeline import status_style, tool_failed
+from .timeline import status_style
 
 
 def latency(values: list[float]) -> dict[str, float | None]:
@@ -165,4 +166,4 @@ def stats(env: Env, since: datetime | None, until: datetime | None) -> None:
 
 def shown_cost(spent: dict[str, Any]) -> str:
     """A cost as ``gather`` gives it (``Spent.json``), for the text output."""
-    return cost_text(spent["cost_known_usd"], spent["costs_unknown"])
+    return money(spent["cost_known_usd"], spent["costs_unknown"])

@@ -1,15 +1,13 @@
-"""A stored run as a readable timeline of rich ``Text`` lines, built from its event log only.
+"""A stored run as a readable timeline of rich ``Text`` lines: ``_view.timeline``'s entries, rendered.
 
-The log is read through the event codec (``runner.events``), the same one that wrote
-it, so this module knows the facts by their fields, never by payload keys.
+The entries are the console's run page's too (``ui/templates/_run_live.html``), so the two show
+the same steps, calls, decisions, resumes, inheritance and calls in doubt.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
-from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from rich.text import Text
 
@@ -19,20 +17,24 @@ from .._text import clean
 from .._view.activity import active_seconds
 from .._view.inherited import Inherited
 from .._view.lineage import Link, origin_text, parent_text
-from .._view.summary import refused_in, seconds, when
-from ..events import (
-    ApprovalDecided,
-    ApprovalRequested,
-    Event,
-    ModelCalled,
-    RunFinished,
-    RunResumed,
-    RunStarted,
-    StepFinished,
-    StepStarted,
-    ToolFinished,
-    ToolStarted,
+from .._view.summary import money, refused_in, seconds, when
+from .._view.timeline import (
+    AskedEntry,
+    DecidedEntry,
+    EndEntry,
+    InDoubt,
+    ModelEntry,
+    ResumedEntry,
+    StepEntry,
+    Timeline,
+    ToolEntry,
+    args_text,
+    ends,
+    entries,
+    in_doubt,
+    inherited_shown,
 )
+from ..events import ApprovalDecided, Event, ModelCalled, RunFinished, RunResumed, RunStarted
 from ..messages import ToolCall
 from ..progress import ESTIMATED, tokens_text
 from ..store import RunSummary, StoredRun
@@ -55,31 +57,6 @@ def _block(value: str, indent: str, style: str = "") -> Iterator[Text]:
     """Cleaned multi-line text, each line indented."""
     for line in clean(value).splitlines() or [""]:
         yield Text(indent + line, style=style)
-
-
-def _args(args: Any) -> str:
-    return json.dumps(args, ensure_ascii=False, sort_keys=True) if not isinstance(args, str) else args
-
-
-def step_facts(rows: Sequence[tuple[datetime, Event]]) -> dict[int, dict[str, float]]:
-    """Collect each step's duration and model-call tokens, keyed by the index of its ``step_started`` in ``rows``.
-
-    ``estimated`` is 1.0 when the tokens are the loop's estimate.
-    The key is the occurrence, not the step number: a resumed run opens the step it stopped in again.
-    """
-    opened: dict[int, tuple[int, datetime]] = {}  # step -> (index, at) of its latest opening
-    facts: dict[int, dict[str, float]] = {}
-    for index, (at, fact) in enumerate(rows):
-        if isinstance(fact, StepStarted):
-            opened[fact.step] = (index, at)
-            facts[index] = {}
-        elif isinstance(fact, StepFinished) and fact.step in opened:
-            where, since = opened[fact.step]
-            facts[where]["duration"] = (at - since).total_seconds()
-        elif isinstance(fact, ModelCalled) and fact.step in opened:
-            tokens = fact.tokens
-            facts[opened[fact.step][0]].update(tokens=tokens.total, estimated=float(tokens.estimated))
-    return facts
 
 
 def status_label(run: RunSummary) -> str:
@@ -131,56 +108,58 @@ def timeline(run: StoredRun, *, full: bool = False, children: Sequence[Link] = (
              carried: Inherited | None = None) -> Iterator[Text]:
     """List every step of ``run``: what it ``carried`` over, model text and calls, observations and errors.
 
-    It also shows resumes, approval requests and the stop. Observations are cut unless ``full``.
+    It also shows resumes, approval requests, calls left in doubt and the stop. Observations are cut unless ``full``.
     """
+    yield from rendered(run, Timeline(entries(run), carried, in_doubt(run), ends(run)), full=full, children=children)
+
+
+def rendered(run: StoredRun, shown: Timeline, *, full: bool = False, children: Sequence[Link] = ()) -> Iterator[Text]:
+    """``run``'s header, then its timeline ``shown`` as lines."""
     limit = None if full else SHOWN_CHARS
-    facts = run.facts
-    rows = [(event.at, fact) for event, fact in zip(run.events, facts, strict=True)]
-    steps = step_facts(rows)
-    yield from header(run, facts, children)
-    if carried is not None:
-        yield from inherited_part(carried, run.task, limit)
-    pending: dict[str, ToolStarted] = {}
-    shown: set[int] = set()
-    finished = False
-    for index, fact in enumerate(facts):
-        if isinstance(fact, StepStarted):
-            step = steps.get(index, {})
-            line = Text(f"\nstep {fact.step}" + (" (continued)" if fact.step in shown else ""), style="bold")
-            shown.add(fact.step)
-            tokens = plural(int(step.get("tokens", 0)), "token") + (ESTIMATED if step.get("estimated") else "")
-            line.append(f"  {seconds(step.get('duration'))}, {tokens}", style="dim")
-            yield line
-        elif isinstance(fact, ModelCalled):
-            yield from model_call(fact, limit)
-        elif isinstance(fact, ToolStarted):
-            pending[fact.call_id] = fact
-        elif isinstance(fact, ToolFinished):
-            started = pending.pop(fact.call_id, None)
-            yield from tool_finished(fact, limit, started.attempt if started is not None else 1)
-        elif isinstance(fact, ApprovalRequested):
-            line = Text(f"  approval needed: {clean(fact.name)}", style=WAITING_STYLE)
-            line.append(f" [{clean(fact.call_id)}]", style="dim")
-            yield line
-        elif isinstance(fact, ApprovalDecided):
-            yield decided(fact)
-        elif isinstance(fact, RunResumed):
-            finished = False
-            yield from resumed(fact)
-        elif isinstance(fact, RunFinished):
-            finished = True
-            yield from stop(fact)
-    for call_id, started in pending.items():
-        yield Text(f"  ! {clean(started.name)} [{clean(call_id)}] started but has no result in the log",
-                   style=ERROR_STYLE)
-    if not finished:
+    yield from header(run, run.facts, children)
+    yield from doubts(shown.doubts)
+    if shown.inherited is not None:
+        yield from inherited_part(shown.inherited, run.task, limit)
+    for entry in shown.entries:
+        match entry:
+            case StepEntry():
+                line = Text(f"\nstep {entry.step}" + (" (continued)" if entry.continued else ""), style="bold")
+                tokens = plural(entry.tokens, "token") + (ESTIMATED if entry.estimated else "")
+                line.append(f"  {seconds(entry.seconds)}, {tokens}", style="dim")
+                yield line
+            case ModelEntry():
+                yield from model_call(entry.call, limit)
+            case ToolEntry():
+                yield from tool_call(entry, limit)
+            case AskedEntry():
+                line = Text(f"  approval needed: {clean(entry.fact.name)}", style=WAITING_STYLE)
+                line.append(f" [{clean(entry.fact.call_id)}]", style="dim")
+                yield line
+            case DecidedEntry():
+                yield decided(entry.fact)
+            case ResumedEntry():
+                yield from resumed(entry.fact)
+            case EndEntry():
+                yield from stop(entry.fact)
+    if not shown.finished:
         yield Text(f"\nno run_finished event: the run is {run.liveness} "
                    f"(last event {when(run.events[-1].at) if run.events else '-'} UTC)", style="yellow")
 
 
+def doubts(found: Sequence[InDoubt]) -> Iterator[Text]:
+    """The calls a crash left in doubt, each with what a resume does with it."""
+    if found:
+        yield Text("calls left in doubt by a crash", style=ERROR_STYLE)
+    for doubt in found:
+        line = Text(f"  {clean(doubt.name)}", style="bold")
+        line.append(f" [{clean(doubt.call_id)}]", style="dim")
+        line.append(f": {doubt.rule}")
+        yield line
+
+
 def model_call(call: ModelCalled, limit: int | None) -> Iterator[Text]:
     line = Text("  model", style="bold cyan")
-    cost = f", ${call.cost_usd:.4f}" if call.cost_usd is not None else ""
+    cost = f", {money(call.cost_usd)}" if call.cost_usd is not None else ""
     line.append(f"  {seconds(call.latency_s)}, {tokens_text(call.tokens)}{cost}", style="dim")
     yield line
     if call.error:
@@ -199,7 +178,7 @@ def reply_lines(content: str, calls: Sequence[ToolCall], limit: int | None) -> I
         yield from _block(content, "    ")
     for tool_call in calls:
         line = Text(f"    → {clean(tool_call.name)}", style="bold")
-        line.append(f"({clean(cut(_args(tool_call.args), limit))})")
+        line.append(f"({clean(cut(args_text(tool_call.args), limit))})")
         line.append(f"  [{clean(tool_call.id)}]", style="dim")
         yield line
 
@@ -216,13 +195,13 @@ def inherited_part(carried: Inherited, task: str, limit: int | None) -> Iterator
         yield Text("  (that run is not in the store: which step each message came from, and which observation "
                    "a fork swapped, cannot be told)", style="dim")
     step: int | None = 0
-    for item in carried.messages:
+    for item in inherited_shown(carried, task):
         message = item.message
         if item.parent_step != step and item.parent_step:
             yield Text(f"\nstep {item.parent_step} of run {parent} (inherited)", style="bold")
         step = item.parent_step
         match message["role"]:
-            case "user" if message["content"] != task:
+            case "user":
                 yield Text("  user", style="bold")
                 yield from _block(cut(message["content"], limit), "    ")
             case "assistant":
@@ -242,23 +221,22 @@ def inherited_part(carried: Inherited, task: str, limit: int | None) -> Iterator
                 pass
 
 
-def tool_failed(finished: ToolFinished) -> bool:
-    """Whether a call failed: not ok, or an ``ERROR:`` observation."""
-    return not finished.ok or str(finished.observation).startswith("ERROR:")
-
-
-def tool_finished(finished: ToolFinished, limit: int | None, attempt: int = 1) -> Iterator[Text]:
-    observation = str(finished.observation)
-    failed = tool_failed(finished)
+def tool_call(entry: ToolEntry, limit: int | None) -> Iterator[Text]:
+    """A tool call with its result; one without a result in the log says so."""
+    finished = entry.finished
+    if finished is None:
+        yield Text(f"  ! {clean(entry.name)} [{clean(entry.call_id)}] started but has no result in the log",
+                   style=ERROR_STYLE)
+        return
     line = Text(f"  tool {clean(finished.name)}", style="bold magenta")
     line.append(f" [{clean(finished.call_id)}]", style="dim")
     ran = "" if finished.ran else ", not run" + REFUSAL_NOTE.get(finished.refused or "", "")
-    again = f", attempt {attempt}" if attempt > 1 else ""
+    again = f", attempt {entry.attempt}" if entry.attempt > 1 else ""
     line.append(f"  {seconds(finished.duration_s)}{ran}{again}", style="dim")
-    if failed:
+    if entry.failed:
         line.append("  error", style=ERROR_STYLE)
     yield line
-    yield from _block(cut(observation, limit), "    ", ERROR_STYLE if failed else "")
+    yield from _block(cut(str(finished.observation), limit), "    ", ERROR_STYLE if entry.failed else "")
 
 
 def resumed(fact: RunResumed) -> Iterator[Text]:

@@ -6,6 +6,7 @@ worker pool import nothing else from it.
 
 from .._log.ids import derived_span_id, derived_trace_id
 from .._log.records import RunSummary, StoredEvent, StoredRun
+from .filters import RunFilter
 from .migrate import NoStoreError, SchemaState, schema_state
 from .opening import open_store
 from .prune import PRUNABLE, PruneResult
@@ -21,6 +22,7 @@ __all__ = [
     "CallCost",
     "NoStoreError",
     "PruneResult",
+    "RunFilter",
     "RunStore",
     "RunSummary",
     "SchemaState",

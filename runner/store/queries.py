@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, NamedTuple, TypeVar, cast
@@ -36,10 +36,10 @@ from ..events import (
 )
 from . import owner
 from .clock import database_clock
+from .filters import RunFilter
 from .rows import NAME_WIDTH, column, event_data
 from .tables import events, run_labels, run_tools, runs
 
-Label = tuple[str, str] | Mapping[str, str]
 AMBIGUOUS_SHOWN: Final = 5  # run ids an ambiguous prefix's error names before "and N more"
 SHORT_ID: Final = 8  # the fewest characters of a short run id
 BATCH: Final = 500  # run ids per IN (...) list, well under SQLite's limit on bound parameters
@@ -98,14 +98,12 @@ def _stored(value: _T, width: int | None = None) -> _T:
     return cast(_T, column(value, width)) if isinstance(value, str) else value
 
 
-def matching(query: Select[Any], status: str | Sequence[str] | None, since: datetime | None,
-             until: datetime | None, tool: str | None, text: str | None,
-             label: Label | None) -> tuple[Select[Any], FromClause]:
-    """``query`` (a select from ``runs``) narrowed by the filters, and the table it walks."""
-    pairs = [label] if isinstance(label, tuple) else list((label or {}).items())
+def matching(query: Select[Any], where: RunFilter) -> tuple[Select[Any], FromClause]:
+    """``query`` (a select from ``runs``) narrowed by ``where``, and the table it walks."""
     # Filters match the columns' rendering of what was recorded (``rows.column``).
-    pairs = [(_stored(key, NAME_WIDTH), _stored(value)) for key, value in pairs]
-    tool, text = _stored(tool, NAME_WIDTH), _stored(text)
+    pairs = [(_stored(key, NAME_WIDTH), _stored(value)) for key, value in where.labels.items()]
+    tool, text = _stored(where.tool, NAME_WIDTH), _stored(where.text)
+    since, until = where.since, where.until
     # The newest-first walk runs on the most selective index at hand: a tool's or a
     # label's own (name/key, started_at) index when filtering on one, else the runs'.
     driver: FromClause = runs
@@ -121,11 +119,10 @@ def matching(query: Select[Any], status: str | Sequence[str] | None, since: date
     if driver is not runs:
         query = query.select_from(driver.join(runs, runs.c.run_id == driver.c.run_id))
     query = query.where(*conditions)
-    if status is not None:
+    if where.status is not None:
         # Written into the SQL, not bound: PostgreSQL's generic plan for a prepared ``status IN ($1)``
         # guesses a sixth of the runs match and scans them all (psycopg prepares on a statement's 5th use).
-        wanted = [status] if isinstance(status, str) else list(status)
-        query = query.where(runs.c.status.in_([literal(str(s), literal_execute=True) for s in wanted]))
+        query = query.where(runs.c.status.in_([literal(str(s), literal_execute=True) for s in where.status]))
     if since is not None:
         query = query.where(driver.c.started_at >= since)
     if until is not None:

@@ -27,11 +27,12 @@ from ..events import RunQueued, RunStarted
 from . import appending, forks, queries, queue
 from .clock import database_clock
 from .engine import DEFAULT_BUSY_TIMEOUT_S, one_line, read_connection, shown
+from .filters import Label, RunFilter
 from .group import GroupCommitter
 from .lease import Heartbeat, take_over
 from .owner import owner_id
 from .prune import DEFAULT_BATCH, PrunedRun, PruneResult, count_events, delete_batch, plan, prunable_statuses
-from .queries import Activity, Label
+from .queries import Activity
 from .recording import SpanSource, StoreRecorder, statements
 from .tables import runs
 
@@ -154,27 +155,27 @@ class RunStore:
 
     # -- queries -------------------------------------------------------------
 
-    def list_runs(self, *, status: str | Sequence[str] | None = None, since: datetime | None = None,
-                  until: datetime | None = None, tool: str | None = None, text: str | None = None,
-                  label: Label | None = None, limit: int = 50, offset: int = 0) -> list[RunSummary]:
-        """Runs matching every filter given, newest first.
+    def list_runs(self, where: RunFilter | None = None, *, status: str | Sequence[str] | None = None,
+                  since: datetime | None = None, until: datetime | None = None, tool: str | None = None,
+                  text: str | None = None, label: Label | None = None, limit: int = 50,
+                  offset: int = 0) -> list[RunSummary]:
+        """Runs matching ``where`` (a ``RunFilter``), or the filters given as keywords, newest first.
 
-        ``since``/``until`` bound ``started_at`` (inclusive/exclusive; naive means UTC);
-        ``tool`` a tool name the model called (run or refused); ``text`` a case-insensitive substring of
-        the task or the answer; ``label`` a ``(key, value)`` pair or a mapping of them.
+        The keywords are ``RunFilter``'s fields: ``label`` a ``(key, value)`` pair or a mapping of them.
         """
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
             raise ValueError(f"limit must be a non-negative integer, got {limit!r}")
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
-        query, driver = queries.matching(select(*self._runs, *self._clock), status, since, until, tool, text, label)
+        found = _filter(where, RunFilter.of(status, since, until, tool, text, label))
+        query, driver = queries.matching(select(*self._runs, *self._clock), found)
         query = query.order_by(driver.c.started_at.desc(), driver.c.run_id.desc()).limit(limit).offset(offset)
         with self.reading() as conn:
             return queries.summaries(conn, query)
 
-    def count_runs(self, *, status: str | Sequence[str] | None = None, since: datetime | None = None,
-                   until: datetime | None = None, tool: str | None = None, text: str | None = None,
-                   label: Label | None = None, at_most: int | None = None) -> int:
+    def count_runs(self, where: RunFilter | None = None, *, status: str | Sequence[str] | None = None,
+                   since: datetime | None = None, until: datetime | None = None, tool: str | None = None,
+                   text: str | None = None, label: Label | None = None, at_most: int | None = None) -> int:
         """How many runs ``list_runs`` with the same filters would find (no limit).
 
         ``at_most`` stops counting there: a bounded scan, for "over N more" on a big store
@@ -182,7 +183,8 @@ class RunStore:
         """
         if at_most is not None and (isinstance(at_most, bool) or not isinstance(at_most, int) or at_most < 0):
             raise ValueError(f"at_most must be a non-negative integer, got {at_most!r}")
-        query, _ = queries.matching(select(runs.c.run_id), status, since, until, tool, text, label)
+        query, _ = queries.matching(select(runs.c.run_id),
+                                    _filter(where, RunFilter.of(status, since, until, tool, text, label)))
         if at_most is not None:
             query = query.limit(at_most)
         with self.reading() as conn:
@@ -354,3 +356,12 @@ class RunStore:
                 yield conn
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot read store {shown(self.url)}: {one_line(exc)}") from None
+
+
+def _filter(where: RunFilter | None, keywords: RunFilter) -> RunFilter:
+    """``where``, or the filter the keywords make; both at once is a mistake."""
+    if where is None:
+        return keywords
+    if keywords != RunFilter():
+        raise TypeError("give the filters as a RunFilter or as keywords, not both")
+    return where

@@ -11,31 +11,31 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._log.decisions import Decision
+from .._view.listing import runs_page
 from .._view.show import show_json
 from .._view.summary import summary_json
-from .pages import bounded_body, console_of, json_response, media_type
+from .http import bounded_body, json_response, media_type
 from .query import run_query
+from .state import Console
 
 CLI_LIMIT = 20  # ``runner runs``'s default --limit
 
 
 async def list_runs(request: Request) -> Response:
     """``GET /api/runs``: ``runner runs --json`` with the same filters as query parameters."""
-    console = console_of(request)
+    console: Console = request.state.console
     query = run_query(request.query_params, default_limit=CLI_LIMIT)
 
     def read() -> list[dict[str, Any]]:
-        store = console.store
-        found = store.list_runs(**query.filters(), limit=query.limit, offset=query.offset)  # type: ignore[arg-type]
-        refused = store.refused_calls([run.run_id for run in found])
-        return [summary_json(run, refused[run.run_id]) for run in found]
+        page = runs_page(console.store, query.where, limit=query.limit, offset=query.offset)
+        return [summary_json(run, page.refused[run.run_id]) for run in page.runs]
 
     return json_response(await run_in_threadpool(read))
 
 
 async def show_run(request: Request) -> Response:
     """``GET /api/runs/{ref}``: ``runner show ID --json``."""
-    console = console_of(request)
+    console: Console = request.state.console
 
     def read() -> dict[str, Any]:
         return show_json(console.store, console.store.find_run(request.path_params["ref"]))
@@ -65,7 +65,7 @@ def decisions_in(body: bytes) -> dict[str, Decision]:
 
 async def decide(request: Request) -> Response:
     """``POST /api/runs/{ref}/decisions``: log the decisions, then go on with the run as the inbox does."""
-    console = console_of(request)
+    console: Console = request.state.console
     if media_type(request) != "application/json":  # a page on another site cannot send JSON without asking first
         raise HTTPException(415, "decisions are JSON: send Content-Type: application/json")
     decisions = decisions_in(await bounded_body(request))
@@ -77,7 +77,7 @@ async def decide(request: Request) -> Response:
 
 async def cancel(request: Request) -> Response:
     """``POST /api/runs/{ref}/cancel``: what ``runner cancel --json`` prints."""
-    console = console_of(request)
+    console: Console = request.state.console
     run_id = await run_in_threadpool(console.store.resolve_run_id, request.path_params["ref"])
     status = await run_in_threadpool(console.actions.cancel, run_id)
     return json_response({"run_id": run_id, "status": status, "cancel_requested": True})

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-from collections import OrderedDict
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from secrets import token_urlsafe
-from typing import Any, NamedTuple
+from typing import Any
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 from starlette.applications import Starlette
@@ -19,51 +16,18 @@ from starlette.staticfiles import StaticFiles
 from .._log.records import StoredRun
 from .._log.statuses import Status
 from .._tools.registry import ToolRegistry
-from .._view.summary import seconds
+from .._view.summary import money, seconds
+from .._view.timeline import args_text
 from ..messages import McpRef, Model
 from ..pool.agents import Factory
 from ..store import RunStore
-from . import api, pages
+from . import api, http, pages
 from .actions import Actions
 from .guard import Guard
+from .state import Console, State
 
 HERE = Path(__file__).resolve().parent
-NOTES_KEPT = 200  # messages shown once after an action, kept in memory by a random key
 SHUTDOWN_GRACE_S = 5.0  # how long stopping the console waits for the runs it drives
-
-
-class Note(NamedTuple):
-    """A message to show once, on the page it was made for (``approvals`` or ``run``)."""
-
-    page: str
-    values: Mapping[str, str]
-
-
-@dataclass
-class Console:
-    """What every route needs: the store, the actions, the templates, and whether actions are served."""
-
-    store: RunStore
-    actions: Actions
-    templates: Environment
-    read_only: bool
-    notes: OrderedDict[str, Note] = field(default_factory=OrderedDict)
-
-    def note(self, page: str, **values: str) -> str:
-        """Keep a message to show once on ``page`` after a redirect; its key for the URL (no text goes in URLs)."""
-        key = token_urlsafe(9)
-        self.notes[key] = Note(page, values)
-        while len(self.notes) > NOTES_KEPT:
-            self.notes.popitem(last=False)
-        return key
-
-    def take_note(self, key: str | None, page: str) -> Mapping[str, str] | None:
-        """The message kept under ``key`` for ``page``, once; a note made for another page is none of its own."""
-        found = self.notes.get(key) if key else None
-        if key is None or found is None or found.page != page:
-            return None
-        del self.notes[key]
-        return found.values
 
 
 def templates() -> Environment:
@@ -72,7 +36,9 @@ def templates() -> Environment:
                       trim_blocks=True, lstrip_blocks=True)
     env.globals["STATUS"] = Status
     env.filters["seconds"] = seconds  # the CLI's way of writing a duration
-    env.filters["segment"] = pages.segment
+    env.filters["money"] = money  # and of writing a cost
+    env.filters["args"] = args_text  # a call's arguments as JSON
+    env.filters["segment"] = http.segment
     return env
 
 
@@ -96,8 +62,8 @@ def create_app(store: RunStore, *, registry: ToolRegistry | None = None, agents:
     console = Console(store, actions, templates(), read_only)
 
     @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        yield
+    async def lifespan(app: Starlette) -> AsyncIterator[State]:
+        yield {"console": console}
         actions.wait(SHUTDOWN_GRACE_S)
 
     routes: list[Any] = [
@@ -116,7 +82,6 @@ def create_app(store: RunStore, *, registry: ToolRegistry | None = None, agents:
         Route("/api/runs/{ref}/cancel", api.cancel, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
-    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=pages.HANDLERS,
+    app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=http.HANDLERS,
                     middleware=[Middleware(Guard, token=token, read_only=read_only)])
-    app.state.console = console
     return app

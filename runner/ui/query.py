@@ -10,6 +10,7 @@ from starlette.datastructures import QueryParams
 
 from .._log.statuses import Status
 from .._view.filters import parse_when
+from .._view.listing import RunFilter
 
 PAGE_SIZE = 50  # runs per page unless ?limit= says otherwise
 MAX_PAGE_SIZE = 500
@@ -37,10 +38,11 @@ class RunQuery(NamedTuple):
     def offset(self) -> int:
         return (self.page - 1) * self.limit
 
-    def filters(self) -> dict[str, object]:
-        """The keyword filters of ``RunStore.list_runs`` and ``count_runs``."""
-        return {"status": list(self.statuses) or None, "since": self.since, "until": self.until, "tool": self.tool,
-                "text": self.search, "label": self.labels or None}
+    @property
+    def where(self) -> RunFilter:
+        """The runs asked for, as ``runner runs`` filters them."""
+        return RunFilter(status=self.statuses or None, since=self.since, until=self.until, tool=self.tool,
+                         text=self.search, labels=self.labels)
 
     def link(self, page: int) -> str:
         """The query string of this query's page ``page``."""
@@ -54,7 +56,6 @@ class RunQuery(NamedTuple):
         if page != 1:
             pairs.append(("page", str(page)))
         return "?" + urlencode(pairs) if pairs else "?"
-
 
 
 def _int(params: QueryParams, name: str, default: int, low: int, high: int) -> int:

@@ -355,3 +355,30 @@ def test_runs_show_and_stats_colour_a_queued_run_alike(tmp_path: Path, monkeypat
     env = {"FORCE_COLOR": "1", "TERM": "xterm", "COLORTERM": ""}
     found = {name: colours(invoke(*args, "--db", db, env=env).stdout) for name, args in commands.items()}
     assert found == {name: [{"36"}] for name in commands}
+
+
+@pytest.mark.parametrize(("known", "unknown", "shown"), [
+    (0.2, 0, "$0.2000"), (2.98, 1, "≥$2.9800"), (0.0, 0, "$0.0000"), (0.0, 2, "-"),
+    (0.000018, 0, "$0.000018"), (0.000018, 1, "≥$0.000018"), (0.0000123, 0, "$0.000012"), (0.00005, 0, "$0.0001"),
+    (0.0000000042, 0, "$0.0000000042"),
+])
+def test_money_never_shows_a_cost_as_zero_and_says_when_part_is_unknown(known: float, unknown: int,
+                                                                         shown: str) -> None:
+    from runner._view.summary import money
+
+    assert money(known, unknown) == shown
+
+
+def test_runs_and_show_write_a_cheap_run_to_its_significant_digits(tmp_path: Path) -> None:
+    from runner import ModelReply, Usage
+
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    cheap = ScriptedModel([ModelReply("done", [], Usage(100, 10))])
+    cheap.model_name = "cheap"
+    with open_store(db) as store:  # 100 in + 10 out at $0.10 and $0.80 per million: $0.000018
+        run_id = run_agent("t", cheap, ToolRegistry(), store=store,
+                           prices={"cheap": {"input_mtok": 0.1, "output_mtok": 0.8}}).run_id
+    assert listed(db)[0][6] == "$0.000018"
+    shown = invoke("show", run_id, "--db", db).stdout
+    assert shown.splitlines()[1].endswith(", $0.000018")
+    assert " 100 in + 10 out tokens, $0.000018" in shown

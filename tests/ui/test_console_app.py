@@ -13,10 +13,10 @@ import pytest
 from starlette.testclient import TestClient
 
 from runner import ScriptedModel, ToolRegistry, run_agent
+from runner._tools.doubt import doubt_rule
 from runner.events import ApprovalDecided, ToolFinished
 from runner.store import RunStore, open_store
 from runner.ui import create_app
-from runner.ui.timeline import doubt_rule
 from tests.cli.helpers import fill, invoke
 from tests.loop.helpers import call, reply
 from tests.ui.money import money

@@ -299,7 +299,7 @@ def test_a_note_opened_on_another_page_is_not_shown_there(store: RunStore) -> No
     awaiting(store)
     app = create_app(store)
     with TestClient(app, base_url=BASE) as client:
-        cancel_note = app.state.console.note("run", how="cancel", text="cancelled")
+        cancel_note = client.app_state["console"].note("run", how="cancel", text="cancelled")
         page = client.get(f"/approvals?note={cancel_note}")
         assert page.status_code == 200
         assert 'id="outcome"' not in page.text
@@ -454,7 +454,7 @@ def test_concurrent_contradicting_decisions_log_one_and_the_tool_runs_at_most_on
             thread.start()
         for thread in threads:
             thread.join()
-        assert app.state.console.actions.wait(20) == 0
+        assert client.app_state["console"].actions.wait(20) == 0
     verdicts = decided(store)
     assert len(verdicts) == 1
     approved = verdicts[0][1]

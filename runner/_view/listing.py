@@ -1,0 +1,34 @@
+"""A page of the runs list: the runs a ``RunFilter`` matches, and how many more match past the page.
+
+``runner runs``, the console's runs page and ``GET /api/runs`` read the same filter the same way.
+``RunFilter`` lives in the store (which may not import ``_view``) and is re-exported here.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from ..store import RunFilter, RunStore, RunSummary
+
+__all__ = ["RunFilter", "RunsPage", "runs_page"]
+
+
+class RunsPage(NamedTuple):
+    """The runs of one page, newest first, with their refused calls by id, and how many more match (counted so far)."""
+
+    runs: list[RunSummary]
+    refused: dict[str, int]
+    more: int
+
+
+def runs_page(store: RunStore, where: RunFilter, *, limit: int, offset: int = 0, count_more: int = 0) -> RunsPage:
+    """The runs ``where`` matches from ``offset``, at most ``limit``; and, past a full page, up to ``count_more``.
+
+    The count past the page is bounded: a text search would otherwise read every run.
+    """
+    found = store.list_runs(where, limit=limit, offset=offset)
+    shown = offset + limit
+    more = 0
+    if count_more and len(found) == limit:
+        more = max(0, store.count_runs(where, at_most=shown + count_more) - shown)
+    return RunsPage(found, store.refused_calls([run.run_id for run in found]), more)

@@ -1,0 +1,282 @@
+"""A run's timeline as plain entries, built once from its log for ``runner show`` and the console's run page.
+
+One entry per step, model call, tool call, approval asked, decision, resume and end, in log order
+(a tool call where it started, with its result when it has one); what a fork or follow-up inherited;
+the calls a crash left in doubt, with the rule a resume applies (``_tools.doubt``). The CLI renders
+the entries as rich text, the console as HTML, so the two show the same things.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, ClassVar
+
+from .._log.records import LIVE, StoredRun
+from .._log.state import RunState, fold
+from .._tools.doubt import DoubtRule, doubt_rule
+from .._tools.registry import ToolRegistry
+from ..events import (
+    ApprovalDecided,
+    ApprovalRequested,
+    ModelCalled,
+    RunFinished,
+    RunResumed,
+    StepFinished,
+    StepStarted,
+    ToolFinished,
+    ToolStarted,
+)
+from .inherited import Inherited, InheritedMessage, inherited
+
+
+class Kind(StrEnum):
+    """What an entry is: the template picks how to draw it by this."""
+
+    STEP = "step"
+    MODEL = "model"
+    TOOL = "tool"
+    ASKED = "asked"
+    DECIDED = "decided"
+    RESUMED = "resumed"
+    END = "end"
+
+
+class CallOutcome(StrEnum):
+    """How a tool call came out, as both faces label it."""
+
+    OK = "ok"
+    ERROR = "error"
+    REFUSED = "refused"
+    IN_DOUBT = "in doubt"
+    RUNNING = "running"
+
+
+@dataclass(slots=True)
+class StepEntry:
+    """A step opened: its duration (None until it finished) and its model call's tokens.
+
+    ``continued``: a resume opened this step again.
+    """
+
+    kind: ClassVar[Kind] = Kind.STEP
+    step: int
+    at: datetime
+    continued: bool = False
+    seconds: float | None = None
+    tokens: int = 0
+    estimated: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ModelEntry:
+    """A model call: the logged fact (reply, tokens, latency, cost, error)."""
+
+    kind: ClassVar[Kind] = Kind.MODEL
+    step: int
+    at: datetime
+    call: ModelCalled
+
+    @property
+    def outcome(self) -> CallOutcome:
+        return CallOutcome.ERROR if self.call.error else CallOutcome.OK
+
+
+@dataclass(slots=True)
+class ToolEntry:
+    """A tool call: where it started (``started`` None: refused before starting) and its result, if any."""
+
+    kind: ClassVar[Kind] = Kind.TOOL
+    step: int
+    at: datetime
+    call_id: str
+    name: str
+    started: ToolStarted | None
+    finished: ToolFinished | None = None
+    live: bool = False  # the run's process still goes: an unfinished call is running, not in doubt
+
+    @property
+    def attempt(self) -> int:
+        return self.started.attempt if self.started is not None else 1
+
+    @property
+    def outcome(self) -> CallOutcome:
+        found = self.finished
+        if found is None:
+            return CallOutcome.RUNNING if self.live else CallOutcome.IN_DOUBT
+        if found.ran:
+            return CallOutcome.OK if found.ok else CallOutcome.ERROR
+        return CallOutcome.IN_DOUBT if found.refused == "in_doubt" else CallOutcome.REFUSED
+
+    @property
+    def failed(self) -> bool:
+        """Whether it failed (``tool_failed``); an unfinished call has not."""
+        return self.finished is not None and tool_failed(self.finished)
+
+    @property
+    def args(self) -> str:
+        return args_text(self.started.args) if self.started is not None else ""
+
+
+@dataclass(frozen=True, slots=True)
+class AskedEntry:
+    """A call that waits for an approval."""
+
+    kind: ClassVar[Kind] = Kind.ASKED
+    step: int
+    at: datetime
+    fact: ApprovalRequested
+
+
+@dataclass(frozen=True, slots=True)
+class DecidedEntry:
+    """A logged decision on a call."""
+
+    kind: ClassVar[Kind] = Kind.DECIDED
+    step: int
+    at: datetime
+    fact: ApprovalDecided
+
+    @property
+    def verdict(self) -> str:
+        return "approved" if self.fact.approved else "denied"
+
+
+@dataclass(frozen=True, slots=True)
+class ResumedEntry:
+    """A resume: after what, by whom, with which model, limits and decisions."""
+
+    kind: ClassVar[Kind] = Kind.RESUMED
+    step: int
+    at: datetime
+    fact: RunResumed
+
+
+@dataclass(frozen=True, slots=True)
+class EndEntry:
+    """The run's end: its status, answer or error."""
+
+    kind: ClassVar[Kind] = Kind.END
+    step: int
+    at: datetime
+    fact: RunFinished
+
+
+Entry = StepEntry | ModelEntry | ToolEntry | AskedEntry | DecidedEntry | ResumedEntry | EndEntry
+
+
+@dataclass(frozen=True, slots=True)
+class InDoubt:
+    """A call a crash left in doubt, and what a resume will do with it."""
+
+    call_id: str
+    name: str
+    rule: DoubtRule
+
+
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """A run's entries in log order, what it inherited, its calls in doubt, and whether its log ends it."""
+
+    entries: list[Entry]
+    inherited: Inherited | None = None
+    doubts: list[InDoubt] = field(default_factory=list)
+    finished: bool = False
+
+
+def tool_failed(finished: ToolFinished) -> bool:
+    """Whether a call failed: not ok, or an ``ERROR:`` observation."""
+    return not finished.ok or str(finished.observation).startswith("ERROR:")
+
+
+def args_text(args: Any) -> str:
+    """A call's arguments as JSON (text arguments as they are)."""
+    return args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, sort_keys=True)
+
+
+def timeline(run: StoredRun, parent: StoredRun | None = None, *, state: RunState | None = None,
+             registry: ToolRegistry | None = None) -> Timeline:
+    """``run``'s timeline; ``parent`` is the run it was forked from or follows (None: none, or not in the store).
+
+    ``registry``: the tools a resume would bring, which judge its calls in doubt with the log's record.
+    """
+    return Timeline(entries(run), inherited(run.facts, parent), in_doubt(run, state, registry), ends(run))
+
+
+def entries(run: StoredRun) -> list[Entry]:
+    """The run's entries, in log order."""
+    found: list[Entry] = []
+    opened: dict[str, ToolEntry] = {}  # the latest start of each call without a result yet
+    steps: dict[int, StepEntry] = {}  # the latest opening of each step
+    live = run.liveness == LIVE
+    for event, fact in zip(run.events, run.facts, strict=True):
+        at = event.at
+        match fact:
+            case StepStarted(step=step):
+                steps[step] = StepEntry(step, at, continued=step in steps)
+                found.append(steps[step])
+            case StepFinished(step=step) if step in steps:
+                steps[step].seconds = (at - steps[step].at).total_seconds()
+            case ModelCalled():
+                if fact.step in steps:
+                    tokens = fact.tokens
+                    steps[fact.step].tokens, steps[fact.step].estimated = tokens.total, tokens.estimated
+                found.append(ModelEntry(fact.step, at, fact))
+            case ToolStarted(call_id=call_id):
+                opened[call_id] = ToolEntry(fact.step, at, call_id, fact.name, fact, live=live)
+                found.append(opened[call_id])
+            case ToolFinished(call_id=call_id):
+                entry = opened.pop(call_id, None)
+                if entry is None:  # refused before it started
+                    entry = ToolEntry(fact.step, at, call_id, fact.name, None)
+                    found.append(entry)
+                entry.finished = fact
+            case ApprovalRequested():
+                found.append(AskedEntry(fact.step, at, fact))
+            case ApprovalDecided():
+                found.append(DecidedEntry(fact.step, at, fact))
+            case RunResumed():
+                found.append(ResumedEntry(fact.step, at, fact))
+            case RunFinished():
+                found.append(EndEntry(fact.step, at, fact))
+            case _:
+                pass
+    return found
+
+
+def ends(run: StoredRun) -> bool:
+    """Whether the log ends with the run's end: no resume after its last ``run_finished``."""
+    finished = False
+    for fact in run.facts:
+        match fact:
+            case RunFinished():
+                finished = True
+            case RunResumed():
+                finished = False
+            case _:
+                pass
+    return finished
+
+
+def in_doubt(run: StoredRun, state: RunState | None = None,
+             registry: ToolRegistry | None = None) -> list[InDoubt]:
+    """The calls a crash left in doubt (started, never finished, the process gone), with their rule."""
+    if run.liveness == LIVE:
+        return []
+    state = state if state is not None else fold(run.facts, run.run_id)
+    return [InDoubt(call.id, call.name, doubt_rule(state.started_traits.get(call.id),
+                                                   registry.get(call.name) if registry is not None else None))
+            for call in state.remaining_calls if state.in_doubt(call.id)]
+
+
+
+def inherited_shown(carried: Inherited, task: str) -> list[InheritedMessage]:
+    """The inherited messages both faces show: the model's, the tools', and the user's but the run's own task.
+
+    The system message and the task (a fork's is its parent's) are left out: the header has the task.
+    """
+    return [item for item in carried.messages
+            if item.message["role"] in ("assistant", "tool")
+            or (item.message["role"] == "user" and item.message["content"] != task)]

@@ -1,0 +1,60 @@
+"""What every request reads: the console's lifespan state (the store, the actions, the templates, the notes).
+
+``create_app``'s lifespan yields a ``State``; Starlette hands a copy to each request, read as
+``request.state.console`` (starlette.io, "Lifespan"). No module-level global, no ``app.state``.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from secrets import token_urlsafe
+from typing import NamedTuple, TypedDict
+
+from jinja2 import Environment
+
+from ..store import RunStore
+from .actions import Actions
+
+NOTES_KEPT = 200  # messages shown once after an action, kept in memory by a random key
+
+
+class Note(NamedTuple):
+    """A message to show once, on the page it was made for (``approvals`` or ``run``)."""
+
+    page: str
+    values: Mapping[str, str]
+
+
+@dataclass
+class Console:
+    """What every route needs: the store, the actions, the templates, and whether actions are served."""
+
+    store: RunStore
+    actions: Actions
+    templates: Environment
+    read_only: bool
+    notes: OrderedDict[str, Note] = field(default_factory=OrderedDict)
+
+    def note(self, page: str, **values: str) -> str:
+        """Keep a message to show once on ``page`` after a redirect; its key for the URL (no text goes in URLs)."""
+        key = token_urlsafe(9)
+        self.notes[key] = Note(page, values)
+        while len(self.notes) > NOTES_KEPT:
+            self.notes.popitem(last=False)
+        return key
+
+    def take_note(self, key: str | None, page: str) -> Mapping[str, str] | None:
+        """The message kept under ``key`` for ``page``, once; a note made for another page is none of its own."""
+        found = self.notes.get(key) if key else None
+        if key is None or found is None or found.page != page:
+            return None
+        del self.notes[key]
+        return found.values
+
+
+class State(TypedDict):
+    """The lifespan state: each request reads it as ``request.state.console``."""
+
+    console: Console
