@@ -16,7 +16,10 @@ from typing import Any
 
 import pytest
 
+from docs import reference
 from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, fork, open_store, resume, run_agent
+from runner._log.limits import limit_names
+from runner._log.statuses import Status
 from runner.store.schema_doc import END, START, generated_block
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +63,21 @@ def test_event_log_page_schema_block_matches_the_migrated_database() -> None:
     text = EVENT_LOG.read_text(encoding="utf-8")
     block = text[text.index(START): text.index(END) + len(END)]
     assert block == generated_block(), "regenerate with: python -m runner.store.schema_doc docs/event-log.md"
+
+
+@pytest.mark.parametrize("block", reference.blocks(), ids=lambda block: block.name)
+def test_the_loop_pages_lists_of_limits_and_statuses_match_the_code(block: reference.Block) -> None:
+    text = (DOCS / "loop.md").read_text(encoding="utf-8")
+    assert reference.found_block(text, block) == block.marked(), "regenerate with: python docs/reference.py"
+
+
+def test_the_generated_lists_name_every_limit_and_every_status() -> None:
+    limits, statuses = (block.text for block in reference.blocks())
+    assert [line.split("`")[1] for line in limits.splitlines()[2:]] == list(limit_names())
+    assert [line.split("`")[1] for line in statuses.splitlines()[2:]] == [status.value for status in Status]
+    assert "| `cost_limit` | yes |" in statuses
+    assert "| `queued` | no |" in statuses
+    assert "| `max_identical_calls` | `2` | an integer, at least 1 |" in limits
 
 
 def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
