@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,27 @@ def test_event_log_page_schema_block_matches_the_migrated_database() -> None:
     text = EVENT_LOG.read_text(encoding="utf-8")
     block = text[text.index(START): text.index(END) + len(END)]
     assert block == generated_block(), "regenerate with: python -m runner.store.schema_doc docs/event-log.md"
+
+
+def extras_named(text: str) -> list[str]:
+    """The extras an install paragraph names: the ``[name]`` spans in its ``(extras: ...)``."""
+    found = re.search(r"\(extras: ([^)]*)\)", text)
+    assert found is not None, "no '(extras: ...)' list"
+    return re.findall(r"`\[(\w+)\]`", found.group(1))
+
+
+@pytest.mark.parametrize("source", [README, DOCS / "index.md"], ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_install_paragraph_names_every_extra_of_pyproject(source: Path) -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    assert extras_named(source.read_text(encoding="utf-8")) == list(extras)
+
+
+def test_the_index_lists_every_page_of_the_nav_in_its_order() -> None:
+    nav = re.findall(r"^  - [^:\n]+: (\S+\.md)$", (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
+    text = (DOCS / "index.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^- \[[^\]]+\]\(([^)#]+\.md)\)", text[text.index("## The pages"):], re.M)
+    assert nav[0] == "index.md"
+    assert listed == nav[1:]
 
 
 @pytest.mark.parametrize("block", reference.blocks(), ids=lambda block: block.name)
