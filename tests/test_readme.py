@@ -11,12 +11,16 @@ import json
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from docs import reference
 from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, fork, open_store, resume, run_agent
+from runner._log.limits import limit_names
+from runner._log.statuses import Status
 from runner.store.schema_doc import END, START, generated_block
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,6 +64,42 @@ def test_event_log_page_schema_block_matches_the_migrated_database() -> None:
     text = EVENT_LOG.read_text(encoding="utf-8")
     block = text[text.index(START): text.index(END) + len(END)]
     assert block == generated_block(), "regenerate with: python -m runner.store.schema_doc docs/event-log.md"
+
+
+def extras_named(text: str) -> list[str]:
+    """The extras an install paragraph names: the ``[name]`` spans in its ``(extras: ...)``."""
+    found = re.search(r"\(extras: ([^)]*)\)", text)
+    assert found is not None, "no '(extras: ...)' list"
+    return re.findall(r"`\[(\w+)\]`", found.group(1))
+
+
+@pytest.mark.parametrize("source", [README, DOCS / "index.md"], ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_install_paragraph_names_every_extra_of_pyproject(source: Path) -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    assert extras_named(source.read_text(encoding="utf-8")) == list(extras)
+
+
+def test_the_index_lists_every_page_of_the_nav_in_its_order() -> None:
+    nav = re.findall(r"^  - [^:\n]+: (\S+\.md)$", (ROOT / "mkdocs.yml").read_text(encoding="utf-8"), re.M)
+    text = (DOCS / "index.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^- \[[^\]]+\]\(([^)#]+\.md)\)", text[text.index("## The pages"):], re.M)
+    assert nav[0] == "index.md"
+    assert listed == nav[1:]
+
+
+@pytest.mark.parametrize("block", reference.blocks(), ids=lambda block: block.name)
+def test_the_loop_pages_lists_of_limits_and_statuses_match_the_code(block: reference.Block) -> None:
+    text = (DOCS / "loop.md").read_text(encoding="utf-8")
+    assert reference.found_block(text, block) == block.marked(), "regenerate with: python docs/reference.py"
+
+
+def test_the_generated_lists_name_every_limit_and_every_status() -> None:
+    limits, statuses = (block.text for block in reference.blocks())
+    assert [line.split("`")[1] for line in limits.splitlines()[2:]] == list(limit_names())
+    assert [line.split("`")[1] for line in statuses.splitlines()[2:]] == [status.value for status in Status]
+    assert "| `cost_limit` | yes |" in statuses
+    assert "| `queued` | no |" in statuses
+    assert "| `max_identical_calls` | `2` | an integer, at least 1 |" in limits
 
 
 def test_readme_python_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,

@@ -27,16 +27,25 @@ class Limits:
     with the run (docs/loop.md, "Calls run together").
     """
 
-    max_steps: int = 8
-    token_budget: int = 4000
-    max_tool_calls: int | None = None
-    timeout_s: float | None = None
-    max_context_chars: int | None = None
-    max_output_chars: int | None = None
-    max_result_chars: int | None = None
-    max_identical_calls: int = field(default=2, metadata={"minimum": 1})
-    max_cost_usd: float | None = None
-    max_parallel_tools: int = field(default=8, metadata={"minimum": 1})
+    # Each field's "doc" is its line in docs/loop.md's list of limits (docs/reference.py writes it).
+    max_steps: int = field(default=8, metadata={"doc": "model calls the whole run may make"})
+    token_budget: int = field(default=4000, metadata={
+        "doc": "tokens the whole run may spend; checked before each model call, with the next prompt's estimate"})
+    max_tool_calls: int | None = field(default=None, metadata={"doc": "tool calls the whole run may run"})
+    timeout_s: float | None = field(default=None, metadata={
+        "doc": "seconds the whole run may take, held even when the model or a tool never returns"})
+    max_context_chars: int | None = field(default=None, metadata={
+        "doc": "characters the messages may hold (contents and calls' arguments) before the next model call"})
+    max_output_chars: int | None = field(default=None, metadata={
+        "doc": "characters of one reply (its text and its calls' arguments as JSON); a longer one's calls do not run"})
+    max_result_chars: int | None = field(default=None, metadata={
+        "doc": "characters of one tool result; a longer one is cut, with a marker"})
+    max_identical_calls: int = field(default=2, metadata={
+        "minimum": 1, "doc": "identical consecutive calls that run; the next is refused, and told to change course"})
+    max_cost_usd: float | None = field(default=None, metadata={
+        "doc": "USD the run's known cost may reach (its model calls at runner.prices' prices)"})
+    max_parallel_tools: int = field(default=8, metadata={
+        "minimum": 1, "doc": "how many of a reply's tool calls run at once; it stops nothing"})
 
     def __post_init__(self) -> None:
         for rule in limit_rules():

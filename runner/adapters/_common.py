@@ -1,9 +1,10 @@
-"""What every adapter shares: the install hint, argument parsing, stop reasons.
+"""What every adapter shares: the model over a sync or async client, the install hint, arguments, stop reasons.
 
-Stop reasons use one small vocabulary so the loop can judge any provider's
-reply the same way: a reply cut off by the token limit says ``"length"``
-(OpenAI's ``finish_reason``; Anthropic's ``max_tokens`` is translated), a
-refused one says ``"refusal"``; every other value is the provider's own.
+A provider writes its ``Wire`` (its request and its reply) and how its client sends; ``SyncAdapter``
+and ``AsyncAdapter`` are the rest. Stop reasons use one small vocabulary so the loop can judge any
+provider's reply the same way: a reply cut off by the token limit says ``"length"`` (OpenAI's
+``finish_reason``; Anthropic's ``max_tokens`` is translated), a refused one says ``"refusal"``;
+every other value is the provider's own.
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ from __future__ import annotations
 import importlib
 import json
 import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import ModuleType
-from typing import Any
+from typing import Any, Generic, NamedTuple, Protocol, Self, TypeVar
 
 from ..errors import RunnerError
-from ..messages import CUT_OFF_STOP_REASONS, REFUSAL_STOP_REASONS, Usage
+from ..messages import CUT_OFF_STOP_REASONS, REFUSAL_STOP_REASONS, Message, ModelReply, ToolSpec, Usage
 
 STOP_LENGTH = "length"
 STOP_REFUSAL = "refusal"
@@ -112,3 +114,116 @@ def usage_of(input_tokens: object, output_tokens: object, cache_read: object = 0
 
 def _count(value: object) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+class Closes(Protocol):
+    """A sync SDK client: it closes its connections."""
+
+    def close(self) -> None: ...
+
+
+class ClosesLater(Protocol):
+    """An async SDK client: it closes its connections when awaited."""
+
+    def close(self) -> Awaitable[None]: ...
+
+
+ClientT = TypeVar("ClientT")
+SyncClientT = TypeVar("SyncClientT", bound=Closes)
+AsyncClientT = TypeVar("AsyncClientT", bound=ClosesLater)
+ResponseT = TypeVar("ResponseT")
+
+
+def _no_check(request: Mapping[str, Any]) -> None:
+    return None
+
+
+class Wire(NamedTuple, Generic[ResponseT]):
+    """A provider's half of an adapter: the options it sets itself, its request's body, its response as a reply.
+
+    The sync and the async model of one provider share it; ``Adapter`` is what every provider shares.
+    ``check`` sees the fields the model fixes and the options given, and raises ``ValueError`` on a mistake.
+    """
+
+    reserved: frozenset[str]
+    body: Callable[[Sequence[Message], Sequence[ToolSpec]], dict[str, Any]]
+    reply: Callable[[ResponseT], ModelReply]
+    check: Callable[[Mapping[str, Any]], None] = _no_check
+
+
+class Adapter(Generic[ClientT, ResponseT]):
+    """A model over a provider's SDK client: the client, the model's name, the provider's, the request options.
+
+    ``fixed`` are request fields the model sets at construction (Anthropic's ``max_tokens``).
+    """
+
+    def __init__(self, client: ClientT, wire: Wire[ResponseT], model: str, provider_name: str,
+                 request_options: dict[str, Any], **fixed: Any) -> None:
+        clash = sorted(wire.reserved.intersection(request_options))
+        if clash:
+            raise ValueError(f"request option(s) {clash} are set by the adapter")
+        wire.check({**fixed, **request_options})
+        self.client = client
+        self.wire = wire
+        self.model_name = model
+        self.provider_name = provider_name
+        self.request_options = request_options
+        self.fixed = fixed
+
+    def __repr__(self) -> str:
+        """The model, then the request fields it fixes (Anthropic's ``max_tokens``), or else the provider."""
+        shown = ", ".join(f"{key}={value!r}" for key, value in self.fixed.items()) or f"provider={self.provider_name!r}"
+        return f"{type(self).__name__}(model={self.model_name!r}, {shown})"
+
+    def _request(self, messages: Sequence[Message], specs: Sequence[ToolSpec]) -> dict[str, Any]:
+        """The request's keyword arguments: the model, the fields it fixes, the body, then the options given.
+
+        The body leaves out a field it has no value for (no tools, no system prompt) rather than send
+        an SDK sentinel, so every SDK version the extra allows takes it.
+        """
+        return {"model": self.model_name, **self.fixed, **self.wire.body(messages, specs), **self.request_options}
+
+
+class SyncAdapter(Adapter[SyncClientT, ResponseT]):
+    """A model callable ``(messages, tool_specs) -> ModelReply`` over a sync client; ``with`` closes the client.
+
+    SDK errors (after the client's own retries) propagate, so the run stops with ``model_error``.
+    """
+
+    def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
+        return self.wire.reply(self._send(self._request(messages, tool_specs)))
+
+    def _send(self, request: dict[str, Any]) -> ResponseT:
+        """Send the request through the client; the provider's model says how."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Close the client (and its connections)."""
+        self.client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class AsyncAdapter(Adapter[AsyncClientT, ResponseT]):
+    """``SyncAdapter`` over an async client: ``await model(messages, tool_specs)``; ``async with`` closes it."""
+
+    async def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
+        return self.wire.reply(await self._send(self._request(messages, tool_specs)))
+
+    async def _send(self, request: dict[str, Any]) -> ResponseT:
+        """Send the request through the client; the provider's model says how."""
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        """Close the client (and its connections)."""
+        await self.client.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()

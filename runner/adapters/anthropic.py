@@ -10,11 +10,20 @@ Extended thinking is refused: its blocks would have to be sent back, and our mes
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ..messages import Message, ModelReply, ToolCall, ToolSpec
-from ._common import STOP_LENGTH, UnusableResponse, client_options, require, usage_of
+from ._common import (
+    STOP_LENGTH,
+    AsyncAdapter,
+    SyncAdapter,
+    UnusableResponse,
+    Wire,
+    client_options,
+    require,
+    usage_of,
+)
 
 if TYPE_CHECKING:
     from anthropic import Anthropic, AsyncAnthropic
@@ -114,36 +123,32 @@ def reply_from_message(message: AnthropicMessage) -> ModelReply:
     return ModelReply("".join(texts), calls, usage, stop_reason)
 
 
-class _Base:
-    def __init__(self, model: str, max_tokens: int, provider_name: str, request_options: dict[str, Any]) -> None:
-        clash = sorted(RESERVED_OPTIONS.intersection(request_options))
-        if clash:
-            raise ValueError(f"request option(s) {clash} are set by the adapter")
-        thinking = request_options.get("thinking")
-        if thinking is not None and not (isinstance(thinking, dict) and thinking.get("type") == "disabled"):
-            raise ValueError("extended thinking is not supported: its blocks must be sent back with tool "
-                             "results and runner messages do not carry them")
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-            raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
-        self.model_name = model
-        self.max_tokens = max_tokens
-        self.provider_name = provider_name
-        self.request_options = request_options
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self.model_name!r}, max_tokens={self.max_tokens})"
-
-    def _request(self, messages: Sequence[Message], specs: Sequence[ToolSpec]) -> dict[str, Any]:
-        system, conversation = to_anthropic_messages(messages)
-        request: dict[str, Any] = {"model": self.model_name, "max_tokens": self.max_tokens, "messages": conversation}
-        if system:  # left out rather than sent as an SDK sentinel, which older SDKs lack
-            request["system"] = system
-        if specs:
-            request["tools"] = to_anthropic_tools(specs)
-        return {**request, **self.request_options}
+def messages_body(messages: Sequence[Message], specs: Sequence[ToolSpec]) -> dict[str, Any]:
+    """A Messages API request's conversation, its system prompt and tools when there are any."""
+    system, conversation = to_anthropic_messages(messages)
+    body: dict[str, Any] = {"messages": conversation}
+    if system:
+        body["system"] = system
+    if specs:
+        body["tools"] = to_anthropic_tools(specs)
+    return body
 
 
-class AnthropicModel(_Base):
+def check_request(request: Mapping[str, Any]) -> None:
+    """Refuse extended thinking and a ``max_tokens`` that is not a positive integer (``ValueError``)."""
+    thinking = request.get("thinking")
+    if thinking is not None and not (isinstance(thinking, dict) and thinking.get("type") == "disabled"):
+        raise ValueError("extended thinking is not supported: its blocks must be sent back with tool "
+                         "results and runner messages do not carry them")
+    max_tokens = request["max_tokens"]
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
+
+
+MESSAGES: Wire[AnthropicMessage] = Wire(RESERVED_OPTIONS, messages_body, reply_from_message, check_request)
+
+
+class AnthropicModel(SyncAdapter["Anthropic", "AnthropicMessage"]):
     """A model callable ``(messages, tool_specs) -> ModelReply`` over ``client.messages``.
 
     ``request_options`` go to every request (``tool_choice``, ``stop_sequences``,
@@ -153,44 +158,25 @@ class AnthropicModel(_Base):
 
     def __init__(self, client: Anthropic, model: str, max_tokens: int = DEFAULT_MAX_TOKENS, *,
                  provider_name: str = PROVIDER, **request_options: Any) -> None:
-        super().__init__(model, max_tokens, provider_name, request_options)
-        self.client = client
+        super().__init__(client, MESSAGES, model, provider_name, request_options, max_tokens=max_tokens)
+        self.max_tokens = max_tokens
 
-    def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
-        reply: AnthropicMessage = self.client.messages.create(**self._request(messages, tool_specs))
-        return reply_from_message(reply)
-
-    def close(self) -> None:
-        """Close the client (and its connections)."""
-        self.client.close()
-
-    def __enter__(self) -> AnthropicModel:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    def _send(self, request: dict[str, Any]) -> AnthropicMessage:
+        reply: AnthropicMessage = self.client.messages.create(**request)
+        return reply
 
 
-class AsyncAnthropicModel(_Base):
+class AsyncAnthropicModel(AsyncAdapter["AsyncAnthropic", "AnthropicMessage"]):
     """``AnthropicModel`` over ``AsyncAnthropic``: ``await model(messages, tool_specs)``."""
 
     def __init__(self, client: AsyncAnthropic, model: str, max_tokens: int = DEFAULT_MAX_TOKENS, *,
                  provider_name: str = PROVIDER, **request_options: Any) -> None:
-        super().__init__(model, max_tokens, provider_name, request_options)
-        self.client = client
+        super().__init__(client, MESSAGES, model, provider_name, request_options, max_tokens=max_tokens)
+        self.max_tokens = max_tokens
 
-    async def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
-        reply: AnthropicMessage = await self.client.messages.create(**self._request(messages, tool_specs))
-        return reply_from_message(reply)
-
-    async def close(self) -> None:
-        await self.client.close()
-
-    async def __aenter__(self) -> AsyncAnthropicModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
+    async def _send(self, request: dict[str, Any]) -> AnthropicMessage:
+        reply: AnthropicMessage = await self.client.messages.create(**request)
+        return reply
 
 
 def anthropic_model(model: str, max_tokens: int = DEFAULT_MAX_TOKENS, *, api_key: str | None = None,

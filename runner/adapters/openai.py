@@ -14,7 +14,17 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ..messages import Message, ModelReply, ToolCall, ToolSpec
-from ._common import STOP_REFUSAL, UnusableResponse, client_options, parse_arguments, require, usage_of
+from ._common import (
+    STOP_REFUSAL,
+    AsyncAdapter,
+    SyncAdapter,
+    UnusableResponse,
+    Wire,
+    client_options,
+    parse_arguments,
+    require,
+    usage_of,
+)
 
 if TYPE_CHECKING:
     from openai import AsyncOpenAI, OpenAI
@@ -98,30 +108,18 @@ def reply_from_completion(completion: ChatCompletion) -> ModelReply:
     return ModelReply(content, calls, usage, stop_reason)
 
 
-class _Base:
-    def __init__(self, model: str, provider_name: str, request_options: dict[str, Any]) -> None:
-        clash = sorted(RESERVED_OPTIONS.intersection(request_options))
-        if clash:
-            raise ValueError(f"request option(s) {clash} are set by the adapter")
-        self.model_name = model
-        self.provider_name = provider_name
-        self.request_options = request_options
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(model={self.model_name!r}, provider={self.provider_name!r})"
-
-    def _request(self, messages: Sequence[Message], specs: Sequence[ToolSpec]) -> dict[str, Any]:
-        """Build the request's keyword arguments, with ``tools`` only when there are any.
-
-        No SDK sentinel is used, so every SDK version the extra allows takes it.
-        """
-        request: dict[str, Any] = {"model": self.model_name, "messages": to_openai_messages(messages)}
-        if specs:
-            request["tools"] = to_openai_tools(specs)
-        return {**request, **self.request_options}
+def chat_body(messages: Sequence[Message], specs: Sequence[ToolSpec]) -> dict[str, Any]:
+    """A Chat Completions request's messages, and its tools when there are any."""
+    body: dict[str, Any] = {"messages": to_openai_messages(messages)}
+    if specs:
+        body["tools"] = to_openai_tools(specs)
+    return body
 
 
-class OpenAIModel(_Base):
+CHAT: Wire[ChatCompletion] = Wire(RESERVED_OPTIONS, chat_body, reply_from_completion)
+
+
+class OpenAIModel(SyncAdapter["OpenAI", "ChatCompletion"]):
     """A model callable ``(messages, tool_specs) -> ModelReply`` over ``client.chat.completions``.
 
     ``request_options`` go to every request (``temperature``, ``max_completion_tokens``,
@@ -132,45 +130,23 @@ class OpenAIModel(_Base):
 
     def __init__(self, client: OpenAI, model: str, *, provider_name: str = PROVIDER,
                  **request_options: Any) -> None:
-        super().__init__(model, provider_name, request_options)
-        self.client = client
+        super().__init__(client, CHAT, model, provider_name, request_options)
 
-    def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
-        completion: ChatCompletion = self.client.chat.completions.create(**self._request(messages, tool_specs))
-        return reply_from_completion(completion)
-
-    def close(self) -> None:
-        """Close the client (and its connections)."""
-        self.client.close()
-
-    def __enter__(self) -> OpenAIModel:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    def _send(self, request: dict[str, Any]) -> ChatCompletion:
+        completion: ChatCompletion = self.client.chat.completions.create(**request)
+        return completion
 
 
-class AsyncOpenAIModel(_Base):
+class AsyncOpenAIModel(AsyncAdapter["AsyncOpenAI", "ChatCompletion"]):
     """``OpenAIModel`` over ``AsyncOpenAI``: ``await model(messages, tool_specs)``."""
 
     def __init__(self, client: AsyncOpenAI, model: str, *, provider_name: str = PROVIDER,
                  **request_options: Any) -> None:
-        super().__init__(model, provider_name, request_options)
-        self.client = client
+        super().__init__(client, CHAT, model, provider_name, request_options)
 
-    async def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
-        completion: ChatCompletion = await self.client.chat.completions.create(
-            **self._request(messages, tool_specs))
-        return reply_from_completion(completion)
-
-    async def close(self) -> None:
-        await self.client.close()
-
-    async def __aenter__(self) -> AsyncOpenAIModel:
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        await self.close()
+    async def _send(self, request: dict[str, Any]) -> ChatCompletion:
+        completion: ChatCompletion = await self.client.chat.completions.create(**request)
+        return completion
 
 
 def openai_model(model: str, base_url: str | None = None, api_key: str | None = None, *,

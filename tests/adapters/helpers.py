@@ -82,6 +82,21 @@ def connections(build: Build[ModelT]) -> Iterator[Callable[..., ModelT]]:
         model.close()
 
 
+def sdk_connections(sdk_client: Callable[..., Any], base_path: str,
+                    model: Callable[..., ModelT]) -> Iterator[Callable[..., ModelT]]:
+    """The body of a provider's ``connect`` fixture: ``model(client, **options)`` over a real ``sdk_client``.
+
+    ``sdk_client`` is the SDK's client class (``openai.OpenAI``, ``anthropic.Anthropic``); it is
+    built with a test key for the test host at ``base_path``, over the scripted server's transport.
+    """
+    def build(http_client: httpx2.Client, max_retries: int, options: dict[str, Any]) -> ModelT:
+        client = sdk_client(api_key="test", base_url=f"http://{TEST_HOST}{base_path}", max_retries=max_retries,
+                            http_client=http_client)
+        return model(client, **options)
+
+    return connections(build)
+
+
 def block_network(monkeypatch: pytest.MonkeyPatch) -> None:
     """Make any real connection attempt raise, so a test can never reach the network."""
 

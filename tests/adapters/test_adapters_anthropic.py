@@ -23,7 +23,7 @@ from tests.adapters.helpers import (
     WEATHER_SCHEMA,
     Ran,
     ScriptedServer,
-    connections,
+    sdk_connections,
     weather_registry,
 )
 
@@ -53,12 +53,8 @@ Connect = Any
 @pytest.fixture
 def connect() -> Iterator[Connect]:
     """``connect(server, **model_options)`` -> an AnthropicModel over a real client; closed after the test."""
-    def build(http_client: httpx2.Client, max_retries: int, options: dict[str, Any]) -> AnthropicModel:
-        client = anthropic.Anthropic(api_key="test", base_url=f"http://{TEST_HOST}", max_retries=max_retries,
-                                     http_client=http_client)
-        return AnthropicModel(client, MODEL, **options)
-
-    yield from connections(build)
+    yield from sdk_connections(anthropic.Anthropic, "",
+                               lambda client, **options: AnthropicModel(client, MODEL, **options))
 
 
 def test_final_answer_sends_system_apart_and_maps_usage(connect: Connect) -> None:

@@ -31,7 +31,7 @@ from tests.adapters.helpers import (
     WEATHER_SCHEMA,
     Ran,
     ScriptedServer,
-    connections,
+    sdk_connections,
     weather_registry,
 )
 
@@ -64,12 +64,7 @@ Connect = Any
 @pytest.fixture
 def connect() -> Iterator[Connect]:
     """``connect(server, **model_options)`` -> an OpenAIModel over a real client; closed after the test."""
-    def build(http_client: httpx2.Client, max_retries: int, options: dict[str, Any]) -> OpenAIModel:
-        client = openai.OpenAI(api_key="test", base_url=f"http://{TEST_HOST}/v1", max_retries=max_retries,
-                               http_client=http_client)
-        return OpenAIModel(client, MODEL, **options)
-
-    yield from connections(build)
+    yield from sdk_connections(openai.OpenAI, "/v1", lambda client, **options: OpenAIModel(client, MODEL, **options))
 
 
 def test_final_answer_sends_messages_without_tools_and_maps_usage(connect: Connect) -> None:

@@ -7,7 +7,6 @@ import re
 import socket
 import subprocess
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -127,19 +126,16 @@ def test_spans_to_a_collector_that_never_finishes_answering_is_one_error_line(
 
 @pytest.mark.process
 def test_demo_with_the_collector_down_ends_fast_with_one_warning_line(dead_collector: str, tmp_path: Path) -> None:
-    """The installed script does not hang on a dead collector. The bound is loose (ten times the
-    export's deadline; about 3 s is usual) so a loaded machine cannot fail it: the next test pins
-    the 2 s the demo's export may wait."""
-    started = time.monotonic()
+    """The installed script does not hang on a dead collector: its timeout says so. The bound is loose
+    (ten times the export's deadline; about 3 s is usual) so a loaded machine cannot fail it: the
+    next test pins the 2 s the demo's export may wait."""
     db = f"sqlite:///{tmp_path / 'runs.db'}"
-    done = subprocess.run([installed_runner(), "demo", "--quiet", "--db", db],
-                          capture_output=True, text=True, timeout=60, env=os.environ.copy())
-    elapsed = time.monotonic() - started
+    done = subprocess.run([installed_runner(), "demo", "--quiet", "--db", db], capture_output=True, text=True,
+                          timeout=10 * (loading.CLI_EXPORT_TIMEOUT_S + EXPORT_GRACE_S), env=os.environ.copy())
     assert done.returncode == 0, done.stderr
     assert done.stderr == (f"warning: spans not exported to {dead_collector}/v1/traces (is the collector running?); "
                            f"the run is recorded: `runner spans {run_id_in(done.stdout)} --endpoint "
                            f"{dead_collector}/v1/traces --db {db}` sends its spans later\n")
-    assert elapsed < 10 * (loading.CLI_EXPORT_TIMEOUT_S + EXPORT_GRACE_S), elapsed
 
 
 def test_demo_with_the_collector_down_exports_once_through_the_two_second_exporter(

@@ -110,11 +110,9 @@ def silent_broker() -> Iterator[str]:
 @pytest.mark.process
 def test_submit_to_a_broker_that_never_answers_gives_up_and_leaves_the_run_queued(store: RunStore, store_url: str,
                                                                                   silent_broker: str) -> None:
-    started = time.monotonic()
+    # Publishing gives up after one quick retry, each try bounded by the socket timeouts: a hang is the timeout.
     done = subprocess.run([RUNNER, "submit", "job 1", "--agent", "tipper", "--db", store_url, "--broker",
-                           silent_broker], capture_output=True, text=True, timeout=60)
-    took = time.monotonic() - started
-    assert took < 20, (took, done.stderr)
+                           silent_broker], capture_output=True, text=True, timeout=20)
     assert done.returncode == 0, done.stderr
     run_id = done.stdout.strip()
     assert re.fullmatch(r"note: the broker did not take the run \(OperationalError: [^\n]+\); it stays queued "

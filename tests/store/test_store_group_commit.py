@@ -525,9 +525,17 @@ def test_a_child_forked_while_a_commit_waits_writes_and_reads_on_connections_of_
         waiting.start()
         _until(lambda: store.committer.busy, "the parent's commit under way")
         assert holder.stdin is not None
-        threading.Timer(0.3, holder.stdin.close).start()  # the lock goes (the child closes its copy too)
+        stdin = holder.stdin
+        released, forked = threading.Event(), threading.Event()
+
+        def release_once_the_fork_waits() -> None:
+            """Let the lock go (the child closes its copy too) once the fork waits for the commit, or is done."""
+            _until(lambda: store.committer._closers > 0 or forked.is_set(), "the fork waiting for the commit")
+            released.set()
+            stdin.close()
+
+        threading.Thread(target=release_once_the_fork_waits, daemon=True).start()
         told, tell = os.pipe()
-        asked = time.monotonic()
         pid = os.fork()
         if pid == 0:  # the child
             code, seen = 1, "nothing"
@@ -546,7 +554,8 @@ def test_a_child_forked_while_a_commit_waits_writes_and_reads_on_connections_of_
             finally:
                 os.write(tell, seen.encode()[:4000])
                 os._exit(code)
-        forked_after = time.monotonic() - asked
+        released_before_the_fork = released.is_set()
+        forked.set()
         os.close(tell)
         _, status = os.waitpid(pid, 0)
         with os.fdopen(told, "rb") as pipe:
@@ -554,7 +563,7 @@ def test_a_child_forked_while_a_commit_waits_writes_and_reads_on_connections_of_
         waiting.join()
     assert os.waitstatus_to_exitcode(status) == 0, f"the child exited {os.waitstatus_to_exitcode(status)}: {said}"
     if store.engine.dialect.name == "sqlite":
-        assert forked_after >= 0.25  # the fork waited for the commit, which waited for the lock
+        assert released_before_the_fork  # the fork waited for the commit, which waited for the lock
     for run_id in ("parent-run", "child-run"):
         assert [e.kind for e in store.get_run(run_id).events] == KINDS_PER_RUN
 
@@ -790,12 +799,19 @@ def test_a_fork_waits_for_a_commit_under_way_no_longer_than_it_was_told(
     a Ctrl-C while it waits lets go of the committer, so the parent's commits go on."""
     committer = store.committer
     monkeypatch.setattr(committer, "_leading", 1)  # a commit under way that does not end
-    started = time.monotonic()
+    waits: list[float | None] = []  # what each wait for the commit asked for
+    wait_for_the_commit = committer._idle.wait
+
+    def counted(timeout: float | None = None) -> bool:
+        waits.append(timeout)
+        return wait_for_the_commit(timeout)
+
+    monkeypatch.setattr(committer._idle, "wait", counted)
     committer.hold_for_fork(0.2)
-    waited = time.monotonic() - started
     assert not committer._lock.acquire(blocking=False)  # held across the fork
     committer.release_after_fork()
-    assert 0.2 <= waited < 5
+    assert waits  # it waited for the commit, each time for what was left of the 0.2 s, and then gave up
+    assert all(timeout is not None and 0 < timeout <= 0.2 for timeout in waits), waits
 
     def interrupted(timeout: float | None = None) -> bool:
         raise KeyboardInterrupt

@@ -7,7 +7,6 @@ import os
 import sqlite3
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -87,10 +86,9 @@ def test_reopening_at_head_needs_no_write_lock(tmp_path: Path) -> None:
     locker = sqlite3.connect(path, isolation_level=None)
     locker.execute("BEGIN IMMEDIATE")  # another process is writing
     try:
-        started = time.monotonic()
+        # The lock is held until the end: an open that wanted it would fail when its busy timeout ran out.
         with open_store(path, busy_timeout_s=5) as store:
             assert store.list_runs() == []
-        assert time.monotonic() - started < 2
     finally:
         locker.execute("ROLLBACK")
         locker.close()
