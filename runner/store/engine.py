@@ -13,7 +13,8 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,11 @@ from ..errors import StoreError
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 READ_OPTION = "runner_read"
-PG_CONNECT_TIMEOUT_S = 10
+PG_CONNECT_TIMEOUT_S = 5
+# A server the network lost (a partition, a dead host) is given up in about 10 s, on a commit under way
+# (``tcp_user_timeout``, ms) as on an idle connection (keepalives: 5 s idle, then 3 probes 2 s apart).
+PG_LIVENESS = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
+               "tcp_user_timeout": 10_000}
 PG_DRIVER_HINT = "the PostgreSQL driver is not installed: pip install 'durable-agent-runner[postgres]'"
 QUERY_ONLY = "runner_query_only"  # set in a pooled connection's info while a read has it query_only
 
@@ -101,8 +106,9 @@ def make_engine(url: URL, *, synchronous: str | None = None, busy_timeout_s: flo
     else:
         if synchronous is not None:
             raise StoreError(f"cannot open store {shown(url)}: synchronous applies to SQLite only")
-        if "connect_timeout" not in url.query:  # an unreachable host fails in seconds, not minutes
-            kwargs["connect_args"] = {"connect_timeout": PG_CONNECT_TIMEOUT_S}
+        # An unreachable host fails in seconds, not minutes; a URL's own settings win.
+        defaults: dict[str, Any] = {"connect_timeout": PG_CONNECT_TIMEOUT_S, **PG_LIVENESS}
+        kwargs["connect_args"] = {key: value for key, value in defaults.items() if key not in url.query}
         # A connection the server dropped while it sat in the pool (a restart, a failover, a proxy's
         # idle timeout) is replaced when it is checked out, not handed to a read that then fails.
         # The writer holds its own connection between commits, so its commits pay nothing for this.
@@ -120,7 +126,28 @@ def make_engine(url: URL, *, synchronous: str | None = None, busy_timeout_s: flo
     if url.get_backend_name() == "sqlite":
         _sqlite_events(engine, chosen, busy_timeout_s, wal=not is_memory(url) and not read_only,
                        read_only=read_only)
+    elif engine.dialect.driver == "psycopg":
+        from . import pg_answer  # here: psycopg is an optional dependency, imported once it is used
+
+        pg_answer.install(engine)
     return engine
+
+
+@contextmanager
+def answering(raw: Any, seconds: float) -> Iterator[None]:
+    """Bound the waits for the server of ``raw`` (a checked-out connection) to ``seconds`` meanwhile.
+
+    Only a psycopg connection of ``make_engine``'s has a bound (``pg_answer``); others are unchanged.
+    """
+    driver: Any = getattr(raw, "driver_connection", None)
+    if not hasattr(driver, "answer_s"):
+        yield
+        return
+    before, driver.answer_s = driver.answer_s, seconds
+    try:
+        yield
+    finally:
+        driver.answer_s = before
 
 
 def sqlite_ro_uri(path: Path, *, immutable: bool = False) -> str:
