@@ -64,7 +64,8 @@ def parse_url(url: str | os.PathLike[str] | URL) -> URL:
 
 def _masked(text: str) -> str:
     """``text`` with the password of any URL in it starred (an unparsable URL cannot be rendered)."""
-    return re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
+    text = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
+    return re.sub(r"([?&]password=)[^&\s'\"]*", r"\1***", text)
 
 
 def _no_nul(url: URL) -> URL:
@@ -74,7 +75,25 @@ def _no_nul(url: URL) -> URL:
 
 
 def shown(url: URL) -> str:
+    """``url`` as people may see it: its password starred, in its user part or as ``?password=``."""
+    if "password" in url.query:
+        url = url.update_query_dict({"password": "***"})
     return url.render_as_string(hide_password=True)
+
+
+def shown_url(url: str | os.PathLike[str] | URL) -> str:
+    """A store's URL (or path) as people may see it, with any password starred; the one place that says how.
+
+    Hints, errors and pages print a store's URL; a password in it would end in terminals and logs.
+    """
+    if isinstance(url, URL):
+        return shown(url)
+    if isinstance(url, os.PathLike) or "://" not in url:
+        return os.fspath(url)
+    try:
+        return shown(make_url(url))
+    except (ArgumentError, ValueError):
+        return _masked(url)
 
 
 def is_memory(url: URL) -> bool:
