@@ -61,12 +61,21 @@ class Env:
         try:
             store = open_store(self.db, read_only=not create)
         except NoStoreError as exc:
+            if create:  # only a read-only open finds no store: a SQLite URL's mode=ro
+                raise self._read_only() from None
             raise CliError(f"no store at {exc.location} (runner demo, runner run or runner db upgrade "
                            "creates one)") from None
+        if create and store.read_only:
+            store.close()
+            raise self._read_only()
         try:
             yield store
         finally:
             store.close()
+
+    def _read_only(self) -> CliError:
+        command = click.get_current_context().command_path
+        return CliError(f"{command} writes to its store, but {shown_url(self.db)} opens it read-only (mode=ro)")
 
     def hint(self) -> str:
         """``--db URL`` when it is not the default nor from RUNNER_DB, to paste after a suggested command.

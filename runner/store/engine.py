@@ -36,6 +36,9 @@ PG_CONNECT_TIMEOUT_S = 5
 PG_LIVENESS = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
                "tcp_user_timeout": 10_000}
 PG_DRIVER_HINT = "the PostgreSQL driver is not installed: pip install 'durable-agent-runner[postgres]'"
+# The SQLite URL parameters honoured: runner's (mode=ro only), then those pysqlite takes; it ignores others.
+SQLITE_QUERY = ("mode", "synchronous", "cached_statements", "check_same_thread", "detect_types", "isolation_level",
+                "timeout")
 QUERY_ONLY = "runner_query_only"  # set in a pooled connection's info while a read has it query_only
 
 
@@ -59,7 +62,27 @@ def parse_url(url: str | os.PathLike[str] | URL) -> URL:
         # runner store? which revision?) would look at a file named like the URI text itself.
         raise StoreError(f"cannot open store {shown(parsed)}: SQLite URI filenames (uri=true) are not "
                          "supported; give the file's path, as in sqlite:///path/to/runs.db")
-    return _no_nul(parsed) if parsed.get_backend_name() == "sqlite" else parsed
+    if parsed.get_backend_name() == "sqlite":
+        _known_sqlite_query(parsed)
+        return _no_nul(parsed)
+    return parsed
+
+
+def _known_sqlite_query(url: URL) -> None:
+    """Refuse a SQLite URL parameter runner does not honour: the driver would warn and ignore it."""
+    for name, value in url.query.items():
+        if name not in SQLITE_QUERY:
+            raise StoreError(f"cannot open store {shown(url)}: unknown SQLite URL parameter {name!r} "
+                             f"(known: {', '.join(SQLITE_QUERY)})")
+        if name == "mode" and value != "ro":
+            raise StoreError(f"cannot open store {shown(url)}: mode must be ro, got {value!r}")
+
+
+def read_only_by_url(url: URL) -> tuple[URL, bool]:
+    """``url`` without its ``mode=ro``, and whether it had one (the store must then open read-only)."""
+    if url.get_backend_name() != "sqlite" or "mode" not in url.query:
+        return url, False
+    return url.difference_update_query(["mode"]), True
 
 
 def _masked(text: str) -> str:
@@ -112,7 +135,7 @@ def make_engine(url: URL, *, synchronous: str | None = None, busy_timeout_s: flo
     kwargs: dict[str, Any] = {}
     if url.get_backend_name() == "sqlite":
         from_url = url.query.get("synchronous")
-        url = url.difference_update_query(["synchronous"])
+        url = url.difference_update_query(["synchronous", "mode"])  # mode=ro: see read_only_by_url
         chosen = (synchronous or (from_url if isinstance(from_url, str) else None) or "NORMAL").upper()
         if chosen not in SYNCHRONOUS:
             raise StoreError(f"cannot open store {shown(url)}: synchronous must be one of "
