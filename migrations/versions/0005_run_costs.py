@@ -2,8 +2,9 @@
 
 Each ``model_called`` fact carries its cost (or none, when the price or the usage was
 unknown); these two columns add them up as the run goes, as ``tokens`` does, so the runs
-list shows a run's cost without reading its log. Existing rows start at 0 and 0: runs
-recorded before costs were logged have no known cost. A store at an older revision, opened
+list shows a run's cost without reading its log. Runs recorded before costs were logged
+read as a run whose prices are unknown does today: ``cost_known_usd`` 0 and ``costs_unknown``
+the number of its model calls that returned a reply (never a known cost of $0). A store at an older revision, opened
 read-only, is read without these columns (their defaults stand). On PostgreSQL ``tokens``
 becomes a BIGINT: a run's usage can pass 2**31 tokens (SQLite's INTEGER is 64 bits already).
 
@@ -32,6 +33,12 @@ def upgrade() -> None:
     op.add_column("runs", sa.Column("costs_unknown", sa.Integer(), server_default="0", nullable=False))
     if op.get_bind().dialect.name == "postgresql":
         op.alter_column("runs", "tokens", type_=sa.BigInteger(), existing_type=sa.Integer(), existing_nullable=False)
+        replied = "json_typeof(CAST(e.data AS json) -> 'reply') = 'object'"
+    else:
+        replied = "json_type(e.data, '$.reply') = 'object'"
+    # The kind is frozen here as the log stored it then ('model_call'): a migration never follows renames.
+    op.execute(f"UPDATE runs SET costs_unknown = (SELECT count(*) FROM events e WHERE e.run_id = runs.run_id "
+               f"AND e.kind = 'model_call' AND {replied})")
 
 
 def downgrade() -> None:

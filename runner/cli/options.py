@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from .._text import one_line
-from ..store import NoStoreError, RunStore, open_store
+from ..store import NoStoreError, RunStore, open_store, shown_url
 
 DEFAULT_DB = "sqlite:///runs.db"
 NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
@@ -48,6 +48,7 @@ class Env:
 
     db: str
     as_json: bool
+    from_env: bool = False  # ``db`` came from RUNNER_DB: a command pasted in the same shell finds it there
 
     @contextmanager
     def store(self, *, create: bool = False) -> Iterator[RunStore]:
@@ -60,16 +61,28 @@ class Env:
         try:
             store = open_store(self.db, read_only=not create)
         except NoStoreError as exc:
+            if create:  # only a read-only open finds no store: a SQLite URL's mode=ro
+                raise self._read_only() from None
             raise CliError(f"no store at {exc.location} (runner demo, runner run or runner db upgrade "
                            "creates one)") from None
+        if create and store.read_only:
+            store.close()
+            raise self._read_only()
         try:
             yield store
         finally:
             store.close()
 
+    def _read_only(self) -> CliError:
+        command = click.get_current_context().command_path
+        return CliError(f"{command} writes to its store, but {shown_url(self.db)} opens it read-only (mode=ro)")
+
     def hint(self) -> str:
-        """``--db URL`` when it is not the default, to paste after a suggested command."""
-        return "" if self.db == DEFAULT_DB else f" --db {shlex.quote(self.db)}"
+        """``--db URL`` when it is not the default nor from RUNNER_DB, to paste after a suggested command.
+
+        Its password is starred (``shown_url``): hints end in terminals, logs and shared pages.
+        """
+        return "" if self.db == DEFAULT_DB or self.from_env else f" --db {shlex.quote(shown_url(self.db))}"
 
 
 def shown_if_not_text(value: str) -> str | None:
@@ -100,7 +113,8 @@ def common(fn: Callable[..., R]) -> Callable[..., R]:
         shown = shown_if_not_text(db)
         if shown is not None:  # from RUNNER_DB: the command line itself was checked before parsing
             raise CliUsageError(f"--db (or RUNNER_DB) {shown} is not valid UTF-8 text without NUL characters")
-        return fn(*args, env=Env(db, as_json), **kwargs)
+        from_env = click.get_current_context().get_parameter_source("db") == click.core.ParameterSource.ENVIRONMENT
+        return fn(*args, env=Env(db, as_json, from_env), **kwargs)
 
     return wrapper
 

@@ -12,6 +12,7 @@ import asyncio
 import atexit
 import concurrent.futures
 import contextlib
+import logging
 import math
 import os
 import sys
@@ -32,6 +33,12 @@ except ImportError as missing:  # pragma: no cover  (the [mcp] extra is in [dev]
                    f"({missing})") from None
 
 from .content import Listed, listed, observation
+
+# The SDK logs what it fails to parse with a traceback (12 to 22 lines on stderr when nobody configured
+# logging); runner's one-line McpError says it. An application's own logging still gets the records,
+# and RUNNER_DEBUG=1 leaves them to Python's last-resort handler, tracebacks and all.
+if not os.environ.get("RUNNER_DEBUG"):
+    logging.getLogger("mcp").addHandler(logging.NullHandler())
 
 T = TypeVar("T")
 LIST_PAGES = 100  # a server that pages its tools past this is not listed further

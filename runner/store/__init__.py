@@ -6,6 +6,7 @@ worker pool import nothing else from it.
 
 from .._log.ids import derived_span_id, derived_trace_id
 from .._log.records import RunSummary, StoredEvent, StoredRun
+from .engine import shown_url
 from .filters import RunFilter
 from .migrate import NoStoreError, SchemaState, schema_state
 from .opening import open_store
@@ -35,4 +36,5 @@ __all__ = [
     "derived_trace_id",
     "open_store",
     "schema_state",
+    "shown_url",
 ]

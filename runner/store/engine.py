@@ -13,7 +13,8 @@ import os
 import re
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +30,15 @@ from ..errors import StoreError
 SYNCHRONOUS = ("OFF", "NORMAL", "FULL", "EXTRA")
 DEFAULT_BUSY_TIMEOUT_S = 30.0
 READ_OPTION = "runner_read"
-PG_CONNECT_TIMEOUT_S = 10
+PG_CONNECT_TIMEOUT_S = 5
+# A server the network lost (a partition, a dead host) is given up in about 10 s, on a commit under way
+# (``tcp_user_timeout``, ms) as on an idle connection (keepalives: 5 s idle, then 3 probes 2 s apart).
+PG_LIVENESS = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
+               "tcp_user_timeout": 10_000}
 PG_DRIVER_HINT = "the PostgreSQL driver is not installed: pip install 'durable-agent-runner[postgres]'"
+# The SQLite URL parameters honoured: runner's (mode=ro only), then those pysqlite takes; it ignores others.
+SQLITE_QUERY = ("mode", "synchronous", "cached_statements", "check_same_thread", "detect_types", "isolation_level",
+                "timeout")
 QUERY_ONLY = "runner_query_only"  # set in a pooled connection's info while a read has it query_only
 
 
@@ -54,12 +62,33 @@ def parse_url(url: str | os.PathLike[str] | URL) -> URL:
         # runner store? which revision?) would look at a file named like the URI text itself.
         raise StoreError(f"cannot open store {shown(parsed)}: SQLite URI filenames (uri=true) are not "
                          "supported; give the file's path, as in sqlite:///path/to/runs.db")
-    return _no_nul(parsed) if parsed.get_backend_name() == "sqlite" else parsed
+    if parsed.get_backend_name() == "sqlite":
+        _known_sqlite_query(parsed)
+        return _no_nul(parsed)
+    return parsed
+
+
+def _known_sqlite_query(url: URL) -> None:
+    """Refuse a SQLite URL parameter runner does not honour: the driver would warn and ignore it."""
+    for name, value in url.query.items():
+        if name not in SQLITE_QUERY:
+            raise StoreError(f"cannot open store {shown(url)}: unknown SQLite URL parameter {name!r} "
+                             f"(known: {', '.join(SQLITE_QUERY)})")
+        if name == "mode" and value != "ro":
+            raise StoreError(f"cannot open store {shown(url)}: mode must be ro, got {value!r}")
+
+
+def read_only_by_url(url: URL) -> tuple[URL, bool]:
+    """``url`` without its ``mode=ro``, and whether it had one (the store must then open read-only)."""
+    if url.get_backend_name() != "sqlite" or "mode" not in url.query:
+        return url, False
+    return url.difference_update_query(["mode"]), True
 
 
 def _masked(text: str) -> str:
     """``text`` with the password of any URL in it starred (an unparsable URL cannot be rendered)."""
-    return re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
+    text = re.sub(r"(://[^:/@\s]*:)[^@\s]*@", r"\1***@", text)
+    return re.sub(r"([?&]password=)[^&\s'\"]*", r"\1***", text)
 
 
 def _no_nul(url: URL) -> URL:
@@ -69,7 +98,25 @@ def _no_nul(url: URL) -> URL:
 
 
 def shown(url: URL) -> str:
+    """``url`` as people may see it: its password starred, in its user part or as ``?password=``."""
+    if "password" in url.query:
+        url = url.update_query_dict({"password": "***"})
     return url.render_as_string(hide_password=True)
+
+
+def shown_url(url: str | os.PathLike[str] | URL) -> str:
+    """A store's URL (or path) as people may see it, with any password starred; the one place that says how.
+
+    Hints, errors and pages print a store's URL; a password in it would end in terminals and logs.
+    """
+    if isinstance(url, URL):
+        return shown(url)
+    if isinstance(url, os.PathLike) or "://" not in url:
+        return os.fspath(url)
+    try:
+        return shown(make_url(url))
+    except (ArgumentError, ValueError):
+        return _masked(url)
 
 
 def is_memory(url: URL) -> bool:
@@ -88,7 +135,7 @@ def make_engine(url: URL, *, synchronous: str | None = None, busy_timeout_s: flo
     kwargs: dict[str, Any] = {}
     if url.get_backend_name() == "sqlite":
         from_url = url.query.get("synchronous")
-        url = url.difference_update_query(["synchronous"])
+        url = url.difference_update_query(["synchronous", "mode"])  # mode=ro: see read_only_by_url
         chosen = (synchronous or (from_url if isinstance(from_url, str) else None) or "NORMAL").upper()
         if chosen not in SYNCHRONOUS:
             raise StoreError(f"cannot open store {shown(url)}: synchronous must be one of "
@@ -101,8 +148,9 @@ def make_engine(url: URL, *, synchronous: str | None = None, busy_timeout_s: flo
     else:
         if synchronous is not None:
             raise StoreError(f"cannot open store {shown(url)}: synchronous applies to SQLite only")
-        if "connect_timeout" not in url.query:  # an unreachable host fails in seconds, not minutes
-            kwargs["connect_args"] = {"connect_timeout": PG_CONNECT_TIMEOUT_S}
+        # An unreachable host fails in seconds, not minutes; a URL's own settings win.
+        defaults: dict[str, Any] = {"connect_timeout": PG_CONNECT_TIMEOUT_S, **PG_LIVENESS}
+        kwargs["connect_args"] = {key: value for key, value in defaults.items() if key not in url.query}
         # A connection the server dropped while it sat in the pool (a restart, a failover, a proxy's
         # idle timeout) is replaced when it is checked out, not handed to a read that then fails.
         # The writer holds its own connection between commits, so its commits pay nothing for this.
@@ -120,7 +168,28 @@ def make_engine(url: URL, *, synchronous: str | None = None, busy_timeout_s: flo
     if url.get_backend_name() == "sqlite":
         _sqlite_events(engine, chosen, busy_timeout_s, wal=not is_memory(url) and not read_only,
                        read_only=read_only)
+    elif engine.dialect.driver == "psycopg":
+        from . import pg_answer  # here: psycopg is an optional dependency, imported once it is used
+
+        pg_answer.install(engine)
     return engine
+
+
+@contextmanager
+def answering(raw: Any, seconds: float) -> Iterator[None]:
+    """Bound the waits for the server of ``raw`` (a checked-out connection) to ``seconds`` meanwhile.
+
+    Only a psycopg connection of ``make_engine``'s has a bound (``pg_answer``); others are unchanged.
+    """
+    driver: Any = getattr(raw, "driver_connection", None)
+    if not hasattr(driver, "answer_s"):
+        yield
+        return
+    before, driver.answer_s = driver.answer_s, seconds
+    try:
+        yield
+    finally:
+        driver.answer_s = before
 
 
 def sqlite_ro_uri(path: Path, *, immutable: bool = False) -> str:

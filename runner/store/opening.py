@@ -6,7 +6,7 @@ import os
 
 from sqlalchemy.engine import URL
 
-from .engine import DEFAULT_BUSY_TIMEOUT_S, make_engine, parse_url
+from .engine import DEFAULT_BUSY_TIMEOUT_S, make_engine, parse_url, read_only_by_url
 from .migrate import NoStoreError, ensure_schema, location, probe
 from .runstore import RunStore
 
@@ -23,14 +23,15 @@ def open_store(url: str | os.PathLike[str] | URL = "sqlite:///runs.db", *, synch
         busy_timeout_s: how long a SQLite writer waits for another one.
         read_only: for inspection. Never creates, migrates or writes anything (an older
             revision is read as it is), and works on a file in a directory it cannot write.
+            A SQLite URL's ``?mode=ro`` means the same.
 
     Raises:
         StoreError: one line, on any failure, without modifying a database that is not
             a runner store. ``NoStoreError`` (a ``StoreError``) when ``read_only`` finds no
             store: a missing or empty file, or a database without our tables.
     """
-    parsed = parse_url(url)
-    if read_only:
+    parsed, ro_by_url = read_only_by_url(parse_url(url))
+    if read_only or ro_by_url:
         return _open_read_only(parsed, synchronous, busy_timeout_s)
     engine = make_engine(parsed, synchronous=synchronous, busy_timeout_s=busy_timeout_s)
     try:

@@ -18,12 +18,14 @@ from typing import Any
 from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 
+from .engine import answering
 from .prepared import Prepared
 
 Row = dict[str, Any]
 RECONNECT_S = 15.0  # a server restart or failover, not an outage: past this the commit fails
 RECONNECT_FIRST_PAUSE_S = 0.1
 RECONNECT_MAX_PAUSE_S = 2.0
+ANSWER_S = 10.0  # a commit the server does not answer in this long (it went silent) is a lost connection
 FENCED = frozenset({"update_run", "update_progress"})  # statements that match only the run's own owner
 
 
@@ -74,6 +76,7 @@ class Writer:
         self._cursor: Any = None  # the held connection's cursor, kept with it
         self._closed = False  # after ``close``, a late commit (a run still going) holds nothing
         self._lost = False  # the last attempt found its connection dead
+        self._gone = False  # the last commit gave up on the server (``ServerGone``)
         self.commits = 0  # transactions committed (for tests and benchmarks)
         # How long a commit waits for a server that cannot be reached; SQLite has no server to wait for.
         self.reconnect_s = 0.0 if engine.dialect.name == "sqlite" else RECONNECT_S
@@ -90,11 +93,14 @@ class Writer:
         dropped idle connections); on a server database, while the server cannot be reached (a
         restart, a failover), again with a growing pause for up to ``reconnect_s``.
         """
-        waited, pause = 0.0, RECONNECT_FIRST_PAUSE_S
-        retried = False
+        # The wait counts from the commit's start, attempts included (one may wait for a silent
+        # server's answer); right after the server was found gone, a commit tries once more only.
+        deadline = time.monotonic() + (0.0 if self._gone else self.reconnect_s)
+        pause, retried = RECONNECT_FIRST_PAUSE_S, self._gone
         while True:
             try:
                 self._attempt(parts)
+                self._gone = False
                 return
             except (self.dbapi_error, DBAPIError) as exc:
                 if not self._lost:  # the connection is fine: the rows themselves failed
@@ -102,10 +108,12 @@ class Writer:
                 if not retried:
                     retried = True  # once more at once, on a new connection
                     continue
-                if waited >= self.reconnect_s:
+                now = time.monotonic()
+                if now >= deadline:
+                    self._gone = True
                     raise ServerGone(exc) from exc
-                time.sleep(pause)
-                waited, pause = waited + pause, min(pause * 2, RECONNECT_MAX_PAUSE_S)
+                time.sleep(min(pause, deadline - now))
+                pause = min(pause * 2, RECONNECT_MAX_PAUSE_S)
 
     def close(self) -> None:
         """Hand the connection back to the pool.
@@ -131,17 +139,8 @@ class Writer:
             cursor = self._cursor
             if cursor is None:
                 cursor = self._cursor = raw.cursor()
-            if self._begin:
-                cursor.execute(self._begin)
-            for name, rows in (("runs", parts.new_runs), ("start_queued", parts.starts),
-                               ("run_labels", parts.labels), ("update_run", parts.updates),
-                               ("update_progress", parts.progress)):
-                if rows and sql[name].run(cursor, rows) != len(rows) and name in FENCED:
-                    raise TakenOver(self._owners_now(cursor, rows))
-            sql["events"].run_values(cursor, parts.events)
-            if parts.tools:
-                sql["run_tools"].run(cursor, parts.tools)
-            raw.commit()
+            with answering(raw, ANSWER_S):
+                self._rows(raw, cursor, sql, parts)
             self.commits += 1
         except BaseException as exc:
             self._roll_back(raw, cursor, exc)
@@ -149,6 +148,19 @@ class Writer:
         finally:
             if self._closed:
                 self._drop(broken=False, keep=False)
+
+    def _rows(self, raw: Any, cursor: Any, sql: dict[str, Prepared], parts: Parts) -> None:
+        if self._begin:
+            cursor.execute(self._begin)
+        for name, rows in (("runs", parts.new_runs), ("start_queued", parts.starts),
+                           ("run_labels", parts.labels), ("update_run", parts.updates),
+                           ("update_progress", parts.progress)):
+            if rows and sql[name].run(cursor, rows) != len(rows) and name in FENCED:
+                raise TakenOver(self._owners_now(cursor, rows))
+        sql["events"].run_values(cursor, parts.events)
+        if parts.tools:
+            sql["run_tools"].run(cursor, parts.tools)
+        raw.commit()
 
     def _connect(self) -> Any:
         if self.connection is None:

@@ -42,6 +42,8 @@ class CuttableProxy:
         self.down_until = 0.0
         self.open: list[Any] = []
         self.refused = 0
+        self.silent = False  # ``go_silent``: nothing forwarded, nothing closed, as a partition or a dead host
+        self.held: list[Any] = []
         threading.Thread(target=self._serve, daemon=True).start()
 
     def _serve(self) -> None:
@@ -54,15 +56,19 @@ class CuttableProxy:
                 self.refused += 1
                 client.close()
                 continue
+            if self.silent:
+                self.held.append(client)  # accepted (the kernel did it already), never answered
+                continue
             upstream = socket.create_connection(self.target)
             self.open += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
                 threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
 
-    @staticmethod
-    def _pump(a: Any, b: Any) -> None:
+    def _pump(self, a: Any, b: Any) -> None:
         try:
             while data := a.recv(65536):
+                while self.silent:  # hold what came, forward nothing, close nothing
+                    time.sleep(0.05)
                 b.sendall(data)
         except OSError:
             pass
@@ -78,7 +84,15 @@ class CuttableProxy:
                 sock.close()
         self.open = []
 
+    def go_silent(self) -> None:
+        """Stop forwarding in both directions without closing anything: the server stops answering."""
+        self.silent = True
+
     def close(self) -> None:
+        self.silent = False
+        for sock in self.held:
+            with contextlib.suppress(OSError):
+                sock.close()
         self.cut(0)
         self.server.close()
 

@@ -29,3 +29,24 @@ def test_each_model_calls_cost_comes_with_the_model_that_made_it(store: RunStore
                      CallCost("a" * 32, 2, 0.002, True, "other", "mine"),  # resumed with another model
                      CallCost("b" * 32, 1, None, True, "unpriced", "mine"),
                      CallCost("c" * 32, 1, None, False, "priced", "mine")]
+
+
+def test_runs_older_than_costs_read_as_unknown_after_the_upgrade(store_url: str) -> None:
+    from alembic import command
+
+    from runner.store import open_store
+    from runner.store.migrate import alembic_config
+
+    with open_store(store_url) as store:
+        replies: list[ModelReply | str] = [ModelReply("", [call("c1", "get_weather", city="Paris")], Usage(10, 5)), "done"]
+        old = run_agent("t", model("unpriced", *replies), weather_registry(), store=store).run_id
+        silent = run_agent("t", model("unpriced"), weather_registry(), store=store).run_id  # no reply at all
+        with store.engine.begin() as conn:
+            command.downgrade(alembic_config(conn), "0004")  # as if recorded before costs were
+    with open_store(store_url) as store:  # migrates to head, as ``runner db upgrade`` does
+        runs = {run.run_id: run for run in store.list_runs()}
+        assert (runs[old].cost_usd, runs[old].cost_known_usd, runs[old].costs_unknown) == (None, 0.0, 2)
+        assert runs[silent].costs_unknown == 0  # its model never answered: no call to cost
+        again = run_agent("t", model("unpriced", *replies), weather_registry(), store=store).run_id
+        recorded_today = store.get_run(again)
+        assert (recorded_today.cost_usd, recorded_today.costs_unknown) == (runs[old].cost_usd, runs[old].costs_unknown)
