@@ -21,7 +21,8 @@ from .._loop.results import AgentResult
 from .._loop.sync import run_agent
 from .._text import clean
 from .._tools.registry import ToolRegistry
-from .._view.lineage import pending_approvals, resume_command
+from .._view.continuation import resume_command
+from .._view.lineage import pending_approvals
 from ..demo import DEMO_TASK, demo_model, demo_registry
 from ..messages import McpRef, Model
 from ..prices import Price

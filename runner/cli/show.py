@@ -8,9 +8,10 @@ from datetime import datetime
 import click
 
 from .._log.statuses import Status
+from .._view.continuation import TOOLS_PLACEHOLDER, resume_command
 from .._view.filters import parse_when
 from .._view.inherited import inherited
-from .._view.lineage import TOOLS_PLACEHOLDER, children, parent_of, resume_command
+from .._view.lineage import children, parent_of
 from .._view.show import show_json
 from .._view.summary import cost_text, summary_json
 from ..store import RunSummary

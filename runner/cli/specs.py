@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .._text import clean
 from .._tools.registry import ToolRegistry
-from .._view.lineage import last_model
+from .._view.continuation import last_model
 from ..messages import Model
 from ..store import StoredRun
 from ..tracing.attrs import RUN_ID

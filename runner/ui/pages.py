@@ -23,7 +23,8 @@ from .._log.records import LIVE, RunSummary, StoredRun
 from .._log.state import fold
 from .._log.statuses import Status
 from .._text import storable
-from .._view.lineage import Link, children, origin_text, pending_approvals, pooled
+from .._view.continuation import pooled
+from .._view.lineage import Link, children, origin_text, pending_approvals
 from .._view.summary import cost_text, seconds, when
 from ..errors import AmbiguousRunId, RunnerError, RunNotFound, StoreError
 from ..events import ApprovalRequested, StepStarted
