@@ -12,8 +12,7 @@ from .._rerun import Case, RerunReport
 from .._rerun.html import summary_line
 from .._text import clean
 from ..store import RunStore
-from .render import console, table
-from .timeline import status_style
+from .render import console, status_style, table
 
 VERDICT_STYLES = {"unchanged": "green", "changed": "yellow", "regressed": "bold red"}
 

@@ -18,10 +18,9 @@ from .._text import clean
 from .._view.summary import cost_text, iso, seconds
 from ..events import StepFinished, StepStarted, ToolFinished
 from ..store import CallCost, RunStore
-from .options import Env, common
-from .render import console, median, percentile, plural, print_json, table
-from .show import when_option
-from .timeline import status_style, tool_failed
+from .options import Env, common, when_option
+from .render import console, median, percentile, plural, print_json, status_style, table
+from .timeline import tool_failed
 
 
 def latency(values: list[float]) -> dict[str, float | None]:
