@@ -229,3 +229,37 @@ def test_the_cycle_finder_finds_a_cycle_through_a_type_only_import() -> None:
 
 def test_no_import_cycle_among_the_consoles_modules() -> None:
     assert _cycle(_ui_graph()) == []
+
+
+def _command_modules() -> set[str]:
+    """The CLI's command modules: those ``runner/cli/__init__.py``'s command table names (``"run": "run:run"``)."""
+    tree = ast.parse((RUNNER / "cli" / "__init__.py").read_text(encoding="utf-8"))
+    table = next(node.value for node in ast.walk(tree) if isinstance(node, ast.Assign)
+                 and any(isinstance(target, ast.Name) and target.id == "COMMANDS" for target in node.targets))
+    assert isinstance(table, ast.Dict)
+    return {f"runner.cli.{value.value.partition(':')[0]}" for value in table.values
+            if isinstance(value, ast.Constant) and isinstance(value.value, str)}
+
+
+def test_no_cli_command_module_imports_another() -> None:
+    commands = _command_modules()
+    assert {"runner.cli.run", "runner.cli.resume", "runner.cli.show"} <= commands
+    wrong = [f"{module} imports {target}" for module, path in MODULES if module in commands
+             for target in _cli_imports(module, path) if target in commands - {module}]
+    assert wrong == []
+
+
+def _cli_imports(module: str, path: Path) -> Iterator[str]:
+    """``_imports``, with ``from . import show`` read as an import of ``runner.cli.show``."""
+    yield from _imports(module, path)
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module is None:
+            yield from (f"runner.cli.{alias.name}" for alias in node.names)
+
+
+def test_the_command_module_rule_sees_an_import_of_one_command_module_from_another(tmp_path: Path) -> None:
+    commands = _command_modules()
+    stats = tmp_path / "stats.py"
+    stats.write_text("from .show import when_option\nfrom . import resume\nfrom .render import plural\n")
+    assert {target for target in _cli_imports("runner.cli.stats", stats) if target in commands} == {
+        "runner.cli.show", "runner.cli.resume"}

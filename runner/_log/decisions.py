@@ -45,28 +45,59 @@ def decider() -> str:
         return "unknown"
 
 
+class Refusal(NamedTuple):
+    """Why a decision given for call ``call_id`` is refused, in one sentence (``text``).
+
+    ``unknown``: the run waits on no such call, a usage mistake where the call id was typed.
+    The CLI, the console and the library each turn a refusal into their own error.
+    """
+
+    call_id: str
+    text: str
+    unknown: bool = False
+
+
+def refusal(state: RunState, given: Mapping[str, Decision], *, run: str | None = None) -> Refusal | None:
+    """Why the decisions ``given`` cannot be applied to the run folded into ``state``; None when they can.
+
+    A call the run does not wait on comes first, then a call in doubt (approved and started
+    before the run stopped) and a decision against a logged one. ``run`` names the run in
+    the text (default: its id; the CLI gives the short one).
+    """
+    name = run if run is not None else state.run_id
+    unanswered = {call.id for call in state.remaining_calls}
+    for call_id in given:
+        awaited = call_id in state.pending_approvals or (call_id in unanswered and call_id in state.decisions)
+        if not awaited and not state.in_doubt(call_id):
+            waiting = ", ".join(c for c in state.pending_approvals if not state.in_doubt(c)) or "none"
+            return Refusal(call_id, f"run {name} has no call {call_id!r} awaiting approval (awaiting: {waiting})",
+                           unknown=True)
+    for call_id, decision in given.items():
+        if state.in_doubt(call_id):  # approved and started before the run stopped: too late to decide again
+            return Refusal(call_id, f"run {name}: call {call_id!r} was approved and started before the run "
+                                    "stopped; it can no longer be decided")
+        logged = state.decisions.get(call_id) if call_id in unanswered else None
+        if logged is not None and logged != decision:
+            by = state.decided_by.get(call_id)
+            return Refusal(call_id, f"run {name}: call {call_id!r} was {describe(logged)}"
+                                    f"{f' by {by}' if by else ''}; it cannot be {describe(decision)} now")
+    return None
+
+
 def check_decisions(run_id: str, state: RunState, given: Mapping[str, Decision]) -> Checked:
     """Check the decisions ``given`` to a resume against the log.
 
-    A call that awaits no decision, or whose logged decision is contradicted, raises ``CannotResume``.
+    A decision ``refusal`` refuses raises ``CannotResume`` with its text.
     A decision of the wrong type raises ``ValueError``.
     """
+    refused = refusal(state, given, run=run_id)
+    if refused is not None:
+        raise CannotResume(refused.text)
     unanswered = {call.id for call in state.remaining_calls}
     fresh: dict[str, Decision] = {}
     for call_id, decision in given.items():
-        if state.in_doubt(call_id):  # approved and started before the run stopped: too late to decide again
-            raise CannotResume(f"run {run_id}: call {call_id!r} was approved and started before the run stopped; "
-                               "it can no longer be decided")
-        logged = state.decisions.get(call_id) if call_id in unanswered else None
-        if logged is not None:
-            if logged != decision:
-                by = state.decided_by.get(call_id)
-                raise CannotResume(f"run {run_id}: call {call_id!r} was {describe(logged)}"
-                                   f"{f' by {by}' if by else ''}; it cannot be {describe(decision)} now")
-            continue
-        if call_id not in state.pending_approvals:
-            pending = sorted(c for c in state.pending_approvals if not state.in_doubt(c)) or "none"
-            raise CannotResume(f"run {run_id} has no call {call_id!r} awaiting approval (pending: {pending})")
+        if call_id in unanswered and call_id in state.decisions:
+            continue  # the same decision again: nothing new to log
         if not isinstance(decision, (bool, str)):
             raise ValueError(f"decision for {call_id!r} must be True, False or a reason string, got {decision!r}")
         fresh[call_id] = decision

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 from .._log.records import StoredRun
 from .._log.statuses import Status
@@ -65,6 +65,23 @@ class ReplayReport:
             return f"replay answered {shown(self.result.answer)}, the recording {shown(self.recorded_answer)}"
         steps = self.result.steps
         return f"replay matched the recording ({self.result.status}, {steps} step{'s' * (steps != 1)})"
+
+    def summary(self) -> str:
+        """One line on how the replay went: ``explain()``, named as ``RerunReport.summary()`` is."""
+        return self.explain()
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as ``runner replay --json`` prints it (with ``live_side_effects``, which the CLI adds)."""
+        result, divergence = self.result, self.divergence
+        return {
+            "ok": self.ok, "explanation": self.explain(),
+            "divergence": None if divergence is None else {
+                "step": divergence.step, "index": divergence.index, "field": divergence.field,
+                "sentence": divergence.sentence},
+            "status": result.status, "recorded_status": self.recorded_status,
+            "answer": result.answer, "recorded_answer": self.recorded_answer,
+            "steps": result.steps, "tokens": result.tokens, "tool_calls": result.tool_calls,
+        }
 
     def assert_ok(self) -> ReplayReport:
         """Return self when the replay matched, else raise ``AssertionError`` with the divergence."""

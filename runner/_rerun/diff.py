@@ -76,7 +76,7 @@ def figures(run: StoredRun) -> RunFigures:
                       run.cost_usd, run.cost_known_usd, took)
 
 
-class Verdict(NamedTuple):
+class CaseVerdict(NamedTuple):
     """What differs in a case: the fields ``changed`` from the baseline, those ``unstable`` between samples."""
 
     changed: tuple[str, ...]
@@ -84,14 +84,14 @@ class Verdict(NamedTuple):
     regressed: bool
 
 
-def compare(baseline: RunFigures, samples: Sequence[RunFigures]) -> Verdict:
-    """The ``Verdict`` of a baseline and its samples (see the module docstring)."""
+def compare(baseline: RunFigures, samples: Sequence[RunFigures]) -> CaseVerdict:
+    """The ``CaseVerdict`` of a baseline and its samples (see the module docstring)."""
     changed = tuple(name for name in FIELDS if any(_differ(name, baseline, baseline, s) for s in samples))
     unstable = tuple(name for name in FIELDS
                      if any(_differ(name, baseline, a, b) for i, a in enumerate(samples) for b in samples[i + 1:]))
     not_done = sum(1 for s in samples if s.status != Status.DONE)
     regressed = baseline.status == Status.DONE and not_done * 2 > len(samples)
-    return Verdict(changed, unstable, regressed)
+    return CaseVerdict(changed, unstable, regressed)
 
 
 def _differ(name: str, baseline: RunFigures, a: RunFigures, b: RunFigures) -> bool:

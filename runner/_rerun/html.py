@@ -47,7 +47,7 @@ def _page(report: RerunReport) -> Iterator[str]:
            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
            f"<title>rerun {e(report.rerun_id)}</title><style>{STYLE}</style></head><body>\n")
     yield f"<h1>rerun <code>{e(report.rerun_id)}</code> on {e(model)}</h1>\n"
-    yield f'<p class="summary">{e(summary_line(report))}</p>\n'
+    yield f'<p class="summary">{e(report.summary())}</p>\n'
     yield (f'<p class="dim">{report.samples} sample(s) per case; the candidates are labelled '
            f"<code>rerun={e(report.rerun_id)}</code>.</p>\n")
     if report.interrupted:
@@ -55,17 +55,6 @@ def _page(report: RerunReport) -> Iterator[str]:
     for case in report.cases:
         yield from _case(case)
     yield "</body></html>\n"
-
-
-def summary_line(report: RerunReport) -> str:
-    """``3 cases: 1 unchanged, 1 changed, 1 regressed (1 unstable); tokens 900 → 1,200 per sample; cost ...``."""
-    base, cand = report.baseline_totals, report.candidate_totals
-    per = max(report.samples, 1)
-    unstable = sum(1 for case in report.cases if case.unstable)
-    return (f"{len(report.cases)} case(s): {report.count('unchanged')} unchanged, {report.count('changed')} changed, "
-            f"{report.count('regressed')} regressed ({unstable} unstable); tokens {base.tokens:,} → "
-            f"{round(cand.tokens / per):,} per sample; cost {money(base.cost_known_usd, base.cost_usd is None)} → "
-            f"{money(cand.cost_known_usd, cand.cost_usd is None)} for {cand.runs} candidate(s)")
 
 
 ROWS: Final[tuple[tuple[str, str, Callable[[RunFigures], str]], ...]] = (

@@ -1,7 +1,8 @@
 """What a rerun reports: a case per baseline (its candidates side by side, what changed), and a summary.
 
-``RerunReport.to_json`` is what ``runner rerun --json`` prints; the table and the HTML report read the
-same values.
+``RerunReport.to_json`` is what ``runner rerun --json`` prints, and ``summary()`` its one line; the table
+and the HTML report read the same values. ``ReplayReport`` has the same shape (``ok``, ``summary()``,
+``to_json()``, ``assert_ok()``).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .._view.summary import money
 from .diff import RunFigures, calls_diff, compare
 from .tools import ToolCounts
 
@@ -119,6 +121,23 @@ class RerunReport:
                 "samples": self.samples, "interrupted": self.interrupted, "left": list(self.left),
                 "elapsed_s": self.elapsed_s, "baseline": self.baseline_totals.to_json(),
                 "candidates": self.candidate_totals.to_json()}
+
+    def summary(self) -> str:
+        """``3 cases: 1 unchanged, 1 changed, 1 regressed (1 unstable); tokens 900 → 1,200 per sample; cost ...``."""
+        base, cand = self.baseline_totals, self.candidate_totals
+        per = max(self.samples, 1)
+        unstable = sum(1 for case in self.cases if case.unstable)
+        return (f"{len(self.cases)} case(s): {self.count(UNCHANGED)} unchanged, {self.count(CHANGED)} changed, "
+                f"{self.count(REGRESSED)} regressed ({unstable} unstable); tokens {base.tokens:,} → "
+                f"{round(cand.tokens / per):,} per sample; cost {money(base.cost_known_usd, base.cost_usd is None)} → "
+                f"{money(cand.cost_known_usd, cand.cost_usd is None)} for {cand.runs} candidate(s)")
+
+    def assert_ok(self) -> RerunReport:
+        """Return self when no case regressed, else raise ``AssertionError`` naming the baselines that did."""
+        if not self.ok:
+            regressed = ", ".join(case.baseline.run_id for case in self.regressed)
+            raise AssertionError(f"{self.summary()}; regressed: {regressed}")
+        return self
 
     def to_json(self) -> dict[str, Any]:
         """The report as ``runner rerun --json`` prints it."""

@@ -16,8 +16,9 @@ from ..errors import RunNotFound
 from ..events import ApprovalRequested, StepStarted
 from ..store import RunStore
 from .activity import active_seconds
+from .continuation import pooled
 from .inherited import InheritedMessage
-from .lineage import Link, children, origin_text, parent_of, pending_approvals, pooled
+from .lineage import Link, children, origin_text, parent_of, pending_approvals
 from .listing import RunFilter, runs_page
 from .summary import money, seconds, when
 from .timeline import Timeline, args_text, inherited_shown, timeline

@@ -12,7 +12,8 @@ from rich.text import Text
 from .._log.records import StoredRun
 from .._log.statuses import Status
 from .._text import clean
-from .._view.lineage import pending_approvals, pooled, recorded_mcp, recorded_tools, resume_command
+from .._view.continuation import pooled, recorded_mcp, recorded_tools, resume_command
+from .._view.lineage import pending_approvals
 
 
 def continue_hint(run: StoredRun, short: str, db_hint: str = "") -> Iterator[Text]:

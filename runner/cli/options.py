@@ -8,11 +8,13 @@ import shlex
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, TypeVar
 
 import click
 
 from .._text import one_line
+from .._view.filters import parse_when
 from ..store import NoStoreError, RunStore, open_store, shown_url
 
 DEFAULT_DB = "sqlite:///runs.db"
@@ -145,3 +147,16 @@ def parse_labels(ctx: click.Context, param: click.Parameter, values: tuple[str, 
 def label_option(help_text: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
     return click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", callback=parse_labels,
                         help=help_text)
+
+
+MAX_LIMIT = 1_000_000_000  # any store's size; past it, a number is a typo (and 2**63 overflows the database)
+
+
+def when_option(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
+    """``--since``/``--until``/``--before WHEN`` (a date, a time or an age, as ``parse_when`` reads it)."""
+    if value is None:
+        return None
+    try:
+        return parse_when(value)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), ctx, param) from None

@@ -15,10 +15,8 @@ import click
 from rich.text import Text
 
 from ..store import PRUNABLE, PruneResult
-from .options import EXIT_NO, CliUsageError, Env, common
-from .render import console, plural, print_json
-from .show import when_option
-from .timeline import status_style
+from .options import EXIT_NO, CliUsageError, Env, common, when_option
+from .render import console, plural, print_json, status_style
 
 
 def stdin_is_tty() -> bool:

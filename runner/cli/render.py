@@ -10,17 +10,33 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from .._log.records import LIVE
+from .._log.statuses import STATUSES, Status
 from .._text import clean
 
 PIPE_WIDTH = 160
+ERROR_STYLE = "bold red"
+WAITING_STYLE = "bold yellow"
+# The colour of each status, wherever the CLI prints one (runs, show, stats, prune, run): a stop is an error.
+STATUS_STYLES: Final[Mapping[str, str]] = {
+    **dict.fromkeys(STATUSES, ERROR_STYLE),
+    Status.DONE: "green", Status.AWAITING_APPROVAL: WAITING_STYLE, Status.RUNNING: "yellow", Status.QUEUED: "cyan",
+}
+
+
+def status_style(status: str, liveness: str = LIVE) -> str:
+    """The colour of ``status``; a running run whose process is gone shows as an error."""
+    if status == Status.RUNNING and liveness != LIVE:
+        return ERROR_STYLE
+    return STATUS_STYLES.get(status, ERROR_STYLE)  # a status a newer runner wrote: shown as a stop
 
 
 def plural(count: int, noun: str) -> str:

@@ -14,10 +14,19 @@ from ..errors import PriceUnknown
 from ..prices import Price
 from ..store import RunStore
 from .costs import PRICES, check_priced, max_cost_option
-from .options import EXIT_INTERRUPTED, EXIT_NO, CliError, CliUsageError, Env, common, label_option
+from .options import (
+    EXIT_INTERRUPTED,
+    EXIT_NO,
+    MAX_LIMIT,
+    CliError,
+    CliUsageError,
+    Env,
+    common,
+    label_option,
+    when_option,
+)
 from .render import print_json
 from .rerun_table import print_report, progress_line
-from .show import MAX_LIMIT, when_option
 from .specs import MODEL_HELP, build_model, load_tools, model_options, tracer_provider
 
 ENDED = [status.value for status in Status if status not in UNFINISHED]

@@ -9,11 +9,9 @@ import click
 from rich.text import Text
 
 from .._rerun import Case, RerunReport
-from .._rerun.html import summary_line
 from .._text import clean
 from ..store import RunStore
-from .render import console, table
-from .timeline import status_style
+from .render import console, status_style, table
 
 VERDICT_STYLES = {"unchanged": "green", "changed": "yellow", "regressed": "bold red"}
 
@@ -52,7 +50,7 @@ def print_report(report: RerunReport, store: RunStore, db_hint: str, html_path: 
         out.print(grid)
     if any(case.unstable for case in report.cases):
         out.print("* unstable: the samples disagree on it", style="dim")
-    out.print(Text(clean(summary_line(report)), style="bold"))
+    out.print(Text(clean(report.summary()), style="bold"))
     if report.interrupted:
         left = ", ".join(run_id[:8] for run_id in report.left)
         out.print(Text(f"interrupted: {len(report.left)} case(s) did not finish ({clean(left)}); their "

@@ -7,30 +7,20 @@ from datetime import datetime
 import click
 
 from .._log.statuses import Status
-from .._view.filters import parse_when
+from .._view.continuation import TOOLS_PLACEHOLDER, resume_command
 from .._view.inherited import inherited
-from .._view.lineage import TOOLS_PLACEHOLDER, children, parent_of, resume_command
+from .._view.lineage import children, parent_of
 from .._view.listing import RunFilter, runs_page
 from .._view.show import show_json
 from .._view.summary import money, summary_json
 from ..store import RunSummary
 from .lineage import continue_hint
 from .listing import Row, runs_table
-from .options import Env, common, label_option
-from .render import console, plural, print_json
-from .timeline import status_label, status_style, timeline
+from .options import MAX_LIMIT, Env, common, label_option, when_option
+from .render import console, plural, print_json, status_style
+from .timeline import status_label, timeline
 
 MORE_COUNTED = 1000  # past a full page, count at most this many more matching runs
-MAX_LIMIT = 1_000_000_000  # any store's size; past it, a number is a typo (and 2**63 overflows the database)
-
-
-def when_option(ctx: click.Context, param: click.Parameter, value: str | None) -> datetime | None:
-    if value is None:
-        return None
-    try:
-        return parse_when(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from None
 
 
 @click.command()

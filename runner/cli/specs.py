@@ -15,7 +15,8 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from .._text import clean
 from .._tools.registry import ToolRegistry
-from .._view.lineage import last_model
+from .._view.continuation import last_model
+from ..errors import RunnerError
 from ..messages import Model
 from ..store import StoredRun
 from ..tracing.attrs import RUN_ID
@@ -80,7 +81,6 @@ def build_model(spec: str, base_url: str | None, api_key: str | None) -> Model:
     if not sep or provider not in PROVIDERS or not name:
         raise CliUsageError(f"--model expects {MODEL_HELP}, got {spec!r}")
     from .. import adapters
-    from ..errors import RunnerError
 
     build = adapters.openai_model if provider == "openai" else adapters.anthropic_model
     try:

@@ -19,10 +19,8 @@ from .._view.summary import iso, money, seconds
 from .._view.timeline import tool_failed
 from ..events import StepFinished, StepStarted, ToolFinished
 from ..store import CallCost, RunStore
-from .options import Env, common
-from .render import console, median, percentile, plural, print_json, table
-from .show import when_option
-from .timeline import status_style
+from .options import Env, common, when_option
+from .render import console, median, percentile, plural, print_json, status_style, table
 
 
 def latency(values: list[float]) -> dict[str, float | None]:

@@ -6,12 +6,10 @@ the same steps, calls, decisions, resumes, inheritance and calls in doubt.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Final
+from collections.abc import Iterator, Sequence
 
 from rich.text import Text
 
-from .._log.records import LIVE
 from .._log.statuses import STATUSES, Status
 from .._text import clean
 from .._view.activity import active_seconds
@@ -39,16 +37,9 @@ from ..messages import ToolCall
 from ..progress import ESTIMATED, tokens_text
 from ..store import RunSummary, StoredRun
 from .costs import run_cost
-from .render import cut, plural
+from .render import ERROR_STYLE, WAITING_STYLE, cut, plural, status_style
 
 SHOWN_CHARS = 300
-ERROR_STYLE = "bold red"
-WAITING_STYLE = "bold yellow"
-# The colour of each status, wherever the CLI prints one (runs, show, stats, prune, run): a stop is an error.
-STATUS_STYLES: Final[Mapping[str, str]] = {
-    **dict.fromkeys(STATUSES, ERROR_STYLE),
-    Status.DONE: "green", Status.AWAITING_APPROVAL: WAITING_STYLE, Status.RUNNING: "yellow", Status.QUEUED: "cyan",
-}
 # What ``show`` adds to "not run" for the refusals that durable execution brings.
 REFUSAL_NOTE = {"denied": " (denied)", "in_doubt": " (in doubt)"}
 
@@ -62,13 +53,6 @@ def _block(value: str, indent: str, style: str = "") -> Iterator[Text]:
 def status_label(run: RunSummary) -> str:
     """The status, saying so when an unfinished run's process is gone (``running (dead)``)."""
     return f"{run.status} ({run.liveness})" if run.gone else run.status
-
-
-def status_style(status: str, liveness: str = LIVE) -> str:
-    """The colour of ``status``; a running run whose process is gone shows as an error."""
-    if status == Status.RUNNING and liveness != LIVE:
-        return ERROR_STYLE
-    return STATUS_STYLES.get(status, ERROR_STYLE)  # a status a newer runner wrote: shown as a stop
 
 
 def header(run: StoredRun, facts: Sequence[Event], children: Sequence[Link] = ()) -> Iterator[Text]:

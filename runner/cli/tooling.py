@@ -14,7 +14,7 @@ from typing import NamedTuple, TypeVar
 import click
 
 from .._tools.registry import ToolRegistry
-from .._view.lineage import tools_args
+from .._view.continuation import tools_args
 from ..errors import RunnerError
 from ..mcp.servers import McpServer, from_command_line, http
 from ..messages import McpRef

@@ -9,20 +9,21 @@ row, one goes ahead; the other matches nothing (or meets the taken ``seq``) and 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from sqlalchemy import Engine, insert, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
-from .._log.decisions import Decision, check_decisions, decider
-from .._log.records import LIVE, StoredRun
+from .._log.decisions import Decision, check_decisions, decided_facts, decider
+from .._log.records import LIVE, StoredEvent, StoredRun
 from .._log.state import fold
 from .._log.statuses import Status
 from ..errors import CannotResume, RunInUse, StoreError
 from ..events import ApprovalDecided, Event, encode
 from .engine import one_line
-from .rows import dumps
+from .rows import dumps, event_data
 from .tables import events, runs
 
 DECIDE_ATTEMPTS = 3  # reads of a run whose row changed under a decision, before giving up
@@ -30,27 +31,41 @@ DECIDE_ATTEMPTS = 3  # reads of a run whose row changed under a decision, before
 
 def append_to_stopped(engine: Engine, seen: StoredRun, facts: Sequence[Event]) -> bool:
     """Append ``facts`` to run ``seen`` if nothing changed it since it was read; whether they were."""
+    return appended(engine, seen, facts) is not None
+
+
+def appended(engine: Engine, seen: StoredRun, facts: Sequence[Event]) -> StoredRun | None:
+    """``append_to_stopped``, returning run ``seen`` as it is now (with ``facts``), or None when it changed."""
     now = datetime.now(UTC)
     fence = (update(runs)
              .where(runs.c.run_id == seen.run_id, runs.c.status == seen.status,
                     runs.c.owner.is_not_distinct_from(seen.owner), runs.c.updated_at == seen.updated_at)
              .values(updated_at=now))
     last = seen.events[-1].seq if seen.events else 0
-    rows = []
+    added = []
     for seq, fact in enumerate(facts, last + 1):
         kind, data = encode(fact)
-        rows.append({"run_id": seen.run_id, "seq": seq, "at": now, "step": fact.step, "kind": kind,
-                     "data": dumps(data), "span_id": None})
+        added.append(StoredEvent(seq, now, fact.step, kind, event_data(seen.run_id, seq, dumps(data)), None))
+    rows = [{"run_id": seen.run_id, "seq": event.seq, "at": now, "step": event.step, "kind": event.kind,
+             "data": dumps(event.data), "span_id": None} for event in added]
     try:
         with engine.begin() as conn:
             if conn.execute(fence).rowcount != 1:
-                return False
+                return None
             conn.execute(insert(events), rows)
     except IntegrityError:  # another writer appended after the read without moving the row: those seqs are taken
-        return False
+        return None
     except SQLAlchemyError as exc:
         raise StoreError(f"cannot append to run {seen.run_id}: {one_line(exc)}") from None
-    return True
+    return replace(seen, updated_at=now, events=[*seen.events, *added], facts=(*seen.facts, *facts))
+
+
+def check_stopped(run: StoredRun) -> None:
+    """Refuse a decision on a done run (``CannotResume``) or on one a live process drives (``RunInUse``)."""
+    if run.status == Status.DONE:
+        raise CannotResume(f"run {run.run_id} is done; it awaits no decision")
+    if run.status == Status.RUNNING and run.liveness == LIVE:
+        raise RunInUse(f"run {run.run_id} is being driven by a live process ({run.owner}); decide when it stops")
 
 
 def decide(engine: Engine, get_run: Callable[[str], StoredRun], run_id: str, call_id: str, approved: bool,
@@ -69,10 +84,7 @@ def decide(engine: Engine, get_run: Callable[[str], StoredRun], run_id: str, cal
     verdict: Decision = True if approved else (reason or False)
     for _ in range(DECIDE_ATTEMPTS):
         run = get_run(run_id)
-        if run.status == Status.DONE:
-            raise CannotResume(f"run {run.run_id} is done; it awaits no decision")
-        if run.status == Status.RUNNING and run.liveness == LIVE:
-            raise RunInUse(f"run {run.run_id} is being driven by a live process ({run.owner}); decide when it stops")
+        check_stopped(run)
         state = fold(run.facts, run.run_id)
         fresh = check_decisions(run.run_id, state, {call_id: verdict}).fresh
         if not fresh:
@@ -82,3 +94,26 @@ def decide(engine: Engine, get_run: Callable[[str], StoredRun], run_id: str, cal
         if append_to_stopped(engine, run, [fact]):
             return True
     raise RunInUse(f"run {run_id} kept changing while the decision was being logged; try again")
+
+
+def decide_all(engine: Engine, get_run: Callable[[str], StoredRun], run: StoredRun,
+               decisions: Mapping[str, Decision], decided_by: str) -> StoredRun:
+    """Log every decision on run ``run`` (as read) with one compare-and-set; the run as appended.
+
+    All are checked before any is logged, so a refusal logs none. A run that changed
+    since it was read is read again and checked again, ``DECIDE_ATTEMPTS`` times at most.
+    """
+    if not isinstance(decided_by, str):
+        raise TypeError(f"decided_by must be a string, got {type(decided_by).__name__}")
+    for attempt in range(DECIDE_ATTEMPTS):
+        if attempt:
+            run = get_run(run.run_id)
+        check_stopped(run)
+        state = fold(run.facts, run.run_id)
+        fresh = check_decisions(run.run_id, state, decisions).fresh
+        if not fresh:
+            return run
+        done = appended(engine, run, decided_facts(state, fresh, decided_by))
+        if done is not None:
+            return done
+    raise RunInUse(f"run {run.run_id} kept changing while the decisions were being logged; try again")

@@ -9,7 +9,7 @@ snapshot; a database failure is one ``StoreError`` line, and a missing run ``Run
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -19,6 +19,7 @@ from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
+from .._log.decisions import Decision
 from .._log.records import LIVE, RunSummary, StoredRun
 from .._log.state import RunState
 from .._log.statuses import Status
@@ -116,6 +117,16 @@ class RunStore:
         """
         self._check_writable("log decisions")
         return appending.decide(self.engine, self.get_run, run_id, call_id, approved, reason, decided_by=decided_by)
+
+    def decide_all(self, run: StoredRun, decisions: Mapping[str, Decision], by: str) -> StoredRun:
+        """Log every decision on ``run`` (as the caller read it) at once; the run as appended.
+
+        For a caller that must log before the run goes on (the console; a pool run sent
+        back): ``{call_id: True | False | reason}``, all checked before any is logged.
+        Raises ``CannotResume`` and ``RunInUse`` as ``decide`` does.
+        """
+        self._check_writable("log decisions")
+        return appending.decide_all(self.engine, self.get_run, run, decisions, by)
 
     def prune(self, before: datetime, *, status: str | Sequence[str] | None = None, dry_run: bool = False,
               batch_size: int = DEFAULT_BATCH) -> PruneResult:

@@ -9,26 +9,27 @@ to its queue; or it says the decision is recorded and gives the command that goe
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple
 
-from .._log.decisions import Decision, check_decisions, decider
+from .._log.decisions import Decision, decider, refusal
 from .._log.records import LIVE, StoredRun
 from .._log.state import fold
 from .._log.statuses import Status
 from .._run.resume import fork as fork_run
 from .._run.resume import resume_stored
 from .._tools.registry import ToolRegistry
-from .._view.lineage import last_model, pooled, recorded_mcp, recorded_tools, resume_command
+from .._view.continuation import RunHere, SendToPool, continuation, last_model, pooled, resume_command
 from ..errors import ActionRefused, CannotResume
-from ..events import Event, RunQueued, RunStarted
+from ..events import Event, RunStarted
 from ..messages import McpRef, Model
 from ..pool.agents import Factory
 from ..pool.queued import StoreCancel, request_cancel
 from ..pool.submission import BROKER_ENV
 from ..pool.take import take
-from ..store import DEFAULT_QUEUE, RunStore
+from ..store import RunStore
 
 log = logging.getLogger("runner.ui")
 
@@ -36,7 +37,7 @@ FORK_START_S = 10.0  # how long a fork request waits for the new run to start be
 CONTINUED, PUBLISHED, RECORDED = "continued", "published", "recorded"
 
 
-class Outcome(NamedTuple):
+class Continued(NamedTuple):
     """How a run goes on after an action: ``continued`` here, ``published`` to its pool, or only ``recorded``."""
 
     how: str
@@ -87,76 +88,81 @@ class Actions:
 
     # -- decisions -----------------------------------------------------------
 
-    def decide(self, run_id: str, decisions: Mapping[str, Decision]) -> Outcome:
+    def decide(self, run_id: str, decisions: Mapping[str, Decision]) -> Continued:
         """Log each decision on a run awaiting approval, then go on with the run if none is left to make."""
         run = self.store.get_run(run_id)
         if not decisions:
             raise ActionRefused("no decision given")
         if run.status == Status.DONE:
             raise ActionRefused(f"run {run.run_id} is done; it awaits no decision")
-        state = fold(run.facts, run.run_id)
-        for call_id in decisions:
-            if call_id not in state.pending_approvals and call_id not in state.decisions:
-                waiting = ", ".join(state.pending_approvals) or "none"
-                raise ActionRefused(f"run {run.run_id} has no call {call_id!r} awaiting approval (awaiting: {waiting})")
-        check_decisions(run.run_id, state, decisions)  # all of them before any is logged: a refusal logs none
-        for call_id, verdict in decisions.items():
-            self.store.decide(run.run_id, call_id, verdict is True, verdict if isinstance(verdict, str) else None,
-                              decided_by=self.decider)
-        run = self.store.get_run(run.run_id)
+        refused = refusal(fold(run.facts, run.run_id), decisions)  # all before any is logged: a refusal logs none
+        if refused is not None:
+            raise ActionRefused(refused.text)
+        run = self.store.decide_all(run, decisions, self.decider)
         left = fold(run.facts, run.run_id).pending_approvals
         if left:
-            return Outcome(RECORDED, f"decision recorded; {len(left)} more call(s) of this run await a decision")
+            return Continued(RECORDED, f"decision recorded; {len(left)} more call(s) of this run await a decision")
         return self.go_on(run)
 
-    def go_on(self, run: StoredRun, max_steps: int | None = None) -> Outcome:
+    def go_on(self, run: StoredRun, max_steps: int | None = None) -> Continued:
         """Continue a stopped run: here when its model and tools can be built, else to its pool, else a command."""
         if run.status == Status.DONE:
             raise ActionRefused(f"run {run.run_id} is done; nothing to resume")
         if run.status == Status.RUNNING and run.liveness == LIVE:
             raise ActionRefused(f"run {run.run_id} is being driven by a live process ({run.owner})")
         short = self.store.short_ids([run.run_id])[run.run_id]
-        if pooled(run):
-            if self.agents is not None and max_steps is None:
-                agents = self.agents
-                self._background(run.run_id, lambda: take(self.store, run.run_id, agents))
-                return Outcome(CONTINUED, "decision recorded; the console continues the run with its agent")
-            broker = self.broker or _env_broker()
-            if broker is not None and run.status == Status.AWAITING_APPROVAL and max_steps is None:
-                from ..pool.app import publish
-
-                queue = next((f.queue for f in run.facts if isinstance(f, RunQueued)), None) or DEFAULT_QUEUE
-                try:
-                    publish(broker, run.run_id, queue)
-                except Exception as exc:
-                    return Outcome(RECORDED, f"decision recorded, but the broker did not take the run "
-                                             f"({type(exc).__name__}: {exc})", resume_command(short, None))
-                return Outcome(PUBLISHED, f"decision recorded; sent back to queue {queue}, where a worker resumes it")
-            return Outcome(RECORDED, "decision recorded; this console has no agents or broker to go on with",
-                           resume_command(short, None) + self.db_hint)
-        given = self.tools_ref is not None or bool(self.mcp_servers)  # the console's own tools, else the run's
-        tools, mcp = (self.tools_ref, self.mcp_servers) if given else (recorded_tools(run), recorded_mcp(run))
+        agents = self.agents if pooled(run) and max_steps is None else None  # a pool run goes on with its agent
+        tools_given = agents is not None or (self.registry is not None and not pooled(run))
+        how = continuation(run, here=agents is not None, tools_given=tools_given, short=short,
+                           db_hint=self.db_hint, tools_ref=self.tools_ref, mcp=self.mcp_servers)
         more = f" --max-steps {max_steps}" if max_steps is not None else ""
-        command = resume_command(short, tools, (), self.db_hint, mcp) + more
-        if self.registry is None:
-            return Outcome(RECORDED, "recorded; this console was started without --tools, so it cannot run them",
-                           command)
+        match how:
+            case SendToPool(queue, command) if max_steps is None and (self.broker or _env_broker()):
+                return self._publish(run, queue, command)
+            case RunHere() if agents is not None:
+                self._background(run.run_id, lambda: take(self.store, run.run_id, agents))
+                return Continued(CONTINUED, "decision recorded; the console continues the run with its agent")
+            case RunHere(command):
+                return self._resume_here(run, command + more, max_steps)
+            case _ if pooled(run):
+                return Continued(RECORDED, "decision recorded; this console has no agents or broker to go on with",
+                                 resume_command(short, None) + self.db_hint)
+            case _:
+                return Continued(RECORDED, "recorded; this console was started without --tools, so it cannot run "
+                                           "them", how.command + more)
+
+    def _publish(self, run: StoredRun, queue: str, command: str) -> Continued:
+        """Send a pool run back to ``queue``, where a worker resumes it."""
+        from ..pool.app import publish  # Celery loads with it: only a console with a broker pays for it
+
+        broker = self.broker or _env_broker()
+        assert broker is not None
+        try:
+            publish(broker, run.run_id, queue)
+        except Exception as exc:
+            return Continued(RECORDED, f"decision recorded, but the broker did not take the run "
+                                       f"({type(exc).__name__}: {exc})", command)
+        return Continued(PUBLISHED, f"decision recorded; sent back to queue {queue}, where a worker resumes it")
+
+    def _resume_here(self, run: StoredRun, command: str, max_steps: int | None) -> Continued:
+        """Resume ``run`` in a background thread with the console's tools and the run's model."""
+        registry = self.registry
+        assert registry is not None
         try:
             model = self.model if self.model is not None else (self.model_for or recorded_model)(run)
         except Exception as exc:
-            return Outcome(RECORDED, f"recorded; the console cannot build the run's model ({exc})", command)
-        registry, seen = self.registry, run
+            return Continued(RECORDED, f"recorded; the console cannot build the run's model ({exc})", command)
 
         def go() -> None:
-            resume_stored(self.store, seen, model, registry, cancel=StoreCancel(self.store, seen.run_id),
+            resume_stored(self.store, run, model, registry, cancel=StoreCancel(self.store, run.run_id),
                           max_steps=max_steps)
 
         self._background(run.run_id, go)
-        return Outcome(CONTINUED, "the console continues the run")
+        return Continued(CONTINUED, "the console continues the run")
 
     # -- resume, fork, cancel ------------------------------------------------
 
-    def resume(self, run_id: str, max_steps: int | None) -> Outcome:
+    def resume(self, run_id: str, max_steps: int | None) -> Continued:
         """Go on with a stopped run, allowing it ``max_steps`` model calls in all (None: its own limit)."""
         run = self.store.get_run(run_id)
         if max_steps is not None and max_steps <= run.steps:
@@ -244,6 +250,4 @@ def recorded_model(run: StoredRun) -> Model:
 
 
 def _env_broker() -> str | None:
-    import os
-
     return os.environ.get(BROKER_ENV) or None

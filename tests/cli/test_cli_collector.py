@@ -185,7 +185,7 @@ def test_demo_record_content_puts_the_tool_arguments_on_the_spans(
         live: tuple[TracerProvider, InMemorySpanExporter], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         flag: list[str], arguments: str | None) -> None:
     provider, exporter = live
-    monkeypatch.setattr("runner.cli.running.tracer_provider", lambda *_: (provider, lambda: None))
+    monkeypatch.setattr("runner.cli.runs.tracer_provider", lambda *_: (provider, lambda: None))
     result = invoke("demo", "--quiet", "--db", f"sqlite:///{tmp_path / 'runs.db'}", *flag)
     assert result.exit_code == 0, result.output
     (tool,) = [span for span in exporter.get_finished_spans() if span.name == "execute_tool calculate"]
@@ -201,7 +201,7 @@ def test_resume_and_fork_record_content_put_the_tool_arguments_on_the_spans(
         live: tuple[TracerProvider, InMemorySpanExporter], monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
         command: str, flag: list[str], arguments: str | None) -> None:
     provider, exporter = live
-    monkeypatch.setattr("runner.cli.running.tracer_provider", lambda *_: (provider, lambda: None))
+    monkeypatch.setattr("runner.cli.runs.tracer_provider", lambda *_: (provider, lambda: None))
     tools = "tests.loop.helpers:weather_registry"
     oslo = completion("", [("c2", "get_weather", {"city": "Oslo"})])
     # resume: the first run stops on its step limit after Paris; fork: it ends at once, the fork asks again

@@ -18,7 +18,7 @@ from click.testing import Result
 
 from runner import ModelReply, ScriptedModel, ToolCall, open_store, run_agent
 from runner._loop.observations import IN_DOUBT
-from runner.cli.continuing import decisions_from
+from runner.cli.resume import decisions_from
 from tests.cli import resume_tools
 from tests.cli.helpers import (
     RESUME_TOOLS,
@@ -366,8 +366,8 @@ def interrupting(*args: object) -> Callable[[object, object], ModelReply]:
 @pytest.mark.parametrize("command", ["resume", "fork", "follow-up"])
 def test_ctrl_c_names_the_run_it_cancelled_and_exits_130(store_url: str, monkeypatch: pytest.MonkeyPatch,
                                                          command: str) -> None:
-    import runner.cli.continuing as continuing
-    import runner.cli.running as running
+    import runner.cli.resume as continuing
+    import runner.cli.run as running
 
     parent = awaiting(store_url, ("t1", "transfer", {"ref": "a"})) if command == "resume" else finished(store_url)
     monkeypatch.setattr(continuing, "continuing_model", interrupting)
@@ -398,3 +398,33 @@ def test_show_prints_the_tools_the_run_was_started_with_when_the_log_names_them(
     assert result.status == "awaiting_approval"
     shown = lines(invoke("show", result.run_id[:8], "--db", store_url))
     assert shown[-2] == f"  runner resume {result.run_id[:8]} --tools {shown_as} --approve t1{hint(store_url)}"
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_resume_approve_reads_the_run_at_most_twice_and_logs_the_decision_by_its_decider(
+        store_url: str, monkeypatch: pytest.MonkeyPatch, as_json: bool) -> None:
+    from runner import RunStore
+    from runner.events import ApprovalDecided, RunResumed
+
+    run_id = awaiting(store_url, ("t1", "transfer", {"ref": "a"}))
+    reads: list[str] = []
+    get_run = RunStore.get_run
+
+    def counted(self: RunStore, wanted: str) -> object:  # find_run reads through get_run too
+        reads.append(wanted)
+        return get_run(self, wanted)
+
+    monkeypatch.setattr(RunStore, "get_run", counted)
+    with FakeOpenAI(completion("Sent.")) as server:
+        result = invoke("resume", run_id[:8], "--tools", TOOLS, "--approve", "t1", "--by", "alice", *at(server),
+                        *(["--json"] if as_json else []), "--db", store_url)
+    assert result.exit_code == 0, result.output
+    assert len(reads) <= 2, reads
+    monkeypatch.undo()
+    with open_store(store_url) as store:
+        facts = store.get_run(run_id).facts
+    decided = [(f.call_id, f.approved, f.decided_by) for f in facts if isinstance(f, ApprovalDecided)]
+    assert decided == [("t1", True, "alice")]
+    resumed = [f for f in facts if isinstance(f, RunResumed)]
+    assert facts.index(resumed[0]) == [type(f) for f in facts].index(ApprovalDecided) + 1  # logged with run_resumed
+    assert resume_tools.RAN == ["transfer a"]

@@ -155,7 +155,7 @@ class Interrupting:
 @pytest.mark.parametrize("command", ["run", "demo"])
 def test_ctrl_c_prints_the_run_id_and_its_cancelled_status_and_exits_130(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str) -> None:
-    import runner.cli.running as running
+    import runner.cli.run as running
 
     monkeypatch.setattr(running, "build_model", lambda *args: Interrupting())
     monkeypatch.setattr(running, "demo_model", Interrupting)
@@ -201,7 +201,7 @@ def test_ctrl_c_in_a_real_runner_run_process_prints_the_run_id(tmp_path: Path) -
 
 def test_ctrl_c_with_json_prints_the_run_id_and_status_as_json(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    import runner.cli.running as running
+    import runner.cli.run as running
 
     monkeypatch.setattr(running, "demo_model", Interrupting)
     url = f"sqlite:///{tmp_path / 'runs.db'}"

@@ -316,7 +316,7 @@ def test_plural(n: int, word: str, text: str) -> None:
 
 def test_every_status_has_a_colour() -> None:
     from runner._log.statuses import Status
-    from runner.cli.timeline import ERROR_STYLE, STATUS_STYLES, status_style
+    from runner.cli.render import ERROR_STYLE, STATUS_STYLES, status_style
 
     assert set(STATUS_STYLES) == set(Status)
     assert {status: status_style(status) for status in Status} == dict(STATUS_STYLES)
@@ -333,7 +333,7 @@ def test_runs_show_and_stats_colour_a_queued_run_alike(tmp_path: Path, monkeypat
     from rich.text import Text
 
     from runner._log.statuses import Status
-    from runner.cli.timeline import STATUS_STYLES
+    from runner.cli.render import STATUS_STYLES
     from runner.pool.queued import record_queued
 
     db = f"sqlite:///{tmp_path / 'runs.db'}"

@@ -9,7 +9,7 @@ from urllib.request import urlopen
 import pytest
 
 from runner import ScriptedModel, ToolRegistry, open_store, run_agent
-from runner._view.lineage import recorded_mcp, recorded_tools, resume_command
+from runner._view.continuation import recorded_mcp, recorded_tools, resume_command
 from runner.events import EventDecodeError, RunStarted, decode, encode
 from runner.messages import McpRef
 from runner.store import RunStore

@@ -164,7 +164,7 @@ def test_a_pending_call_without_a_decision_keeps_the_run_awaiting_approval(store
         first = run_agent("Do the plan.", PlanModel(plan), tools(tmp_path), store=store, run_id=RUN_ID)
         with pytest.raises(CannotResume, match=r"is awaiting approval of t1 and no decision was given or logged"):
             resume(store, RUN_ID, PlanModel(plan), tools(tmp_path))  # refused: it would only stop again
-        with pytest.raises(CannotResume, match=r"has no call 'nope' awaiting approval \(pending: \['t1'\]\)"):
+        with pytest.raises(CannotResume, match=r"has no call 'nope' awaiting approval \(awaiting: t1\)"):
             resume(store, RUN_ID, PlanModel(plan), tools(tmp_path), decisions={"nope": True})
         run = store.get_run(RUN_ID)
     assert (first.status, run.status, run.error) == ("awaiting_approval", "awaiting_approval",

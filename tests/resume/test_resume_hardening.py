@@ -173,7 +173,7 @@ def test_a_decision_logged_without_resuming_is_a_fact_that_resume_and_replay_use
     with pytest.raises(CannotResume, match=rf"^run {RUN_ID}: call 't1' was approved by alice; it cannot be "
                                            r"denied now$"):
         store.decide(RUN_ID, "t1", False, decided_by="bob")
-    with pytest.raises(CannotResume, match=r"has no call 't9' awaiting approval \(pending: \['t2'\]\)"):
+    with pytest.raises(CannotResume, match=r"has no call 't9' awaiting approval \(awaiting: t2\)"):
         store.decide(RUN_ID, "t9", True)
     run = store.get_run(RUN_ID)
     assert run.status == "awaiting_approval"

@@ -38,7 +38,8 @@ def test_runs_older_than_costs_read_as_unknown_after_the_upgrade(store_url: str)
     from runner.store.migrate import alembic_config
 
     with open_store(store_url) as store:
-        replies: list[ModelReply | str] = [ModelReply("", [call("c1", "get_weather", city="Paris")], Usage(10, 5)), "done"]
+        asks = ModelReply("", [call("c1", "get_weather", city="Paris")], Usage(10, 5))
+        replies: list[ModelReply | str] = [asks, "done"]
         old = run_agent("t", model("unpriced", *replies), weather_registry(), store=store).run_id
         silent = run_agent("t", model("unpriced"), weather_registry(), store=store).run_id  # no reply at all
         with store.engine.begin() as conn:

@@ -3,7 +3,8 @@
 Both are thin layers over ``runner.resume`` and ``runner.fork``.
 ``--approve ID`` runs a call, ``--deny ID`` refuses it, and a ``--reason`` right after a ``--deny`` is its reason.
 Click gathers each option's values apart, so ``ResumeCommand`` also keeps the order the options came in.
-Decisions are logged before the run goes on; a pool run's go back to its queue instead (``send_back``).
+One read of the run, one check of the decisions (``decisions.refusal``), then ``continuation`` says where it
+goes on: here (the decisions are logged with ``run_resumed``), or back to its pool's queue (logged first).
 """
 
 from __future__ import annotations
@@ -15,29 +16,29 @@ from typing import TYPE_CHECKING, TypeVar
 
 import click
 
-from .._log.decisions import Checked, check_decisions, decider, describe
+from .._log.decisions import Checked, check_decisions, decider, describe, refusal
 from .._log.records import LIVE
 from .._log.state import RunState, fold
 from .._log.statuses import Status
 from .._loop.results import AgentResult
 from .._run import approvals
+from .._run.resume import fork as fork_run
+from .._run.resume import resume_stored
 from .._text import clean
-from ..errors import CannotResume
-from ..events import RunQueued, StepStarted
+from .._view.continuation import RecordOnly, SendToPool, continuation
+from ..events import StepStarted
 from ..pool.submission import BROKER_ENV, broker_url
 from ..prices import Price
-from ..store import DEFAULT_QUEUE, RunStore, StoredRun
-from .costs import PRICES, check_priced, max_cost_option
+from ..store import RunStore, StoredRun
+from .costs import check_priced
 from .options import EXIT_NO, CliError, CliUsageError, Env, common, parse_pairs
 from .render import plural, print_json
-from .running import (
-    MAX_TIMEOUT_S,
-    PARALLEL_HELP,
+from .runs import (
     QUIET,
     RECORD_CONTENT,
     GivenLimits,
+    limit_options,
     new_child,
-    not_nan,
     progress,
     recorded_limits,
     report,
@@ -104,47 +105,34 @@ def check_resumable(run: StoredRun, short: str) -> None:
         raise CliError(f"run {short} is being driven by a live process ({run.owner}); it cannot be taken over")
 
 
-def check_given(state: RunState, short: str, decisions: Decisions) -> Checked:
+def check_given(state: RunState, short: str, decisions: Decisions) -> None:
     """The decisions given, checked against the log before anything is set up or written.
 
-    A usage error for a call the run does not wait on; an error (exit 3) for a decision
-    against a logged one, and for a run awaiting approval left with none to go on with.
+    A usage error for a call the run does not wait on; an error (exit 3) for a call in doubt or a
+    decision against a logged one (``decisions.refusal``), and for a run awaiting approval left
+    with none to go on with.
     """
-    unanswered = {call.id for call in state.remaining_calls}
-    for call_id, verdict in decisions.items():
-        logged = call_id in unanswered and call_id in state.decisions
-        if call_id not in state.pending_approvals and not logged and not state.in_doubt(call_id):
-            option = "--approve" if verdict is True else "--deny"
-            waiting = ", ".join(state.pending_approvals) or "none"
-            raise CliUsageError(f"{option} {call_id}: run {short} has no call {call_id!r} awaiting approval "
-                                f"(awaiting: {waiting})")
-    try:
-        checked = check_decisions(short, state, decisions)
-    except CannotResume as exc:
-        raise CliError(str(exc)) from None
-    refusal = approvals.undecided(short, state, decisions, asks=False)
-    if refusal is not None:
-        raise CliError(f"{refusal} (--approve or --deny decides)")
-    return checked
+    refused = refusal(state, decisions, run=short)
+    if refused is not None and refused.unknown:
+        option = "--approve" if decisions[refused.call_id] is True else "--deny"
+        raise CliUsageError(f"{option} {refused.call_id}: {refused.text}")
+    if refused is not None:
+        raise CliError(refused.text)
+    undecided = approvals.undecided(short, state, decisions, asks=False)
+    if undecided is not None:
+        raise CliError(f"{undecided} (--approve or --deny decides)")
 
 
-def pool_queue(run: StoredRun) -> str | None:
-    """The queue of a run submitted to a worker pool (``runner submit``), from its ``run_queued``; else None."""
-    queued = next((fact for fact in run.facts if isinstance(fact, RunQueued)), None)
-    return None if queued is None else queued.queue or DEFAULT_QUEUE
-
-
-def send_back(env: Env, store: RunStore, run: StoredRun, short: str, checked: Checked, by: str, broker: str | None,
-              queue: str) -> None:
-    """Log a pool run's decisions and publish the run to its queue.
+def send_back(env: Env, store: RunStore, run: StoredRun, short: str, state: RunState, decisions: Decisions, by: str,
+              broker: str | None, queue: str) -> None:
+    """Log a pool run's decisions (``RunStore.decide_all``) and publish the run to its queue.
 
     A worker resumes it with its agent's model and tools, so this process needs neither.
     """
     url = broker_url(broker)  # no broker: refused before anything is logged
-    for call_id, verdict in checked.fresh.items():
-        store.decide(run.run_id, call_id, verdict is True, verdict if isinstance(verdict, str) else None,
-                     decided_by=by)
-    from ..pool.app import publish
+    checked: Checked = check_decisions(short, state, decisions)  # checked above: which are new, which apply
+    store.decide_all(run, decisions, by)
+    from ..pool.app import publish  # Celery loads with it: only a pool run sent back pays for it
 
     try:
         publish(url, run.run_id, queue)
@@ -178,25 +166,6 @@ def warnings_printed() -> Iterator[None]:
     finally:
         logger.removeHandler(handler)
         logger.propagate = propagates
-
-
-def limit_options(fn: Callable[..., R]) -> Callable[..., R]:
-    """``--max-steps``, ``--token-budget``, ``--max-tool-calls``, ``--timeout``, ``--max-cost-usd``, ``--prices``.
-
-    And ``--max-parallel-tools``. Each limit keeps the run's when not given; ``--prices`` are for this process's
-    model calls.
-    """
-    fn = click.option("--max-parallel-tools", type=click.IntRange(min=1), metavar="N",
-                      help=f"{PARALLEL_HELP}  [default: the run's]")(fn)
-    fn = PRICES(fn)
-    fn = max_cost_option("USD the model calls may cost, in the whole run.")(fn)
-    fn = click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S),
-                      callback=not_nan, metavar="SECONDS", help="Wall-clock limit from now on (at most a year).")(fn)
-    fn = click.option("--max-tool-calls", type=click.IntRange(min=0), help="Tool calls at most, in the whole run.")(fn)
-    fn = click.option("--token-budget", type=click.IntRange(min=1),
-                      help="Tokens at most, in the whole run.")(fn)
-    fn = click.option("--max-steps", type=click.IntRange(min=1), help="Model calls at most, in the whole run.")(fn)
-    return fn
 
 
 def tools_and_model(fn: Callable[..., R], *, pooled: bool = False) -> Callable[..., R]:
@@ -258,37 +227,34 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[s
       runner resume 1f2e3d4c --tools myapp.tools:registry --approve call_1 --deny call_2 --reason "over limit"
       runner resume 1f2e3d4c --approve call_1 --by alice          # a pool run: back to its workers
     """
-    from .._run.resume import resume as resume_run
-
     decisions = decisions_from(click.get_current_context().meta[ORDER], approve, deny, reason)
     tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
     check(tools, None)
     base = load_tools(tools_spec) if tools_spec is not None else None
-    limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd, max_parallel_tools)
+    limits = GivenLimits(max_steps=max_steps, token_budget=token_budget, max_tool_calls=max_tool_calls,
+                         timeout_s=timeout_s, max_cost_usd=max_cost_usd, max_parallel_tools=max_parallel_tools)
     by = decided_by if decided_by is not None else decider()
     with env.store(create=True) as store:
-        run = store.find_run(run_ref)
+        run = store.find_run(run_ref)  # the one read before the run goes on: resume_stored takes it over as read
         short = store.short_ids([run.run_id])[run.run_id]
         check_resumable(run, short)
-        checked = check_given(fold(run.facts, run.run_id), short, decisions)
-        queue = pool_queue(run)
-        if queue is not None and run.status == Status.AWAITING_APPROVAL and not here:
-            send_back(env, store, run, short, checked, by, broker, queue)
-            return
-        if not tools.given:
-            raise CliUsageError("Missing option '--tools', '--mcp' or '--mcp-url' (a run not submitted to a pool, "
-                                "or --here).")
+        state = fold(run.facts, run.run_id)
+        check_given(state, short, decisions)
+        match continuation(run, here=here, tools_given=tools.given, short=short):
+            case SendToPool(queue):
+                send_back(env, store, run, short, state, decisions, by, broker, queue)
+                return
+            case RecordOnly():
+                raise CliUsageError("Missing option '--tools', '--mcp' or '--mcp-url' (a run not submitted to a "
+                                    "pool, or --here).")
         model = continuing_model(model_spec, run, base_url, api_key)
-        check_priced(model, prices, *limits.budget(recorded_limits(run)))
+        check_priced(model, prices, *limits.budget(recorded_limits(run, state)))
         with tools_for(tools, base) as registry:
-            for call_id, verdict in checked.fresh.items():  # logged at once, by whoever --by names
-                store.decide(run.run_id, call_id, verdict is True, verdict if isinstance(verdict, str) else None,
-                             decided_by=by)
 
-            def go(provider: TracerProvider) -> AgentResult:
-                return resume_run(store, run.run_id, model, registry, decisions=decisions, tracer_provider=provider,
-                                  recorder=progress(quiet), record_content=record_content, prices=prices,
-                                  **limits.options())
+            def go(provider: TracerProvider) -> AgentResult:  # the decisions are logged with run_resumed, by --by
+                return resume_stored(store, run, model, registry, decisions=decisions, decided_by=by,
+                                     tracer_provider=provider, recorder=progress(quiet),
+                                     record_content=record_content, prices=prices, **limits.options())
 
             with warnings_printed():
                 result = traced(env, store, go, lambda: run.run_id)
@@ -330,12 +296,11 @@ def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], too
     \b
     runner fork 1f2e3d4c --at 2 --tools myapp.tools:registry --observation call_1='{"celsius": 35}'
     """
-    from .._run.resume import fork as fork_run
-
     tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
     check(tools, "a fork")
     base = base_tools(tools)
-    limits = GivenLimits(max_steps, token_budget, max_tool_calls, timeout_s, max_cost_usd, max_parallel_tools)
+    limits = GivenLimits(max_steps=max_steps, token_budget=token_budget, max_tool_calls=max_tool_calls,
+                         timeout_s=timeout_s, max_cost_usd=max_cost_usd, max_parallel_tools=max_parallel_tools)
     with env.store(create=True) as store:
         parent = store.find_run(run_ref)
         short = store.short_ids([parent.run_id])[parent.run_id]

@@ -8,7 +8,6 @@ import click
 from rich.text import Text
 
 from .._replay.fixture import Fixture, fixture_from_run, load_fixture
-from .._replay.replayer import ReplayReport
 from .._replay.replayer import replay as replay_fixture
 from .._text import clean
 from .options import CliError, Env, common
@@ -50,20 +49,6 @@ def source_fixture(env: Env, source: str) -> Fixture:
         return fixture_from_run(store.find_run(source))
 
 
-def report_json(report: ReplayReport, live_side_effects: bool) -> dict[str, object]:
-    result = report.result
-    return {
-        "ok": report.ok, "explanation": report.explain(),
-        "divergence": None if report.divergence is None else {
-            "step": report.divergence.step, "index": report.divergence.index, "field": report.divergence.field,
-            "sentence": report.divergence.sentence},
-        "status": result.status, "recorded_status": report.recorded_status,
-        "answer": result.answer, "recorded_answer": report.recorded_answer,
-        "steps": result.steps, "tokens": result.tokens, "tool_calls": result.tool_calls,
-        "live_side_effects": live_side_effects,
-    }
-
-
 @click.command()
 @click.argument("source", metavar="FIXTURE_OR_RUN")
 @click.option("--tools", "tools_spec", metavar="MODULE:ATTR",
@@ -88,7 +73,7 @@ def replay(env: Env, source: str, tools_spec: str | None, mcp_commands: tuple[st
     with tools_for(tools, base) as registry:
         report = replay_fixture(fixture, registry, live_side_effects=live_side_effects)
     if env.as_json:
-        print_json(report_json(report, live_side_effects))
+        print_json({**report.to_json(), "live_side_effects": live_side_effects})
     else:
         out = console()
         if report.ok:

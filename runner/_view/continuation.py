@@ -1,0 +1,128 @@
+"""How a stopped run goes on: in this process, back to its worker pool, or only as a command to paste.
+
+``continuation`` is the one rule ``runner resume`` and the console follow. A pool run awaiting
+approval goes back to its queue (its workers have its agent), unless the caller drives it here;
+a caller with the run's tools drives it here; any other caller can only print the ``runner resume``
+command that goes on. The rest says how a run goes on: its tools and its model, as the log records them.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from typing import NamedTuple
+
+from .._log.records import StoredRun
+from .._log.statuses import Status
+from ..events import RunQueued, RunResumed, RunStarted
+from ..messages import McpRef
+from ..store import DEFAULT_QUEUE
+
+TOOLS_PLACEHOLDER = "MODULE:ATTR"  # for a run whose log does not say where its tools live
+# What a logged ``tools_ref`` must look like to be printed in a command: the log may come
+# from anywhere, and a user copies these commands into a shell.
+TOOLS_REF = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
+
+
+class RunHere(NamedTuple):
+    """The run goes on in this process; ``command`` goes on elsewhere, should this process not manage to."""
+
+    command: str
+
+
+class SendToPool(NamedTuple):
+    """The run goes back to ``queue``, where a worker of its pool resumes it; ``command`` publishes it again."""
+
+    queue: str
+    command: str
+
+
+class RecordOnly(NamedTuple):
+    """Nothing here can go on with the run: ``command`` does, pasted where its tools are."""
+
+    command: str
+
+
+Continuation = RunHere | SendToPool | RecordOnly
+
+
+def continuation(run: StoredRun, *, here: bool, tools_given: bool, short: str, db_hint: str = "",
+                 tools_ref: str | None = None, mcp: Sequence[McpRef] = ()) -> Continuation:
+    """Where ``run`` goes on (see the module docstring).
+
+    ``here``: the caller drives even a pool run itself (``--here``; a console with the pool's agents).
+    ``tools_given``: the caller has the run's tools. ``tools_ref``/``mcp`` name them in the command
+    (else the run's recorded ones); ``short`` and ``db_hint`` are the run id and ``--db`` as printed.
+    """
+    if pooled(run) and run.status == Status.AWAITING_APPROVAL and not here:
+        return SendToPool(queue_of(run), resume_command(short, None))
+    if pooled(run):  # its workers have its tools: the command sends it back, or resumes it with --here --tools
+        command = resume_command(short, None) + db_hint
+    else:
+        given = tools_ref is not None or bool(mcp)
+        tools, servers = (tools_ref, list(mcp)) if given else (recorded_tools(run), recorded_mcp(run))
+        command = resume_command(short, tools, (), db_hint, servers)
+    return RunHere(command) if tools_given else RecordOnly(command)
+
+
+def pooled(run: StoredRun) -> bool:
+    """Whether ``run`` was submitted to a worker pool (``runner submit``): its log opens with ``run_queued``."""
+    return any(isinstance(fact, RunQueued) for fact in run.facts)
+
+
+def queue_of(run: StoredRun) -> str:
+    """The queue a pool run was submitted to, from its ``run_queued`` (the default queue for a run not pooled)."""
+    queued = next((fact for fact in run.facts if isinstance(fact, RunQueued)), None)
+    return (queued.queue if queued is not None else None) or DEFAULT_QUEUE
+
+
+def resume_command(short: str, tools: str | None, approve: Sequence[str] = (), db_hint: str = "",
+                   mcp: Sequence[McpRef] = ()) -> str:
+    """``runner resume SHORT --tools TOOLS [--mcp ...] [--approve ID]...``, quoted for a shell (None: no --tools)."""
+    approvals = "".join(f" --approve {shlex.quote(call_id)}" for call_id in approve)
+    return f"runner resume {shlex.quote(short)}{tools_args(tools, mcp)}{approvals}{db_hint}"
+
+
+def tools_args(tools: str | None, mcp: Sequence[McpRef] = ()) -> str:
+    """`` --tools TOOLS --mcp 'COMMAND ARGS' --mcp-url URL``: tools as options of a command (a leading space)."""
+    words = [f" --tools {tools}"] if tools else []
+    words += [f" --{'mcp' if ref['transport'] == 'stdio' else 'mcp-url'} {shlex.quote(ref['target'])}" for ref in mcp]
+    return "".join(words)
+
+
+def recorded_tools(run: StoredRun) -> str | None:
+    """The ``module:attr`` the run's tools were loaded from, as logged at its start, or a placeholder.
+
+    ``runner run``, ``demo``, ``fork`` and follow-ups log it; the placeholder is for the reader to fill in.
+    None for a run whose tools all came from MCP servers (``recorded_mcp``).
+    """
+    for fact in run.facts:
+        if isinstance(fact, RunStarted):
+            ref = fact.tools_ref
+            if ref is None and fact.mcp_servers:
+                return None
+            return ref if isinstance(ref, str) and TOOLS_REF.fullmatch(ref) else TOOLS_PLACEHOLDER
+    return TOOLS_PLACEHOLDER
+
+
+def recorded_mcp(run: StoredRun) -> list[McpRef]:
+    """The MCP servers the run's tools came from (``--mcp``, ``--mcp-url``), as logged at its start."""
+    started = next((fact for fact in run.facts if isinstance(fact, RunStarted)), None)
+    return list(started.mcp_servers or []) if started is not None else []
+
+
+class ModelName(NamedTuple):
+    """A model as the log records it: its name and its provider (None when the log says none)."""
+
+    name: str
+    provider: str | None
+
+
+def last_model(run: StoredRun) -> ModelName:
+    """The model ``run`` last ran with: the one it started with, or the latest resume's."""
+    found = ModelName(run.model, run.provider)
+    for fact in run.facts:
+        if isinstance(fact, RunResumed) and fact.model:
+            found = ModelName(fact.model, fact.provider)
+    return found
