@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from runner._log.fixture import fixture_from_run
-
 from runner import ModelReply, ScriptedModel, ToolRegistry, run_agent
+from runner._replay.fixture import fixture_from_run
 from runner._replay.replayer import replay
 from runner.store import RunStore
 from tests.loop.helpers import call, reply, weather_registry

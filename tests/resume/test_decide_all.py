@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from runner._loop.resume import resume_stored
 
 from runner import CannotResume, RunStore, fold, run_agent
+from runner._run.resume import resume_stored
 from runner.events import ApprovalDecided
 from tests.resume.durable_child import Plan, PlanModel, ran, tools
 from tests.resume.helpers import RUN_ID
