@@ -1,1 +1,1 @@
-"""The agent loop: the sans-IO core, its sync and async drivers, limits, and resume, fork and follow-up."""
+"""The agent loop: the sans-IO core, the one drive loop and its sync and async drivers; no store, no tracer."""

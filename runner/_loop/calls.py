@@ -109,10 +109,12 @@ class ToolCalls:
         return tool
 
     def _run_tool(self, step: int, call: ToolCall, tool: Tool) -> Generator[Action, Outcome, Stop | None]:
+        started = self.state.started_calls.get(call.id)
         listening = self.core.listening
         if listening:  # from here until its start is committed, an abort logs the call not run
             self.starting = (step, (call,))  # (a recorder may raise on the start after the store took it)
-        self.announce(step, call)
+        self.emit(ToolStarted(step=step, call_id=call.id, name=call.name, args=call.args,
+                              attempt=1 if started is None else started.attempt + 1))
         if listening:
             yield COMMIT  # should this commit fail, the run is aborted with the tool never run (``abort``)
             self.starting = None

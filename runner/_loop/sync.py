@@ -27,23 +27,25 @@ _NO_KWARGS: dict[str, Any] = {}
 class SyncDriver:
     """Performs one run's actions on this thread and its flight's: ``perform`` for ``drive``."""
 
-    __slots__ = ("core", "flight", "sync", "waits")
+    __slots__ = ("core", "flight", "here", "sync", "waits")
 
     def __init__(self, core: AgentCore) -> None:
         self.core, self.sync = core, core.recorder.sync
         self.waits = waits_of(core.limits, core.cancel, time.monotonic())
+        self.here = not self.waits.needed  # nothing can stop a call early: run it on this thread
         self.flight = ThreadFlight(core.run_id, self.waits)
 
     def perform(self, action: Action) -> Outcome:
         """The outcome of one of the core's actions."""
         match action:
+            case CallModel():
+                return self.call(action.model, (action.messages, action.specs), _NO_KWARGS, None, False)
+            case CallTool():
+                tool = action.tool
+                return self.call(tool.fn, _NO_ARGS, action.args, tool.timeout_s, True)
             case Commit():
                 self.sync()
                 return COMMITTED
-            case CallModel(model=model, messages=messages, specs=specs):
-                return self.call(model, (messages, specs), _NO_KWARGS, None, False)
-            case CallTool(tool=tool, args=args):
-                return self.call(tool.fn, _NO_ARGS, args, tool.timeout_s, True)
             case RunTools():
                 return self.flight.perform(action)
             case Checkpoint():
@@ -52,7 +54,7 @@ class SyncDriver:
     def call(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float | None,
              in_tool: bool) -> Outcome:
         """One model or tool call: here when nothing can stop it early, else as a flight of one."""
-        if timeout_s is None and not self.waits.needed:  # on this thread: nothing to wait for
+        if timeout_s is None and self.here:  # on this thread: nothing to wait for
             started = time.monotonic()
             try:
                 value = fn(*args, **kwargs)
