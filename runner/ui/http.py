@@ -18,11 +18,9 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from .._text import storable
 from ..errors import AmbiguousRunId, RunnerError, RunNotFound, StoreError
-from .guard import HEADERS
+from .guard import HEADERS, MAX_FORM_BYTES
 from .query import BadQuery
 from .state import Console
-
-MAX_FORM_BYTES = 256 * 1024  # a form or JSON body past this is refused: an observation edit fits easily
 
 
 def render(request: Request, name: str, status: int = 200, headers: Mapping[str, str] | None = None,
