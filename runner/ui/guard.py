@@ -142,8 +142,10 @@ class Guard:
         return any(value and _same(value, self.token) for value in given)
 
     def _by_cookie(self, headers: dict[str, str]) -> bool:
-        """Whether the request carries this console's cookie (parsed as browsers send cookies: a malformed
-        cookie of another app on localhost hides none of ours)."""
+        """Whether the request carries this console's cookie.
+
+        Parsed as browsers send cookies: a malformed cookie of another app on localhost hides none of ours.
+        """
         assert self.secrets is not None
         cookie = cookie_parser(headers.get("cookie", "")).get(self.secrets.cookie, "")
         return bool(cookie) and _same(cookie, self.secrets.read)

@@ -19,6 +19,7 @@ from runner.store import RunStore, open_store
 from runner.ui import create_app
 from runner.ui.guard import loopback, secrets_for
 from tests.loop.helpers import call, reply
+from tests.ui.legacy import stored_as
 from tests.ui.money import money
 
 BASE = "http://127.0.0.1:8000"
@@ -33,9 +34,8 @@ def awaiting(store: RunStore, run_id: str = RUN, calls: tuple[str, ...] = ("t1",
              task: str = "Send 5 to bob") -> str:
     """A run whose model asks for one ``transfer`` per call id: it stops awaiting approval of them all."""
     asked = [call(call_id, "transfer", ref=call_id) for call_id in calls]
-    result = run_agent(task, ScriptedModel([reply("", *asked)]), money(ran if ran is not None else []), store=store,
-                       run_id=run_id)
-    assert result.status == "awaiting_approval"
+    status = stored_as(store, run_id, task, ScriptedModel([reply("", *asked)]), money(ran if ran is not None else []))
+    assert status == "awaiting_approval"
     return run_id
 
 
@@ -312,7 +312,7 @@ def test_a_note_opened_on_another_page_is_not_shown_there(store: RunStore) -> No
 
 
 def test_a_download_is_named_with_the_run_ids_plain_characters_only(store: RunStore, client: TestClient) -> None:
-    run_agent("t", ScriptedModel(["ok"]), money([]), store=store, run_id='a"b\\c')
+    stored_as(store, 'a"b\\c', "t", ScriptedModel(["ok"]), money([]))
     for path, name in [("fixture.json", "run-a_b_c.json"), ("spans.json", "spans-a_b_c.json")]:
         answer = client.get(f"/runs/{quote(chr(97) + chr(34) + 'b' + chr(92) + 'c', safe='')}/{path}")
         assert answer.headers["content-disposition"] == f'attachment; filename="{name}"'

@@ -7,12 +7,18 @@ from collections.abc import Iterator
 import pytest
 from starlette.testclient import TestClient
 
+from runner import ScriptedModel
 from runner.events import ApprovalDecided
 from runner.store import RunStore
 from runner.ui import create_app
 from runner.ui.guard import NO_KEY, secrets_for
-from tests.ui.test_console_attacks import BASE, RUN, TOKEN, awaiting, events
+from tests.loop.helpers import call, reply
+from tests.ui.legacy import stored_as
+from tests.ui.money import money
 
+BASE = "http://127.0.0.1:8000"
+RUN = "a" * 32
+TOKEN = "s3cret-token"
 SECRETS = secrets_for(TOKEN)
 COOKIE = {"cookie": f"{SECRETS.cookie}={SECRETS.read}"}
 
@@ -21,6 +27,15 @@ COOKIE = {"cookie": f"{SECRETS.cookie}={SECRETS.read}"}
 def gated(store: RunStore) -> Iterator[TestClient]:
     with TestClient(create_app(store, token=TOKEN), base_url=BASE, follow_redirects=False) as test_client:
         yield test_client
+
+
+def awaiting(store: RunStore, calls: tuple[str, ...] = ("t1",)) -> None:
+    asked = [call(call_id, "transfer", ref=call_id) for call_id in calls]
+    assert stored_as(store, RUN, "Send 5 to bob", ScriptedModel([reply("", *asked)]), money([])) == "awaiting_approval"
+
+
+def events(store: RunStore) -> int:
+    return len(store.get_run(RUN).events)
 
 
 def reasons(store: RunStore) -> list[str | None]:
