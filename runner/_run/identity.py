@@ -5,8 +5,9 @@ from __future__ import annotations
 import re
 import uuid
 
-# Caller-given run ids land in terminals, file names and trace ids: no spaces, no control characters.
-_RUN_ID = re.compile(r"[\x21-\x7e]{1,64}")
+# Caller-given run ids land in URLs, terminals, file names and trace ids: letters, digits, ``.``, ``_`` and
+# ``-``, not starting with ``.`` (no ``/``, no ``..`` segment a browser or a path would resolve).
+_RUN_ID = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
 
 
 def new_run_id() -> str:
@@ -18,7 +19,8 @@ def checked_run_id(run_id: str | None) -> str:
     if run_id is None:
         return new_run_id()
     if not isinstance(run_id, str) or not _RUN_ID.fullmatch(run_id):
-        raise ValueError(f"run_id must be 1-64 printable ASCII characters without spaces, got {run_id!r}")
+        raise ValueError("run_id must be 1 to 128 of the characters A-Z a-z 0-9 . _ - and not start with '.', "
+                         f"got {run_id!r}")
     return run_id
 
 

@@ -24,8 +24,14 @@ TOKEN_ENV = "RUNNER_UI_TOKEN"
 
 
 def serving_line(url: str, token: str | None) -> str:
-    """The line ``runner ui`` prints once it serves: its URL, with the token percent-encoded when it has one."""
-    return f"runner ui: serving {url}" + (f"/?token={quote(token, safe='')}" if token else "")
+    """The line ``runner ui`` prints once it serves: its URL, with the token percent-encoded when it has one.
+
+    On a Unix socket (``unix:PATH``) the path to open through it follows the socket's.
+    """
+    login = f"/?token={quote(token, safe='')}" if token else ""
+    if url.startswith("unix:"):
+        return f"runner ui: serving {url}" + (f" (open {login} through it)" if login else "")
+    return f"runner ui: serving {url}{login}"
 
 
 def shown_hint(env: Env, store: RunStore) -> str:
@@ -48,6 +54,8 @@ def writable(store: RunStore) -> bool:
                                                                         "only with --token).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
               help="Port to listen on (0: any free one).")
+@click.option("--uds", metavar="PATH", help="Serve on a Unix socket at PATH (mode 0600: this user only) instead of "
+                                            "a port; see docs/console.md for a shared host.")
 @click.option("--tools", "tools_spec", metavar="MODULE:ATTR",
               help="The runs' tools, so the console can go on with a run after a decision, resume or fork it.")
 @mcp_options
@@ -64,7 +72,7 @@ def writable(store: RunStore) -> bool:
 @click.option("--broker", metavar="URL", envvar=BROKER_ENV, show_envvar=True,
               help="A pool's Celery broker, to send a decided pool run back to its queue.")
 @common
-def ui(env: Env, host: str, port: int, tools_spec: str | None, mcp_commands: tuple[str, ...],
+def ui(env: Env, host: str, port: int, uds: str | None, tools_spec: str | None, mcp_commands: tuple[str, ...],
        mcp_urls: tuple[str, ...], agents_spec: str | None, model_spec: str | None,
        base_url: str | None, api_key: str | None, read_only: bool, token: str | None, decided_by: str | None,
        broker: str | None) -> None:
@@ -113,7 +121,11 @@ def ui(env: Env, host: str, port: int, tools_spec: str | None, mcp_commands: tup
             def ready(url: str) -> None:
                 click.echo(serving_line(url, token))
 
-            if not serve(app, host, port, ready):
+            try:
+                served = serve(app, host, port, ready, uds)
+            except OSError as exc:
+                raise CliError(f"cannot listen on {uds}: {exc.strerror or exc}") from None
+            if not served:
                 raise CliError(f"cannot listen on {host}:{port} (is the port taken?)")
     finally:
         store.close()

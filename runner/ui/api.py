@@ -16,6 +16,7 @@ from .._view.show import show_json
 from .._view.summary import summary_json
 from .http import bounded_body, json_response, media_type
 from .query import run_query
+from .refs import ref_of
 from .state import Console
 
 CLI_LIMIT = 20  # ``runner runs``'s default --limit
@@ -38,7 +39,7 @@ async def show_run(request: Request) -> Response:
     console: Console = request.state.console
 
     def read() -> dict[str, Any]:
-        return show_json(console.store, console.store.find_run(request.path_params["ref"]))
+        return show_json(console.store, console.store.find_run(ref_of(request)))
 
     return json_response(await run_in_threadpool(read))
 
@@ -69,7 +70,7 @@ async def decide(request: Request) -> Response:
     if media_type(request) != "application/json":  # a page on another site cannot send JSON without asking first
         raise HTTPException(415, "decisions are JSON: send Content-Type: application/json")
     decisions = decisions_in(await bounded_body(request))
-    run_id = await run_in_threadpool(console.store.resolve_run_id, request.path_params["ref"])
+    run_id = await run_in_threadpool(console.store.resolve_run_id, ref_of(request))
     outcome = await run_in_threadpool(console.actions.decide, run_id, decisions)
     return json_response({"run_id": run_id, "decisions": decisions, "decided_by": console.actions.decider,
                           "outcome": outcome.how, "message": outcome.text, "command": outcome.command})
@@ -78,6 +79,6 @@ async def decide(request: Request) -> Response:
 async def cancel(request: Request) -> Response:
     """``POST /api/runs/{ref}/cancel``: what ``runner cancel --json`` prints."""
     console: Console = request.state.console
-    run_id = await run_in_threadpool(console.store.resolve_run_id, request.path_params["ref"])
+    run_id = await run_in_threadpool(console.store.resolve_run_id, ref_of(request))
     status = await run_in_threadpool(console.actions.cancel, run_id)
     return json_response({"run_id": run_id, "status": status, "cancel_requested": True})

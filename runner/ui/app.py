@@ -21,7 +21,7 @@ from .._view.timeline import args_text
 from ..messages import McpRef, Model
 from ..pool.agents import Factory
 from ..store import RunStore
-from . import api, http, pages
+from . import api, http, pages, refs
 from .actions import Actions
 from .guard import Guard
 from .state import Console, State
@@ -38,7 +38,8 @@ def templates() -> Environment:
     env.filters["seconds"] = seconds  # the CLI's way of writing a duration
     env.filters["money"] = money  # and of writing a cost
     env.filters["args"] = args_text  # a call's arguments as JSON
-    env.filters["segment"] = http.segment
+    env.filters["segment"] = refs.segment
+    env.filters["run_path"] = refs.run_path
     return env
 
 
@@ -83,5 +84,6 @@ def create_app(store: RunStore, *, registry: ToolRegistry | None = None, agents:
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=http.HANDLERS,
-                    middleware=[Middleware(Guard, token=token, read_only=read_only)])
+                    middleware=[Middleware(Guard, token=token, read_only=read_only),
+                                Middleware(refs.RawRunRef)])
     return app

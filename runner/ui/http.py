@@ -10,7 +10,7 @@ import json
 import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import parse_qs, quote
+from urllib.parse import parse_qs
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -18,11 +18,10 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 
 from .._text import storable
 from ..errors import AmbiguousRunId, RunnerError, RunNotFound, StoreError
-from .guard import HEADERS
+from .guard import HEADERS, MAX_FORM_BYTES
 from .query import BadQuery
+from .refs import run_path, segment  # noqa: F401 (segment: kept where it was)
 from .state import Console
-
-MAX_FORM_BYTES = 256 * 1024  # a form or JSON body past this is refused: an observation edit fits easily
 
 
 def render(request: Request, name: str, status: int = 200, headers: Mapping[str, str] | None = None,
@@ -41,11 +40,6 @@ def json_response(value: Any, status: int = 200) -> Response:
     """JSON as the CLI prints it: every non-ASCII and control character escaped by JSON itself."""
     return Response(json.dumps(value, ensure_ascii=True, default=str), status_code=status,
                     media_type="application/json")
-
-
-def segment(value: str) -> str:
-    """``value`` as one percent-encoded URL path segment: a run id may hold ``?``, ``#``, ``/`` or ``..``."""
-    return quote(value, safe="")
 
 
 def attachment(name: str) -> dict[str, str]:
@@ -91,7 +85,8 @@ def redirect(url: str) -> RedirectResponse:
 
 def run_url(run_id: str, note: str | None = None) -> str:
     """The run page's URL (the id one path segment), with the key of a note to show there."""
-    return f"/runs/{segment(run_id)}" + (f"?note={note}" if note else "")
+    path = run_path(run_id)
+    return path + (("&" if "?" in path else "?") + f"note={note}" if note else "")
 
 
 async def failed(request: Request, exc: Exception) -> Response:

@@ -21,6 +21,7 @@ from .._replay.fixture import fixture_from_run
 from .._view.console import LIVE_STATUSES, inbox, run_view, runs_view
 from .http import attachment, form, redirect, render, run_url
 from .query import run_query
+from .refs import ref_of
 from .state import Console
 
 
@@ -45,7 +46,7 @@ async def approvals_page(request: Request) -> Response:
 async def run_page(request: Request) -> Response:
     """``GET /runs/{ref}``: one run's header, timeline, lineage, downloads and actions."""
     console: Console = request.state.console
-    view = await run_in_threadpool(run_view, console.store, request.path_params["ref"], console.actions.registry)
+    view = await run_in_threadpool(run_view, console.store, ref_of(request), console.actions.registry)
     run = view.run
     note = console.take_note(request.query_params.get("note"), "run")
     partial = request.headers.get("x-refresh") == "run"
@@ -59,7 +60,7 @@ async def run_page(request: Request) -> Response:
 async def fixture_file(request: Request) -> Response:
     """``GET /runs/{ref}/fixture.json``: what ``runner export`` writes."""
     console: Console = request.state.console
-    run = await run_in_threadpool(console.store.find_run, request.path_params["ref"])
+    run = await run_in_threadpool(console.store.find_run, ref_of(request))
     text = fixture_from_run(run).dumps()
     return Response(text, media_type="application/json", headers=attachment(f"run-{run.run_id[:12]}.json"))
 
@@ -70,7 +71,7 @@ async def spans_file(request: Request) -> Response:
     from ..tracing.rebuild import rebuild_spans  # lazily, as above
 
     console: Console = request.state.console
-    run = await run_in_threadpool(console.store.find_run, request.path_params["ref"])
+    run = await run_in_threadpool(console.store.find_run, ref_of(request))
     body = json.dumps(otlp_json(rebuild_spans(run)), ensure_ascii=True)
     return Response(body, media_type="application/json", headers=attachment(f"spans-{run.run_id[:12]}.json"))
 
@@ -83,7 +84,7 @@ async def decide_form(request: Request) -> Response:
     if not call_id or verdict not in ("approve", "deny"):
         raise HTTPException(400, "a decision needs call_id and verdict=approve or verdict=deny")
     decision: Decision = True if verdict == "approve" else (fields.get("reason", "").strip() or False)
-    run_id = await run_in_threadpool(console.store.resolve_run_id, request.path_params["ref"])
+    run_id = await run_in_threadpool(console.store.resolve_run_id, ref_of(request))
     outcome = await run_in_threadpool(console.actions.decide, run_id, {call_id: decision})
     page = "run" if fields.get("back") == "run" else "approvals"
     key = console.note(page, run_id=run_id, call_id=call_id, how=outcome.how, text=outcome.text,
@@ -94,7 +95,7 @@ async def decide_form(request: Request) -> Response:
 async def cancel_form(request: Request) -> Response:
     """``POST /runs/{ref}/cancel``: a queued run is cancelled at once, a running one before its next call."""
     console: Console = request.state.console
-    run_id = await run_in_threadpool(console.store.resolve_run_id, request.path_params["ref"])
+    run_id = await run_in_threadpool(console.store.resolve_run_id, ref_of(request))
     status = await run_in_threadpool(console.actions.cancel, run_id)
     text = ("cancelled" if status == Status.CANCELLED
             else "cancel requested: it stops before its next model or tool call")
@@ -108,7 +109,7 @@ async def resume_form(request: Request) -> Response:
     raw = fields.get("max_steps", "").strip()
     if raw and not raw.isdecimal():  # isdigit() takes "²", which int() refuses
         raise HTTPException(400, f"max_steps must be a whole number, got {raw!r}")
-    run_id = await run_in_threadpool(console.store.resolve_run_id, request.path_params["ref"])
+    run_id = await run_in_threadpool(console.store.resolve_run_id, ref_of(request))
     outcome = await run_in_threadpool(console.actions.resume, run_id, int(raw) if raw else None)
     key = console.note("run", how=outcome.how, text=outcome.text, command=outcome.command or "")
     return redirect(run_url(run_id, key))
@@ -123,7 +124,7 @@ async def fork_form(request: Request) -> Response:
         raise HTTPException(400, f"at_step must be a step number (1 or more), got {raw!r}")
     call_id = fields.get("call_id", "").strip()
     observations = {call_id: fields.get("observation", "")} if call_id else {}
-    run_id = await run_in_threadpool(console.store.resolve_run_id, request.path_params["ref"])
+    run_id = await run_in_threadpool(console.store.resolve_run_id, ref_of(request))
     try:
         new_id = await run_in_threadpool(console.actions.fork, run_id, int(raw), observations)
     except ValueError as exc:  # an observation for a call with no result before that step

@@ -546,7 +546,14 @@ def test_a_cut_off_reply_does_not_run_its_calls() -> None:
     assert result.error == "reply was cut off at the output token limit (stop_reason 'length'); its calls were not run"
 
 
-@pytest.mark.parametrize("run_id", ["", "a b", "job-\x1b[2J", "x" * 65, "été"])
-def test_a_run_id_must_be_printable_ascii_without_spaces(run_id: str) -> None:
-    with pytest.raises(ValueError, match=r"^run_id must be 1-64 printable ASCII characters without spaces, got "):
+@pytest.mark.parametrize("run_id", ["", "a b", "job-\x1b[2J", "x" * 129, "été", "a/b", "..", ".", ".x",
+                                    "x/../victim", "a\\b", "q?x", "h#x", "$(id>x)", "a%2Fb"])
+def test_a_run_id_must_be_letters_digits_dots_underscores_and_dashes(run_id: str) -> None:
+    with pytest.raises(ValueError, match=r"^run_id must be 1 to 128 of the characters A-Z a-z 0-9 \. _ - and not "
+                                         r"start with '\.', got "):
         run_agent("t", ScriptedModel(["ok"]), ToolRegistry(), run_id=run_id)
+
+
+@pytest.mark.parametrize("run_id", ["a", "x" * 128, "job-2024.01_retry", "-x", "_", "a..b"])
+def test_a_run_id_of_the_allowed_characters_is_taken_as_given(run_id: str) -> None:
+    assert run_agent("t", ScriptedModel(["ok"]), ToolRegistry(), run_id=run_id).run_id == run_id

@@ -17,8 +17,9 @@ from runner.cli.console import serving_line
 from runner.events import ApprovalDecided
 from runner.store import RunStore, open_store
 from runner.ui import create_app
-from runner.ui.guard import loopback
+from runner.ui.guard import loopback, secrets_for
 from tests.loop.helpers import call, reply
+from tests.ui.legacy import stored_as
 from tests.ui.money import money
 
 BASE = "http://127.0.0.1:8000"
@@ -33,9 +34,8 @@ def awaiting(store: RunStore, run_id: str = RUN, calls: tuple[str, ...] = ("t1",
              task: str = "Send 5 to bob") -> str:
     """A run whose model asks for one ``transfer`` per call id: it stops awaiting approval of them all."""
     asked = [call(call_id, "transfer", ref=call_id) for call_id in calls]
-    result = run_agent(task, ScriptedModel([reply("", *asked)]), money(ran if ran is not None else []), store=store,
-                       run_id=run_id)
-    assert result.status == "awaiting_approval"
+    status = stored_as(store, run_id, task, ScriptedModel([reply("", *asked)]), money(ran if ran is not None else []))
+    assert status == "awaiting_approval"
     return run_id
 
 
@@ -169,14 +169,17 @@ def test_the_token_redirect_stays_on_the_console_and_drops_the_token(gated: Test
                                                                      location: str) -> None:
     answer = gated.get(url.replace("token=T", f"token={TOKEN}"))
     assert answer.status_code == 303
-    assert answer.headers["location"] == location
+    assert answer.headers["location"] == f"{location}#key={secrets_for(TOKEN).act}"  # the key, for the page only
     assert TOKEN not in answer.headers["location"]
 
 
 def test_a_wrong_or_missing_token_is_401_and_sets_nothing(store: RunStore, gated: TestClient) -> None:
     awaiting(store)
     for headers, url in [({}, "/"), ({"authorization": "Bearer nope"}, "/"), ({}, "/?token=nope"),
-                         ({"cookie": "runner_ui_token=nope"}, "/"), ({"authorization": f"Basic {TOKEN}"}, "/")]:
+                         ({"cookie": f"{secrets_for(TOKEN).cookie}=nope"}, "/"),
+                         ({"cookie": f"runner_ui_token={TOKEN}"}, "/"),
+                         ({"cookie": f"{secrets_for(TOKEN).cookie}={TOKEN}"}, "/"),
+                         ({"authorization": f"Basic {TOKEN}"}, "/")]:
         answer = gated.get(url, headers=headers)
         assert (answer.status_code, answer.headers.get("set-cookie")) == (401, None), (headers, url)
     before = events(store)
@@ -190,7 +193,8 @@ def test_a_token_with_characters_urls_and_cookies_reserve_still_logs_in(store: R
     with TestClient(create_app(store, token=token), base_url=BASE, follow_redirects=False) as gated:
         answer = gated.get(f"/?token={quote(token, safe='')}")
         assert answer.status_code == 303
-        assert answer.headers["set-cookie"].startswith(f"runner_ui_token={quote(token, safe='')}; Path=/; ")
+        secrets = secrets_for(token)
+        assert answer.headers["set-cookie"].startswith(f"{secrets.cookie}={secrets.read}; Path=/; ")
         assert gated.get("/").status_code == 200  # with the cookie it set
 
 
@@ -207,7 +211,8 @@ def test_the_printed_url_carries_the_token_percent_encoded() -> None:
 
 
 def test_a_malformed_cookie_of_another_app_on_localhost_hides_not_the_token(gated: TestClient) -> None:
-    for cookie in (f'other={{"x": 1}}; runner_ui_token={TOKEN}', f"runner_ui_token={TOKEN}; a=b c"):
+    mine = f"{secrets_for(TOKEN).cookie}={secrets_for(TOKEN).read}"
+    for cookie in (f'other={{"x": 1}}; {mine}', f"{mine}; a=b c"):
         assert gated.get("/", headers={"cookie": cookie}).status_code == 200, cookie
 
 
@@ -307,7 +312,7 @@ def test_a_note_opened_on_another_page_is_not_shown_there(store: RunStore) -> No
 
 
 def test_a_download_is_named_with_the_run_ids_plain_characters_only(store: RunStore, client: TestClient) -> None:
-    run_agent("t", ScriptedModel(["ok"]), money([]), store=store, run_id='a"b\\c')
+    stored_as(store, 'a"b\\c', "t", ScriptedModel(["ok"]), money([]))
     for path, name in [("fixture.json", "run-a_b_c.json"), ("spans.json", "spans-a_b_c.json")]:
         answer = client.get(f"/runs/{quote(chr(97) + chr(34) + 'b' + chr(92) + 'c', safe='')}/{path}")
         assert answer.headers["content-disposition"] == f'attachment; filename="{name}"'

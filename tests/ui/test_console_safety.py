@@ -16,6 +16,7 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from runner._log.statuses import Status
+from runner.ui.guard import secrets_for
 from tests.cli.helpers import FakeOpenAI, completion
 from tests.ui.console_tools import XSS
 from tests.ui.helpers import (
@@ -153,8 +154,9 @@ def test_a_console_with_a_token_lets_in_the_browser_that_opened_its_printed_url(
     response = page.goto(ui.url)  # the printed URL: a cookie, then the same page without the token in it
     assert response is not None
     assert (response.status, page.url) == (200, f"{ui.origin}/")
+    secrets = secrets_for("s3cret")  # a cookie of this console's own, and not the token
     assert [(c["name"], c["value"], c["httpOnly"], c["sameSite"]) for c in page.context.cookies()] == [
-        ("runner_ui_token", "s3cret", True, "Strict")]
+        (secrets.cookie, secrets.read, True, "Strict")]
     page.goto(ui.at("/approvals"))
     assert decide(page, run_id, "t1", "approve") == 200
     assert decisions(store_url, run_id) == [

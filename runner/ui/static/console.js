@@ -1,8 +1,31 @@
 // The console's only script: while a page shows something live (a running or queued run), it fetches
-// the page's live part every 2 s and puts the server's HTML (escaped there) in place. Nothing else.
+// the page's live part every 2 s and puts the server's HTML (escaped there) in place. With a token, it
+// keeps the key to act (handed over once, in the address's #key=) in sessionStorage, which is per host
+// and port, and adds it to each form the page posts: the console's cookie alone cannot act.
 (function () {
   "use strict";
   var EVERY_MS = 2000;
+  var KEY = "runner-ui-key";
+
+  var handed = /^#key=([0-9a-f]{64})$/.exec(window.location.hash);
+  if (handed) {
+    window.sessionStorage.setItem(KEY, handed[1]);
+    window.history.replaceState(null, "", window.location.pathname + window.location.search);
+  }
+
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    var key = window.sessionStorage.getItem(KEY);
+    if (!key || !form || String(form.method).toLowerCase() !== "post") { return; }
+    var field = form.querySelector('input[name="_key"]');
+    if (!field) {
+      field = document.createElement("input");
+      field.type = "hidden";
+      field.name = "_key";
+      form.appendChild(field);
+    }
+    field.value = key;
+  }, true);
 
   function follow(target, kind, holder) {
     function tick() {
