@@ -22,11 +22,11 @@ RATES_LABEL = "fixed demo rates, not live market data"
 RATES: dict[tuple[str, str], float] = {("EUR", "USD"): 1.08, ("USD", "EUR"): 0.93, ("GBP", "USD"): 1.27}
 MAX_EXPONENT = 100
 
-_BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
+_BINARY: dict[type[ast.operator], Callable[[float, float], float]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
     ast.Div: operator.truediv, ast.Pow: operator.pow,
 }
-_UNARY: dict[type[ast.unaryop], Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
+_UNARY: dict[type[ast.unaryop], Callable[[float], float]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 
 
 def calculate(expression: str) -> float | int:
@@ -43,9 +43,9 @@ def _evaluate(node: ast.expr) -> float | int:
         left, right = _evaluate(node.left), _evaluate(node.right)
         if isinstance(node.op, ast.Pow) and abs(right) > MAX_EXPONENT:
             raise ValueError(f"exponent {right} is larger than {MAX_EXPONENT}")
-        return _BINARY[type(node.op)](left, right)  # type: ignore[no-any-return]
+        return _BINARY[type(node.op)](left, right)
     if isinstance(node, ast.UnaryOp) and type(node.op) in _UNARY:
-        return _UNARY[type(node.op)](_evaluate(node.operand))  # type: ignore[no-any-return]
+        return _UNARY[type(node.op)](_evaluate(node.operand))
     raise ValueError(f"only numbers and + - * / ** ( ) are allowed, not {ast.unparse(node)!r}")
 
 

@@ -18,7 +18,7 @@ import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from .._log.records import StoredRun
 from .._log.state import RunState
@@ -100,7 +100,7 @@ class Fixture:
         found = self.data.get("history")
         if found is None:
             return [{"role": "system", "content": self.system}, {"role": "user", "content": self.task}]
-        return [dict(m) for m in found]  # type: ignore[misc]
+        return [cast(Message, dict(m)) for m in found]
 
     def reply(self, index: int) -> ModelReply:
         block = self.data["replies"][index]

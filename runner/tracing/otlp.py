@@ -128,7 +128,7 @@ def otlp_json(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
 
     OTLP/JSON writes trace and span ids in hex, where protobuf's JSON mapping would write base64.
     """
-    from google.protobuf.json_format import MessageToDict  # type: ignore[import-untyped]
+    from google.protobuf.json_format import MessageToDict
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
     value: dict[str, Any] = MessageToDict(encode_spans([_utf8_span(span) for span in spans]))
