@@ -72,20 +72,20 @@ def test_a_console_request_on_a_pooled_connection_to_a_silent_server_gets_a_503(
         run_agent("t", ScriptedModel(["answer"]), ToolRegistry(), store=store, run_id="quiet-run")
         with store.reading() as conn:  # a connection left idle in the pool
             conn.exec_driver_sql("SELECT 1")
-        client = TestClient(create_app(store, read_only=True), base_url="http://127.0.0.1:8000")
-        assert client.get("/api/runs/quiet-run").status_code == 200
-        proxy.go_silent()
-        answer: list[int] = []
-        thread = threading.Thread(target=lambda: answer.append(client.get("/api/runs/quiet-run").status_code),
-                                  daemon=True)
-        started = time.monotonic()
-        thread.start()
-        thread.join(CONSOLE_BOUND_S + 10)
-        took = time.monotonic() - started
-        if thread.is_alive():
+        with TestClient(create_app(store, read_only=True), base_url="http://127.0.0.1:8000") as client:
+            assert client.get("/api/runs/quiet-run").status_code == 200
+            proxy.go_silent()
+            answer: list[int] = []
+            thread = threading.Thread(target=lambda: answer.append(client.get("/api/runs/quiet-run").status_code),
+                                      daemon=True)
+            started = time.monotonic()
+            thread.start()
+            thread.join(CONSOLE_BOUND_S + 10)
+            took = time.monotonic() - started
+            if thread.is_alive():
+                proxy.silent = False
+                thread.join(60)
+                pytest.fail(f"the console still waited for a silent server after {took:.0f} s")
+            assert answer == [503]
+            assert took < CONSOLE_BOUND_S
             proxy.silent = False
-            thread.join(60)
-            pytest.fail(f"the console still waited for a silent server after {took:.0f} s")
-        assert answer == [503]
-        assert took < CONSOLE_BOUND_S
-        proxy.silent = False
