@@ -11,7 +11,7 @@ from rich.text import Text
 
 from .._log.records import StoredRun
 from .._log.statuses import Status
-from .._text import clean
+from .._text import clean, shown_name
 from .._view.continuation import larger_limit, pooled, recorded_mcp, recorded_tools, resume_command
 from .._view.lineage import pending_approvals
 
@@ -23,7 +23,7 @@ def continue_hint(run: StoredRun, short: str, db_hint: str = "") -> Iterator[Tex
     here = not (pooled(run) and run.status == Status.AWAITING_APPROVAL)
     tools, mcp = (recorded_tools(run), recorded_mcp(run)) if here else (None, [])
     if pending:
-        asked = ", ".join(f"{clean(call_id)} ({clean(call.name)})" for call_id, call in pending.items())
+        asked = ", ".join(f"{shown_name(call_id)} ({shown_name(call.name)})" for call_id, call in pending.items())
         yield Text(f"\nawaiting approval: {asked}", style="bold yellow")
         yield Text("  " + clean(resume_command(short, tools, list(pending), db_hint, mcp)))
         yield Text("  (--deny CALL_ID [--reason TEXT] refuses a call instead)", style="dim")
