@@ -1,10 +1,10 @@
 """Make text from models, tools and exceptions safe to format, to store and to print.
 
-Such text is untrusted: an exception's ``__str__`` may raise, and a string may hold
-a lone surrogate or a NUL, which UTF-8 or PostgreSQL's text refuses.
-The event log keeps such text exactly, as escaped JSON; only the summary columns get ``storable``'s rendering.
-Before text reaches a terminal, ``clean`` removes escape sequences, control characters
-except newline and tab, and the bidirectional overrides that make text read differently.
+Such text is untrusted: an exception's ``__str__`` may raise, and a string may hold a lone
+surrogate or a NUL, which UTF-8 or PostgreSQL's text refuses. The log keeps it exactly; the summary
+columns get ``storable``'s rendering. Before text reaches a terminal, ``clean`` removes escape
+sequences, control characters but newline and tab, and the bidirectional overrides; a name (of a
+tool, a label, an agent, a model) is ``shown_name``, with what cannot be seen escaped.
 """
 
 from __future__ import annotations
@@ -82,3 +82,31 @@ def clean(text: object) -> str:
 def one_line(text: object) -> str:
     """``clean`` with every run of whitespace (newlines included) made one space."""
     return SPACES.sub(" ", clean(text)).strip()
+
+
+# Printable to Python yet invisible: the combining grapheme joiner, the Hangul fillers, the braille
+# blank, the variation selectors. (``str.isprintable`` is False for the controls, the format characters
+# such as U+200B..U+200F, U+2060 and U+FEFF, the bidi controls, the separators and spaces but U+0020.)
+_INVISIBLE = frozenset("\u034f\u115f\u1160\u3164\uffa0\u2800") | frozenset(map(chr, range(0xFE00, 0xFE10)))
+
+
+def shown_name(name: object) -> str:
+    """A name as printed: terminal sequences dropped, every invisible or control character escaped (``ech\\u200bo``).
+
+    So ``echo`` and ``ech<U+200B>o`` never look alike, nor a name whose bidi override turns it
+    around. A backslash is doubled, so an escape cannot be faked. Only names: free text (a task,
+    an answer) keeps its joiners, which emoji and Indic or Persian words need.
+    """
+    text = ESCAPES.sub("", name if isinstance(name, str) else str(name))
+    if text.isprintable() and "\\" not in text and _INVISIBLE.isdisjoint(text):
+        return text
+    return "".join(_escaped(char) for char in text)
+
+
+def _escaped(char: str) -> str:
+    if char == "\\":
+        return "\\\\"
+    if char.isprintable() and char not in _INVISIBLE:
+        return char
+    code = ord(char)
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"

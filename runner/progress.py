@@ -13,7 +13,7 @@ import os
 from rich.console import Console
 from rich.text import Text
 
-from ._text import clean, one_line
+from ._text import clean, one_line, shown_name
 from .events import ApprovalRequested, CallTokens, Event, ModelCalled, ToolFinished
 
 ESTIMATED = " (estimated)"  # after a count that is the loop's estimate: the provider reported no usage
@@ -38,7 +38,7 @@ def progress_line(event: Event) -> Text | None:
             line.append(f"  {tokens_text(event.tokens)}", style="dim")
         return line
     if isinstance(event, ToolFinished):
-        line = Text(f"step {event.step}  tool {one_line(clean(event.name))}  ")
+        line = Text(f"step {event.step}  tool {shown_name(event.name)}  ")
         if not event.ran:
             line.append(f"refused ({event.refused})", style="yellow")
             return line
@@ -46,7 +46,7 @@ def progress_line(event: Event) -> Text | None:
         line.append("ok" if event.ok else "error", style="green" if event.ok else "red")
         return line
     if isinstance(event, ApprovalRequested):
-        line = Text(f"step {event.step}  tool {one_line(clean(event.name))}  ")
+        line = Text(f"step {event.step}  tool {shown_name(event.name)}  ")
         line.append("awaiting approval", style="bold yellow")
         return line
     return None

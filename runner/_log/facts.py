@@ -239,8 +239,28 @@ class RunQueued:
     queue: str | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunRequeued:
+    """A pool run stopped on a limit or an error, sent back to its queue (``runner resume``) by ``requeued_by``.
+
+    ``limits`` holds only the limits given, each replacing the run's; a worker takes a stopped run only
+    when this fact follows its stop, and resumes it under them.
+    """
+
+    step: int = 0
+    limits: dict[str, Any] = field(default_factory=dict)
+    requeued_by: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.limits, dict) or not all(isinstance(name, str) for name in self.limits):
+            raise TypeError("limits must map limit names to values")
+        if not isinstance(self.requeued_by, str):
+            raise TypeError("requeued_by must be a string")
+
+
 Event = (RunStarted | MessageAppended | StepStarted | ModelCallStarted | ModelCalled | ToolStarted
-         | ToolFinished | ApprovalRequested | ApprovalDecided | StepFinished | RunFinished | RunResumed | RunQueued)
+         | ToolFinished | ApprovalRequested | ApprovalDecided | StepFinished | RunFinished | RunResumed | RunQueued
+         | RunRequeued)
 
 KINDS: Final[dict[str, type[Any]]] = {
     "run_started": RunStarted,
@@ -255,6 +275,7 @@ KINDS: Final[dict[str, type[Any]]] = {
     "run_finished": RunFinished,
     "run_resumed": RunResumed,
     "run_queued": RunQueued,
+    "run_requeued": RunRequeued,
 }
 KIND_OF: Final[dict[type[Any], str]] = {cls: kind for kind, cls in KINDS.items()}
 

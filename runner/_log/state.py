@@ -22,6 +22,7 @@ from .facts import (
     ModelCalled,
     ModelCallStarted,
     RunFinished,
+    RunRequeued,
     RunResumed,
     RunStarted,
     StepFinished,
@@ -181,6 +182,10 @@ class RunState:
         self.limits = dict(event.limits)
         self._traits(event.tool_traits)
 
+    def _run_requeued(self, event: RunRequeued) -> None:
+        self.events += 1
+        self.limits = {**self.limits, **event.limits}  # the limits a worker resumes it under
+
     def _run_started(self, event: RunStarted) -> None:
         self.events += 1
         self.started = event
@@ -275,6 +280,7 @@ _APPLY: dict[type, Callable[[RunState, Any], None]] = {
     StepFinished: RunState._step_finished,
     RunFinished: RunState._run_finished,
     RunResumed: RunState._run_resumed,
+    RunRequeued: RunState._run_requeued,
     RunStarted: RunState._run_started,
 }
 

@@ -33,6 +33,9 @@ class Status(StrEnum):
 
 UNFINISHED: Final = (Status.RUNNING, Status.QUEUED)
 STATUSES: Final[tuple[Status, ...]] = tuple(status for status in Status if status not in UNFINISHED)
+# The ends after which a pool run may be sent back to its queue (``run_requeued``): a limit or an error.
+# Not done; not awaiting approval (its decisions send it back); not cancelled (its cancel request stands).
+REQUEUABLE: Final = frozenset(STATUSES) - {Status.DONE, Status.AWAITING_APPROVAL, Status.CANCELLED}
 
 # Each status in a line: docs/loop.md's list of statuses (docs/reference.py writes it).
 MEANINGS: Final[dict[Status, str]] = {

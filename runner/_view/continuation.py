@@ -1,7 +1,8 @@
 """How a stopped run goes on: in this process, back to its worker pool, or only as a command to paste.
 
 ``continuation`` is the one rule ``runner resume`` and the console follow. A pool run awaiting
-approval goes back to its queue (its workers have its agent), unless the caller drives it here;
+approval goes back to its queue (its workers have its agent), unless the caller drives it here, and
+so does one stopped on a limit or an error for a caller that logs it sent back (``run_requeued``);
 a caller with the run's tools drives it here; any other caller can only print the ``runner resume``
 command that goes on. The rest says how a run goes on: its tools and its model, as the log records them.
 """
@@ -14,7 +15,8 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from .._log.records import StoredRun
-from .._log.statuses import Status
+from .._log.state import fold
+from .._log.statuses import REQUEUABLE, Status
 from ..events import RunQueued, RunResumed, RunStarted
 from ..messages import McpRef
 from ..store import DEFAULT_QUEUE
@@ -48,14 +50,17 @@ Continuation = RunHere | SendToPool | RecordOnly
 
 
 def continuation(run: StoredRun, *, here: bool, tools_given: bool, short: str, db_hint: str = "",
-                 tools_ref: str | None = None, mcp: Sequence[McpRef] = ()) -> Continuation:
+                 tools_ref: str | None = None, mcp: Sequence[McpRef] = (), requeues: bool = False) -> Continuation:
     """Where ``run`` goes on (see the module docstring).
 
     ``here``: the caller drives even a pool run itself (``--here``; a console with the pool's agents).
     ``tools_given``: the caller has the run's tools. ``tools_ref``/``mcp`` name them in the command
     (else the run's recorded ones); ``short`` and ``db_hint`` are the run id and ``--db`` as printed.
+    ``requeues``: the caller logs a stopped pool run sent back (``RunStore.requeue``), so it may go back.
     """
     if pooled(run) and run.status == Status.AWAITING_APPROVAL and not here:
+        return SendToPool(queue_of(run), resume_command(short, None))
+    if pooled(run) and run.status in REQUEUABLE and requeues and not here and not tools_given:
         return SendToPool(queue_of(run), resume_command(short, None))
     if pooled(run):  # its workers have its tools: the command sends it back, or resumes it with --here --tools
         command = resume_command(short, None) + db_hint
@@ -89,6 +94,28 @@ def tools_args(tools: str | None, mcp: Sequence[McpRef] = ()) -> str:
     words = [f" --tools {tools}"] if tools else []
     words += [f" --{'mcp' if ref['transport'] == 'stdio' else 'mcp-url'} {shlex.quote(ref['target'])}" for ref in mcp]
     return "".join(words)
+
+
+# The option that raises each limit a run can stop on, and the limit it sets (none for the two with no option).
+RAISES = {Status.STEP_LIMIT: ("--max-steps", "max_steps"), Status.TOKEN_BUDGET: ("--token-budget", "token_budget"),
+          Status.COST_LIMIT: ("--max-cost-usd", "max_cost_usd"),
+          Status.TOOL_BUDGET: ("--max-tool-calls", "max_tool_calls"), Status.DEADLINE: ("--timeout", "timeout_s")}
+
+
+def larger_limit(run: StoredRun) -> str | None:
+    """`` --max-cost-usd 1``: the option that lets a run stopped on a limit go on, at twice that limit.
+
+    None for a run that did not stop on a limit the command line sets.
+    """
+    option = RAISES.get(run.status)
+    if option is None:
+        return None
+    flag, name = option
+    value = fold(run.facts, run.run_id).limits.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    larger = max(value * 2, value + 1) if isinstance(value, int) else value * 2
+    return f" {flag} {int(larger) if float(larger).is_integer() else larger!r}"
 
 
 def recorded_tools(run: StoredRun) -> str | None:

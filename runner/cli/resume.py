@@ -3,8 +3,8 @@
 Both are thin layers over ``runner.resume`` and ``runner.fork``.
 ``--approve ID`` runs a call, ``--deny ID`` refuses it, and a ``--reason`` right after a ``--deny`` is its reason.
 Click gathers each option's values apart, so ``ResumeCommand`` also keeps the order the options came in.
-One read of the run, one check of the decisions (``decisions.refusal``), then ``continuation`` says where it
-goes on: here (the decisions are logged with ``run_resumed``), or back to its pool's queue (logged first).
+One read of the run, one check of the decisions, then ``continuation`` says where it goes on: here, or back
+to its pool's queue (logged first: the decisions, or for a run stopped on a limit the limits, ``run_requeued``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .._run import approvals
 from .._run.resume import fork as fork_run
 from .._run.resume import resume_stored
 from .._text import clean
-from .._view.continuation import RecordOnly, SendToPool, continuation
+from .._view.continuation import RecordOnly, SendToPool, continuation, pooled
 from ..events import StepStarted
 from ..pool.submission import BROKER_ENV, broker_url
 from ..prices import Price
@@ -148,6 +148,34 @@ def send_back(env: Env, store: RunStore, run: StoredRun, short: str, state: RunS
     click.echo(clean(f"run {short}: {what}; sent back to queue {queue}, where a worker resumes it"))
 
 
+def requeue(env: Env, store: RunStore, run: StoredRun, short: str, limits: GivenLimits, by: str, broker: str | None,
+            queue: str) -> None:
+    """Log a pool run stopped on a limit or an error as sent back with ``limits`` (``RunStore.requeue``), publish it.
+
+    A worker resumes it with its agent and those limits, so this process needs neither its model nor its tools.
+    """
+    url = broker_url(broker)  # no broker: refused before anything is logged
+    given = limits.options()
+    try:
+        store.requeue(run, given, by)
+    except (TypeError, ValueError) as exc:
+        raise CliUsageError(str(exc)) from None
+    from ..pool.app import publish  # Celery loads with it: only a pool run sent back pays for it
+
+    try:
+        publish(url, run.run_id, queue)
+    except Exception as exc:
+        raise CliError(f"run {short}: the new limits are logged, but the broker did not take the run "
+                       f"({type(exc).__name__}: {exc}); runner resume {short} publishes it again") from None
+    if env.as_json:
+        print_json({"run_id": run.run_id, "status": run.status, "limits": given, "requeued_by": by, "queue": queue,
+                    "published": True})
+        return
+    raised = ", ".join(f"{name}={value!r}" for name, value in given.items())
+    click.echo(clean(f"run {short} ({run.status})" + (f" goes on with {raised}" if raised else "")
+                     + f": sent back to queue {queue} by {by}, where a worker resumes it"))
+
+
 class Warned(logging.Handler):
     """Prints each warning of the ``runner.resume`` logger as one ``warning:`` line on stderr."""
 
@@ -218,14 +246,15 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[s
 
     The same run goes on, with the same id. Calls that finished are not run again; a call the process
     died inside runs again only if its tool had no side effects, has an idempotency key or is idempotent.
-    Each decision is logged with who made it (--by). A pool run awaiting approval goes back to its
-    queue for a worker to resume (--here resumes it in this process instead).
+    Each decision is logged with who made it (--by). A pool run awaiting approval, or stopped on a limit
+    or an error, goes back to its queue for a worker to resume, with the limits given (--here resumes it here).
     Exit 3 for a done run, one a live process still drives, or one awaiting approval with no decision.
 
     \b
       runner resume 1f2e3d4c --tools myapp.tools:registry --max-steps 12
       runner resume 1f2e3d4c --tools myapp.tools:registry --approve call_1 --deny call_2 --reason "over limit"
       runner resume 1f2e3d4c --approve call_1 --by alice          # a pool run: back to its workers
+      runner resume 1f2e3d4c --max-cost-usd 5                     # a pool run: back, with a larger budget
     """
     decisions = decisions_from(click.get_current_context().meta[ORDER], approve, deny, reason)
     tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
@@ -240,10 +269,17 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[s
         check_resumable(run, short)
         state = fold(run.facts, run.run_id)
         check_given(state, short, decisions)
-        match continuation(run, here=here, tools_given=tools.given, short=short):
-            case SendToPool(queue):
+        match continuation(run, here=here, tools_given=tools.given, short=short, requeues=True):
+            case SendToPool(queue) if run.status == Status.AWAITING_APPROVAL:
                 send_back(env, store, run, short, state, decisions, by, broker, queue)
                 return
+            case SendToPool(queue):
+                requeue(env, store, run, short, limits, by, broker, queue)
+                return
+            case RecordOnly() if pooled(run) and run.status == Status.CANCELLED:
+                raise CliError(f"run {short} is a pool run that ended {run.status}; only a run stopped on a limit "
+                               "or an error goes back to its pool (--here --tools MODULE:ATTR resumes it in this "
+                               "process)")
             case RecordOnly():
                 raise CliUsageError("Missing option '--tools', '--mcp' or '--mcp-url' (a run not submitted to a "
                                     "pool, or --here).")

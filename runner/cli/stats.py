@@ -14,7 +14,7 @@ from typing import Any
 import click
 from rich.text import Text
 
-from .._text import clean
+from .._text import shown_name
 from .._view.summary import iso, money, seconds
 from .._view.timeline import tool_failed
 from ..events import StepFinished, StepStarted, ToolFinished
@@ -150,14 +150,14 @@ def stats(env: Env, since: datetime | None, until: datetime | None) -> None:
     if found["models"]:
         models = table("model", "calls", "cost", right=("calls", "cost"))
         for name, model in found["models"].items():
-            models.add_row(Text(clean(name)), str(model["calls"]), shown_cost(model))
+            models.add_row(Text(shown_name(name)), str(model["calls"]), shown_cost(model))
         out.print(models)
     if found["tools"]:
         tools = table("tool", "calls", "errors", "error rate", "median", "p95", "step cost",
                       right=("calls", "errors", "error rate", "median", "p95", "step cost"))
         for name, tool in found["tools"].items():
             rate = Text(f"{tool['error_rate']:.0%}", style="red" if tool["errors"] else "")
-            tools.add_row(Text(clean(name)), str(tool["calls"]), str(tool["errors"]), rate,
+            tools.add_row(Text(shown_name(name)), str(tool["calls"]), str(tool["errors"]), rate,
                           seconds(tool["median_s"]), seconds(tool["p95_s"]), shown_cost(tool["step_cost"]))
         out.print(tools)
 

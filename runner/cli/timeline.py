@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from rich.text import Text
 
 from .._log.statuses import STATUSES, Status
-from .._text import clean
+from .._text import clean, shown_name
 from .._view.activity import active_seconds
 from .._view.inherited import Inherited
 from .._view.lineage import Link, origin_text, parent_text
@@ -57,7 +57,7 @@ def status_label(run: RunSummary) -> str:
 
 def header(run: StoredRun, facts: Sequence[Event], children: Sequence[Link] = ()) -> Iterator[Text]:
     title = Text("run ", style="bold")
-    title.append(clean(run.run_id), style="bold")
+    title.append(shown_name(run.run_id), style="bold")
     title.append("  ")
     title.append(status_label(run), style=status_style(run.status, run.liveness))
     yield title
@@ -71,18 +71,20 @@ def header(run: StoredRun, facts: Sequence[Event], children: Sequence[Link] = ()
     yield Text(f"started {when(run.started_at)} UTC, took {seconds(duration)} (active {active}); "
                f"{plural(run.steps, 'step')}, {calls}, {plural(run.tokens, 'token')}" + (f", {cost}" if cost else ""),
                style="dim")
-    model = clean(run.model) + (f" ({clean(run.provider)})" if run.provider else "")
-    extra = f", agent {clean(run.agent_name)}" if run.agent_name else ""
+    model = shown_name(run.model) + (f" ({shown_name(run.provider)})" if run.provider else "")
+    extra = f", agent {shown_name(run.agent_name)}" if run.agent_name else ""
     yield Text(f"model {model}{extra}; trace {run.trace_id}", style="dim")
     if run.labels:
-        yield Text("labels " + ", ".join(f"{clean(k)}={clean(v)}" for k, v in run.labels.items()), style="dim")
+        # A value is free text: cleaned as such, then what is still invisible escaped, as in a name.
+        labels = ", ".join(f"{shown_name(k)}={shown_name(clean(v))}" for k, v in run.labels.items())
+        yield Text(f"labels {labels}", style="dim")
     if run.parent_run_id:
         started = next((f for f in facts if isinstance(f, RunStarted)), None)
         origin, at = (started.origin, started.forked_at_step) if started is not None else (None, None)
         yield Text(parent_text(run.parent_run_id, origin, at), style="dim")
     for child in children:
         how = origin_text(child.origin, child.forked_at_step)
-        yield Text(f"child run {clean(child.run_id)} ({how + ', ' if how else ''}{clean(child.status)})",
+        yield Text(f"child run {shown_name(child.run_id)} ({how + ', ' if how else ''}{clean(child.status)})",
                    style="dim")
     yield Text("task", style="bold")
     yield from _block(run.task, "  ")
@@ -116,8 +118,8 @@ def rendered(run: StoredRun, shown: Timeline, *, full: bool = False, children: S
             case ToolEntry():
                 yield from tool_call(entry, limit)
             case AskedEntry():
-                line = Text(f"  approval needed: {clean(entry.fact.name)}", style=WAITING_STYLE)
-                line.append(f" [{clean(entry.fact.call_id)}]", style="dim")
+                line = Text(f"  approval needed: {shown_name(entry.fact.name)}", style=WAITING_STYLE)
+                line.append(f" [{shown_name(entry.fact.call_id)}]", style="dim")
                 yield line
             case DecidedEntry():
                 yield decided(entry.fact)
@@ -135,8 +137,8 @@ def doubts(found: Sequence[InDoubt]) -> Iterator[Text]:
     if found:
         yield Text("calls left in doubt by a crash", style=ERROR_STYLE)
     for doubt in found:
-        line = Text(f"  {clean(doubt.name)}", style="bold")
-        line.append(f" [{clean(doubt.call_id)}]", style="dim")
+        line = Text(f"  {shown_name(doubt.name)}", style="bold")
+        line.append(f" [{shown_name(doubt.call_id)}]", style="dim")
         line.append(f": {doubt.rule}")
         yield line
 
@@ -161,9 +163,9 @@ def reply_lines(content: str, calls: Sequence[ToolCall], limit: int | None) -> I
     if content:
         yield from _block(content, "    ")
     for tool_call in calls:
-        line = Text(f"    → {clean(tool_call.name)}", style="bold")
+        line = Text(f"    → {shown_name(tool_call.name)}", style="bold")
         line.append(f"({clean(cut(args_text(tool_call.args), limit))})")
-        line.append(f"  [{clean(tool_call.id)}]", style="dim")
+        line.append(f"  [{shown_name(tool_call.id)}]", style="dim")
         yield line
 
 
@@ -172,7 +174,7 @@ def inherited_part(carried: Inherited, task: str, limit: int | None) -> Iterator
 
     The system message and the run's own task (a fork's is its parent's) are left out: the header has the task.
     """
-    parent = clean(carried.parent_run_id)
+    parent = shown_name(carried.parent_run_id)
     before = f"before its step {carried.forked_at_step}" if carried.forked_at_step else "its whole conversation"
     yield Text(f"\ninherited from run {parent}, {before}", style=WAITING_STYLE)
     if not carried.parent_in_store:
@@ -193,8 +195,8 @@ def inherited_part(carried: Inherited, task: str, limit: int | None) -> Iterator
                 calls = [ToolCall(c["id"], c["name"], c["args"]) for c in message["tool_calls"]]
                 yield from reply_lines(message["content"], calls, limit)
             case "tool":
-                line = Text(f"  tool {clean(message['name'])}", style="bold magenta")
-                line.append(f" [{clean(message['tool_call_id'])}]", style="dim")
+                line = Text(f"  tool {shown_name(message['name'])}", style="bold magenta")
+                line.append(f" [{shown_name(message['tool_call_id'])}]", style="dim")
                 if item.swapped:
                     line.append("  swapped", style=WAITING_STYLE)
                 yield line
@@ -209,11 +211,11 @@ def tool_call(entry: ToolEntry, limit: int | None) -> Iterator[Text]:
     """A tool call with its result; one without a result in the log says so."""
     finished = entry.finished
     if finished is None:
-        yield Text(f"  ! {clean(entry.name)} [{clean(entry.call_id)}] started but has no result in the log",
+        yield Text(f"  ! {shown_name(entry.name)} [{shown_name(entry.call_id)}] started but has no result in the log",
                    style=ERROR_STYLE)
         return
-    line = Text(f"  tool {clean(finished.name)}", style="bold magenta")
-    line.append(f" [{clean(finished.call_id)}]", style="dim")
+    line = Text(f"  tool {shown_name(finished.name)}", style="bold magenta")
+    line.append(f" [{shown_name(finished.call_id)}]", style="dim")
     ran = "" if finished.ran else ", not run" + REFUSAL_NOTE.get(finished.refused or "", "")
     again = f", attempt {entry.attempt}" if entry.attempt > 1 else ""
     line.append(f"  {seconds(finished.duration_s)}{ran}{again}", style="dim")
@@ -227,21 +229,21 @@ def resumed(fact: RunResumed) -> Iterator[Text]:
     """A resume boundary: after what, by whom, with which model, limits and decisions."""
     why = f" after {fact.reason}" if fact.reason in STATUSES else f": {clean(fact.reason)}"
     yield Text(f"\nresumed{why}", style=WAITING_STYLE)
-    model = f" with model {clean(fact.model)}" + (f" ({clean(fact.provider)})" if fact.provider else "") \
+    model = f" with model {shown_name(fact.model)}" + (f" ({shown_name(fact.provider)})" if fact.provider else "") \
         if fact.model else ""
     yield Text(f"  by {clean(fact.owner)}{model}", style="dim")
-    limits = ", ".join(f"{clean(name)} {value}" for name, value in fact.limits.items() if value is not None)
+    limits = ", ".join(f"{shown_name(name)} {value}" for name, value in fact.limits.items() if value is not None)
     yield Text(f"  limits: {limits or 'none'}", style="dim")
     if fact.decisions:
-        yield Text("  decisions: " + ", ".join(f"{clean(call_id)} {decision_text(verdict)}"
+        yield Text("  decisions: " + ", ".join(f"{shown_name(call_id)} {decision_text(verdict)}"
                                               for call_id, verdict in fact.decisions.items()), style="dim")
 
 
 def decided(fact: ApprovalDecided) -> Text:
     """A logged decision: on which call, which way (and why), by whom."""
     why = f" ({clean(fact.reason)})" if fact.reason else ""
-    return Text(f"  decision: {clean(fact.call_id)} {'approved' if fact.approved else 'denied'}{why} by "
-                f"{clean(fact.decided_by)}", style="dim")
+    return Text(f"  decision: {shown_name(fact.call_id)} {'approved' if fact.approved else 'denied'}{why} by "
+                f"{shown_name(fact.decided_by)}", style="dim")
 
 
 def decision_text(verdict: bool | str) -> str:

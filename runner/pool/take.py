@@ -1,10 +1,10 @@
 """The worker's task body: take a run by its id, then start it or resume it.
 
-Celery delivers at least once, so every delivery decides from the store alone. A finished
-or unknown run, or one live elsewhere, is dropped. A run with no ``run_started`` has its start
-built (a wrong agent option leaves it queued), then is claimed by compare-and-set; a started
-one is resumed under the in-doubt rules, and one awaiting approval with the decisions logged.
-Nothing here imports Celery, so tests drive it. The rules: docs/workers.md, "Running".
+Celery delivers at least once, so every delivery decides from the store alone. A finished run (but
+one sent back since, ``run_requeued``), an unknown one, or one live elsewhere, is dropped. A run with
+no ``run_started`` has its start built (a wrong agent option leaves it queued), then is claimed by
+compare-and-set; a started one is resumed under the in-doubt rules and the limits logged last, one
+awaiting approval with the decisions logged. No Celery here, so tests drive it (docs/workers.md).
 """
 
 from __future__ import annotations
@@ -17,21 +17,22 @@ from typing import cast
 from .._log.limits import Limits, limit_names
 from .._log.records import LIVE
 from .._log.state import fold
-from .._log.statuses import Status
+from .._log.statuses import REQUEUABLE, Status
 from .._loop.core import DEFAULT_SYSTEM, AgentCore
 from .._loop.sync import run_core
 from .._run.build import RunOptions, check_options, core_for, run_limits, wiring_of
 from .._run.opening import new_run_opening
 from .._run.resume import resume_stored
 from ..errors import CannotResume, PriceUnknown, RunNotFound
-from ..events import RunQueued, RunStarted
+from ..events import RunFinished, RunQueued, RunRequeued, RunResumed, RunStarted
 from ..store import RunStore, StoredRun
 from .agents import Agent, Factory, PoolError, build_agent
 from .queued import StoreCancel
 
 log = logging.getLogger("runner.pool")
 
-# Factory options a resume takes (the rest, limits included, were fixed when the run started).
+# Factory options a resume takes (the rest, limits included, are the run's as logged: at its start,
+# or since by a resume or a send-back with larger ones).
 _RESUME_OPTIONS = ("approve", "recorder", "tracer_provider", "record_content", "prices")
 _NOT_FROM_FACTORY = ("run_id", "store", "cancel")
 
@@ -42,7 +43,7 @@ def take(store: RunStore, run_id: str, agents: Mapping[str, Factory], *, cancel_
         run = store.get_run(run_id)
     except RunNotFound as exc:
         return _dropped(run_id, str(exc))  # a store that cannot answer raises: the task fails, visibly
-    if run.status not in (Status.QUEUED, Status.RUNNING, Status.AWAITING_APPROVAL):
+    if run.status not in (Status.QUEUED, Status.RUNNING, Status.AWAITING_APPROVAL) and not _sent_back(run):
         return _dropped(run_id, f"it has finished ({run.status})")
     if run.status == Status.RUNNING and run.liveness == LIVE:
         return _dropped(run_id, f"a live process drives it ({run.owner})")
@@ -89,6 +90,21 @@ def _start(store: RunStore, run: StoredRun, agent: Agent, cancel: StoreCancel) -
     first = new_run_opening(run.run_id, task, system, limits, agent.registry, agent.model, run.agent_name, labels)
     wiring = replace(wiring_of(options, store), cancel=cancel)
     return core_for(agent.model, agent.registry, run.run_id, limits, first, fold(run.facts, run.run_id), wiring)
+
+
+def _sent_back(run: StoredRun) -> bool:
+    """Whether ``run`` stopped on a limit or an error and was sent back to its pool since (its last stop)."""
+    if run.status not in REQUEUABLE:
+        return False
+    for fact in reversed(run.facts):
+        match fact:
+            case RunRequeued():
+                return True
+            case RunFinished() | RunResumed():
+                return False
+            case _:
+                pass
+    return False
 
 
 def _dropped(run_id: str, why: str) -> str:

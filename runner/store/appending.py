@@ -1,4 +1,4 @@
-"""Facts appended to a run that no process drives: a decision on a run awaiting approval.
+"""Facts appended to a run that no process drives: a decision on a run awaiting approval, a send-back.
 
 Only a run's owner appends to its log while it runs. A stopped run has no owner to do it,
 so the writer fences itself: one transaction moves the run's ``updated_at`` on if the row
@@ -12,16 +12,18 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import Engine, insert, update
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from .._log.decisions import Decision, check_decisions, decided_facts, decider
+from .._log.limits import Limits, limit_names
 from .._log.records import LIVE, StoredEvent, StoredRun
 from .._log.state import fold
-from .._log.statuses import Status
+from .._log.statuses import REQUEUABLE, Status
 from ..errors import CannotResume, RunInUse, StoreError
-from ..events import ApprovalDecided, Event, encode
+from ..events import ApprovalDecided, Event, RunRequeued, encode
 from .engine import one_line
 from .rows import dumps, event_data
 from .tables import events, runs
@@ -117,3 +119,29 @@ def decide_all(engine: Engine, get_run: Callable[[str], StoredRun], run: StoredR
         if done is not None:
             return done
     raise RunInUse(f"run {run.run_id} kept changing while the decisions were being logged; try again")
+
+
+def requeue(engine: Engine, get_run: Callable[[str], StoredRun], run: StoredRun, limits: Mapping[str, Any],
+            requeued_by: str) -> StoredRun:
+    """Log run ``run`` (as read) sent back to its pool with ``limits`` (``run_requeued``); the run as appended.
+
+    The limits are checked before anything is logged: a ``TypeError`` for an unknown one, a
+    ``ValueError`` for a value out of range. ``CannotResume`` for a run not stopped on a limit or an error.
+    """
+    if not isinstance(requeued_by, str):
+        raise TypeError(f"requeued_by must be a string, got {type(requeued_by).__name__}")
+    unknown = sorted(set(limits) - set(limit_names()))
+    if unknown:
+        raise TypeError(f"unknown limit(s): {', '.join(unknown)} (known: {', '.join(limit_names())})")
+    for attempt in range(DECIDE_ATTEMPTS):
+        if attempt:
+            run = get_run(run.run_id)
+        if run.status not in REQUEUABLE:
+            raise CannotResume(f"run {run.run_id} has not stopped on a limit or an error ({run.status}); "
+                               "only such a run goes back to its pool")
+        state = fold(run.facts, run.run_id)
+        Limits.from_dict({**state.limits, **limits})  # a ValueError now rather than when a worker resumes it
+        done = appended(engine, run, [RunRequeued(step=state.steps, limits=dict(limits), requeued_by=requeued_by)])
+        if done is not None:
+            return done
+    raise RunInUse(f"run {run.run_id} kept changing while it was being sent back; try again")

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.engine import URL
@@ -127,6 +128,14 @@ class RunStore:
         """
         self._check_writable("log decisions")
         return appending.decide_all(self.engine, self.get_run, run, decisions, by)
+
+    def requeue(self, run: StoredRun, limits: Mapping[str, Any], by: str) -> StoredRun:
+        """Log a pool run stopped on a limit or an error (as read) as sent back, with ``limits`` replacing its own.
+
+        The caller then publishes it; a worker resumes it under those limits (``run_requeued``).
+        """
+        self._check_writable("send runs back")
+        return appending.requeue(self.engine, self.get_run, run, limits, by)
 
     def prune(self, before: datetime, *, status: str | Sequence[str] | None = None, dry_run: bool = False,
               batch_size: int = DEFAULT_BATCH) -> PruneResult:

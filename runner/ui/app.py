@@ -15,6 +15,7 @@ from starlette.staticfiles import StaticFiles
 
 from .._log.records import StoredRun
 from .._log.statuses import Status
+from .._text import shown_name
 from .._tools.registry import ToolRegistry
 from .._view.summary import money, seconds
 from .._view.timeline import args_text
@@ -40,6 +41,7 @@ def templates() -> Environment:
     env.filters["args"] = args_text  # a call's arguments as JSON
     env.filters["segment"] = refs.segment
     env.filters["run_path"] = refs.run_path
+    env.filters["name"] = shown_name  # a name with what cannot be seen escaped, as the CLI prints it
     return env
 
 
