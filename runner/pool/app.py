@@ -4,7 +4,7 @@ Celery's conventions: JSON only, late acknowledgement with ``reject_on_worker_lo
 prefetch 1, no result backend (the store holds every outcome). Workers use the thread
 pool, so killing a ``runner worker`` ends every run it drives, and its heartbeat. A timer
 thread in each worker (no Celery beat) sweeps: it publishes again the runs left ``queued``
-or whose owner is gone. Why each: docs/workers.md.
+or whose owner is gone, and the decided ones awaiting approval. Why each: docs/workers.md.
 """
 
 from __future__ import annotations

@@ -189,6 +189,19 @@ def test_a_pool_run_awaiting_approval_is_approved_back_into_its_pool(pool: Pool)
     assert f":{worker.pid}@" in resumed.owner  # the worker's process resumed it, not the approver's
 
 
+def test_a_decided_pool_run_whose_publish_failed_is_published_again_by_the_sweep(pool: Pool) -> None:
+    pool.start_worker(2, "--sweep-interval", "0.5", "--requeue-after", "0", agents="tests.pool.agents:with_approver")
+    run_id = submit(pool, "rent", agent="approver")
+    pool.wait(lambda: pool.statuses()[run_id] == "awaiting_approval", 60, "the run to await approval")
+    done = pool.cli("resume", run_id[:8], "--approve", "transfer-1", "--by", "alice", "--db", pool.db,
+                    "--broker", NOWHERE)
+    assert done.returncode == 3
+    assert "the decision is logged, but the broker did not take the run" in done.stderr
+    pool.wait(lambda: pool.statuses()[run_id] == "done", 60, "the sweep to send the decided run back")
+    assert pool.rows("SELECT tag FROM notices") == [("transfer rent",)]
+    assert pool.store.get_run(run_id).answer == 'transfer: "transferred rent"'
+
+
 def test_task_messages_with_bad_headers_are_rejected_and_the_worker_goes_on(pool: Pool) -> None:
     from kombu.connection import Connection
     from kombu.messaging import Producer
