@@ -3,9 +3,8 @@
 The store writes the facts with ``encode``, and every reader gets them back with ``decode``.
 Each kind's JSON keeps the log's shape, since the ``events`` table is a supported interface.
 Fields added later are written only when set, so old rows decode and old readers see nothing new.
-A tool message whose content is its call's observation refers to that ``tool_finished`` (``content_from``)
-rather than repeat a result that may be megabytes; ``decode_all`` folds the content back in.
-Its public path is ``runner.events``, beside the facts.
+A tool message refers to its call's ``tool_finished`` (``content_from``) rather than repeat a result
+that may be megabytes; ``decode_all`` folds it back. Its public path is ``runner.events``.
 """
 
 from __future__ import annotations
