@@ -183,6 +183,20 @@ def test_event_log_sql_example_runs_on_its_backend(store_url: str) -> None:
     assert [row[3] for row in rows] == ["user", "system"]
 
 
+def test_event_log_sql_example_reads_a_tool_messages_content_stored_once(store_url: str) -> None:
+    with open_store(store_url) as store:
+        stopped = run_agent("Weather in Paris?", ScriptedModel([look("c1"), look("c2")]), weather_registry(),
+                            token_budget=100, store=store)
+        run = store.get_run(stopped.run_id)
+        with store.reading() as conn:
+            rows = [tuple(row) for row in conn.exec_driver_sql(sql_example(store.engine.dialect.name))]
+    messages = [(e.seq, e.data["message"]) for e in run.events if e.kind == "message"]
+    assert rows == [(run.run_id, "Weather in Paris?", seq, message.get("role"), message.get("content"))
+                    for seq, message in reversed(messages)]
+    assert [row[3] for row in rows] == ["tool", "assistant", "user", "system"]
+    assert rows[0][4] == '{"celsius": 21}'
+
+
 def test_license_is_mit_as_pyproject_says() -> None:
     text = (ROOT / "LICENSE").read_text(encoding="utf-8")
     assert text.splitlines()[:3] == ["MIT License", "", "Copyright (c) 2026 runner contributors"]

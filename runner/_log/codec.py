@@ -3,7 +3,8 @@
 The store writes the facts with ``encode``, and every reader gets them back with ``decode``.
 Each kind's JSON keeps the log's shape, since the ``events`` table is a supported interface.
 Fields added later are written only when set, so old rows decode and old readers see nothing new.
-Its public path is ``runner.events``, beside the facts.
+A tool message refers to its call's ``tool_finished`` (``content_from``) rather than repeat a result
+that may be megabytes; ``decode_all`` folds it back. Its public path is ``runner.events``.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ _DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}, "cost_usd": N
                                     "prompt_cost_usd": None, "completion_cost_usd": None}
 
 
+# A tool message stored without its content names where the content is: its call's last ``tool_finished``.
+CONTENT_FROM: Final = "content_from"
+_TOOL_FINISHED: Final = "tool_finished"
+
+
 class EventDecodeError(StoreError):
     """A stored event that is not one of this runner's facts (a foreign or damaged row)."""
 
@@ -75,9 +81,17 @@ _ENCODED: Final[dict[type[Any], tuple[tuple[str, int, Any], ...]]] = {
     for cls, names in _NAMES.items()}
 
 
-def encode(event: Event) -> tuple[str, dict[str, Any]]:
-    """``(kind, data)`` for the ``events`` row; ``data`` is JSON-able."""
+def encode(event: Event, observations: Mapping[str, str] | None = None) -> tuple[str, dict[str, Any]]:
+    """``(kind, data)`` for the ``events`` row; ``data`` is JSON-able.
+
+    ``observations`` are the observations of the calls whose ``tool_finished`` the log holds, by call id
+    (the last one of each): a tool message that repeats its call's is written as a reference to it.
+    """
     kind = kind_of(event)
+    if observations and isinstance(event, MessageAppended):
+        shared = _shared(event, observations)
+        if shared is not None:
+            return kind, shared
     data: dict[str, Any] = {}
     for name, rule, default in _ENCODED[type(event)]:
         value = getattr(event, name)
@@ -89,6 +103,42 @@ def encode(event: Event) -> tuple[str, dict[str, Any]]:
         data["reply"] = None if reply is None else reply_data(reply)
         data["usage"] = data["reply"]["usage"] if data["reply"] else None
     return kind, data
+
+
+def _shared(event: MessageAppended, observations: Mapping[str, str]) -> dict[str, Any] | None:
+    """A tool message's data as a reference to its call's observation; None when it is not that observation."""
+    message = event.message
+    if message["role"] != "tool":
+        return None
+    observation = observations.get(message["tool_call_id"])
+    content = message["content"]
+    if observation is None or (observation is not content and observation != content):
+        return None
+    return {"index": event.index, "message": {k: v for k, v in message.items() if k != "content"},
+            CONTENT_FROM: _TOOL_FINISHED}
+
+
+def fold_in(kind: str, data: Any, observations: dict[str, str]) -> Any:
+    """A row's ``data`` as it was before ``encode`` shared it; ``observations`` learns each ``tool_finished``.
+
+    Read a run's rows in order through this: a message that refers to its call's observation gets
+    its content back (``EventDecodeError`` when no ``tool_finished`` of its call came before it).
+    """
+    if not isinstance(data, dict):
+        return data
+    if kind == _TOOL_FINISHED:
+        call_id, observation = data.get("call_id"), data.get("observation")
+        if isinstance(call_id, str) and isinstance(observation, str):
+            observations[call_id] = observation
+    elif CONTENT_FROM in data:
+        message = data.get("message")
+        call_id = message.get("tool_call_id") if isinstance(message, dict) else None
+        if data[CONTENT_FROM] != _TOOL_FINISHED or not isinstance(call_id, str) or call_id not in observations:
+            raise EventDecodeError(f"message refers to no logged observation of call {call_id!r}")
+        assert isinstance(message, dict)
+        data = {k: v for k, v in data.items() if k != CONTENT_FROM}
+        data["message"] = {**message, "content": observations[call_id]}
+    return data
 
 
 def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") -> Event:
@@ -156,11 +206,15 @@ def _base_key(event: Event) -> str:
 
 
 def decode_all(rows: Iterable[StoredEvent], run_id: str = "") -> list[Event]:
-    """Every fact of a stored run, in order; a row that is not one names the run and its place."""
+    """Every fact of a stored run, in order; a row that is not one names the run and its place.
+
+    A tool message stored as a reference to its call's observation comes back whole (``fold_in``).
+    """
     facts: list[Event] = []
+    observations: dict[str, str] = {}
     for row in rows:
         try:
-            facts.append(decode(row.kind, row.data, row.step, run_id))
+            facts.append(decode(row.kind, fold_in(row.kind, row.data, observations), row.step, run_id))
         except EventDecodeError as exc:
             raise EventDecodeError(f"run {run_id} event {row.seq}: {exc}") from None
     return facts

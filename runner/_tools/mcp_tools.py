@@ -23,13 +23,16 @@ Choice = bool | Collection[str] | None  # None: the annotations decide; a bool: 
 class McpCall:
     """Calls one tool of an MCP server: what the registry runs, on any thread, for sync and async runs alike."""
 
-    def __init__(self, server: McpServer, shown: str, name: str, timeout_s: float) -> None:
+    def __init__(self, server: McpServer, shown: str, name: str, timeout_s: float,
+                 max_result_chars: int | None = None) -> None:
         self.server, self.shown, self.name, self.timeout_s = server, shown, name, timeout_s
+        self.max_result_chars = max_result_chars
 
     def __call__(self, /, **args: Any) -> Observation:  # any argument name, ``self`` too
         from ..mcp.sessions import call_tool
 
-        return Observation(call_tool(self.server, self.shown, self.name, args, self.timeout_s))
+        observed = call_tool(self.server, self.shown, self.name, args, self.timeout_s, self.max_result_chars)
+        return Observation(observed)
 
     def __repr__(self) -> str:
         return f"<MCP tool {self.name!r} of {self.server.describe()}>"
@@ -37,9 +40,9 @@ class McpCall:
 
 def add_mcp(registry: ToolRegistry, server: McpServer, *, prefix: str, include: Collection[str] | None,
             exclude: Collection[str] | None, side_effects: Choice, needs_approval: Choice,
-            timeout_s: float) -> list[Tool]:
+            timeout_s: float, max_result_chars: int | None) -> list[Tool]:
     """Register the tools ``server`` lists (see ``ToolRegistry.add_mcp``); all or none of them."""
-    from ..mcp.servers import HttpServer, StdioServer
+    from ..mcp.servers import HttpServer, StdioServer, checked_cap
     from ..mcp.sessions import list_tools
 
     if not isinstance(server, (StdioServer, HttpServer)):
@@ -48,6 +51,7 @@ def add_mcp(registry: ToolRegistry, server: McpServer, *, prefix: str, include: 
         raise ValueError(f"prefix must be a string, got {type(prefix).__name__}")
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not timeout_s > 0:
         raise ValueError(f"timeout_s must be a positive number of seconds, got {timeout_s!r}")
+    cap = checked_cap(max_result_chars)
     listed = list_tools(server)
     offered = [tool.name for tool in listed]
     for what, names in (("include", include), ("exclude", exclude), ("side_effects", side_effects),
@@ -62,8 +66,9 @@ def add_mcp(registry: ToolRegistry, server: McpServer, *, prefix: str, include: 
             raise ValueError(f"tool {name!r} of {server.describe()} is already registered (prefix= tells them apart)")
         effects, idempotent = durability(tool, side_effects)
         try:
-            made.append(trial.register(name, tool.description, as_2020_12(tool.parameters),
-                                       McpCall(server, name, tool.name, float(timeout_s)), timeout_s=float(timeout_s),
+            fn = McpCall(server, name, tool.name, float(timeout_s), cap)
+            made.append(trial.register(name, tool.description, as_2020_12(tool.parameters), fn,
+                                       timeout_s=float(timeout_s),
                                        side_effects=effects, needs_approval=_chosen(needs_approval, tool.name, False),
                                        idempotent=idempotent))
         except ValueError as exc:

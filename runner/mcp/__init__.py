@@ -9,7 +9,17 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .servers import INITIALIZE_TIMEOUT_S, HttpServer, McpError, McpServer, StdioServer, from_command_line, http, stdio
+from .servers import (
+    DEFAULT_RESULT_CHARS,
+    INITIALIZE_TIMEOUT_S,
+    HttpServer,
+    McpError,
+    McpServer,
+    StdioServer,
+    from_command_line,
+    http,
+    stdio,
+)
 
 if TYPE_CHECKING:
     from .sessions import close
@@ -23,5 +33,6 @@ def __getattr__(name: str) -> Any:
     return value
 
 
-__all__ = ["INITIALIZE_TIMEOUT_S", "HttpServer", "McpError", "McpServer", "StdioServer", "close",
+__all__ = ["DEFAULT_RESULT_CHARS", "INITIALIZE_TIMEOUT_S", "HttpServer",
+           "McpError", "McpServer", "StdioServer", "close",
            "from_command_line", "http", "stdio"]

@@ -3,6 +3,7 @@
 A result's structured content is the observation as JSON; otherwise its content blocks are, one a line:
 text as it is, and a placeholder naming the MIME type for what a model cannot read here (an image, audio,
 a binary resource). An error result is an ``ERROR:`` observation with the server's own words.
+A result longer than the server's cap is cut (``capped``), with a marker the model reads.
 """
 
 from __future__ import annotations
@@ -46,6 +47,13 @@ def observation(name: str, result: types.CallToolResult) -> str:
         except ValueError:  # NaN and the like: the text blocks say it instead
             pass
     return text
+
+
+def capped(text: str, max_chars: int | None) -> str:
+    """``text`` cut to ``max_chars`` (None: whole), saying how many characters were left out."""
+    if max_chars is None or len(text) <= max_chars:
+        return text
+    return f"{text[:max_chars]}... [cut: {len(text) - max_chars} more characters of the MCP result]"
 
 
 def block_text(block: types.ContentBlock) -> str:

@@ -15,6 +15,9 @@ from ..errors import RunnerError
 from ..messages import McpRef
 
 INITIALIZE_TIMEOUT_S = 10.0  # a server that has not answered ``initialize`` by then is given up on
+# The characters of one call's result the model reads (``add_mcp(max_result_chars=...)``); the rest is cut, marked.
+# One 30 MB result would otherwise fill the log and the model's context at once.
+DEFAULT_RESULT_CHARS = 100_000
 
 
 class McpError(RunnerError):
@@ -86,6 +89,15 @@ def http(url: str, headers: Mapping[str, str] | None = None) -> HttpServer:
     if headers is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in headers.items()):
         raise ValueError("an MCP server's headers must map strings to strings")
     return HttpServer(url, None if headers is None else tuple(sorted(headers.items())))
+
+
+def checked_cap(max_result_chars: int | None) -> int | None:
+    """``add_mcp``'s ``max_result_chars``: None (no cap) or a positive int; ``ValueError`` (one line) else."""
+    if max_result_chars is not None and (isinstance(max_result_chars, bool) or not isinstance(max_result_chars, int)
+                                         or max_result_chars < 1):
+        raise ValueError(f"max_result_chars must be a positive whole number of characters or None, "
+                         f"got {max_result_chars!r}")
+    return max_result_chars
 
 
 def from_command_line(line: str) -> StdioServer:

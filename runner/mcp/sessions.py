@@ -32,7 +32,7 @@ except ImportError as missing:  # pragma: no cover  (the [mcp] extra is in [dev]
     raise McpError(f"MCP servers need the 'mcp' package (2.x): pip install 'durable-agent-runner[mcp]' "
                    f"({missing})") from None
 
-from .content import Listed, listed, observation
+from .content import Listed, capped, listed, observation
 
 # The SDK logs what it fails to parse with a traceback (12 to 22 lines on stderr when nobody configured
 # logging); runner's one-line McpError says it. An application's own logging still gets the records,
@@ -316,12 +316,16 @@ def list_tools(server: McpServer) -> list[Listed]:
         raise McpError(f"{server.describe()} did not list its tools in time") from None
 
 
-def call_tool(server: McpServer, shown: str, name: str, args: dict[str, Any], timeout_s: float) -> str:
-    """The observation of one call of tool ``name`` (``shown`` to the model as its name); never raises."""
+def call_tool(server: McpServer, shown: str, name: str, args: dict[str, Any], timeout_s: float,
+              max_chars: int | None = None) -> str:
+    """The observation of one call of tool ``name`` (``shown`` to the model as its name); never raises.
+
+    An observation past ``max_chars`` is cut, with a marker (``content.capped``).
+    """
     found = hub()
     try:
         work = found.call(server, shown, name, args, timeout_s)
-        return found.run(work, INITIALIZE_TIMEOUT_S + SHUTDOWN_S + timeout_s)
+        return capped(found.run(work, INITIALIZE_TIMEOUT_S + SHUTDOWN_S + timeout_s), max_chars)
     except TimeoutError:
         return f"ERROR: {shown} timed out after {timeout_s:g} s"
     except McpError as exc:

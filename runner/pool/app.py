@@ -4,7 +4,7 @@ Celery's conventions: JSON only, late acknowledgement with ``reject_on_worker_lo
 prefetch 1, no result backend (the store holds every outcome). Workers use the thread
 pool, so killing a ``runner worker`` ends every run it drives, and its heartbeat. A timer
 thread in each worker (no Celery beat) sweeps: it publishes again the runs left ``queued``
-or whose owner is gone. Why each: docs/workers.md.
+or whose owner is gone, and the decided ones awaiting approval. Why each: docs/workers.md.
 """
 
 from __future__ import annotations
@@ -66,8 +66,36 @@ def make_app(broker: str, queue: str | None = None) -> Celery:
         worker_cancel_long_running_tasks_on_connection_loss=True,
     )
     app.task(name=TASK_NAME, acks_late=True, reject_on_worker_lost=True, ignore_result=True,
-             Strategy=f"{__name__}:checked_strategy")(run_task)
+             Strategy=f"{__name__}:guarded_strategy")(run_task)
     return app
+
+
+class HandlerFailed(Exception):
+    """An error a message handler raised, carried on as itself would be on RabbitMQ: it stops the worker.
+
+    Its repr is the error's own, so the worker's "Unrecoverable error" line names what really failed.
+    """
+
+    def __repr__(self) -> str:
+        return repr(self.__cause__)
+
+
+def guarded_strategy(task: Any, app: Celery, consumer: Any, **options: Any) -> Any:
+    """``checked_strategy``, whose handler's ``KeyError`` goes on as ``HandlerFailed``.
+
+    kombu's Redis transport counts a ``KeyError`` among lost connections, so a handler that raised one
+    made a worker reconnect and take the same message again, for ever; RabbitMQ stops the worker
+    (exit 3). Carried on as ``HandlerFailed``, it stops the worker on both.
+    """
+    handle = checked_strategy(task, app, consumer, **options)
+
+    def on_message(*args: Any, **more: Any) -> Any:
+        try:
+            return handle(*args, **more)
+        except KeyError as exc:
+            raise HandlerFailed(str(exc)) from exc
+
+    return on_message
 
 
 def checked_strategy(task: Any, app: Celery, consumer: Any, **options: Any) -> Any:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, NamedTuple, TypeVar, cast
@@ -19,11 +19,13 @@ from sqlalchemy import ColumnElement, Connection, Float, FromClause, Select, Str
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import JSON
 
+from .._log.codec import fold_in
 from .._log.records import RunSummary, StoredEvent, StoredRun, logged_text, summary_fields
 from .._log.statuses import Liveness
 from ..events import (
     KIND_OF,
     Event,
+    EventDecodeError,
     MessageAppended,
     ModelCalled,
     RunResumed,
@@ -183,12 +185,24 @@ def read_run(conn: Connection, run_id: str, columns: tuple[Any, ...] | None = No
     labels = labels_of(conn, [run_id]).get(run_id, {})
     rows = conn.execute(select(events.c.seq, events.c.at, events.c.step, events.c.kind, events.c.data,
                                events.c.span_id).where(events.c.run_id == run_id).order_by(events.c.seq)).all()
-    stored = [StoredEvent(seq, at, step, kind, event_data(run_id, seq, data), span_id)
-              for seq, at, step, kind, data, span_id in rows]
+    stored = logged_rows(run_id, rows)
     facts = tuple(decode_all(stored, run_id))
     messages = [fact.message for fact in facts if isinstance(fact, MessageAppended)]
     fields = summary_fields(row, labels, json.loads) | logged_text(facts)
     return StoredRun(**fields, events=stored, messages=messages, facts=facts, judged=judged(row))
+
+
+def logged_rows(run_id: str, rows: Iterable[Sequence[Any]]) -> list[StoredEvent]:
+    """A run's ``events`` rows as it logged them: a tool message stored as a reference gets its content back."""
+    observations: dict[str, str] = {}
+    stored = []
+    for seq, at, step, kind, data, span_id in rows:
+        try:
+            folded = fold_in(kind, event_data(run_id, seq, data), observations)
+        except EventDecodeError as exc:
+            raise EventDecodeError(f"run {run_id} event {seq}: {exc}") from None
+        stored.append(StoredEvent(seq, at, step, kind, folded, span_id))
+    return stored
 
 
 def prefixed(conn: Connection, prefix: str) -> Prefixed:

@@ -14,22 +14,25 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from sqlalchemy import Connection, Engine, func, insert, select, update
+from sqlalchemy import Connection, Engine, exists, func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from .._log.ids import derived_trace_id
+from .._log.state import fold
 from .._log.statuses import Status
 from ..errors import StoreError
-from ..events import KIND_OF, Event, RunFinished, RunQueued, decode, encode
+from ..events import KIND_OF, ApprovalDecided, Event, RunFinished, RunQueued, decode, encode
 from .clock import database_now
 from .engine import one_line
 from .owner import judge
+from .queries import read_run
 from .recording import insert_new
 from .rows import column, dumps, event_data, label_rows, run_row
 from .tables import events, run_cancels, run_labels, runs
 
 DEFAULT_QUEUE: Final = "celery"  # Celery's own default: where a run submitted without a queue waits
 RUN_QUEUED: Final = KIND_OF[RunQueued]
+APPROVAL_DECIDED: Final = KIND_OF[ApprovalDecided]
 SWEPT_AT_ONCE: Final = 1000  # runs a sweep looks at, oldest first
 BATCH: Final = 500  # run ids per IN (...) list, well under SQLite's limit on bound parameters
 
@@ -108,15 +111,17 @@ def cancel_requested(conn: Connection, run_id: str) -> bool:
 
 
 def due(conn: Connection, untouched_since: datetime, queue: str, now: datetime) -> list[Waiting]:
-    """Runs submitted to ``queue``, queued or running with their owner gone, untouched since then.
+    """Runs submitted to ``queue``, queued, running with their owner gone or decided, untouched since then.
 
+    Decided: awaiting approval with every call decided, as when the publish after the decision failed.
     A run of another queue is left to that queue's workers (they may be the only ones
     that know its agent), and a run started without a pool to its own process.
     """
-    query = (select(runs.c.run_id, runs.c.status, runs.c.owner, runs.c.heartbeat_at, runs.c.updated_at)
+    columns = (runs.c.run_id, runs.c.status, runs.c.owner, runs.c.heartbeat_at, runs.c.updated_at)
+    query = (select(*columns)
              .where(runs.c.status.in_([Status.QUEUED, Status.RUNNING]), runs.c.updated_at < untouched_since)
              .order_by(runs.c.updated_at).limit(SWEPT_AT_ONCE))
-    rows = conn.execute(query).all()
+    rows = [*conn.execute(query).all(), *_decided(conn, untouched_since, columns)]
     submitted = _queues(conn, [row.run_id for row in rows])
     heartbeat_clock = database_now(conn) or now  # the server's on PostgreSQL, as the heartbeats are
     found = []
@@ -126,6 +131,26 @@ def due(conn: Connection, untouched_since: datetime, queue: str, now: datetime) 
         if status == Status.RUNNING and not judge(status, owner, heartbeat_at, heartbeat_clock, run_id=run_id).gone:
             continue
         found.append(Waiting(str(run_id), Status(status), updated_at))
+    return found
+
+
+def _decided(conn: Connection, untouched_since: datetime, columns: tuple[Any, ...]) -> list[Any]:
+    """The rows of runs awaiting approval whose log ends with decisions that leave no call waiting.
+
+    Only a decision's fact ends such a log, so the few runs it ends are read and folded; an undecided
+    run costs an index lookup of its last event.
+    """
+    logged = events.alias("logged")
+    last = select(func.max(logged.c.seq)).where(logged.c.run_id == runs.c.run_id).scalar_subquery()
+    ends_decided = exists().where(events.c.run_id == runs.c.run_id, events.c.seq == last,
+                                  events.c.kind == APPROVAL_DECIDED)
+    query = (select(*columns).where(runs.c.status == Status.AWAITING_APPROVAL, runs.c.updated_at < untouched_since,
+                                    ends_decided).order_by(runs.c.updated_at).limit(SWEPT_AT_ONCE))
+    found = []
+    for row in conn.execute(query).all():
+        run = read_run(conn, row.run_id)
+        if run is not None and not fold(run.facts, run.run_id).pending_approvals:
+            found.append(row)
     return found
 
 

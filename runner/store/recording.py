@@ -96,6 +96,8 @@ class StoreRecorder:
         self._tool_names: set[str] = set()  # as the facts name them
         self._tool_columns: set[str] = set()  # as ``run_tools`` holds them
         self._span_ids: dict[str, str] = {}
+        # The observation of each call this recorder logged finished: its tool message refers to it (``encode``).
+        self._observations: dict[str, str] = {}
         self._now = clock_for(engine.dialect.name)  # timestamps as the store keeps them (text on SQLite)
         self._started_at = self._now()
         self._summary: dict[str, Any] = {"status": Status.RUNNING, "answer": None, "error": None, "finished_at": None}
@@ -128,7 +130,10 @@ class StoreRecorder:
                 self._used(event.name)  # refused calls count too: "which runs tried the tool we removed?"
         elif kind not in _PLAIN_FACTS:
             event = self._run_changed(event, now)
-        code, data = encode(event)
+        if kind is ToolFinished:
+            assert isinstance(event, ToolFinished)
+            self._observations[event.call_id] = event.observation
+        code, data = encode(event, self._observations)
         self._seq += 1
         self._pending.append((self.run_id, self._seq, now, event.step, code, dumps(data),
                               span_key(event, self.state.segment)))

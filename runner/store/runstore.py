@@ -323,8 +323,8 @@ class RunStore:
     def due_for_publish(self, older_than_s: float, queue_name: str | None = None) -> list[queue.Touched]:
         """The runs a worker on ``queue_name`` (None: the default queue) should be sent again.
 
-        They were submitted to that queue, are queued or running with the owner gone, and were
-        not touched for ``older_than_s``.
+        They were submitted to that queue, are queued, running with the owner gone, or awaiting approval
+        with every call decided (its publish failed), and were not touched for ``older_than_s``.
 
         Each is touched (``updated_at``) by compare-and-set, so of several workers sweeping at
         once one publishes it, and it is not published again before ``older_than_s``

@@ -1,6 +1,6 @@
 """A real MCP server for the tests, over stdio (or streamable HTTP with ``--http PORT``), built with the ``mcp`` SDK.
 
-``python tests/mcp/server.py [--log FILE] [--hold-once FILE [--hold TOOLS]] [--silent] [--odd] [--http PORT]``
+``python tests/mcp/server.py [--log FILE] [--hold-once FILE [--hold TOOLS]] [--silent] [--odd] [--big] [--http PORT]``
 
 Its tools say what they do to the world in their annotations: ``add`` is read-only, ``send`` destructive,
 ``upsert`` idempotent. Every call appends one line to ``--log`` (flushed and fsynced first), so a test
@@ -34,6 +34,7 @@ options.add_argument("--hold-once", type=Path)
 options.add_argument("--hold", default="send,add,upsert", help="the tools --hold-once may hold")
 options.add_argument("--silent", action="store_true")
 options.add_argument("--odd", action="store_true", help="also list a tool whose schema runner refuses")
+options.add_argument("--big", action="store_true", help="also list a tool whose result is as long as asked")
 options.add_argument("--http", type=int)
 given = options.parse_args()
 
@@ -103,6 +104,13 @@ if given.odd:
     def odd(host: Annotated[str, Field(json_schema_extra={"format": "hostname"})]) -> str:
         """A format runner does not check, so it refuses the schema."""
         return host
+
+if given.big:
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def big(chars: int) -> str:
+        """A text of ``chars`` characters: digits, so a cut shows where it fell."""
+        return "".join(str(i % 10) for i in range(chars))
 
 
 def main() -> None:

@@ -387,3 +387,18 @@ def test_a_queued_run_is_not_finished(store: RunStore, store_url: str) -> None:
     assert request_cancel(store, run_id) == "cancelled"
     cancelled = store.get_run(run_id)
     assert (cancelled.finished, cancelled.liveness) == (True, "finished")
+
+
+def test_the_sweep_publishes_a_decided_run_whose_publish_failed_and_not_an_undecided_one(store: RunStore) -> None:
+    waiting, undecided = record_queued(store, "rent", "approver"), record_queued(store, "lease", "approver")
+    assert [take(store, run_id, agents.with_approver) for run_id in (waiting, undecided)] == [
+        "awaiting_approval", "awaiting_approval"]
+    time.sleep(0.01)
+    assert store.due_for_publish(0.0) == []  # awaiting a decision nobody has logged: nothing for a worker to do
+    assert store.decide(waiting, "transfer-1", True, decided_by="alice")  # then the publish failed
+    time.sleep(0.01)
+    assert [t.run_id for t in store.due_for_publish(0.0)] == [waiting]
+    assert store.due_for_publish(60.0) == []  # touched just now: not again before the interval
+    assert take(store, waiting, agents.with_approver) == "done"  # what its delivery does
+    assert store.get_run(waiting).answer == 'transfer: "transferred rent"'
+    assert store.due_for_publish(0.0) == []

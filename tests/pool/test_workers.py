@@ -189,6 +189,19 @@ def test_a_pool_run_awaiting_approval_is_approved_back_into_its_pool(pool: Pool)
     assert f":{worker.pid}@" in resumed.owner  # the worker's process resumed it, not the approver's
 
 
+def test_a_decided_pool_run_whose_publish_failed_is_published_again_by_the_sweep(pool: Pool) -> None:
+    pool.start_worker(2, "--sweep-interval", "0.5", "--requeue-after", "0", agents="tests.pool.agents:with_approver")
+    run_id = submit(pool, "rent", agent="approver")
+    pool.wait(lambda: pool.statuses()[run_id] == "awaiting_approval", 60, "the run to await approval")
+    done = pool.cli("resume", run_id[:8], "--approve", "transfer-1", "--by", "alice", "--db", pool.db,
+                    "--broker", NOWHERE)
+    assert done.returncode == 3
+    assert "the decision is logged, but the broker did not take the run" in done.stderr
+    pool.wait(lambda: pool.statuses()[run_id] == "done", 60, "the sweep to send the decided run back")
+    assert pool.rows("SELECT tag FROM notices") == [("transfer rent",)]
+    assert pool.store.get_run(run_id).answer == 'transfer: "transferred rent"'
+
+
 def test_task_messages_with_bad_headers_are_rejected_and_the_worker_goes_on(pool: Pool) -> None:
     from kombu.connection import Connection
     from kombu.messaging import Producer
@@ -237,13 +250,36 @@ main(sys.argv[1:])
 
 
 def test_a_worker_stopped_by_an_unrecoverable_error_exits_non_zero(pool: Pool) -> None:
+    worker_stops_with_status_3(pool)
+
+
+REDIS = os.environ.get("RUNNER_TEST_REDIS_URL")
+
+
+@pytest.fixture
+def redis_pool(pg_admin: Engine, tmp_path: Path) -> Iterator[Pool]:
+    if not REDIS:
+        pytest.skip("RUNNER_TEST_REDIS_URL is not set (a Redis URL)")
+    schema = f"{SESSION_PREFIX}_{uuid.uuid4().hex[:8]}"
+    opened = Pool(pg_schema_url(pg_admin, schema), REDIS, tmp_path)
+    try:
+        yield opened
+    finally:
+        opened.close()
+        drop_pg_schema(pg_admin, schema)
+
+
+def test_a_redis_worker_stopped_by_an_unrecoverable_error_exits_non_zero(redis_pool: Pool) -> None:
+    """kombu's Redis transport takes a handler's KeyError for a lost connection: it reconnected for ever."""
+    worker_stops_with_status_3(redis_pool)
+
+
+def worker_stops_with_status_3(pool: Pool) -> None:
     import subprocess
     import sys
 
     from tests.pool.helpers import ROOT
 
-    if not pool.broker.startswith("amqp"):
-        pytest.skip("on Redis, Celery takes a failing message handler for a lost connection and reconnects")
     worker = subprocess.Popen([sys.executable, "-c", BROKEN_WORKER, "worker", "--db", pool.db, "--queue", pool.queue,
                                "--agents", "tests.pool.agents:agents", "--concurrency", "2"],
                               cwd=ROOT, env=pool.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
