@@ -7,6 +7,7 @@ completion tokens, so the token counts below cost round amounts: 1M in + 200k ou
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -196,12 +197,20 @@ def test_fork_takes_a_budget_and_prices(store_url: str, tmp_path: Path) -> None:
     (("--prices", "{bad}"), "Error: Invalid value for '--prices': prices file {bad} is not valid TOML: "),
     (("--prices", "{negative}"), "Error: Invalid value for '--prices': price of 'gpt-4o-mini': price input_mtok must "
                                  "be a non-negative number of USD, got -1"),
-], ids=["zero", "nan", "inf", "missing-file", "not-toml", "negative-price"])
+    (("--prices", "/dev/zero"), "Error: Invalid value for '--prices': prices file /dev/zero is not a regular file"),
+    (("--prices", "{fifo}"), "Error: Invalid value for '--prices': prices file {fifo} is not a regular file"),
+    (("--prices", "{folder}"), "Error: Invalid value for '--prices': prices file {folder} is not a regular file"),
+    (("--prices", "{huge}"), "Error: Invalid value for '--prices': prices file {huge} is over 1 MB"),
+], ids=["zero", "nan", "inf", "missing-file", "not-toml", "negative-price", "dev-zero", "fifo", "folder", "huge"])
 def test_a_bad_budget_or_prices_file_is_one_usage_error_line(tmp_path: Path, args: tuple[str, str],
                                                              message: str) -> None:
     files = {"missing": tmp_path / "missing.toml", "bad": tmp_path / "bad.toml", "negative": tmp_path / "neg.toml"}
     files["bad"].write_text("[gpt-4o-mini\n", encoding="utf-8")
     files["negative"].write_text("[gpt-4o-mini]\ninput_mtok = -1\noutput_mtok = 1\n", encoding="utf-8")
+    files.update(fifo=tmp_path / "prices.fifo", folder=tmp_path / "folder", huge=tmp_path / "huge.toml")
+    os.mkfifo(files["fifo"])  # read, it would block for ever; /dev/zero would read for ever
+    files["folder"].mkdir()
+    files["huge"].write_text("# " + "x" * 1_000_000 + "\n", encoding="utf-8")
     named = {name: str(path) for name, path in files.items()}
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     for command in (["run", "t", "--tools", RESUME_TOOLS, "--model", MODEL], ["demo"], ["resume", "abc"],
