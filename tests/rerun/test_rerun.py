@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from runner import RerunReport, open_store, rerun, run_agent
+from runner import RerunReport, open_store, rerun, resume, run_agent
 from runner._rerun import session
 from runner.errors import PriceUnknown
 from runner.events import RunStarted, ToolFinished
@@ -214,3 +214,16 @@ def test_candidates_are_queued_as_threads_free_up_not_all_at_once(store_url: str
         report, _ = rerun_all(store, ids, samples=12, concurrency=2)
     assert len(report.cases[0].candidates) == 12
     assert most[0] <= 2 * 2  # all 12 were queued before the first ended; now a few beyond the threads at most
+
+
+def test_resuming_a_candidate_with_real_tools_runs_its_pending_calls_for_real(store_url: str) -> None:
+    """docs/rerun.md says so: on resume nothing is served from the recording, side effects included."""
+    priced = {"fake": {"input_mtok": 1.0, "output_mtok": 2.0}}
+    with recorded(store_url, (EMAIL,)) as (store, ids), TaskServer(AFTER) as server, fake_model(server) as model:
+        report = rerun(store, [ids[EMAIL]], model, max_cost_usd=1e-9, prices=priced)  # stops at the first reply
+        [candidate] = report.cases[0].candidates
+        assert (candidate.status, rerun_tools.RAN) == ("cost_limit", [])  # in the rerun its calls never ran
+        resumed = resume(store, candidate.run_id, model, rerun_tools.tools(), max_cost_usd=1.0, prices=priced)
+    assert resumed.status == "done", resumed.error
+    assert rerun_tools.RAN == [("send_email", FORECAST), ("send_email", {**FORECAST, "to": "bob"})]
+    rerun_tools.RAN.clear()
