@@ -58,6 +58,7 @@ def installs(target: str, venv: Path) -> list[str]:
             and "--upgrade pip" not in line]
 
 
+@pytest.mark.process
 def test_make_demo_installs_only_the_package_and_make_test_the_dev_extras(tmp_path: Path) -> None:
     assert installs("demo", tmp_path / "venv") == ["--quiet -e ."]  # it installed every dev extra (playwright...)
     assert installs("test", tmp_path / "venv") == ["--quiet -e '.[dev]'"]
