@@ -1,19 +1,28 @@
-# The two set-up commands. Each creates .venv when it is missing and installs
-# the project (editable, with its dev extras) from pyproject.toml.
+# The two set-up commands. Each creates .venv when it is missing and installs the
+# project (editable) from pyproject.toml: `make demo` the package alone, what the demo
+# needs; `make test` (and the other targets) with its dev extras. One stamp each.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.installed-demo
+STAMP := $(VENV)/.installed-dev
 
 .PHONY: demo test test-fast lint docs bench
 
+$(DEMO_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e .
+	touch $(DEMO_STAMP)
+
+# The dev extras include the package, so they satisfy the demo's stamp too.
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
-	touch $(STAMP)
+	touch $(STAMP) $(DEMO_STAMP)
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(BIN)/runner demo
 
 lint: $(STAMP)

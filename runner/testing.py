@@ -3,8 +3,8 @@
 It gives the fixtures ``runner_store``, ``scripted_model``, ``runner_replay`` and ``runner_no_real_models``.
 ``runner_replay`` replays a fixture strictly and fails the test with the divergence sentence.
 With ``pytest --runner-record`` a missing fixture is recorded with the real model; without it the test fails.
-In replay mode real model calls are blocked, so a test cannot reach a paid API by accident.
-docs/replay.md describes each fixture.
+With ``pytest --runner-update`` a fixture that differs is rewritten from the current tools (replies kept).
+In replay mode real model calls are blocked, so a test cannot reach a paid API by accident (docs/replay.md).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import pytest
 from ._replay.fixture import fixture_from_run
 from ._replay.replayer import ReplayReport, replay
 from ._replay.scripted import ScriptedModel
+from ._replay.update import HINT_PYTEST, update_fixture
 from ._run.agent import run_agent
 from ._run.build import RunOptions
 from ._tools.registry import ToolRegistry
@@ -38,6 +39,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("runner", "durable-agent-runner replay fixtures")
     group.addoption("--runner-record", action="store_true", default=False,
                     help="record missing runner fixtures by running the real model given to runner_replay")
+    group.addoption("--runner-update", action="store_true", default=False,
+                    help="rewrite runner fixtures that differ from the current tools, keeping the recorded model "
+                         "replies")
     parser.addini("runner_block_real_models", type="bool", default=False,
                   help="fail any test that calls a real model adapter unless --runner-record is given")
 
@@ -109,6 +113,7 @@ class RunnerReplay:
         self.request = request
         self.tmp_path = tmp_path
         self.recording = bool(request.config.getoption("--runner-record"))
+        self.updating = bool(request.config.getoption("--runner-update"))
 
     def __call__(self, fixture: str | Path, registry: ToolRegistry, model: Model | None = None, *,
                  task: str | None = None, check: bool = True, live_side_effects: bool = False,
@@ -123,9 +128,11 @@ class RunnerReplay:
             self._record(path, registry, model, task, options)
         else:
             self.request.getfixturevalue("runner_no_real_models")
+            if self.updating:
+                update_fixture(path, registry, live_side_effects=live_side_effects)
         report = replay(path, registry, live_side_effects=live_side_effects, **options)
         if check and not report.ok:
-            pytest.fail(report.explain(), pytrace=False)
+            pytest.fail(f"{report.explain()}\n({HINT_PYTEST})", pytrace=False)
         return report
 
     def _record(self, path: Path, registry: ToolRegistry, model: Model | None, task: str | None,

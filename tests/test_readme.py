@@ -50,6 +50,21 @@ def test_readme_starts_with_the_two_setup_commands() -> None:
                          "whole test suite"]
 
 
+def installs(target: str, venv: Path) -> list[str]:
+    """The ``pip install`` lines ``make TARGET`` would run for a fresh ``venv`` (``make -n``: nothing runs)."""
+    shown = subprocess.run(["make", "-n", "-C", str(ROOT), target, f"VENV={venv}"], capture_output=True, text=True,
+                           timeout=60, check=True).stdout
+    return [line.split(" install ", 1)[1] for line in shown.splitlines() if " -m pip install" in line
+            and "--upgrade pip" not in line]
+
+
+@pytest.mark.process
+def test_make_demo_installs_only_the_package_and_make_test_the_dev_extras(tmp_path: Path) -> None:
+    assert installs("demo", tmp_path / "venv") == ["--quiet -e ."]  # it installed every dev extra (playwright...)
+    assert installs("test", tmp_path / "venv") == ["--quiet -e '.[dev]'"]
+    assert installs("test-fast", tmp_path / "venv") == ["--quiet -e '.[dev]'"]
+
+
 def test_readme_is_at_most_16000_bytes() -> None:
     assert len(README.read_bytes()) <= 16_000
 

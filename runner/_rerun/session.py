@@ -8,6 +8,7 @@ and labelled ``rerun=<rerun id>``. The candidates run on a pool of ``concurrency
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import threading
 import time
 import uuid
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
     from ..store import RunStore
 
 WAIT_S = 0.1  # how often the waiting thread looks at ``cancel``
+MAX_SAMPLES = 1000  # candidates per baseline: more is a typo, not a measure of noise
 Progress = Callable[[Case, int, int], None]
 
 
@@ -87,6 +89,8 @@ def _check_counts(samples: int, concurrency: int) -> None:
     for name, value in (("samples", samples), ("concurrency", concurrency)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    if samples > MAX_SAMPLES:
+        raise ValueError(f"samples must be at most {MAX_SAMPLES}, got {samples}")
 
 
 def new_rerun_id() -> str:
@@ -118,17 +122,24 @@ class Rerun:
         started = time.monotonic()
         interrupted = False
         pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix=f"rerun-{self.rerun_id}")
-        jobs = {pool.submit(self.candidate, job): job
-                for job in (Job(i, s) for i in range(len(self.baselines)) for s in range(self.samples))}
-        pending: set[Future[Finished]] = set(jobs)
+        queue = (Job(i, s) for i in range(len(self.baselines)) for s in range(self.samples))
+        jobs: dict[Future[Finished], Job] = {}
+        pending: set[Future[Finished]] = set()
+        done: set[Future[Finished]] = set()
         try:
-            while pending:
+            while True:
+                for job in itertools.islice(queue, concurrency - len(pending)):  # a job made as a thread frees up
+                    future = pool.submit(self.candidate, job)
+                    jobs[future] = job
+                    pending.add(future)
+                for future in done:  # taken once the next candidates have started, so none waits on ``progress``
+                    self.take(jobs[future], future.result(), progress)
+                if not pending:
+                    break
                 if cancel is not None and cancel.is_set():
                     interrupted = True
                     break
                 done, pending = wait(pending, timeout=WAIT_S, return_when=FIRST_COMPLETED)
-                for future in done:
-                    self.take(jobs[future], future.result(), progress)
         except KeyboardInterrupt:
             interrupted = True
         finally:

@@ -17,11 +17,13 @@ from typing import NamedTuple
 from .._log.records import StoredRun
 from .._log.state import fold
 from .._log.statuses import REQUEUABLE, Status
-from ..events import RunQueued, RunResumed, RunStarted
+from ..events import ModelCalled, RunQueued, RunResumed, RunStarted
 from ..messages import McpRef
 from ..store import DEFAULT_QUEUE
 
 TOOLS_PLACEHOLDER = "MODULE:ATTR"  # for a run whose log does not say where its tools live
+PRICES_PLACEHOLDER = "FILE"  # for a run priced by its caller from a file this process does not know
+GIVEN_PRICES = "given"  # the price source of prices a caller gave (``prices.GIVEN``: a view imports no prices)
 # What a logged ``tools_ref`` must look like to be printed in a command: the log may come
 # from anywhere, and a user copies these commands into a shell.
 TOOLS_REF = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*")
@@ -63,12 +65,40 @@ def continuation(run: StoredRun, *, here: bool, tools_given: bool, short: str, d
     if pooled(run) and run.status in REQUEUABLE and requeues and not here and not tools_given:
         return SendToPool(queue_of(run), resume_command(short, None))
     if pooled(run):  # its workers have its tools: the command sends it back, or resumes it with --here --tools
-        command = resume_command(short, None) + db_hint
+        command = resume_command(short, None) + going_on(run) + db_hint
     else:
         given = tools_ref is not None or bool(mcp)
         tools, servers = (tools_ref, list(mcp)) if given else (recorded_tools(run), recorded_mcp(run))
-        command = resume_command(short, tools, (), db_hint, servers)
+        command = resume_command(short, tools, (), going_on(run) + db_hint, servers)
     return RunHere(command) if tools_given else RecordOnly(command)
+
+
+def going_on(run: StoredRun, prices_file: str | None = None) -> str:
+    """`` --max-steps N`` or `` --max-cost-usd USD [--prices FILE]``: what a resume of a run a limit stopped needs.
+
+    A resume keeps the recorded limits and counts the whole run, so with them it stops again
+    at once: the suggestion adds a limit as large again as the one reached. ``--prices`` comes
+    back when the caller priced the run (``prices_file`` names the file, else a placeholder).
+    """
+    if run.status not in (Status.STEP_LIMIT, Status.COST_LIMIT):
+        return ""
+    limits = fold(run.facts, run.run_id).limits or run.limits
+    if run.status == Status.STEP_LIMIT:
+        steps = _positive(limits.get("max_steps"))
+        return f" --max-steps {int(max(steps, run.steps) + steps)}" if steps else ""
+    budget = _positive(limits.get("max_cost_usd"))
+    more = f" --max-cost-usd {max(budget, run.cost_known_usd) + budget:.6g}" if budget else ""
+    calls = [fact for fact in run.facts if isinstance(fact, ModelCalled)]
+    if any(call.price_source == GIVEN_PRICES or call.cost_usd is None for call in calls):
+        more += f" --prices {shlex.quote(prices_file) if prices_file else PRICES_PLACEHOLDER}"
+    return more
+
+
+def _positive(value: object) -> float:
+    """``value`` as a limit, when it is a positive number; else 0 (no such limit)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return 0.0
 
 
 def pooled(run: StoredRun) -> bool:

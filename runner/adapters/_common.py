@@ -24,6 +24,7 @@ STOP_REFUSAL = "refusal"
 STOP_CONTENT_FILTER = "content_filter"
 # Replies that ended for one of these reasons are not answers (the loop's own rule).
 NON_FINAL_STOP_REASONS = CUT_OFF_STOP_REASONS | REFUSAL_STOP_REASONS
+CONNECTION_ERROR = "APIConnectionError"  # both SDKs' class for a server that cannot be reached (timeouts too)
 
 
 class MissingDependency(RunnerError):
@@ -175,6 +176,18 @@ class Adapter(Generic[ClientT, ResponseT]):
         shown = ", ".join(f"{key}={value!r}" for key, value in self.fixed.items()) or f"provider={self.provider_name!r}"
         return f"{type(self).__name__}(model={self.model_name!r}, {shown})"
 
+    def _say_where(self, exc: Exception) -> None:
+        """Add the base URL to a connection error's text: the SDK's "Connection error." does not say which server.
+
+        The error keeps its type (callers catch the SDK's own), so only its message changes.
+        """
+        if not any(cls.__name__ == CONNECTION_ERROR for cls in type(exc).__mro__) or not exc.args:
+            return
+        where = f"{exc.args[0]} (base URL {getattr(self.client, 'base_url', '?')})"
+        exc.args = (where, *exc.args[1:])
+        if isinstance(getattr(exc, "message", None), str):
+            setattr(exc, "message", where)  # noqa: B010  (the SDK's error keeps its text there too)
+
     def _request(self, messages: Sequence[Message], specs: Sequence[ToolSpec]) -> dict[str, Any]:
         """The request's keyword arguments: the model, the fields it fixes, the body, then the options given.
 
@@ -191,7 +204,12 @@ class SyncAdapter(Adapter[SyncClientT, ResponseT]):
     """
 
     def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
-        return self.wire.reply(self._send(self._request(messages, tool_specs)))
+        try:
+            response = self._send(self._request(messages, tool_specs))
+        except Exception as exc:
+            self._say_where(exc)
+            raise
+        return self.wire.reply(response)
 
     def _send(self, request: dict[str, Any]) -> ResponseT:
         """Send the request through the client; the provider's model says how."""
@@ -212,7 +230,12 @@ class AsyncAdapter(Adapter[AsyncClientT, ResponseT]):
     """``SyncAdapter`` over an async client: ``await model(messages, tool_specs)``; ``async with`` closes it."""
 
     async def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
-        return self.wire.reply(await self._send(self._request(messages, tool_specs)))
+        try:
+            response = await self._send(self._request(messages, tool_specs))
+        except Exception as exc:
+            self._say_where(exc)
+            raise
+        return self.wire.reply(response)
 
     async def _send(self, request: dict[str, Any]) -> ResponseT:
         """Send the request through the client; the provider's model says how."""

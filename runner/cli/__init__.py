@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from ..errors import PriceUnknown, RunnerError
-from .options import CliError, CliUsageError, shown_if_not_text
+from .options import CliError, CliUsageError, reader_gone, shown_if_not_text
 
 
 @contextmanager
@@ -28,6 +28,8 @@ def one_line_errors() -> Iterator[None]:
         yield
     except (click.exceptions.Exit, click.Abort, CliError):
         raise
+    except BrokenPipeError:  # the reader of stdout has gone: no failure, and nothing more to say
+        reader_gone()
     except click.UsageError as exc:
         where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
         raise CliUsageError(exc.format_message() + where) from None
@@ -126,7 +128,10 @@ def cli() -> None:
 
 def main(args: Sequence[str] | None = None) -> None:
     """The console script's entry point."""
-    cli.main(args=list(args) if args is not None else None, prog_name="runner")
+    try:
+        cli.main(args=list(args) if args is not None else None, prog_name="runner")
+    except BrokenPipeError:  # met outside a command (a help text, the version)
+        reader_gone()
 
 
 __all__ = ["cli", "main"]

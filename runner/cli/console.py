@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shlex
+import socket
 from contextlib import nullcontext
 from pathlib import Path
 from urllib.parse import quote
@@ -21,6 +23,28 @@ from .specs import MODEL_HELP, continuing_model, load_tools, model_options
 from .tooling import ToolsGiven, check, mcp_options, tools_for
 
 TOKEN_ENV = "RUNNER_UI_TOKEN"
+
+
+def taken(host: str, port: int) -> str:
+    return (f"cannot listen on {host}:{port}: the port is in use; give another with --port "
+            "(or --port 0 for any free one)")
+
+
+def check_free(host: str, port: int) -> None:
+    """A usage error, before anything is set up, when ``host:port`` is taken (uvicorn would log an error line)."""
+    if port == 0:
+        return
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except (OSError, UnicodeError):
+        return  # a host that does not resolve: uvicorn says so
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds: a closing port is free
+        try:
+            probe.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise CliUsageError(taken(host, port)) from None
 
 
 def serving_line(url: str, token: str | None) -> str:
@@ -96,6 +120,8 @@ def ui(env: Env, host: str, port: int, uds: str | None, tools_spec: str | None, 
         raise CliUsageError(f"--token is empty ({TOKEN_ENV} too, when set)")
     if not loopback(host) and token is None:
         raise CliUsageError(f"--host {host} serves beyond this machine: give --token TOKEN (or set {TOKEN_ENV})")
+    if uds is None:  # a Unix socket takes no port
+        check_free(host, port)
     tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
     check(tools, None)
     base = load_tools(tools_spec) if tools_spec is not None else None
@@ -126,6 +152,6 @@ def ui(env: Env, host: str, port: int, uds: str | None, tools_spec: str | None, 
             except OSError as exc:
                 raise CliError(f"cannot listen on {uds}: {exc.strerror or exc}") from None
             if not served:
-                raise CliError(f"cannot listen on {host}:{port} (is the port taken?)")
+                raise CliUsageError(taken(host, port))
     finally:
         store.close()

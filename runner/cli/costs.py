@@ -23,6 +23,7 @@ from .options import CliUsageError
 
 R = TypeVar("R")
 BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")  # a TOML key that needs no quotes
+PRICES_FILE = "runner.prices_file"  # where ``--prices`` leaves its path in the click context's meta
 
 
 def finite(ctx: click.Context, param: click.Parameter, value: float | None) -> float | None:
@@ -41,6 +42,7 @@ def read_prices(ctx: click.Context, param: click.Parameter, value: str | None) -
     """The prices in ``--prices FILE``; a file that is unreadable or wrong is a usage error."""
     if value is None:
         return None
+    ctx.meta[PRICES_FILE] = value  # named again in the resume a cost_limit suggests
     try:
         return load_prices(value)
     except ValueError as exc:
@@ -50,6 +52,13 @@ def read_prices(ctx: click.Context, param: click.Parameter, value: str | None) -
 PRICES = click.option("--prices", "prices", metavar="FILE", callback=read_prices,
                       help="Prices to add or override, a TOML or JSON file: a table per model name with input_mtok "
                            "and output_mtok (USD per million tokens). Else genai-prices' table.")
+
+
+def prices_file() -> str | None:
+    """The ``--prices FILE`` of the command running, if it was given one."""
+    ctx = click.get_current_context(silent=True)
+    found = ctx.meta.get(PRICES_FILE) if ctx is not None else None
+    return found if isinstance(found, str) else None
 
 
 def check_priced(model: object, prices: Mapping[str, Price] | None, budget: float | None, given: bool) -> None:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import functools
+import os
 import re
 import shlex
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -27,6 +29,17 @@ EXIT_NO = 1           # the command worked and the answer is "no": a replay dive
 EXIT_USAGE = 2        # a mistake in the command line (click's own status for usage errors)
 EXIT_ERROR = 3        # the command could not do its job: no such run, an unreadable store or fixture
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), as shells report it
+
+
+def reader_gone() -> NoReturn:
+    """Exit 0 without a word when the reader of stdout has gone, as in ``runner show RUN --json | true``.
+
+    Unix tools stop quietly there. stdout is pointed at the null device first, so the
+    interpreter's last flush cannot fail again on the closed pipe.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    raise SystemExit(0)
 
 
 class CliError(click.ClickException):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final
 
@@ -21,6 +20,7 @@ from rich.text import Text
 from .._log.records import LIVE
 from .._log.statuses import STATUSES, Status
 from .._text import clean
+from .options import reader_gone
 
 PIPE_WIDTH = 160
 ERROR_STYLE = "bold red"
@@ -68,9 +68,7 @@ class _PipedConsole(Console):
 
     def on_broken_pipe(self) -> None:
         self.quiet = True
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        raise SystemExit(0)
+        reader_gone()
 
 
 def console() -> Console:

@@ -9,8 +9,10 @@ from rich.text import Text
 
 from .._replay.fixture import Fixture, fixture_from_run, load_fixture
 from .._replay.replayer import replay as replay_fixture
+from .._replay.update import HINT_CLI, update_fixture
 from .._text import clean
-from .options import CliError, Env, common
+from .._tools.registry import ToolRegistry
+from .options import CliError, CliUsageError, Env, common
 from .render import console, plural, print_json
 from .tooling import ToolsGiven, base_tools, check, mcp_options, tools_for
 
@@ -56,9 +58,12 @@ def source_fixture(env: Env, source: str) -> Fixture:
 @mcp_options
 @click.option("--live-side-effects", is_flag=True,
               help="Run tools registered with side_effects=True again, instead of serving their recorded results.")
+@click.option("--update", is_flag=True,
+              help="Accept an intended change: when the replay differs, rewrite the fixture file from the current "
+                   "tools, keeping the recorded model replies.")
 @common
 def replay(env: Env, source: str, tools_spec: str | None, mcp_commands: tuple[str, ...], mcp_urls: tuple[str, ...],
-           live_side_effects: bool) -> None:
+           live_side_effects: bool, update: bool) -> None:
     """Replay a fixture file (or a stored run) against the current tools; exit 1 when it differs.
 
     The recorded model replies are played back; the tools without side effects really
@@ -69,6 +74,9 @@ def replay(env: Env, source: str, tools_spec: str | None, mcp_commands: tuple[st
     tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
     check(tools, "a replay")
     base = base_tools(tools)
+    if update:
+        updated(env, source, tools, base, live_side_effects)
+        return
     fixture = source_fixture(env, source)
     with tools_for(tools, base) as registry:
         report = replay_fixture(fixture, registry, live_side_effects=live_side_effects)
@@ -80,5 +88,25 @@ def replay(env: Env, source: str, tools_spec: str | None, mcp_commands: tuple[st
             out.print(Text("ok  ", style="bold green") + Text(clean(report.explain())))
         else:
             out.print(Text("DIFFERS  ", style="bold red") + Text(clean(report.explain())))
+            if Path(source).is_file():
+                out.print(Text(f"  ({HINT_CLI})", style="dim"))
     if not report.ok:
         raise click.exceptions.Exit(1)
+
+
+def updated(env: Env, source: str, tools: ToolsGiven, base: ToolRegistry, live_side_effects: bool) -> None:
+    """``runner replay FIXTURE --update``: rewrite a fixture that differs; one that matches is left alone."""
+    if not Path(source).is_file():
+        raise CliUsageError(f"--update rewrites a fixture file, and {source!r} is none (export a run first: "
+                            "runner export RUN -o FILE)")
+    load_fixture(source)  # a corrupt fixture: its own one-line error
+    with tools_for(tools, base) as registry:
+        found = update_fixture(source, registry, live_side_effects=live_side_effects)
+    if env.as_json:
+        print_json({**found.before.to_json(), "live_side_effects": live_side_effects, "updated": found.wrote})
+    elif found.wrote:
+        console().print(Text("updated  ", style="bold yellow") + Text(
+            f"{clean(source)} now holds what the current tools return (the model's replies kept); it differed: "
+            f"{clean(found.before.explain())}"))
+    else:
+        console().print(Text("ok  ", style="bold green") + Text(clean(found.before.explain()) + "; nothing to update"))

@@ -9,6 +9,7 @@ import click
 from .._log.statuses import UNFINISHED, Status
 from .._rerun import RerunReport, rerun
 from .._rerun.html import write as write_html
+from .._rerun.session import MAX_SAMPLES
 from .._view.lineage import RERUN
 from ..errors import PriceUnknown
 from ..prices import Price
@@ -32,6 +33,12 @@ from .specs import MODEL_HELP, build_model, load_tools, model_options, tracer_pr
 ENDED = [status.value for status in Status if status not in UNFINISHED]
 
 
+def at_most_max_samples(ctx: click.Context, param: click.Parameter, value: int) -> int:
+    if value > MAX_SAMPLES:
+        raise click.BadParameter(f"{value} is more than {MAX_SAMPLES}, the most samples a rerun takes", ctx, param)
+    return value
+
+
 @click.command("rerun")
 @click.argument("run_refs", nargs=-1, metavar="[RUN]...")
 @click.option("--status", "statuses", multiple=True, type=click.Choice(ENDED),
@@ -48,8 +55,8 @@ ENDED = [status.value for status in Status if status not in UNFINISHED]
 @click.option("--tools", "tools_spec", metavar="MODULE:ATTR",
               help="Live tools for calls the recording does not hold: only those with no side effects and no "
                    "approval ever run. Without it, no tool runs.")
-@click.option("--samples", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Candidates per baseline (more tell a change from noise).")
+@click.option("--samples", type=click.IntRange(min=1), callback=at_most_max_samples, default=1, show_default=True,
+              help=f"Candidates per baseline, at most {MAX_SAMPLES} (more tell a change from noise).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=4, show_default=True,
               help="Candidates running at once.")
 @max_cost_option("Each candidate stops cost_limit once its model calls cost that much (default: its baseline's "

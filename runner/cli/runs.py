@@ -21,7 +21,7 @@ from .._log.state import RunState, fold
 from .._log.statuses import Status
 from .._loop.results import AgentResult
 from .._text import clean
-from .._view.continuation import resume_command
+from .._view.continuation import going_on, resume_command
 from .._view.lineage import pending_approvals
 from .._view.summary import money
 from ..errors import StoreError
@@ -29,7 +29,7 @@ from ..messages import McpRef
 from ..progress import ProgressRecorder
 from ..recorder import Recorder
 from ..store import RunStore, StoredRun
-from .costs import PRICES, max_cost_option
+from .costs import PRICES, max_cost_option, prices_file
 from .options import EXIT_INTERRUPTED, Env
 from .render import console, plural, print_json, status_style
 from .specs import configured_endpoint, spans_command, tracer_provider
@@ -184,7 +184,8 @@ def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]
     calls it awaits; for ``--json``, how many model calls have no known cost).
     """
     awaiting = result.status == Status.AWAITING_APPROVAL
-    run = store.get_run(result.run_id) if awaiting or (env.as_json and result.cost_usd is None) else None
+    limited = result.status in (Status.STEP_LIMIT, Status.COST_LIMIT)  # its resume needs a larger limit
+    run = store.get_run(result.run_id) if awaiting or limited or (env.as_json and result.cost_usd is None) else None
     pending = list(pending_approvals(run)) if run is not None and awaiting else []
     if env.as_json:
         print_json({"run_id": result.run_id, "status": result.status, "answer": result.answer,
@@ -210,7 +211,8 @@ def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]
         out.print(Text(clean(lead), style="dim"))
     first = []
     if (tools_spec is not None or mcp) and result.status != Status.DONE:
-        first.append(resume_command(short, tools_spec, pending, env.hint(), mcp))
+        more = going_on(run, prices_file()) if run is not None and limited else ""
+        first.append(resume_command(short, tools_spec, pending, more + env.hint(), mcp))
         if pending:  # the other answer, for the first call
             refuse = resume_command(short, tools_spec, (), "", mcp)
             first.append(f"{refuse} --deny {shlex.quote(pending[0])} --reason TEXT{env.hint()}")

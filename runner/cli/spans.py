@@ -13,9 +13,10 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from rich.text import Text
 
 from ..tracing import otlp_exporter, rebuild_spans
-from ..tracing.otlp import export_timeout_s
+from ..tracing.otlp import export_timeout_s, otlp_setting
 from .options import CliError, Env, common
 from .render import console, plural, print_json
+from .specs import CLI_EXPORT_TIMEOUT_S
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
@@ -45,14 +46,18 @@ def bounded_export(exporter: SpanExporter, spans: Sequence[ReadableSpan], deadli
 
 
 def exporter_for(endpoint: str | None) -> SpanExporter:
-    """The OTLP exporter the ``OTEL_EXPORTER_OTLP_*`` variables describe; ``endpoint`` overrides theirs."""
+    """The OTLP exporter the ``OTEL_EXPORTER_OTLP_*`` variables describe; ``endpoint`` overrides theirs.
+
+    It gives up after ``CLI_EXPORT_TIMEOUT_S``, as a run's does, unless a variable sets the timeout.
+    """
+    timeout_s = None if otlp_setting("TIMEOUT") else CLI_EXPORT_TIMEOUT_S
     if endpoint is None:
-        return otlp_exporter()
+        return otlp_exporter(timeout_s)
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     except ImportError:
         return otlp_exporter()  # raises the install hint
-    return OTLPSpanExporter(endpoint=endpoint)
+    return OTLPSpanExporter(endpoint=endpoint, timeout=timeout_s)
 
 
 class _Collect(logging.Handler):
@@ -98,7 +103,7 @@ def spans(env: Env, run_refs: tuple[str, ...], endpoint: str | None, record_cont
         stored = [store.find_run(ref) for ref in run_refs]
     built = [(run.run_id, rebuild_spans(run, record_content=record_content)) for run in stored]
     exporter = exporter_for(endpoint)
-    deadline_s = export_timeout_s() + EXPORT_GRACE_S
+    deadline_s = export_timeout_s(CLI_EXPORT_TIMEOUT_S) + EXPORT_GRACE_S
     hung = False
     try:
         with exporter_logs() as logged:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import stat
 import sys
 import tomllib
 from collections.abc import Callable, Mapping
@@ -14,6 +16,7 @@ from typing import Any
 from ..messages import Cost, Usage
 
 MTOK = 1_000_000
+MAX_PRICES_BYTES = 1_000_000  # a prices file is a few tables: more is a mistake, not prices
 GIVEN = "given"  # the price source of a price the caller gave
 
 
@@ -135,10 +138,14 @@ def _price(model: str, value: Mapping[str, float]) -> Price:
 
 
 def load_prices(path: str | Path) -> dict[str, Price]:
-    """The prices in a TOML or JSON file: a table per model name with ``input_mtok`` and ``output_mtok``."""
+    """The prices in a TOML or JSON file: a table per model name with ``input_mtok`` and ``output_mtok``.
+
+    A path that is not a regular file (``/dev/zero``, a FIFO, a folder) or is over 1 MB is
+    refused before a byte is read: reading one could block or never end.
+    """
     target = Path(path)
     try:
-        text = target.read_text(encoding="utf-8")
+        text = _small_file(target).decode("utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"cannot read prices from {target}: {exc}") from None
     try:
@@ -149,6 +156,25 @@ def load_prices(path: str | Path) -> dict[str, Price]:
     if not isinstance(data, dict):
         raise ValueError(f"prices file {target} must hold a table per model name")
     return {model: _price(model, value) for model, value in data.items()}
+
+
+def _small_file(target: Path) -> bytes:
+    """The bytes of ``target``, a regular file of at most ``MAX_PRICES_BYTES``; else a ``ValueError``."""
+    fd = os.open(target, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))  # a FIFO's open does not wait for a writer
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ValueError(f"prices file {target} is not a regular file")
+        if info.st_size > MAX_PRICES_BYTES:
+            raise ValueError(f"prices file {target} is over 1 MB")
+        chunks: list[bytes] = []
+        while chunk := os.read(fd, MAX_PRICES_BYTES + 1 - sum(map(len, chunks))):  # it may grow after fstat
+            chunks.append(chunk)
+            if sum(map(len, chunks)) > MAX_PRICES_BYTES:
+                raise ValueError(f"prices file {target} is over 1 MB")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def price_book(prices: PriceBook | Mapping[str, Price | Mapping[str, float]] | None) -> PriceBook:

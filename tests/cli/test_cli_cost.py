@@ -7,6 +7,8 @@ completion tokens, so the token counts below cost round amounts: 1M in + 200k ou
 from __future__ import annotations
 
 import json
+import os
+import shlex
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -196,12 +198,20 @@ def test_fork_takes_a_budget_and_prices(store_url: str, tmp_path: Path) -> None:
     (("--prices", "{bad}"), "Error: Invalid value for '--prices': prices file {bad} is not valid TOML: "),
     (("--prices", "{negative}"), "Error: Invalid value for '--prices': price of 'gpt-4o-mini': price input_mtok must "
                                  "be a non-negative number of USD, got -1"),
-], ids=["zero", "nan", "inf", "missing-file", "not-toml", "negative-price"])
+    (("--prices", "/dev/zero"), "Error: Invalid value for '--prices': prices file /dev/zero is not a regular file"),
+    (("--prices", "{fifo}"), "Error: Invalid value for '--prices': prices file {fifo} is not a regular file"),
+    (("--prices", "{folder}"), "Error: Invalid value for '--prices': prices file {folder} is not a regular file"),
+    (("--prices", "{huge}"), "Error: Invalid value for '--prices': prices file {huge} is over 1 MB"),
+], ids=["zero", "nan", "inf", "missing-file", "not-toml", "negative-price", "dev-zero", "fifo", "folder", "huge"])
 def test_a_bad_budget_or_prices_file_is_one_usage_error_line(tmp_path: Path, args: tuple[str, str],
                                                              message: str) -> None:
     files = {"missing": tmp_path / "missing.toml", "bad": tmp_path / "bad.toml", "negative": tmp_path / "neg.toml"}
     files["bad"].write_text("[gpt-4o-mini\n", encoding="utf-8")
     files["negative"].write_text("[gpt-4o-mini]\ninput_mtok = -1\noutput_mtok = 1\n", encoding="utf-8")
+    files.update(fifo=tmp_path / "prices.fifo", folder=tmp_path / "folder", huge=tmp_path / "huge.toml")
+    os.mkfifo(files["fifo"])  # read, it would block for ever; /dev/zero would read for ever
+    files["folder"].mkdir()
+    files["huge"].write_text("# " + "x" * 1_000_000 + "\n", encoding="utf-8")
     named = {name: str(path) for name, path in files.items()}
     url = f"sqlite:///{tmp_path / 'runs.db'}"
     for command in (["run", "t", "--tools", RESUME_TOOLS, "--model", MODEL], ["demo"], ["resume", "abc"],
@@ -241,3 +251,34 @@ def test_stats_gives_the_cost_per_model_and_per_tool_and_says_when_some_is_unkno
     assert tools.split()[:7] == ["calls", "errors", "error", "rate", "median", "p95", "step"]
     (lookup,) = rows(tools)
     assert (lookup[0], lookup[1], lookup[-1]) == ("lookup", "3", "≥$0.4800")
+
+
+def suggested_resume(result: Result) -> list[str]:
+    """The ``runner resume`` command under "next, try:", as its words (less ``runner``)."""
+    after = result.stdout.split("next, try:\n", 1)[1]
+    command = after.splitlines()[0].strip()
+    assert command.startswith("runner resume "), result.stdout
+    return shlex.split(command)[1:]
+
+
+def test_the_resume_suggested_after_a_step_limit_goes_on(store_url: str) -> None:
+    stopped, _ = run(store_url, FIRST, args=("--max-steps", "1"))
+    assert stopped.exit_code == 1, stopped.output
+    command = suggested_resume(stopped)
+    assert command[-4:] == ["--max-steps", "2", "--db", store_url]  # it said resume with the recorded 1: stopped again
+    with FakeOpenAI(LAST) as server:
+        resumed = invoke(*command, *at(server), "--json")
+    assert json.loads(resumed.stdout)["status"] == "done", resumed.output
+
+
+def test_the_resume_suggested_after_a_cost_limit_goes_on_with_the_prices_file(store_url: str, tmp_path: Path) -> None:
+    prices = tmp_path / "my prices.toml"
+    prices.write_text("[gpt-4o-mini]\ninput_mtok = 1.0\noutput_mtok = 1.0\n", encoding="utf-8")
+    stopped, _ = run(store_url, FIRST, args=("--max-cost-usd", "0.4", "--prices", str(prices)))  # $1.20 at once
+    assert "stopped: cost_limit" in stopped.stdout, stopped.output
+    command = suggested_resume(stopped)
+    assert command[-6:] == ["--max-cost-usd", "1.6", "--prices", str(prices), "--db", store_url]
+    with FakeOpenAI(completion("found a", usage=(1_000, 0))) as server:
+        resumed = invoke(*command, *at(server), "--json")
+    found = json.loads(resumed.stdout)
+    assert (found["status"], found["cost_usd"]) == ("done", pytest.approx(1.201)), resumed.output

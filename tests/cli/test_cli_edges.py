@@ -109,6 +109,22 @@ def test_a_reader_that_stops_early_is_no_failure(tmp_path: Path) -> None:
         assert (done.returncode, done.stderr) == (0, ""), args  # a table's broken pipe exited 1 (a "no")
 
 
+@pytest.mark.process
+def test_a_reader_that_is_gone_before_the_first_byte_is_no_failure(tmp_path: Path) -> None:
+    runner = str(Path(sys.executable).parent / "runner")
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with open_store(db) as store:
+        run_id = run_agent("task", ScriptedModel(["done"]), ToolRegistry(), store=store).run_id
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "RUNNER_"))}
+    for args in (["show", run_id, "--json"], ["show", run_id], ["runs", "--json"], ["show", run_id, "--full"],
+                 ["export", run_id, "-o", "-"]):
+        # `true` exits without reading, so the very first write meets a closed pipe (it said "unexpected
+        # BrokenPipeError" and exited 3)
+        shell = f"set -o pipefail; {runner} {' '.join(args)} --db {db} | true"
+        done = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, env=env, timeout=60, check=False)
+        assert (done.returncode, done.stderr) == (0, ""), args
+
+
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
 def test_a_fixture_that_is_a_fifo_is_one_error_line(tmp_path: Path) -> None:
     fifo = tmp_path / "run.json"

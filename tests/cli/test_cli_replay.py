@@ -7,6 +7,7 @@ import json
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -303,3 +304,32 @@ def test_replay_serves_recorded_side_effects_unless_live_side_effects_is_given(t
     report = json.loads(result.stdout)
     assert (report["ok"], report["live_side_effects"]) == (True, True)
     assert PAID == ["p1"]
+
+
+def test_replay_update_rewrites_a_fixture_that_differs_keeping_the_recorded_replies(db: str, tmp_path: Path) -> None:
+    target = tmp_path / "paris.json"
+    invoke("export", R1, "-o", str(target), "--db", db)
+    before = load_fixture(target)
+    colder = "tests.cli.test_cli_replay:colder_registry"
+    differs = invoke("replay", str(target), "--tools", colder)
+    assert ("  (if the change is intended, --update rewrites the fixture from the current tools (the model's replies "
+            "kept))") in differs.stdout.splitlines()
+    updated = invoke("replay", str(target), "--tools", colder, "--update")
+    assert updated.exit_code == 0, updated.output
+    assert updated.stdout.startswith(f"updated  {target} now holds what the current tools return (the model's "
+                                     "replies kept); it differed: at step 2 the result of call c1")
+    after = load_fixture(target)
+    assert said(after.replies) == said(before.replies)
+    assert [m["content"] for m in after.messages() if m["role"] == "tool"] == ['{"celsius": 5}']
+    again = invoke("replay", str(target), "--tools", colder, "--update")
+    assert again.stdout == "ok  replay matched the recording (done, 2 steps); nothing to update\n"
+    assert invoke("replay", str(target), "--tools", colder).exit_code == 0
+    by_id = invoke("replay", R1, "--tools", colder, "--update", "--db", db)
+    assert (by_id.exit_code, one_error_line(by_id)) == (
+        2, f"Error: --update rewrites a fixture file, and {R1!r} is none (export a run first: runner export RUN "
+           "-o FILE)")
+
+
+def said(replies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the model said in each reply (a reply in a fixture also keeps what its calls returned)."""
+    return [{key: value for key, value in reply.items() if key != "observations"} for reply in replies]

@@ -88,8 +88,8 @@ def test_mcp_tools_join_the_tools_of_tools_and_the_next_commands_name_both(tmp_p
     assert fact.tools_ref == "tests.loop.helpers:weather_registry"
     assert [spec["name"] for spec in fact.tool_specs] == ["get_weather", "c_to_f", *LISTED]
     quoted = "'" + line + "'"
-    assert f"  runner resume {run_id[:8]} --tools tests.loop.helpers:weather_registry --mcp {quoted} --db {url}" \
-        in result.stdout.splitlines()
+    assert f"  runner resume {run_id[:8]} --tools tests.loop.helpers:weather_registry --mcp {quoted} --max-steps 4 " \
+        f"--db {url}" in result.stdout.splitlines()  # stopped step_limit: a resume goes on with a larger limit
     assert f"  runner replay tests/fixtures/run.json --tools tests.loop.helpers:weather_registry --mcp {quoted}" \
         in result.stdout.splitlines()
     assert ran(tmp_path) == ["add 1 2"]

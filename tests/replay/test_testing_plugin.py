@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from runner import ScriptedModel, ToolRegistry, run_agent
-from runner._replay.fixture import fixture_from_run
+from runner._replay.fixture import fixture_from_run, load_fixture
 from runner.store import open_store
 from tests.loop.helpers import call, reply, weather_registry
 
@@ -206,3 +207,30 @@ def test_live(runner_replay):
     assert report.ok
 ''')
     pytester.runpytest().assert_outcomes(passed=2)
+
+
+def test_runner_update_rewrites_a_fixture_that_differs_keeping_the_recorded_replies(
+        pytester: pytest.Pytester, tmp_path: Path) -> None:
+    target = pytester.path / "fixtures" / "weather.json"
+    _record(tmp_path, target)
+    before = load_fixture(target)
+    pytester.makepyfile(tools=TOOLS, test_weather='''
+from tools import registry
+
+def test_weather(runner_replay):
+    runner_replay("fixtures/weather.json", registry(celsius=30))
+''')
+    failed = pytester.runpytest()
+    failed.assert_outcomes(failed=1)
+    failed.stdout.fnmatch_lines(["*if the change is intended, pytest --runner-update rewrites the fixture from the "
+                                 "current tools (the model's replies kept)*"])
+    pytester.runpytest("--runner-update").assert_outcomes(passed=1)
+    after = load_fixture(target)
+    assert said(after.replies) == said(before.replies)
+    assert [m["content"] for m in after.messages() if m["role"] == "tool"] == ['{"celsius": 30}']
+    pytester.runpytest().assert_outcomes(passed=1)  # the fixture now says what the tool returns
+
+
+def said(replies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the model said in each reply (a reply in a fixture also keeps what its calls returned)."""
+    return [{key: value for key, value in reply.items() if key != "observations"} for reply in replies]

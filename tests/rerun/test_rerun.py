@@ -4,11 +4,14 @@ another that behaves differently, over a real SQLite file (and PostgreSQL when R
 from __future__ import annotations
 
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from runner import RerunReport, open_store, rerun, run_agent
+from runner import RerunReport, open_store, rerun, resume, run_agent
+from runner._rerun import session
 from runner.errors import PriceUnknown
 from runner.events import RunStarted, ToolFinished
 from runner.store import RunStore
@@ -145,6 +148,8 @@ def test_a_run_still_going_is_no_baseline(store_url: str) -> None:
     with recorded(store_url, (WEATHER,)) as (store, ids), TaskServer(AFTER) as server, fake_model(server) as model:
         with pytest.raises(ValueError, match="samples must be a positive integer, got 0"):
             rerun(store, [ids[WEATHER]], model, samples=0)
+        with pytest.raises(ValueError, match="samples must be at most 1000, got 1001"):
+            rerun(store, [ids[WEATHER]], model, samples=1001)
         with pytest.raises(TypeError, match="not one string"):
             rerun(store, ids[WEATHER], model)
         recorder = store.recorder()
@@ -188,3 +193,37 @@ def test_a_budget_the_new_model_cannot_count_is_refused_before_any_candidate_sta
         assert store.get_run(report.cases[0].candidates[0].run_id).limits["max_cost_usd"] == 1.0
         assert len(store.list_runs(label={"rerun": report.rerun_id})) == 1
         assert len(store.list_runs()) == 3
+
+
+def test_candidates_are_queued_as_threads_free_up_not_all_at_once(store_url: str,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    in_flight, most = set[object](), [0]
+
+    class Counted(ThreadPoolExecutor):
+        """A pool that counts the jobs handed to it and not yet finished."""
+
+        def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Future[Any]:
+            future = super().submit(fn, *args, **kwargs)
+            in_flight.add(future)
+            most[0] = max(most[0], len(in_flight))
+            future.add_done_callback(in_flight.discard)
+            return future
+
+    monkeypatch.setattr(session, "ThreadPoolExecutor", Counted)
+    with recorded(store_url, (WEATHER,)) as (store, ids):
+        report, _ = rerun_all(store, ids, samples=12, concurrency=2)
+    assert len(report.cases[0].candidates) == 12
+    assert most[0] <= 2 * 2  # all 12 were queued before the first ended; now a few beyond the threads at most
+
+
+def test_resuming_a_candidate_with_real_tools_runs_its_pending_calls_for_real(store_url: str) -> None:
+    """docs/rerun.md says so: on resume nothing is served from the recording, side effects included."""
+    priced = {"fake": {"input_mtok": 1.0, "output_mtok": 2.0}}
+    with recorded(store_url, (EMAIL,)) as (store, ids), TaskServer(AFTER) as server, fake_model(server) as model:
+        report = rerun(store, [ids[EMAIL]], model, max_cost_usd=1e-9, prices=priced)  # stops at the first reply
+        [candidate] = report.cases[0].candidates
+        assert (candidate.status, rerun_tools.RAN) == ("cost_limit", [])  # in the rerun its calls never ran
+        resumed = resume(store, candidate.run_id, model, rerun_tools.tools(), max_cost_usd=1.0, prices=priced)
+    assert resumed.status == "done", resumed.error
+    assert rerun_tools.RAN == [("send_email", FORECAST), ("send_email", {**FORECAST, "to": "bob"})]
+    rerun_tools.RAN.clear()

@@ -148,6 +148,8 @@ def test_usage_mistakes_exit_2_in_one_line_before_any_model_call(store_url: str)
                                            "output_mtok = ..., USD per million tokens)",
             (base, "--samples", "0"): "Error: Invalid value for '--samples': 0 is not in the range x>=1. "
                                       "(see 'runner rerun --help')",
+            (base, "--samples", "1001"): "Error: Invalid value for '--samples': 1001 is more than 1000, the most "
+                                         "samples a rerun takes (see 'runner rerun --help')",
         }
         for args, error in cases.items():
             result = rerun_cli(store_url, *args, server=server)
