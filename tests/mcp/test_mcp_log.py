@@ -39,8 +39,8 @@ def test_a_runs_mcp_servers_are_logged_and_name_the_resume_command(store: RunSto
     assert (recorded_tools(run), recorded_mcp(run)) == (None, SERVERS)
     assert resume_command("1f2e3d4c", recorded_tools(run), ("c1",), " --db x", recorded_mcp(run)) == (
         f"runner resume 1f2e3d4c{SHELL_ARGS} --approve c1 --db x")
-    outcome = Actions(store).go_on(run)  # a console without tools: it says what to run
-    assert outcome.command == f"runner resume {store.short_ids([run.run_id])[run.run_id]}{SHELL_ARGS}"
+    outcome = Actions(store).go_on(run)  # a console without tools: it says what to run, with a limit that goes on
+    assert outcome.command == f"runner resume {store.short_ids([run.run_id])[run.run_id]}{SHELL_ARGS} --max-steps 2"
     both = store.get_run(stopped(store, mcp_servers=SERVERS[:1], tools_ref="myapp.tools:registry"))
     assert resume_command("x", recorded_tools(both), (), "", recorded_mcp(both)) == (
         "runner resume x --tools myapp.tools:registry --mcp 'python '\"'\"'my server.py'\"'\"' --port 1'")
