@@ -40,7 +40,7 @@ class McpCall:
 
 def add_mcp(registry: ToolRegistry, server: McpServer, *, prefix: str, include: Collection[str] | None,
             exclude: Collection[str] | None, side_effects: Choice, needs_approval: Choice,
-            timeout_s: float, max_result_chars: int | None) -> list[Tool]:
+            timeout_s: float, max_result_chars: int | None, exclusive: Choice = False) -> list[Tool]:
     """Register the tools ``server`` lists (see ``ToolRegistry.add_mcp``); all or none of them."""
     from ..mcp.servers import HttpServer, StdioServer, checked_cap
     from ..mcp.sessions import list_tools
@@ -55,7 +55,7 @@ def add_mcp(registry: ToolRegistry, server: McpServer, *, prefix: str, include: 
     listed = list_tools(server)
     offered = [tool.name for tool in listed]
     for what, names in (("include", include), ("exclude", exclude), ("side_effects", side_effects),
-                        ("needs_approval", needs_approval)):
+                        ("needs_approval", needs_approval), ("exclusive", exclusive)):
         _check_names(server, what, names, offered)
     chosen = [tool for tool in listed if (include is None or tool.name in include)
               and (exclude is None or tool.name not in exclude)]
@@ -70,12 +70,12 @@ def add_mcp(registry: ToolRegistry, server: McpServer, *, prefix: str, include: 
             made.append(trial.register(name, tool.description, as_2020_12(tool.parameters), fn,
                                        timeout_s=float(timeout_s),
                                        side_effects=effects, needs_approval=_chosen(needs_approval, tool.name, False),
-                                       idempotent=idempotent))
+                                       idempotent=idempotent, exclusive=_chosen(exclusive, tool.name, False)))
         except ValueError as exc:
             raise ValueError(f"{exc} ({server.describe()}; exclude={{{tool.name!r}}} leaves it out)") from None
     return [registry.register(one.name, one.description, one.parameters, one.fn, timeout_s=one.timeout_s,
                               side_effects=one.side_effects, needs_approval=one.needs_approval,
-                              idempotent=one.idempotent) for one in made]
+                              idempotent=one.idempotent, exclusive=one.exclusive) for one in made]
 
 
 DRAFT_07 = frozenset({"http://json-schema.org/draft-07/schema#", "http://json-schema.org/draft-07/schema",

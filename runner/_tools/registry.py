@@ -138,19 +138,23 @@ class ToolRegistry:
     def add_mcp(self, server: McpServer, *, prefix: str = "", include: Collection[str] | None = None,
                 exclude: Collection[str] | None = None, side_effects: bool | Collection[str] | None = None,
                 needs_approval: bool | Collection[str] | None = None, timeout_s: float = 60.0,
-                max_result_chars: int | None = 100_000) -> list[Tool]:  # runner.mcp.DEFAULT_RESULT_CHARS
+                max_result_chars: int | None = 100_000,  # runner.mcp.DEFAULT_RESULT_CHARS
+                exclusive: bool | Collection[str] = False) -> list[Tool]:
         """Register the tools an MCP server lists, named ``prefix`` + their name; the tools added are returned.
 
         Their annotations decide their side effects (read-only: none; idempotent: side effects, run again
         after a crash; else: side effects). ``side_effects`` and ``needs_approval`` override: True or False
         for every tool, or the names of exactly the tools they hold for. ``include``/``exclude`` pick tools by
         the server's names; each call has ``timeout_s``, and its result is cut past ``max_result_chars`` (default
-        ``runner.mcp.DEFAULT_RESULT_CHARS``, None: no cap). ``runner.mcp.McpError`` when the server cannot be reached.
+        ``runner.mcp.DEFAULT_RESULT_CHARS``, None: no cap). ``exclusive`` (True, or the names of the tools it holds
+        for): such a call never runs beside another of its reply. ``runner.mcp.McpError`` when the server cannot be
+        reached.
         """
         from .mcp_tools import add_mcp
 
         return add_mcp(self, server, prefix=prefix, include=include, exclude=exclude, side_effects=side_effects,
-                       needs_approval=needs_approval, timeout_s=timeout_s, max_result_chars=max_result_chars)
+                       needs_approval=needs_approval, timeout_s=timeout_s, max_result_chars=max_result_chars,
+                       exclusive=exclusive)
 
     def _check_new(self, name: str, fn: object, timeout_s: float | None) -> None:
         if not isinstance(name, str) or not name:

@@ -72,6 +72,22 @@ def test_add_mcps_arguments_pick_name_and_override_the_annotations(tmp_path: Pat
 
 
 @pytest.mark.process
+def test_add_mcp_marks_tools_exclusive_for_all_or_by_name(tmp_path: Path, closing: None) -> None:
+    registry = ToolRegistry()
+    registry.add_mcp(server(tmp_path), prefix="a_", include={"add", "send"}, exclusive={"send"})
+    registry.add_mcp(server(tmp_path), prefix="b_", include={"add", "send"}, exclusive=True)
+    registry.add_mcp(server(tmp_path), prefix="c_", include={"add"})
+    assert {name: tool.exclusive for name in registry.names() if (tool := registry.get(name)) is not None} == {
+        "a_add": False, "a_send": True, "b_add": True, "b_send": True, "c_add": False}
+    assert registry.get("a_send").traits()["exclusive"] is True  # type: ignore[union-attr]  # logged in tool_traits
+    with pytest.raises(ValueError, match=r"^exclusive names 'snd', which .* does not list"):
+        registry.add_mcp(server(tmp_path), prefix="d_", exclusive={"snd"})
+    with pytest.raises(ValueError, match=r"^exclusive must be a collection of tool names, not the string 'send'$"):
+        registry.add_mcp(server(tmp_path), prefix="d_", exclusive="send")
+    assert not any(name.startswith("d_") for name in registry.names())
+
+
+@pytest.mark.process
 def test_a_mistake_in_add_mcps_arguments_is_one_line_and_registers_nothing(tmp_path: Path, closing: None) -> None:
     registry, described = ToolRegistry(), server(tmp_path).describe()
     unknown = (f"include names 'ad', which {described} does not list (it lists 'add', 'send', 'upsert', 'fail', "
