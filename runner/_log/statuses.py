@@ -42,13 +42,15 @@ MEANINGS: Final[dict[Status, str]] = {
     Status.DONE: "the model answered: a reply with no tool call",
     Status.STEP_LIMIT: "the run made max_steps model calls",
     Status.TOKEN_BUDGET: "the next prompt would have taken the run past token_budget",
-    Status.COST_LIMIT: "the run's known cost reached max_cost_usd; the reply that crossed it had its calls not run",
+    Status.COST_LIMIT: ("the run's known cost reached max_cost_usd, or a reply asking for tools had no known cost "
+                        "under it; that reply's calls did not run"),
     Status.TOOL_BUDGET: "the next tool call would have been one past max_tool_calls; it did not run",
     Status.DEADLINE: "timeout_s passed, the model call or tool calls under way abandoned",
     Status.CONTEXT_BUDGET: "the messages held more than max_context_chars characters",
     Status.OUTPUT_BUDGET: "a reply was longer than max_output_chars; its calls did not run",
     Status.CANCELLED: "cancel was set, or an exception left the loop (Ctrl-C, a raising approve callback)",
-    Status.INVALID_REPLY: "a duplicate call id, a reply cut off at the output token limit, or a refusal",
+    Status.INVALID_REPLY: ("a duplicate call id, usage that is not token counts, a reply cut off at the output "
+                           "token limit, or a refusal"),
     Status.MODEL_ERROR: "the model callable raised",
     Status.AWAITING_APPROVAL: "a call of a needs_approval tool waits for a decision, which resume takes",
     Status.RUNNING: "not ended: the run is under way, or its process died and resume may continue it",

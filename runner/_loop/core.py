@@ -174,10 +174,22 @@ class AgentCore:
                                              f"{s.spent + prompt} (token_budget={lim.token_budget})")
         return None
 
-    def _over_cost(self) -> Stop | None:
-        """The cost limit, once the run's known cost has reached ``max_cost_usd``: the reply's calls do not run."""
+    def _over_cost(self, reply: ModelReply, cost: Cost | None) -> Stop | None:
+        """The cost limit: the run's known cost has reached ``max_cost_usd``, or the reply's cost is unknown.
+
+        A budget fails closed: a reply it cannot count (no usage reported, or no price) that asks for
+        tools stops the run as one that crossed it does; a final answer ends the run, spending no more.
+        Either way the reply's calls do not run; a resume runs them.
+        """
         limit, spent = self.limits.max_cost_usd, self.state.cost_usd
-        if limit is None or spent < limit:
+        if limit is None:
+            return None
+        if cost is None and reply.tool_calls:
+            missing = ("the provider reported no token usage" if reply.usage is None
+                       else "there is no price for the model")
+            return Stop(Status.COST_LIMIT, f"the reply's cost is unknown ({missing}), so max_cost_usd=${limit:g} "
+                                           "cannot be counted; the reply's calls were not run")
+        if spent < limit:
             return None
         return Stop(Status.COST_LIMIT, f"cost ${spent:.4f} reached max_cost_usd=${limit:g}; the reply's calls "
                                        "were not run")
@@ -199,7 +211,7 @@ class AgentCore:
         self.emit(ModelCalled(step=step, prompt_tokens=prompt_tokens,
                                reply_tokens=tokens_for_chars(self.meter.last_chars),  # its JSON, measured once
                                latency_s=outcome.elapsed_s, reply=reply, **(cost.facts() if cost else NO_COST)))
-        over = self._over_cost()
+        over = self._over_cost(reply, cost)
         if over is not None:
             return reply, over
         cut = unfinished_reply(reply)

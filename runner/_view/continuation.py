@@ -78,7 +78,8 @@ def going_on(run: StoredRun, prices_file: str | None = None) -> str:
 
     A resume keeps the recorded limits and counts the whole run, so with them it stops again
     at once: the suggestion adds a limit as large again as the one reached. ``--prices`` comes
-    back when the caller priced the run (``prices_file`` names the file, else a placeholder).
+    back when the caller priced the run, or a call with usage had no price (``prices_file`` names the
+    file, else a placeholder); a reply with no usage reported has no cost whatever the price.
     """
     if run.status not in (Status.STEP_LIMIT, Status.COST_LIMIT):
         return ""
@@ -89,9 +90,14 @@ def going_on(run: StoredRun, prices_file: str | None = None) -> str:
     budget = _positive(limits.get("max_cost_usd"))
     more = f" --max-cost-usd {max(budget, run.cost_known_usd) + budget:.6g}" if budget else ""
     calls = [fact for fact in run.facts if isinstance(fact, ModelCalled)]
-    if any(call.price_source == GIVEN_PRICES or call.cost_usd is None for call in calls):
+    if any(call.price_source == GIVEN_PRICES or _unpriced(call) for call in calls):
         more += f" --prices {shlex.quote(prices_file) if prices_file else PRICES_PLACEHOLDER}"
     return more
+
+
+def _unpriced(call: ModelCalled) -> bool:
+    """Whether a model call reported usage but has no cost: a price would have costed it."""
+    return call.cost_usd is None and call.reply is not None and call.reply.usage is not None
 
 
 def _positive(value: object) -> float:

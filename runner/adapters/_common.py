@@ -14,7 +14,7 @@ import json
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from types import ModuleType
-from typing import Any, Generic, NamedTuple, Protocol, Self, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, Self, TypeVar, cast
 
 from ..errors import RunnerError
 from ..messages import CUT_OFF_STOP_REASONS, REFUSAL_STOP_REASONS, Message, ModelReply, ToolSpec, Usage
@@ -24,6 +24,7 @@ STOP_REFUSAL = "refusal"
 STOP_CONTENT_FILTER = "content_filter"
 # Replies that ended for one of these reasons are not answers (the loop's own rule).
 NON_FINAL_STOP_REASONS = CUT_OFF_STOP_REASONS | REFUSAL_STOP_REASONS
+MAX_WHOLE_FLOAT = 2.0**53  # past this a float is no exact count (the loop refuses counts past 2**53)
 CONNECTION_ERROR = "APIConnectionError"  # both SDKs' class for a server that cannot be reached (timeouts too)
 
 
@@ -94,27 +95,41 @@ def client_options(base_url: str | None, api_key: str | None, timeout: float | N
     return options
 
 
-def usage_of(input_tokens: object, output_tokens: object, cache_read: object = 0, cache_write: object = 0,
+def usage_of(input_tokens: object, output_tokens: object, cache_read: object = None, cache_write: object = None,
              *, cached_in_input: bool = False) -> Usage | None:
-    """The reply's usage when the server gave both counts as non-negative ints, else None.
+    """The reply's usage as the server reported it; None when it left a count out (null or missing).
 
-    Some OpenAI-compatible servers send nulls; the loop then falls back to its estimate.
-    ``cached_in_input``: the server's input count already holds the cached tokens (OpenAI's does,
-    Anthropic's does not). A cache count that is not a non-negative int counts as 0.
+    Some OpenAI-compatible servers send nulls; the loop then falls back to its estimate. A count
+    that is not a whole non-negative number (-1, 2.5, "many", NaN, true) is passed on as sent, as
+    unparsable arguments are: the loop's check then stops the run ``invalid_reply`` rather than leave
+    the call unpriced (docs/cost.md). ``cached_in_input``: the server's input count already holds the
+    cached tokens (OpenAI's does, Anthropic's does not). A null cache count is 0.
     """
-    if isinstance(input_tokens, bool) or isinstance(output_tokens, bool):
-        return None
-    if isinstance(input_tokens, int) and isinstance(output_tokens, int) and min(input_tokens, output_tokens) >= 0:
-        read, write = _count(cache_read), _count(cache_write)
-        if cached_in_input:
-            read, write = min(read, input_tokens), min(write, max(input_tokens - read, 0))
-            return Usage(input_tokens, output_tokens, read, write)
-        return Usage(input_tokens + read + write, output_tokens, read, write)
+    sent = (input_tokens, output_tokens, 0 if cache_read is None else cache_read,
+            0 if cache_write is None else cache_write)
+    counts = tuple(map(_whole, sent))
+    if None in counts:
+        if (input_tokens is None or output_tokens is None) and all(
+                n is not None or raw is None for n, raw in zip(counts, sent, strict=True)):
+            return None  # a count left out, and the rest counts: no usage reported
+        return Usage(*sent)  # type: ignore[arg-type]  # not counts: the loop refuses the reply
+    inp, out, read, write = cast(tuple[int, int, int, int], counts)
+    if cached_in_input:
+        read = min(read, inp)
+        return Usage(inp, out, read, min(write, inp - read))
+    return Usage(inp + read + write, out, read, write)
+
+
+def _whole(value: object) -> int | None:
+    """``value`` as a token count when it is a whole non-negative number (``3.0`` is 3), else None.
+
+    None too for a missing count (None). A bool is not a count, whatever Python says.
+    """
+    if type(value) is int:
+        return value if value >= 0 else None
+    if type(value) is float and value.is_integer() and 0 <= value <= MAX_WHOLE_FLOAT:
+        return int(value)
     return None
-
-
-def _count(value: object) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 class Closes(Protocol):

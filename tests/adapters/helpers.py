@@ -28,7 +28,8 @@ START: list[Any] = [{"role": "system", "content": "Be brief."}, {"role": "user",
 class ScriptedServer:
     """Answers each request with the next scripted response and records what was sent.
 
-    A request to any other host, or past the end of the script, fails the test.
+    A body given as bytes is sent as it is, as JSON (``NaN``, say, which ``json.dumps`` writes and
+    the SDKs read). A request to any other host, or past the end of the script, fails the test.
     """
 
     def __init__(self, *responses: tuple[int, Any] | tuple[int, Any, dict[str, str]]) -> None:
@@ -43,6 +44,8 @@ class ScriptedServer:
             raise AssertionError(f"no scripted response left for request {len(self.requests)}")
         status, body, *rest = self.responses.pop(0)
         headers = rest[0] if rest else {}
+        if isinstance(body, bytes):
+            return httpx2.Response(status, content=body, headers={"content-type": "application/json", **headers})
         return httpx2.Response(status, json=body, headers=headers)
 
     @property

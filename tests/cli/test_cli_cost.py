@@ -282,3 +282,43 @@ def test_the_resume_suggested_after_a_cost_limit_goes_on_with_the_prices_file(st
         resumed = invoke(*command, *at(server), "--json")
     found = json.loads(resumed.stdout)
     assert (found["status"], found["cost_usd"]) == ("done", pytest.approx(1.201)), resumed.output
+
+
+def test_a_reply_with_no_usage_under_a_budget_stops_cost_limit_exit_1_and_the_suggested_resume_goes_on(
+        store_url: str) -> None:
+    no_usage = completion("", [("l1", "lookup", {"ref": "a"})])
+    del no_usage["usage"]
+    stopped, server = run(store_url, no_usage, LAST, args=("--max-cost-usd", "0.4"))
+    assert stopped.exit_code == 1, stopped.output
+    assert stopped.stdout.startswith("stopped: cost_limit: the reply's cost is unknown (the provider reported no "
+                                     "token usage), so max_cost_usd=$0.4 cannot be counted; the reply's calls were "
+                                     "not run\n")
+    assert (len(server.requests), resume_tools.RAN) == (1, [])
+    run_id = run_id_in(stopped)
+    assert costs(store_url, run_id) == [None]
+    command = suggested_resume(stopped)
+    assert command[-4:] == ["--max-cost-usd", "0.8", "--db", store_url]  # no --prices: a price costs no missing usage
+    with FakeOpenAI(LAST) as server:
+        resumed = invoke(*command, *at(server), "--json")
+    found = json.loads(resumed.stdout)
+    assert (found["status"], found["cost_usd"], found["cost_known_usd"]) == ("done", None, pytest.approx(0.15))
+    assert resume_tools.RAN == ["lookup a"]  # the reply that stopped it was paid for: its call ran on resume
+
+
+def test_without_a_budget_a_reply_with_no_usage_is_done_at_a_cost_of_at_least(store_url: str) -> None:
+    no_usage = completion("", [("l1", "lookup", {"ref": "a"})])
+    del no_usage["usage"]
+    result, _ = run(store_url, no_usage, LAST)
+    assert result.exit_code == 0, result.output
+    summary = listed(store_url)[run_id_in(result)]
+    assert (summary["status"], summary["cost_usd"], summary["costs_unknown"]) == ("done", None, 1)
+
+
+def test_usage_sent_as_nan_stops_the_run_invalid_reply_exit_1_instead_of_done(store_url: str) -> None:
+    nan = completion("", [("l1", "lookup", {"ref": "a"})], usage=(1_000, 10))
+    nan["usage"]["prompt_tokens"] = float("nan")  # the fake server's json.dumps sends it as NaN
+    stopped, server = run(store_url, nan, LAST, args=("--max-cost-usd", "0.4"))
+    assert stopped.exit_code == 1, stopped.output
+    assert stopped.stdout.startswith("stopped: invalid_reply: reply usage must be Usage(input_tokens, output_tokens) "
+                                     "of non-negative ints, got Usage(input_tokens=nan, output_tokens=10)\n")
+    assert (len(server.requests), resume_tools.RAN) == (1, [])

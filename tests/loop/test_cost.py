@@ -10,7 +10,7 @@ import pytest
 from runner import ModelReply, ScriptedModel, ToolRegistry, Usage, resume, run_agent
 from runner.errors import PriceUnknown
 from runner.events import EventDecodeError, ModelCalled, decode, encode
-from runner.prices import Price, PriceBook, load_prices
+from runner.prices import Cost, Price, PriceBook, load_prices
 from runner.store import RunStore
 from tests.loop.helpers import call
 
@@ -198,3 +198,55 @@ def test_chat_spans_carry_openinference_costs_live_and_rebuilt(store: RunStore,
     rebuilt = [dict(span.attributes or {}) for span in rebuild_spans(store.get_run(result.run_id))
                if span.name.startswith("chat")]
     assert rebuilt == live_costs
+
+
+def test_a_reply_with_no_usage_under_a_budget_stops_the_run_cost_limit_and_a_resume_goes_on(store: RunStore) -> None:
+    ran: list[str] = []
+    script = model(ModelReply("", [call("c1", "pay")]), used("done"))  # the first reports no usage
+    result = run_agent("t", script, tools(ran), store=store, prices=PRICES, max_cost_usd=5.0)
+    assert result.status == "cost_limit"
+    assert result.error == ("the reply's cost is unknown (the provider reported no token usage), so "
+                            "max_cost_usd=$5 cannot be counted; the reply's calls were not run")
+    assert (ran, costs(store, result.run_id)) == ([], [None])
+    more = resume(store, result.run_id, script, tools(ran), prices=PRICES, max_cost_usd=10.0)
+    assert (more.status, more.answer, ran) == ("done", "done", ["pay"])  # the paid-for reply's call ran
+    assert more.cost_usd is None
+    assert more.cost_known_usd == pytest.approx(0.2)
+
+
+class PriceLost(PriceBook):
+    """A price book that knows the model when the run starts but has no price for its second call."""
+
+    def __init__(self) -> None:
+        super().__init__(PRICES)
+        self.calls = 0
+
+    def cost(self, provider: str | None, name: str, usage: Usage | None) -> Cost | None:
+        self.calls += 1
+        return super().cost(provider, name, usage) if self.calls == 1 else None
+
+
+def test_a_reply_whose_cost_cannot_be_priced_mid_run_stops_the_run_cost_limit(store: RunStore) -> None:
+    ran: list[str] = []
+    script = model(used("", call("c1", "pay")), used("", call("c2", "pay")), used("done"))
+    result = run_agent("t", script, tools(ran), store=store, prices=PriceLost(), max_cost_usd=5.0)
+    assert result.status == "cost_limit"
+    assert result.error == ("the reply's cost is unknown (there is no price for the model), so max_cost_usd=$5 "
+                            "cannot be counted; the reply's calls were not run")
+    assert (ran, costs(store, result.run_id)) == (["pay"], [pytest.approx(0.2), None])
+    more = resume(store, result.run_id, script, tools(ran), prices=PRICES, max_cost_usd=5.0)  # prices given now
+    assert (more.status, ran) == ("done", ["pay", "pay"])
+    assert costs(store, result.run_id) == [pytest.approx(0.2), None, pytest.approx(0.2)]
+
+
+def test_a_final_answer_with_no_usage_under_a_budget_ends_the_run_done(store: RunStore) -> None:
+    result = run_agent("t", model(used("", call("c1", "pay")), "the answer"), tools([]), store=store, prices=PRICES,
+                       max_cost_usd=5.0)
+    assert (result.status, result.answer, result.cost_usd) == ("done", "the answer", None)
+
+
+def test_without_a_budget_a_reply_with_no_usage_goes_on_at_an_unknown_cost(store: RunStore) -> None:
+    ran: list[str] = []
+    result = run_agent("t", model(ModelReply("", [call("c1", "pay")]), "done"), tools(ran), store=store,
+                       prices=PRICES)
+    assert (result.status, ran, result.cost_usd, result.cost_known_usd) == ("done", ["pay"], None, 0.0)
