@@ -42,8 +42,8 @@ MEANINGS: Final[dict[Status, str]] = {
     Status.DONE: "the model answered: a reply with no tool call",
     Status.STEP_LIMIT: "the run made max_steps model calls",
     Status.TOKEN_BUDGET: "the next prompt would have taken the run past token_budget",
-    Status.COST_LIMIT: ("the run's known cost reached max_cost_usd, or a reply asking for tools had no known cost "
-                        "under it; that reply's calls did not run"),
+    Status.COST_LIMIT: ("the run's known cost reached max_cost_usd, or a reply had no known cost under it; "
+                        "that reply was not taken (its calls did not run)"),
     Status.TOOL_BUDGET: "the next tool call would have been one past max_tool_calls; it did not run",
     Status.DEADLINE: "timeout_s passed, the model call or tool calls under way abandoned",
     Status.CONTEXT_BUDGET: "the messages held more than max_context_chars characters",

@@ -177,14 +177,13 @@ class AgentCore:
     def _over_cost(self, reply: ModelReply, cost: Cost | None) -> Stop | None:
         """The cost limit: the run's known cost has reached ``max_cost_usd``, or the reply's cost is unknown.
 
-        A budget fails closed: a reply it cannot count (no usage reported, or no price) that asks for
-        tools stops the run as one that crossed it does; a final answer ends the run, spending no more.
-        Either way the reply's calls do not run; a resume runs them.
+        A budget fails closed: a reply it cannot count (no usage reported, or no price) stops the run
+        as one that crossed it does, a final answer too. The reply's calls do not run; a resume runs them.
         """
         limit, spent = self.limits.max_cost_usd, self.state.cost_usd
         if limit is None:
             return None
-        if cost is None and reply.tool_calls:
+        if cost is None:
             missing = ("the provider reported no token usage" if reply.usage is None
                        else "there is no price for the model")
             return Stop(Status.COST_LIMIT, f"the reply's cost is unknown ({missing}), so max_cost_usd=${limit:g} "

@@ -239,10 +239,15 @@ def test_a_reply_whose_cost_cannot_be_priced_mid_run_stops_the_run_cost_limit(st
     assert costs(store, result.run_id) == [pytest.approx(0.2), None, pytest.approx(0.2)]
 
 
-def test_a_final_answer_with_no_usage_under_a_budget_ends_the_run_done(store: RunStore) -> None:
-    result = run_agent("t", model(used("", call("c1", "pay")), "the answer"), tools([]), store=store, prices=PRICES,
-                       max_cost_usd=5.0)
-    assert (result.status, result.answer, result.cost_usd) == ("done", "the answer", None)
+def test_a_final_answer_with_no_usage_under_a_budget_is_not_taken(store: RunStore) -> None:
+    """As a final answer that crosses the budget is not: the run stops ``cost_limit`` and a resume asks again."""
+    script = model(used("", call("c1", "pay")), "the answer", used("the answer, counted"))
+    result = run_agent("t", script, tools([]), store=store, prices=PRICES, max_cost_usd=5.0)
+    assert (result.status, result.answer, result.cost_usd) == ("cost_limit", None, None)
+    assert result.error is not None
+    assert "the provider reported no token usage" in result.error
+    more = resume(store, result.run_id, script, tools([]), prices=PRICES, max_cost_usd=5.0)
+    assert (more.status, more.answer) == ("done", "the answer, counted")
 
 
 def test_without_a_budget_a_reply_with_no_usage_goes_on_at_an_unknown_cost(store: RunStore) -> None:
