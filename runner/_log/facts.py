@@ -207,7 +207,8 @@ class RunFinished:
 class RunResumed:
     """A stopped or orphaned run taken up again.
 
-    It says by whom (``owner``), from which status (``reason``), and with which limits and approval ``decisions``.
+    It says who (``by``, a person; None in older logs) in which process (``owner``), from which status
+    (``reason``), and with which limits and approval ``decisions``.
     ``tool_traits`` are those of the registry it goes on with, as in ``RunStarted``.
     """
 
@@ -220,6 +221,7 @@ class RunResumed:
     model: str | None = None
     provider: str | None = None
     tool_traits: dict[str, ToolTraits] | None = None
+    by: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
