@@ -223,6 +223,10 @@ class RunResumed:
     tool_traits: dict[str, ToolTraits] | None = None
     by: str | None = None
 
+    def __post_init__(self) -> None:
+        if self.by is not None and not isinstance(self.by, str):
+            raise TypeError("by must be a string")
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunQueued:
