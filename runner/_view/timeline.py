@@ -77,7 +77,8 @@ class StepEntry:
 class ModelEntry:
     """A model call: the logged fact (reply, tokens, latency, cost, error) and the messages it was sent.
 
-    It was sent ``seen`` messages: the ones the call before it was sent, its reply, then ``fresh``, logged since.
+    It was sent ``seen`` messages: the ones the call before it was sent, then ``fresh`` (that call's reply and
+    what was logged since; all of them for the first call).
     Each call keeps only what is new, so a long run's page grows with its log, not with its square.
     """
 
@@ -245,7 +246,7 @@ def entries(run: StoredRun) -> list[Entry]:
     found: list[Entry] = []
     opened: dict[str, ToolEntry] = {}  # the latest start of each call without a result yet
     steps: dict[int, StepEntry] = {}  # the latest opening of each step
-    sent: list[Message] = []  # the messages logged since the last model call
+    sent: list[MessageAppended] = []  # the messages logged since the last model call
     seen = 0  # the messages logged so far: the next call is sent them all
     live = run.liveness == LIVE
     for event, fact in zip(run.events, run.facts, strict=True):
@@ -260,10 +261,14 @@ def entries(run: StoredRun) -> list[Entry]:
                 if fact.step in steps:
                     tokens = fact.tokens
                     steps[fact.step].tokens, steps[fact.step].estimated = tokens.total, tokens.estimated
-                found.append(ModelEntry(fact.step, at, fact, seen, tuple(sent)))
-                sent = []
-            case MessageAppended(message=message):
-                sent.append(message)
+                # its reply is logged just before it, in its step: what it answered, not what it was sent
+                answer = sent[-1:] if sent and sent[-1].step == fact.step and \
+                    sent[-1].message["role"] == "assistant" else []
+                given = sent[:len(sent) - len(answer)]
+                found.append(ModelEntry(fact.step, at, fact, seen - len(answer), tuple(m.message for m in given)))
+                sent = answer
+            case MessageAppended():
+                sent.append(fact)
                 seen += 1
             case ToolStarted(call_id=call_id):
                 opened[call_id] = ToolEntry(fact.step, at, call_id, fact.name, fact, live=live)
