@@ -73,7 +73,7 @@ def test_what_the_model_was_given_is_collapsed_until_opened_and_its_markup_is_te
                                                             "then 2 new)"
     fresh = inputs.nth(1).locator(".message")
     assert [m.get_attribute("data-role") for m in fresh.all()] == ["assistant", "tool"]
-    assert fresh.nth(0).locator(".asks code").inner_text() == json.dumps({"ref": REF})
+    assert fresh.nth(0).locator(".calls code").inner_text() == json.dumps({"ref": REF})
     assert fresh.nth(1).locator("pre").inner_text() == json.dumps({"ref": REF, "value": 42})
 
     tool = page.locator('li.entry[data-kind="tool"][data-call-id="c1"]')
