@@ -207,7 +207,8 @@ class RunFinished:
 class RunResumed:
     """A stopped or orphaned run taken up again.
 
-    It says by whom (``owner``), from which status (``reason``), and with which limits and approval ``decisions``.
+    It says who (``by``, a person; None in older logs) in which process (``owner``), from which status
+    (``reason``), and with which limits and approval ``decisions``.
     ``tool_traits`` are those of the registry it goes on with, as in ``RunStarted``.
     """
 
@@ -220,6 +221,11 @@ class RunResumed:
     model: str | None = None
     provider: str | None = None
     tool_traits: dict[str, ToolTraits] | None = None
+    by: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.by is not None and not isinstance(self.by, str):
+            raise TypeError("by must be a string")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

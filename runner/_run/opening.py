@@ -55,12 +55,12 @@ def linked_start(parent: StoredRun, registry: ToolRegistry, model: AnyModel, lim
 
 
 def resumed(run_id: str, step: int, owner: str, reason: str, limits: Limits, decisions: Mapping[str, bool | str],
-            registry: ToolRegistry, model: AnyModel) -> RunResumed:
-    """The ``run_resumed`` of a run taken up by ``owner``: the limits, decisions, model and tools it goes on with."""
+            registry: ToolRegistry, model: AnyModel, by: str | None = None) -> RunResumed:
+    """The ``run_resumed`` of a run taken up by ``by`` in process ``owner``: its limits, decisions, model and tools."""
     model_name, provider = model_identity(model)
     return RunResumed(run_id=run_id, step=step, owner=owner, reason=reason, limits=limits.to_dict(),
                       decisions=dict(decisions), model=model_name, provider=provider,
-                      tool_traits=registry.traits() or None)
+                      tool_traits=registry.traits() or None, by=by)
 
 
 def new_run_opening(run_id: str, task: str, system: str, limits: Limits, registry: ToolRegistry, model: AnyModel,

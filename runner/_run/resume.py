@@ -50,7 +50,7 @@ def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *
         decisions: maps a pending call id to True, False or a denial reason.
             Each is logged as an ``approval_decided`` fact;
             decisions already in the log apply too.
-        decided_by: who took ``decisions``, as logged (default: the OS user).
+        decided_by: who resumes and took ``decisions``, as logged (default: the OS user).
         max_steps, token_budget: each limit given replaces the recorded one, and the others keep theirs.
             ``max_steps`` counts the whole run. ``limits=Limits(...)`` replaces them all;
             a limit given both ways is a ``TypeError``.
@@ -111,8 +111,9 @@ def resumed_core(store: RunStore, run: StoredRun, model: Model | AsyncModel, reg
     wiring = replace(wiring, costs=costing(model, wiring.prices, limits))  # PriceUnknown before the takeover
     store.claim_run(run)
     reason = run.status if run.status != Status.RUNNING else f"its process is gone ({run.liveness})"
-    decided = decided_facts(state, checked.fresh, decided_by or decider()) if checked.fresh else []
-    taken = resumed(run.run_id, state.steps, store.owner_id(), reason, limits, checked.applied, registry, model)
+    by = decided_by or decider()
+    decided = decided_facts(state, checked.fresh, by) if checked.fresh else []
+    taken = resumed(run.run_id, state.steps, store.owner_id(), reason, limits, checked.applied, registry, model, by)
     return core_for(model, registry, run.run_id, limits, [*decided, taken], state, wiring, _link_to(run, joins=True))
 
 

@@ -13,7 +13,7 @@ from .._log.state import fold
 from .._log.statuses import Status
 from .._tools.registry import ToolRegistry
 from ..errors import RunNotFound
-from ..events import ApprovalRequested, StepStarted
+from ..events import ApprovalRequested, RunResumed, StepStarted
 from ..store import RunStore
 from .activity import active_seconds
 from .continuation import pooled
@@ -107,6 +107,7 @@ class RunView:
     active: str
     pooled: bool
     cost: str
+    driver: str | None = None  # who last resumed it (``--by``), when its log says
 
     @property
     def inherited(self) -> list[InheritedMessage]:
@@ -136,4 +137,5 @@ def run_view(store: RunStore, ref: str, registry: ToolRegistry | None = None) ->
         links=links, origins=origins, pending=list(pending_approvals(run).values()),
         steps_made=max((f.step for f in run.facts if isinstance(f, StepStarted)), default=0),
         duration=duration(run), active=seconds(active_seconds(run.events, run.facts)), pooled=pooled(run),
-        cost=money(run.cost_known_usd, run.costs_unknown))
+        cost=money(run.cost_known_usd, run.costs_unknown),
+        driver=next((f.by for f in reversed(run.facts) if isinstance(f, RunResumed)), None))

@@ -21,14 +21,17 @@ from .._tools.registry import ToolRegistry
 from ..events import (
     ApprovalDecided,
     ApprovalRequested,
+    MessageAppended,
     ModelCalled,
     RunFinished,
     RunResumed,
+    RunStarted,
     StepFinished,
     StepStarted,
     ToolFinished,
     ToolStarted,
 )
+from ..messages import Message
 from .inherited import Inherited, InheritedMessage, inherited
 
 
@@ -72,12 +75,24 @@ class StepEntry:
 
 @dataclass(frozen=True, slots=True)
 class ModelEntry:
-    """A model call: the logged fact (reply, tokens, latency, cost, error)."""
+    """A model call: the logged fact (reply, tokens, latency, cost, error) and the messages it was sent.
+
+    It was sent ``seen`` messages: the ones the call before it was sent, then ``fresh`` (that call's reply and
+    what was logged since; all of them for the first call).
+    Each call keeps only what is new, so a long run's page grows with its log, not with its square.
+    """
 
     kind: ClassVar[Kind] = Kind.MODEL
     step: int
     at: datetime
     call: ModelCalled
+    seen: int = 0
+    fresh: tuple[Message, ...] = ()
+
+    @property
+    def earlier(self) -> int:
+        """How many of the messages it was sent came before ``fresh``."""
+        return self.seen - len(self.fresh)
 
     @property
     def outcome(self) -> CallOutcome:
@@ -153,6 +168,16 @@ class ResumedEntry:
     at: datetime
     fact: RunResumed
 
+    @property
+    def who(self) -> str:
+        """The person who resumed (``--by``); in an older log, which logged none, the process that did."""
+        return self.fact.by if self.fact.by is not None else f"process {self.fact.owner}"
+
+    @property
+    def limits(self) -> list[tuple[str, Any]]:
+        """The limits the run went on with, those set only, as (name, value)."""
+        return [(name, value) for name, value in self.fact.limits.items() if value is not None]
+
 
 @dataclass(frozen=True, slots=True)
 class EndEntry:
@@ -178,12 +203,17 @@ class InDoubt:
 
 @dataclass(frozen=True, slots=True)
 class Timeline:
-    """A run's entries in log order, what it inherited, its calls in doubt, and whether its log ends it."""
+    """A run's entries in log order, what it inherited, its calls in doubt, and whether its log ends it.
+
+    ``started``: its ``run_started`` (the system prompt and the tool specs its model was given); None for a
+    queued run that has not started.
+    """
 
     entries: list[Entry]
     inherited: Inherited | None = None
     doubts: list[InDoubt] = field(default_factory=list)
     finished: bool = False
+    started: RunStarted | None = None
 
 
 def tool_failed(finished: ToolFinished) -> bool:
@@ -202,7 +232,13 @@ def timeline(run: StoredRun, parent: StoredRun | None = None, *, state: RunState
 
     ``registry``: the tools a resume would bring, which judge its calls in doubt with the log's record.
     """
-    return Timeline(entries(run), inherited(run.facts, parent), in_doubt(run, state, registry), ends(run))
+    return Timeline(entries(run), inherited(run.facts, parent), in_doubt(run, state, registry), ends(run),
+                    started(run))
+
+
+def started(run: StoredRun) -> RunStarted | None:
+    """The run's ``run_started``, or None while a queued run has not started."""
+    return next((fact for fact in run.facts if isinstance(fact, RunStarted)), None)
 
 
 def entries(run: StoredRun) -> list[Entry]:
@@ -210,6 +246,8 @@ def entries(run: StoredRun) -> list[Entry]:
     found: list[Entry] = []
     opened: dict[str, ToolEntry] = {}  # the latest start of each call without a result yet
     steps: dict[int, StepEntry] = {}  # the latest opening of each step
+    sent: list[MessageAppended] = []  # the messages logged since the last model call
+    seen = 0  # the messages logged so far: the next call is sent them all
     live = run.liveness == LIVE
     for event, fact in zip(run.events, run.facts, strict=True):
         at = event.at
@@ -223,7 +261,15 @@ def entries(run: StoredRun) -> list[Entry]:
                 if fact.step in steps:
                     tokens = fact.tokens
                     steps[fact.step].tokens, steps[fact.step].estimated = tokens.total, tokens.estimated
-                found.append(ModelEntry(fact.step, at, fact))
+                # its reply is logged just before it, in its step: what it answered, not what it was sent
+                answer = sent[-1:] if sent and sent[-1].step == fact.step and \
+                    sent[-1].message["role"] == "assistant" else []
+                given = sent[:len(sent) - len(answer)]
+                found.append(ModelEntry(fact.step, at, fact, seen - len(answer), tuple(m.message for m in given)))
+                sent = answer
+            case MessageAppended():
+                sent.append(fact)
+                seen += 1
             case ToolStarted(call_id=call_id):
                 opened[call_id] = ToolEntry(fact.step, at, call_id, fact.name, fact, live=live)
                 found.append(opened[call_id])

@@ -93,13 +93,15 @@ def writable(store: RunStore) -> bool:
               help="Every request must carry it (needed with a --host beyond this machine).")
 @click.option("--by", "decided_by", metavar="NAME", help="Who decides, logged with each decision (default: the OS "
                                                           "user).")
+@click.option("--by-header", metavar="HEADER", help="Take who decides from this request header, set by a trusted "
+                                                  "proxy in front (else --by); only with --token.")
 @click.option("--broker", metavar="URL", envvar=BROKER_ENV, show_envvar=True,
               help="A pool's Celery broker, to send a decided pool run back to its queue.")
 @common
 def ui(env: Env, host: str, port: int, uds: str | None, tools_spec: str | None, mcp_commands: tuple[str, ...],
        mcp_urls: tuple[str, ...], agents_spec: str | None, model_spec: str | None,
        base_url: str | None, api_key: str | None, read_only: bool, token: str | None, decided_by: str | None,
-       broker: str | None) -> None:
+       by_header: str | None, broker: str | None) -> None:
     """Serve the console: runs, a run's timeline, an approvals inbox, fork, resume and cancel.
 
     It prints its URL once it is serving; Ctrl-C stops it. The console opens the same store as every
@@ -112,12 +114,18 @@ def ui(env: Env, host: str, port: int, uds: str | None, tools_spec: str | None, 
     """
     try:
         from ..ui import create_app
+        from ..ui.app import HEADER_NAME
         from ..ui.guard import loopback
         from ..ui.serve import serve
     except ImportError as exc:
         raise CliError(f"the console needs its extra: pip install 'durable-agent-runner[ui]' ({exc})") from None
     if token is not None and not token.strip():
         raise CliUsageError(f"--token is empty ({TOKEN_ENV} too, when set)")
+    if by_header is not None and token is None:
+        raise CliUsageError("--by-header needs --token: without one anyone who reaches the console could name the "
+                            "decider")
+    if by_header is not None and not HEADER_NAME.fullmatch(by_header):
+        raise CliUsageError(f"--by-header {by_header!r} is not a header name (letters, digits and -)")
     if not loopback(host) and token is None:
         raise CliUsageError(f"--host {host} serves beyond this machine: give --token TOKEN (or set {TOKEN_ENV})")
     if uds is None:  # a Unix socket takes no port
@@ -142,7 +150,8 @@ def ui(env: Env, host: str, port: int, uds: str | None, tools_spec: str | None, 
         with tools_for(tools, base) if tools.given else nullcontext(None) as registry:
             app = create_app(store, registry=registry, agents=agents, read_only=read_only or not can_write,
                              token=token, model_for=model_for, broker=broker, decided_by=decided_by or decider(),
-                             tools_ref=tools_spec, db_hint=shown_hint(env, store), mcp_servers=tools.refs())
+                             tools_ref=tools_spec, db_hint=shown_hint(env, store), mcp_servers=tools.refs(),
+                             by_header=by_header)
 
             def ready(url: str) -> None:
                 click.echo(serving_line(url, token))

@@ -227,8 +227,8 @@ def finish(result: AgentResult) -> None:
 @click.option("--deny", multiple=True, metavar="CALL_ID", help="Refuse this call awaiting approval (repeatable).")
 @click.option("--reason", multiple=True, metavar="TEXT",
               help="After a --deny: the reason the model reads for that refusal.")
-@click.option("--by", "decided_by", metavar="NAME", help="Who decides, logged with each decision (default: the OS "
-                                                         "user).")
+@click.option("--by", "decided_by", metavar="NAME", help="Who resumes and decides, logged with the resume and each "
+                                                         "decision (default: the OS user).")
 @click.option("--here", is_flag=True, help="Resume a pool run in this process rather than send it back to its "
                                            "workers.")
 @click.option("--broker", metavar="URL", envvar=BROKER_ENV, show_envvar=True,
@@ -246,8 +246,8 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[s
 
     The same run goes on, with the same id. Calls that finished are not run again; a call the process
     died inside runs again only if its tool had no side effects, has an idempotency key or is idempotent.
-    Each decision is logged with who made it (--by). A pool run awaiting approval, or stopped on a limit
-    or an error, goes back to its queue for a worker to resume, with the limits given (--here resumes it here).
+    The resume and each decision are logged with who made them (--by). A pool run awaiting approval, or
+    stopped on a limit or an error, goes back to its queue for a worker to resume (--here: resume it here).
     Exit 3 for a done run, one a live process still drives, or one awaiting approval with no decision.
 
     \b

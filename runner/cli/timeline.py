@@ -32,7 +32,7 @@ from .._view.timeline import (
     in_doubt,
     inherited_shown,
 )
-from ..events import ApprovalDecided, Event, ModelCalled, RunFinished, RunResumed, RunStarted
+from ..events import ApprovalDecided, Event, ModelCalled, RunFinished, RunStarted
 from ..messages import ToolCall
 from ..progress import ESTIMATED, tokens_text
 from ..store import RunSummary, StoredRun
@@ -124,7 +124,7 @@ def rendered(run: StoredRun, shown: Timeline, *, full: bool = False, children: S
             case DecidedEntry():
                 yield decided(entry.fact)
             case ResumedEntry():
-                yield from resumed(entry.fact)
+                yield from resumed(entry)
             case EndEntry():
                 yield from stop(entry.fact)
     if not shown.finished:
@@ -225,14 +225,15 @@ def tool_call(entry: ToolEntry, limit: int | None) -> Iterator[Text]:
     yield from _block(cut(str(finished.observation), limit), "    ", ERROR_STYLE if entry.failed else "")
 
 
-def resumed(fact: RunResumed) -> Iterator[Text]:
+def resumed(entry: ResumedEntry) -> Iterator[Text]:
     """A resume boundary: after what, by whom, with which model, limits and decisions."""
+    fact = entry.fact
     why = f" after {fact.reason}" if fact.reason in STATUSES else f": {clean(fact.reason)}"
     yield Text(f"\nresumed{why}", style=WAITING_STYLE)
     model = f" with model {shown_name(fact.model)}" + (f" ({shown_name(fact.provider)})" if fact.provider else "") \
         if fact.model else ""
-    yield Text(f"  by {clean(fact.owner)}{model}", style="dim")
-    limits = ", ".join(f"{shown_name(name)} {value}" for name, value in fact.limits.items() if value is not None)
+    yield Text(f"  by {shown_name(clean(entry.who))}{model}", style="dim")
+    limits = ", ".join(f"{shown_name(name)} {value}" for name, value in entry.limits)
     yield Text(f"  limits: {limits or 'none'}", style="dim")
     if fact.decisions:
         yield Text("  decisions: " + ", ".join(f"{shown_name(call_id)} {decision_text(verdict)}"

@@ -37,8 +37,12 @@ _RESUME_OPTIONS = ("approve", "recorder", "tracer_provider", "record_content", "
 _NOT_FROM_FACTORY = ("run_id", "store", "cancel")
 
 
-def take(store: RunStore, run_id: str, agents: Mapping[str, Factory], *, cancel_poll_s: float = 0.5) -> str:
-    """Drive run ``run_id`` to its end if it is this worker's to drive; what happened, in a few words."""
+def take(store: RunStore, run_id: str, agents: Mapping[str, Factory], *, cancel_poll_s: float = 0.5,
+         by: str | None = None) -> str:
+    """Drive run ``run_id`` to its end if it is this worker's to drive; what happened, in a few words.
+
+    ``by``: who a resume is logged as (None: this process's OS user).
+    """
     try:
         run = store.get_run(run_id)
     except RunNotFound as exc:
@@ -52,7 +56,7 @@ def take(store: RunStore, run_id: str, agents: Mapping[str, Factory], *, cancel_
     try:
         if any(isinstance(fact, RunStarted) for fact in run.facts):
             options = {k: v for k, v in agent.options.items() if k in _RESUME_OPTIONS}
-            result = resume_stored(store, run, agent.model, agent.registry, cancel=cancel, **options)
+            result = resume_stored(store, run, agent.model, agent.registry, cancel=cancel, decided_by=by, **options)
         else:
             core = _core_to_start(store, run, agent, cancel)  # before the claim: a mistake leaves it queued
             store.claim_run(run)

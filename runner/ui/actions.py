@@ -88,8 +88,12 @@ class Actions:
 
     # -- decisions -----------------------------------------------------------
 
-    def decide(self, run_id: str, decisions: Mapping[str, Decision]) -> Continued:
-        """Log each decision on a run awaiting approval, then go on with the run if none is left to make."""
+    def decide(self, run_id: str, decisions: Mapping[str, Decision], by: str | None = None) -> Continued:
+        """Log each decision on a run awaiting approval, then go on with the run if none is left to make.
+
+        ``by``: who decides, as logged (None: the console's ``decided_by``); the resume that follows is theirs too.
+        """
+        by = by if by is not None else self.decider
         run = self.store.get_run(run_id)
         if not decisions:
             raise ActionRefused("no decision given")
@@ -98,14 +102,17 @@ class Actions:
         refused = refusal(fold(run.facts, run.run_id), decisions)  # all before any is logged: a refusal logs none
         if refused is not None:
             raise ActionRefused(refused.text)
-        run = self.store.decide_all(run, decisions, self.decider)
+        run = self.store.decide_all(run, decisions, by)
         left = fold(run.facts, run.run_id).pending_approvals
         if left:
             return Continued(RECORDED, f"decision recorded; {len(left)} more call(s) of this run await a decision")
-        return self.go_on(run)
+        return self.go_on(run, by=by)
 
-    def go_on(self, run: StoredRun, max_steps: int | None = None) -> Continued:
-        """Continue a stopped run: here when its model and tools can be built, else to its pool, else a command."""
+    def go_on(self, run: StoredRun, max_steps: int | None = None, by: str | None = None) -> Continued:
+        """Continue a stopped run: here when its model and tools can be built, else to its pool, else a command.
+
+        ``by``: who resumes it here, as logged (None: the console's ``decided_by``).
+        """
         if run.status == Status.DONE:
             raise ActionRefused(f"run {run.run_id} is done; nothing to resume")
         if run.status == Status.RUNNING and run.liveness == LIVE:
@@ -120,10 +127,10 @@ class Actions:
             case SendToPool(queue, command) if max_steps is None and (self.broker or _env_broker()):
                 return self._publish(run, queue, command)
             case RunHere() if agents is not None:
-                self._background(run.run_id, lambda: take(self.store, run.run_id, agents))
+                self._background(run.run_id, lambda: take(self.store, run.run_id, agents, by=by or self.decider))
                 return Continued(CONTINUED, "decision recorded; the console continues the run with its agent")
             case RunHere(command):
-                return self._resume_here(run, command + more, max_steps)
+                return self._resume_here(run, command + more, max_steps, by if by is not None else self.decider)
             case _ if pooled(run):
                 return Continued(RECORDED, "decision recorded; this console has no agents or broker to go on with",
                                  resume_command(short, None) + self.db_hint)
@@ -144,8 +151,8 @@ class Actions:
                                        f"({type(exc).__name__}: {exc})", command)
         return Continued(PUBLISHED, f"decision recorded; sent back to queue {queue}, where a worker resumes it")
 
-    def _resume_here(self, run: StoredRun, command: str, max_steps: int | None) -> Continued:
-        """Resume ``run`` in a background thread with the console's tools and the run's model."""
+    def _resume_here(self, run: StoredRun, command: str, max_steps: int | None, by: str) -> Continued:
+        """Resume ``run`` in a background thread with the console's tools and the run's model, logged as ``by``'s."""
         registry = self.registry
         assert registry is not None
         try:
@@ -155,19 +162,19 @@ class Actions:
 
         def go() -> None:
             resume_stored(self.store, run, model, registry, cancel=StoreCancel(self.store, run.run_id),
-                          max_steps=max_steps)
+                          max_steps=max_steps, decided_by=by)
 
         self._background(run.run_id, go)
         return Continued(CONTINUED, "the console continues the run")
 
     # -- resume, fork, cancel ------------------------------------------------
 
-    def resume(self, run_id: str, max_steps: int | None) -> Continued:
-        """Go on with a stopped run, allowing it ``max_steps`` model calls in all (None: its own limit)."""
+    def resume(self, run_id: str, max_steps: int | None, by: str | None = None) -> Continued:
+        """Go on with a stopped run, allowing it ``max_steps`` model calls in all (None: its own limit), as ``by``."""
         run = self.store.get_run(run_id)
         if max_steps is not None and max_steps <= run.steps:
             raise ActionRefused(f"max steps must be more than the {run.steps} the run has made")
-        return self.go_on(run, max_steps)
+        return self.go_on(run, max_steps, by)
 
     def fork(self, run_id: str, at_step: int, observations: Mapping[str, str]) -> str:
         """Start a fork of ``run_id`` at ``at_step`` in the background; the new run's id once it has started."""

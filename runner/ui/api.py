@@ -14,7 +14,7 @@ from .._log.decisions import Decision
 from .._view.listing import runs_page
 from .._view.show import show_json
 from .._view.summary import summary_json
-from .http import bounded_body, json_response, media_type
+from .http import bounded_body, decider_of, json_response, media_type
 from .query import run_query
 from .refs import ref_of
 from .state import Console
@@ -70,9 +70,10 @@ async def decide(request: Request) -> Response:
     if media_type(request) != "application/json":  # a page on another site cannot send JSON without asking first
         raise HTTPException(415, "decisions are JSON: send Content-Type: application/json")
     decisions = decisions_in(await bounded_body(request))
+    by = decider_of(request)
     run_id = await run_in_threadpool(console.store.resolve_run_id, ref_of(request))
-    outcome = await run_in_threadpool(console.actions.decide, run_id, decisions)
-    return json_response({"run_id": run_id, "decisions": decisions, "decided_by": console.actions.decider,
+    outcome = await run_in_threadpool(console.actions.decide, run_id, decisions, by)
+    return json_response({"run_id": run_id, "decisions": decisions, "decided_by": by,
                           "outcome": outcome.how, "message": outcome.text, "command": outcome.command})
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import re
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from .guard import Guard
 from .state import Console, State
 
 HERE = Path(__file__).resolve().parent
+HEADER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,63}")
 SHUTDOWN_GRACE_S = 5.0  # how long stopping the console waits for the runs it drives
 
 
@@ -39,30 +42,41 @@ def templates() -> Environment:
     env.filters["seconds"] = seconds  # the CLI's way of writing a duration
     env.filters["money"] = money  # and of writing a cost
     env.filters["args"] = args_text  # a call's arguments as JSON
+    env.filters["pretty"] = pretty_json  # a tool's JSON Schema, indented
     env.filters["segment"] = refs.segment
     env.filters["run_path"] = refs.run_path
     env.filters["name"] = shown_name  # a name with what cannot be seen escaped, as the CLI prints it
     return env
 
 
+def pretty_json(value: Any) -> str:
+    """``value`` as indented JSON, keys sorted, non-ASCII kept (the template escapes it)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True, default=str)
+
+
 def create_app(store: RunStore, *, registry: ToolRegistry | None = None, agents: Mapping[str, Factory] | None = None,
                read_only: bool = False, token: str | None = None, model: Model | None = None,
                model_for: Callable[[StoredRun], Model] | None = None, broker: str | None = None,
                decided_by: str | None = None, tools_ref: str | None = None, db_hint: str = "",
-               mcp_servers: Sequence[McpRef] = ()) -> Starlette:
+               mcp_servers: Sequence[McpRef] = (), by_header: str | None = None) -> Starlette:
     """The console over ``store`` as an ASGI app: the pages, the JSON API, and the actions unless ``read_only``.
 
     ``registry`` (with ``model``, ``model_for(run)``, or the run's recorded model) lets the console go on with a
     run after a decision, resume it or fork it; ``agents`` does so for pool runs, ``broker`` publishes them.
     ``token``: every request must carry it. A read-only store serves no action either. ``tools_ref`` and
     ``mcp_servers`` say where ``registry``'s tools come from, for the runs it forks and the commands it shows.
+    ``by_header``: the request header a trusted proxy names who decides in (else ``decided_by``); ``token`` only.
     """
     if token is not None and not token.strip():
         raise ValueError("token is empty: give None for no token, or a secret every request must carry")
+    if by_header is not None and token is None:
+        raise ValueError("by_header needs a token: without one anyone who reaches the console names the decider")
+    if by_header is not None and not HEADER_NAME.fullmatch(by_header):
+        raise ValueError(f"by_header {by_header!r} is not a header name (letters, digits and -)")
     read_only = read_only or store.read_only
     actions = Actions(store, registry=registry, agents=agents, model=model, model_for=model_for, broker=broker,
                       decided_by=decided_by, tools_ref=tools_ref, db_hint=db_hint, mcp_servers=mcp_servers)
-    console = Console(store, actions, templates(), read_only)
+    console = Console(store, actions, templates(), read_only, by_header.lower() if by_header is not None else None)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[State]:

@@ -23,6 +23,8 @@ from .query import BadQuery
 from .refs import run_path, segment  # noqa: F401 (segment: kept where it was)
 from .state import Console
 
+MAX_BY_CHARS = 100  # a decider's name from the --by-header header
+
 
 def render(request: Request, name: str, status: int = 200, headers: Mapping[str, str] | None = None,
            **values: Any) -> HTMLResponse:
@@ -76,6 +78,26 @@ async def bounded_body(request: Request) -> bytes:
             raise HTTPException(413, f"request body over {MAX_FORM_BYTES // 1024} KiB")
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def decider_of(request: Request) -> str:
+    """Who acts with this request: the name in the console's ``by_header`` when it has one, else its ``--by``.
+
+    A proxy in front sets the header; the name is checked (UTF-8, printable, at most ``MAX_BY_CHARS``) and a
+    bad one refused (400) before anything is logged. Without such a proxy anyone with the token can forge it.
+    """
+    console: Console = request.state.console
+    raw = request.headers.get(console.by_header) if console.by_header is not None else None
+    if raw is None:
+        return console.actions.decider
+    try:
+        name = raw.encode("latin-1").decode("utf-8").strip()  # HTTP carries bytes; Starlette reads them as latin-1
+    except (UnicodeEncodeError, UnicodeDecodeError):
+        raise HTTPException(400, f"header {console.by_header} is not UTF-8 text") from None
+    if not name or len(name) > MAX_BY_CHARS or not name.isprintable():
+        raise HTTPException(400, f"header {console.by_header} must be a printable name of 1 to {MAX_BY_CHARS} "
+                                 "characters")
+    return name
 
 
 def redirect(url: str) -> RedirectResponse:

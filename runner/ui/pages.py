@@ -19,7 +19,7 @@ from .._log.records import LIVE
 from .._log.statuses import Status
 from .._replay.fixture import fixture_from_run
 from .._view.console import LIVE_STATUSES, inbox, run_view, runs_view
-from .http import attachment, form, redirect, render, run_url
+from .http import attachment, decider_of, form, redirect, render, run_url
 from .query import run_query
 from .refs import ref_of
 from .state import Console
@@ -84,8 +84,9 @@ async def decide_form(request: Request) -> Response:
     if not call_id or verdict not in ("approve", "deny"):
         raise HTTPException(400, "a decision needs call_id and verdict=approve or verdict=deny")
     decision: Decision = True if verdict == "approve" else (fields.get("reason", "").strip() or False)
+    by = decider_of(request)
     run_id = await run_in_threadpool(console.store.resolve_run_id, ref_of(request))
-    outcome = await run_in_threadpool(console.actions.decide, run_id, {call_id: decision})
+    outcome = await run_in_threadpool(console.actions.decide, run_id, {call_id: decision}, by)
     page = "run" if fields.get("back") == "run" else "approvals"
     key = console.note(page, run_id=run_id, call_id=call_id, how=outcome.how, text=outcome.text,
                        command=outcome.command or "", verdict="approved" if decision is True else "denied")
@@ -109,8 +110,9 @@ async def resume_form(request: Request) -> Response:
     raw = fields.get("max_steps", "").strip()
     if raw and not raw.isdecimal():  # isdigit() takes "²", which int() refuses
         raise HTTPException(400, f"max_steps must be a whole number, got {raw!r}")
+    by = decider_of(request)
     run_id = await run_in_threadpool(console.store.resolve_run_id, ref_of(request))
-    outcome = await run_in_threadpool(console.actions.resume, run_id, int(raw) if raw else None)
+    outcome = await run_in_threadpool(console.actions.resume, run_id, int(raw) if raw else None, by)
     key = console.note("run", how=outcome.how, text=outcome.text, command=outcome.command or "")
     return redirect(run_url(run_id, key))
 

@@ -29,12 +29,13 @@ class Note(NamedTuple):
 
 @dataclass
 class Console:
-    """What every route needs: the store, the actions, the templates, and whether actions are served."""
+    """What every route needs: the store, the actions, the templates, whether actions are served, who acts."""
 
     store: RunStore
     actions: Actions
     templates: Environment
     read_only: bool
+    by_header: str | None = None  # the request header a trusted proxy names the decider in
     notes: OrderedDict[str, Note] = field(default_factory=OrderedDict)
 
     def note(self, page: str, **values: str) -> str:

@@ -48,3 +48,15 @@ def tools() -> ToolRegistry:
     registry.register("lookup", "Look a reference up (reads only).", PARAMS, lookup)
     registry.register("fetch_page", "Fetch a web page's text.", PARAMS, fetch_page)
     return registry
+
+
+MARKED = "<img src=x onerror=window.__pwned=8>Look <b>up</b>"
+"""The description ``marked_tools`` gives ``lookup`` and its parameter: markup a page must show as text."""
+
+
+def marked_tools() -> ToolRegistry:
+    """``lookup`` with markup in its description and in its JSON Schema's."""
+    registry = ToolRegistry()
+    params = {"type": "object", "properties": {"ref": {"type": "string", "description": MARKED}}, "required": ["ref"]}
+    registry.register("lookup", MARKED, params, lookup)
+    return registry

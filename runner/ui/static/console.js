@@ -1,7 +1,8 @@
 // The console's only script: while a page shows something live (a running or queued run), it fetches
-// the page's live part every 2 s and puts the server's HTML (escaped there) in place. With a token, it
-// keeps the key to act (handed over once, in the address's #key=) in sessionStorage, which is per host
-// and port, and adds it to each form the page posts: the console's cookie alone cannot act.
+// the page's live part every 2 s and puts the server's HTML (escaped there) in place, keeping open the
+// details the reader opened. With a token, it keeps the key to act (handed over once, in the address's
+// #key=) in sessionStorage, which is per host and port, and adds it to each form the page posts: the
+// console's cookie alone cannot act.
 (function () {
   "use strict";
   var EVERY_MS = 2000;
@@ -34,7 +35,13 @@
           if (!response.ok) { return null; }
           var live = response.headers.get("X-Live") === "1";
           return response.text().then(function (html) {
+            var open = Array.prototype.map.call(target.querySelectorAll("details[open][id]"),
+                                                function (d) { return d.id; });
             target.innerHTML = html;
+            open.forEach(function (id) {  // what the reader opened stays open
+              var again = document.getElementById(id);
+              if (again && target.contains(again)) { again.open = true; }
+            });
             holder.setAttribute("data-live", live ? "1" : "0");
             if (live) { window.setTimeout(tick, EVERY_MS); }
           });
