@@ -9,6 +9,7 @@ snapshot; a database failure is one ``StoreError`` line, and a missing run ``Run
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -53,6 +54,7 @@ class RunStore:
         self.read_only = read_only
         self.busy_timeout_s = busy_timeout_s
         self.closed = False
+        self._late = threading.Lock()  # a late result is appended whole before the store closes, or not at all
         self.heartbeat = Heartbeat(engine, owner_id)
         self._clock = database_clock(engine.dialect.name)  # read with each run: its liveness's clock
         self._runs = queries.run_columns(revision)  # a store read at an older revision lacks some
@@ -71,8 +73,10 @@ class RunStore:
         self.close()
 
     def close(self) -> None:
-        """Release every connection. Idempotent."""
-        if not self.closed:
+        """Release every connection (once a late result being appended is). Idempotent."""
+        with self._late:
+            if self.closed:
+                return
             self.closed = True
             self.heartbeat.stop()
             self.committer.close()
@@ -142,8 +146,9 @@ class RunStore:
 
     def log_late(self, run_id: str, fact: ToolReturnedLate, segment: int) -> bool:
         """Log a late result of a call of the run's part ``segment``, if the run still ends there (``appending``)."""
-        self._check_writable("log a late result")
-        return appending.log_late(self.engine, self.get_run, run_id, fact, segment)
+        with self._late:
+            self._check_writable("log a late result")
+            return appending.log_late(self.engine, self.get_run, run_id, fact, segment)
 
     def prune(self, before: datetime, *, status: str | Sequence[str] | None = None, dry_run: bool = False,
               batch_size: int = DEFAULT_BATCH) -> PruneResult:
