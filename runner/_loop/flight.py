@@ -1,11 +1,10 @@
 """A run's calls in flight on worker threads: hand them over, and wait for the next to end.
 
-The sync driver and replay perform ``RunTools`` with a ``ThreadFlight``, and a single model or tool
-call under a deadline, a timeout or a cancel as a flight of one. Each call gets a daemon thread: a
-call that never returns holds neither the run past its deadline nor the process at exit. The loop
-hands over at most ``max_parallel_tools`` at once, so that bounds the threads a run keeps busy (a
-call given up on may still run on in its thread, and what it gives then goes to the ``late`` log).
-How long to wait is ``waits``' rule.
+The sync driver and replay perform ``RunTools`` with a ``ThreadFlight``, and a single call under a
+deadline, a timeout or a cancel as a flight of one. Each call gets a daemon thread: a call that never
+returns holds neither the run past its deadline nor the process at exit. The loop hands over at most
+``max_parallel_tools`` at once, which bounds a run's busy threads (a call given up on may run on: what
+it gives then goes to the ``late`` log). How long to wait is ``waits``' rule.
 """
 
 from __future__ import annotations

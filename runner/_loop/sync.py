@@ -1,11 +1,10 @@
 """The synchronous driver: perform a run's actions on this thread, or on worker threads when something may stop it.
 
-With no deadline and no cancel event, the model and the tools run on the caller's thread (nothing to
-wait for, nothing to pay). Otherwise each call runs as a flight of one on a daemon worker thread, and
-the driver waits with the time that remains, so a model or tool that never returns cannot hold the run
-past its deadline. A reply's calls run together on worker threads (``flight``). The deadline is the
-driver's: it starts when the driver is made, as the run starts. A tool call given up on that returns
-later has its result logged once the run has ended (``late``).
+With no deadline and no cancel event, the model and the tools run on the caller's thread. Otherwise
+each call runs as a flight of one on a daemon worker thread, and the driver waits with the time that
+remains, so a call that never returns cannot hold the run past its deadline; a reply's calls run
+together (``flight``). The deadline starts when the driver is made, as the run starts. A tool call
+given up on that returns later has its result logged once the run has ended (``late``).
 """
 
 from __future__ import annotations
