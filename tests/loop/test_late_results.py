@@ -118,6 +118,23 @@ def test_a_tool_that_raises_after_the_deadline_logs_its_error(store: RunStore) -
     assert [m["content"] for m in model.seen[0] if m["role"] == "tool"] == [rows[0]["observation"]]
 
 
+def test_a_call_past_its_own_timeout_that_returns_later_is_logged_after_the_run_ends(store: RunStore) -> None:
+    """The model read the timeout and the run went on to its answer; the late result is logged after it."""
+    payments = Payments()
+    registry = numbered(payments.pay, name="pay", side_effects=True, timeout_s=0.2)
+    try:
+        done = run_agent("pay 5", ScriptedModel([reply("", call("c1", "pay", n=5)), "it timed out"]), registry,
+                         store=store)
+        assert late_rows(store, done.run_id) == []
+    finally:
+        payments.release.set()
+    assert [m["content"] for m in done.messages if m["role"] == "tool"] == ["ERROR: pay timed out after 0.2 s"]
+    rows = wait_for(lambda: late_rows(store, done.run_id), "tool_returned_late")
+    assert (rows[0]["call_id"], rows[0]["observation"]) == ("c1", '"paid 5"')
+    assert kinds(store, done.run_id)[-2:] == ["run_finished", LATE]
+    assert store.get_run(done.run_id).status == "done"
+
+
 def test_a_late_result_is_cut_to_max_result_chars(store: RunStore) -> None:
     payments = Payments()
     try:
