@@ -25,6 +25,7 @@ from ._log.facts import (
     StepFinished,
     StepStarted,
     ToolFinished,
+    ToolReturnedLate,
     ToolStarted,
     kind_of,
 )
@@ -48,6 +49,7 @@ __all__ = [
     "StepFinished",
     "StepStarted",
     "ToolFinished",
+    "ToolReturnedLate",
     "ToolStarted",
     "decode",
     "decode_all",

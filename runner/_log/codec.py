@@ -32,6 +32,7 @@ from .facts import (
     StepFinished,
     StepStarted,
     ToolFinished,
+    ToolReturnedLate,
     ToolStarted,
     kind_of,
 )
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
 # Kinds whose step is the row's ``step`` column only (the log's original shape).
 _STEP_IN_COLUMN: Final = frozenset({MessageAppended, ToolStarted, ToolFinished, ApprovalRequested,
                                     ApprovalDecided, RunStarted, RunFinished, RunResumed, RunQueued,
-                                    RunRequeued})
+                                    RunRequeued, ToolReturnedLate})
 # Fields written only when they differ from their default (added after the first release).
 _OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "service_name", "attempt", "refused",
                               "decisions", "model", "provider", "tools_ref", "session_id", "tool_traits",
@@ -195,7 +196,7 @@ def _base_key(event: Event) -> str:
         return f"step:{event.step}"
     if isinstance(event, (ModelCallStarted, ModelCalled)):
         return f"chat:{event.step}"
-    if isinstance(event, (ToolStarted, ToolFinished)):
+    if isinstance(event, (ToolStarted, ToolFinished, ToolReturnedLate)):
         return f"tool:{event.call_id}"
     if isinstance(event, MessageAppended):
         message = event.message

@@ -153,6 +153,23 @@ class ToolFinished:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolReturnedLate:
+    """A call cut short (a deadline, a cancel, its timeout) whose function returned or raised after all.
+
+    Logged after the run's end, while the process that ran it lived: ``observation`` is what it gave
+    (cut to ``max_result_chars``; an ``ERROR:`` one when it raised) and ``duration_s`` how long it took.
+    A resume reads it as the call's observation, in place of the one that said its outcome is unknown.
+    """
+
+    step: int = 0
+    call_id: str
+    name: str
+    observation: str
+    ok: bool
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class ApprovalRequested:
     """A call that waits for a decision; the run stops ``awaiting_approval`` after these."""
 
@@ -266,7 +283,7 @@ class RunRequeued:
 
 Event = (RunStarted | MessageAppended | StepStarted | ModelCallStarted | ModelCalled | ToolStarted
          | ToolFinished | ApprovalRequested | ApprovalDecided | StepFinished | RunFinished | RunResumed | RunQueued
-         | RunRequeued)
+         | RunRequeued | ToolReturnedLate)
 
 KINDS: Final[dict[str, type[Any]]] = {
     "run_started": RunStarted,
@@ -282,6 +299,7 @@ KINDS: Final[dict[str, type[Any]]] = {
     "run_resumed": RunResumed,
     "run_queued": RunQueued,
     "run_requeued": RunRequeued,
+    "tool_returned_late": ToolReturnedLate,
 }
 KIND_OF: Final[dict[type[Any], str]] = {cls: kind for kind, cls in KINDS.items()}
 

@@ -28,6 +28,7 @@ from .facts import (
     StepFinished,
     StepStarted,
     ToolFinished,
+    ToolReturnedLate,
     ToolStarted,
 )
 from .statuses import Status
@@ -235,6 +236,17 @@ class RunState:
         self.events += 1
         self.finished_calls[event.call_id] = event
 
+    def _tool_returned_late(self, event: ToolReturnedLate) -> None:
+        """A call cut short returned after all: a resume gives the model what it returned.
+
+        Only while its observation has not entered the conversation (a call given up on when
+        it timed out and answered since keeps the observation the model read).
+        """
+        self.events += 1
+        finished = self.finished_calls.get(event.call_id)
+        if finished is not None and any(call.id == event.call_id for call in self.remaining_calls):
+            self.finished_calls[event.call_id] = replace(finished, observation=event.observation, ok=event.ok)
+
     def _answered(self, call_id: str) -> None:
         """A call's observation entered the conversation: the repeat guard counts it, in the reply's order.
 
@@ -275,6 +287,7 @@ _APPLY: dict[type, Callable[[RunState, Any], None]] = {
     ModelCallStarted: RunState._model_call_started,
     ToolStarted: RunState._tool_started,
     ToolFinished: RunState._tool_finished,
+    ToolReturnedLate: RunState._tool_returned_late,
     ApprovalRequested: RunState._approval_requested,
     ApprovalDecided: RunState._approval_decided,
     StepFinished: RunState._step_finished,

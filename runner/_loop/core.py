@@ -22,6 +22,7 @@ from ..recorder import Recorder
 from . import ending, observations
 from .actions import BEFORE_MODEL_CALL, COMMIT, Action, CallModel, Checkpoint, EndRun, Outcome, Stop
 from .calls import Approver, ToolCalls
+from .late import LateSink
 from .replies import failed_call, output_chars, unfinished_reply
 from .results import AgentResult
 from .together import together
@@ -53,9 +54,11 @@ class AgentCore:
         meter: type[TokenMeter] = TokenMeter,
         costs: Costing | None = None,
         checkpoints: bool = False,
+        late: LateSink | None = None,
     ) -> None:
         self.model, self.registry, self.limits, self.recorder = model, registry, limits, recorder
         self.cancel, self.approve, self.opening = cancel, approve, list(opening)
+        self.late = late  # where the results of tool calls given up on go, should they come after all
         self.costs: Costing = costs if costs is not None else _no_cost
         self.run_id = run_id
         self.state = state if state is not None else RunState(run_id=run_id)

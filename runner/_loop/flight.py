@@ -1,10 +1,10 @@
 """A run's calls in flight on worker threads: hand them over, and wait for the next to end.
 
-The sync driver and replay perform ``RunTools`` with a ``ThreadFlight``, and a single model or tool
-call under a deadline, a timeout or a cancel as a flight of one. Each call gets a daemon thread: a
-call that never returns holds neither the run past its deadline nor the process at exit. The loop
-hands over at most ``max_parallel_tools`` at once, so that bounds the threads a run keeps busy (a
-call given up on may still run on in its thread). How long to wait is ``waits``' rule.
+The sync driver and replay perform ``RunTools`` with a ``ThreadFlight``, and a single call under a
+deadline, a timeout or a cancel as a flight of one. Each call gets a daemon thread: a call that never
+returns holds neither the run past its deadline nor the process at exit. The loop hands over at most
+``max_parallel_tools`` at once, which bounds a run's busy threads (a call given up on may run on: what
+it gives then goes to the ``late`` log). How long to wait is ``waits``' rule.
 """
 
 from __future__ import annotations
@@ -19,25 +19,46 @@ from collections.abc import Callable
 from typing import Any
 
 from .actions import CallTool, Outcome, RunTools
+from .late import LateCall, LateLog
 from .waits import Waits, call_ends, expired, lock_timeout, next_wait
 
 
 class Running:
-    """One call on its worker thread: when it started, when its own timeout ends, and what it gave."""
+    """One call on its worker thread: when it started, when its own timeout ends, and what it gave.
 
-    __slots__ = ("call_id", "ends_by", "error", "started", "value")
+    ``late`` names a tool call whose result is logged should it come after the call was given up on.
+    Its lock orders the two ends: the call ending (``finish``) and the driver giving up on it (``give_up``).
+    """
 
-    def __init__(self, call_id: str | None, started: float, ends_by: float) -> None:
-        self.call_id, self.started, self.ends_by = call_id, started, ends_by
+    __slots__ = ("call_id", "done", "ends_by", "error", "given_up", "late", "lock", "started", "value")
+
+    def __init__(self, call_id: str | None, started: float, ends_by: float, late: LateCall | None = None) -> None:
+        self.call_id, self.started, self.ends_by, self.late = call_id, started, ends_by, late
         self.value: Any = None
         self.error: BaseException | None = None
+        self.lock = threading.Lock()
+        self.done = self.given_up = False
+
+    def finish(self, ended: queue.SimpleQueue[Running]) -> bool:
+        """The call ended: report it on ``ended``, unless it was given up on (True then)."""
+        with self.lock:
+            self.done = True
+            if not self.given_up:
+                ended.put(self)
+            return self.given_up
+
+    def give_up(self) -> bool:
+        """Stop waiting on the call; False when it has ended already (its outcome is on the queue)."""
+        with self.lock:
+            self.given_up = not self.done
+            return self.given_up
 
 
 class ThreadFlight:
     """The calls of run ``run_id`` in flight, each on its own daemon thread; ``waits`` says how long to wait."""
 
-    def __init__(self, run_id: str, waits: Waits) -> None:
-        self.run_id, self.waits = run_id, waits
+    def __init__(self, run_id: str, waits: Waits, late: LateLog | None = None) -> None:
+        self.run_id, self.waits, self.late = run_id, waits, late
         self.running: dict[str | None, Running] = {}  # in the order they were handed over
         self.ended: queue.SimpleQueue[Running] = queue.SimpleQueue()
         self.ready: deque[Outcome] = deque()  # answered without running (replay serves a side effect's result)
@@ -54,24 +75,30 @@ class ThreadFlight:
         return self.next()
 
     def one(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float | None,
-            in_tool: bool) -> Outcome:
-        """A single model or tool call, as a flight of one: its outcome (no ``call_id``)."""
-        self.call(None, fn, args, kwargs, timeout_s, f"runner-{self.run_id[:8]}")
+            in_tool: bool, tool: CallTool | None = None) -> Outcome:
+        """A single model or ``tool`` call, as a flight of one: its outcome (no ``call_id``)."""
+        self.call(None, fn, args, kwargs, timeout_s, f"runner-{self.run_id[:8]}", self._late_call(tool))
         return self.next(in_tool)
 
     def start(self, action: CallTool) -> None:
         """Run ``action``'s tool on a new daemon thread."""
         call_id = action.call.id
         self.call(call_id, action.tool.fn, (), action.args, action.tool.timeout_s,
-                  f"runner-{self.run_id[:8]}-{call_id[:16]}")
+                  f"runner-{self.run_id[:8]}-{call_id[:16]}", self._late_call(action))
+
+    def _late_call(self, tool: CallTool | None) -> LateCall | None:
+        return self.late.call_of(tool) if self.late is not None and tool is not None else None
 
     def call(self, call_id: str | None, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-             timeout_s: float | None, name: str) -> None:
-        """Run ``fn(*args, **kwargs)`` on a new daemon thread named ``name``, as call ``call_id``."""
+             timeout_s: float | None, name: str, late: LateCall | None = None) -> None:
+        """Run ``fn(*args, **kwargs)`` on a new daemon thread named ``name``, as call ``call_id``.
+
+        Should the call end after it was given up on, ``late`` names it to the flight's late log.
+        """
         started = time.monotonic()
-        running = Running(call_id, started, call_ends(started, timeout_s))
+        running = Running(call_id, started, call_ends(started, timeout_s), late)
         self.running[call_id] = running
-        ended = self.ended
+        ended, log = self.ended, self.late
 
         def target() -> None:
             try:
@@ -79,7 +106,8 @@ class ThreadFlight:
             except BaseException as exc:  # handed to the loop's thread, never lost in this one
                 running.error = exc
             finally:
-                ended.put(running)
+                if running.finish(ended) and log is not None and running.late is not None:
+                    log.returned(running.late, running.value, running.error, time.monotonic() - running.started)
 
         threading.Thread(target=target, name=name, daemon=True).start()
 
@@ -103,15 +131,13 @@ class ThreadFlight:
             except queue.Empty:
                 pass
             else:
-                if self.running.get(running.call_id) is not running:
-                    continue  # a call given up on already, ending late
                 del self.running[running.call_id]
                 return _outcome(running, time.monotonic() - running.started)
             now = time.monotonic()
             stop = waits.stop(now, in_tool)
             for running in self.running.values():
                 cut = expired(stop, running.started, running.ends_by, now, running.call_id)
-                if cut is not None:
+                if cut is not None and running.give_up():  # else it just ended: the queue has it
                     del self.running[running.call_id]
                     return cut
 

@@ -1,10 +1,10 @@
 """The synchronous driver: perform a run's actions on this thread, or on worker threads when something may stop it.
 
-With no deadline and no cancel event, the model and the tools run on the caller's thread (nothing to
-wait for, nothing to pay). Otherwise each call runs as a flight of one on a daemon worker thread, and
-the driver waits with the time that remains, so a model or tool that never returns cannot hold the run
-past its deadline. A reply's calls run together on worker threads (``flight``). The deadline is the
-driver's: it starts when the driver is made, as the run starts.
+With no deadline and no cancel event, the model and the tools run on the caller's thread. Otherwise
+each call runs as a flight of one on a daemon worker thread, and the driver waits with the time that
+remains, so a call that never returns cannot hold the run past its deadline; a reply's calls run
+together (``flight``). The deadline starts when the driver is made, as the run starts. A tool call
+given up on that returns later has its result logged once the run has ended (``late``).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from .actions import COMMITTED, GO_ON, Action, CallModel, CallTool, Checkpoint, 
 from .core import AgentCore
 from .drive import drive, ended
 from .flight import ThreadFlight
+from .late import LateLog
 from .results import AgentResult
 from .waits import waits_of
 
@@ -27,13 +28,14 @@ _NO_KWARGS: dict[str, Any] = {}
 class SyncDriver:
     """Performs one run's actions on this thread and its flight's: ``perform`` for ``drive``."""
 
-    __slots__ = ("core", "flight", "here", "sync", "waits")
+    __slots__ = ("core", "flight", "here", "late", "sync", "waits")
 
     def __init__(self, core: AgentCore) -> None:
         self.core, self.sync = core, core.recorder.sync
         self.waits = waits_of(core.limits, core.cancel, time.monotonic())
         self.here = not self.waits.needed  # nothing can stop a call early: run it on this thread
-        self.flight = ThreadFlight(core.run_id, self.waits)
+        self.late = LateLog(core.state, core.limits, core.late) if core.late is not None else None
+        self.flight = ThreadFlight(core.run_id, self.waits, self.late)
 
     def perform(self, action: Action) -> Outcome:
         """The outcome of one of the core's actions."""
@@ -42,7 +44,7 @@ class SyncDriver:
                 return self.call(action.model, (action.messages, action.specs), _NO_KWARGS, None, False)
             case CallTool():
                 tool = action.tool
-                return self.call(tool.fn, _NO_ARGS, action.args, tool.timeout_s, True)
+                return self.call(tool.fn, _NO_ARGS, action.args, tool.timeout_s, True, action)
             case Commit():
                 self.sync()
                 return COMMITTED
@@ -52,8 +54,8 @@ class SyncDriver:
                 return self.at_checkpoint()
 
     def call(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float | None,
-             in_tool: bool) -> Outcome:
-        """One model or tool call: here when nothing can stop it early, else as a flight of one."""
+             in_tool: bool, tool: CallTool | None = None) -> Outcome:
+        """One model or ``tool`` call: here when nothing can stop it early, else as a flight of one."""
         if timeout_s is None and self.here:  # on this thread: nothing to wait for
             started = time.monotonic()
             try:
@@ -61,7 +63,12 @@ class SyncDriver:
             except Exception as exc:
                 return Outcome(error=exc, elapsed_s=time.monotonic() - started)
             return Outcome(value=value, elapsed_s=time.monotonic() - started)
-        return self.flight.one(fn, args, kwargs, timeout_s, in_tool)
+        return self.flight.one(fn, args, kwargs, timeout_s, in_tool, tool)
+
+    def ended(self) -> None:
+        """The run has ended: the results of calls given up on may be logged as they come."""
+        if self.late is not None:
+            self.late.end()
 
     def at_checkpoint(self) -> Outcome:
         """A ``Checkpoint``'s answer from the deadline and the cancel event: stop now, or go on."""
@@ -70,8 +77,12 @@ class SyncDriver:
 
 
 def run_core(core: AgentCore) -> AgentResult:
-    """Drive ``core`` on this thread until it returns its result."""
-    return ended(drive(core, SyncDriver(core).perform))
+    """Drive ``core`` on this thread until it returns its result (late results are logged after it)."""
+    driver = SyncDriver(core)
+    try:
+        return ended(drive(core, driver.perform))
+    finally:
+        driver.ended()
 
 
 def drive_until(core: AgentCore, halt: Callable[[Action], bool]) -> AgentResult | None:

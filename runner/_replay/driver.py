@@ -73,7 +73,10 @@ class ReplayDriver:
 
         The core must have been built with ``checkpoints`` on and ``recorded_approver``'s approver.
         """
-        return PartResult(drive(self.core, self.performed), self.diverged)
+        try:
+            return PartResult(drive(self.core, self.performed), self.diverged)
+        finally:
+            self.sync.ended()  # a call given up on that returns later is logged as the replay's own
 
     def performed(self, action: Action) -> Outcome | EndRun | None:
         """``perform`` for ``drive``: a divergence ends the run there, in place of ``action``."""

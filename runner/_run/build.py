@@ -25,7 +25,7 @@ from ..prices import Costing, Price, PriceBook, price_book
 from ..recorder import Recorder
 from .identity import checked_run_id, model_identity
 from .opening import Lineage, new_run_opening
-from .wiring import RunWiring, build_recorder
+from .wiring import RunWiring, build_recorder, late_sink
 
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
@@ -154,7 +154,7 @@ def core_for(model: AnyModel, registry: ToolRegistry, run_id: str, limits: Limit
     costs = wiring.costs if wiring.costs is not None else costing(model, wiring.prices, limits)
     return AgentCore(model, registry, run_id=run_id, limits=limits, recorder=build_recorder(wiring, state, link),
                      opening=first, state=state, cancel=wiring.cancel, approve=wiring.approve, costs=costs,
-                     checkpoints=wiring.checkpoints)
+                     checkpoints=wiring.checkpoints, late=late_sink(wiring.store, run_id))
 
 
 def costing(model: AnyModel, prices: PriceBook | None, limits: Limits) -> Costing:

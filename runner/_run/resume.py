@@ -109,7 +109,8 @@ def resumed_core(store: RunStore, run: StoredRun, model: Model | AsyncModel, reg
     approvals.report_drift(run.run_id, state, registry)
     wiring = wiring_of(options, store)
     wiring = replace(wiring, costs=costing(model, wiring.prices, limits))  # PriceUnknown before the takeover
-    store.claim_run(run)
+    for fact in store.claim_run(run, after=run.events[-1].seq if run.events else 0):
+        state.apply(fact)  # appended since the read (a call's late result): the log goes on after it
     reason = run.status if run.status != Status.RUNNING else f"its process is gone ({run.liveness})"
     by = decided_by or decider()
     decided = decided_facts(state, checked.fresh, by) if checked.fresh else []

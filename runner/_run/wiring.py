@@ -6,9 +6,11 @@ spans the tracer has just opened or closed ("each event knows its span").
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .._log.facts import ToolReturnedLate
 from .._log.state import RunState
 from ..prices import Costing, PriceBook
 from ..recorder import FanoutRecorder, Recorder
@@ -17,6 +19,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
     from .._loop.calls import Approver
+    from .._loop.late import LateSink
     from .._loop.waits import Cancel
     from ..store import RunStore
     from ..tracing.live import TraceLink
@@ -66,3 +69,21 @@ def build_recorder(wiring: RunWiring, state: RunState, link: TraceLink | None = 
     if wiring.recorder is not None:
         recorders.append(wiring.recorder)
     return recorders[0] if len(recorders) == 1 else FanoutRecorder(recorders)
+
+
+def late_sink(store: RunStore | None, run_id: str) -> LateSink | None:
+    """Where run ``run_id``'s late results go: its store, which logs one only where the run still ends.
+
+    A result the store does not take (the run was resumed since, or runs) is a warning: the
+    run's log keeps the call's outcome unknown, as it was when the run stopped.
+    """
+    if store is None:
+        return None
+
+    def log(fact: ToolReturnedLate, segment: int) -> None:
+        if not store.log_late(run_id, fact, segment):
+            logging.getLogger("runner").warning(
+                "run %s: call %s (%s) returned after it was given up on, but the run was resumed or is running "
+                "since; its result is not logged", run_id, fact.call_id, fact.name)
+
+    return log

@@ -1,7 +1,8 @@
 """A run's timeline as plain entries, built once from its log for ``runner show`` and the console's run page.
 
 One entry per step, model call, tool call, approval asked, decision, resume and end, in log order
-(a tool call where it started, with its result when it has one); what a fork or follow-up inherited;
+(a tool call where it started, with its result when it has one, and what it returned after it was
+given up on, when it did); what a fork or follow-up inherited;
 the calls a crash left in doubt, with the rule a resume applies (``_tools.doubt``). The CLI renders
 the entries as rich text, the console as HTML, so the two show the same things.
 """
@@ -29,6 +30,7 @@ from ..events import (
     StepFinished,
     StepStarted,
     ToolFinished,
+    ToolReturnedLate,
     ToolStarted,
 )
 from ..messages import Message
@@ -55,6 +57,7 @@ class CallOutcome(StrEnum):
     REFUSED = "refused"
     IN_DOUBT = "in doubt"
     RUNNING = "running"
+    RETURNED_LATE = "returned late"
 
 
 @dataclass(slots=True)
@@ -101,7 +104,10 @@ class ModelEntry:
 
 @dataclass(slots=True)
 class ToolEntry:
-    """A tool call: where it started (``started`` None: refused before starting) and its result, if any."""
+    """A tool call: where it started (``started`` None: refused before starting) and its result, if any.
+
+    ``late``: what a call given up on (a deadline, a cancel, its timeout) returned after all.
+    """
 
     kind: ClassVar[Kind] = Kind.TOOL
     step: int
@@ -111,6 +117,7 @@ class ToolEntry:
     started: ToolStarted | None
     finished: ToolFinished | None = None
     live: bool = False  # the run's process still goes: an unfinished call is running, not in doubt
+    late: ToolReturnedLate | None = None
 
     @property
     def attempt(self) -> int:
@@ -119,6 +126,8 @@ class ToolEntry:
     @property
     def outcome(self) -> CallOutcome:
         found = self.finished
+        if self.late is not None:
+            return CallOutcome.RETURNED_LATE
         if found is None:
             return CallOutcome.RUNNING if self.live else CallOutcome.IN_DOUBT
         if found.ran:
@@ -245,6 +254,7 @@ def entries(run: StoredRun) -> list[Entry]:
     """The run's entries, in log order."""
     found: list[Entry] = []
     opened: dict[str, ToolEntry] = {}  # the latest start of each call without a result yet
+    ended: dict[str, ToolEntry] = {}  # the latest result of each call
     steps: dict[int, StepEntry] = {}  # the latest opening of each step
     sent: list[MessageAppended] = []  # the messages logged since the last model call
     seen = 0  # the messages logged so far: the next call is sent them all
@@ -278,7 +288,9 @@ def entries(run: StoredRun) -> list[Entry]:
                 if entry is None:  # refused before it started
                     entry = ToolEntry(fact.step, at, call_id, fact.name, None)
                     found.append(entry)
-                entry.finished = fact
+                entry.finished, ended[call_id] = fact, entry
+            case ToolReturnedLate(call_id=call_id) if call_id in ended:
+                ended[call_id].late = fact
             case ApprovalRequested():
                 found.append(AskedEntry(fact.step, at, fact))
             case ApprovalDecided():

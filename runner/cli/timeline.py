@@ -223,6 +223,11 @@ def tool_call(entry: ToolEntry, limit: int | None) -> Iterator[Text]:
         line.append("  error", style=ERROR_STYLE)
     yield line
     yield from _block(cut(str(finished.observation), limit), "    ", ERROR_STYLE if entry.failed else "")
+    late = entry.late
+    if late is not None:
+        yield Text(f"    returned late, after {seconds(late.duration_s)}" + ("" if late.ok else ": error"),
+                   style="bold yellow" if late.ok else ERROR_STYLE)
+        yield from _block(cut(late.observation, limit), "      ", "" if late.ok else ERROR_STYLE)
 
 
 def resumed(entry: ResumedEntry) -> Iterator[Text]:

@@ -1,4 +1,4 @@
-"""Facts appended to a run that no process drives: a decision on a run awaiting approval, a send-back.
+"""Facts appended to a run that no process drives: a decision, a send-back, a call's late result.
 
 Only a run's owner appends to its log while it runs. A stopped run has no owner to do it,
 so the writer fences itself: one transaction moves the run's ``updated_at`` on if the row
@@ -23,7 +23,7 @@ from .._log.records import LIVE, StoredEvent, StoredRun
 from .._log.state import fold
 from .._log.statuses import REQUEUABLE, Status
 from ..errors import CannotResume, RunInUse, StoreError
-from ..events import ApprovalDecided, Event, RunRequeued, encode
+from ..events import ApprovalDecided, Event, RunRequeued, RunResumed, RunStarted, ToolReturnedLate, encode
 from .engine import one_line
 from .rows import dumps, event_data
 from .tables import events, runs
@@ -145,3 +145,36 @@ def requeue(engine: Engine, get_run: Callable[[str], StoredRun], run: StoredRun,
         if done is not None:
             return done
     raise RunInUse(f"run {run.run_id} kept changing while it was being sent back; try again")
+
+
+def log_late(engine: Engine, get_run: Callable[[str], StoredRun], run_id: str, fact: ToolReturnedLate,
+             segment: int) -> bool:
+    """Append a call's late result to run ``run_id`` if the run still ends where the call ran; whether it was.
+
+    ``segment`` counts the run's resumes before the call's part. Nothing is logged when the run is
+    running (its end was never written, or it is resumed now) or was resumed since (the resume read
+    the call's outcome as unknown), nor a second time for the same call and part.
+    """
+    for _ in range(DECIDE_ATTEMPTS):
+        run = get_run(run_id)
+        if run.status == Status.RUNNING:
+            return False
+        state = fold(run.facts, run.run_id)
+        if state.segment != segment or _logged_late(run.facts, fact.call_id):
+            return False
+        if append_to_stopped(engine, run, [fact]):
+            return True
+    return False
+
+
+def _logged_late(facts: Sequence[Event], call_id: str) -> bool:
+    """Whether the last part of the run logged a late result of ``call_id``."""
+    for fact in reversed(facts):
+        match fact:
+            case ToolReturnedLate() if fact.call_id == call_id:
+                return True
+            case RunResumed() | RunStarted():
+                return False
+            case _:
+                pass
+    return False

@@ -205,6 +205,14 @@ def logged_rows(run_id: str, rows: Iterable[Sequence[Any]]) -> list[StoredEvent]
     return stored
 
 
+def facts_after(conn: Connection, run_id: str, seq: int) -> list[Event]:
+    """The facts of run ``run_id`` logged after its event ``seq``, in order."""
+    rows = conn.execute(select(events.c.seq, events.c.at, events.c.step, events.c.kind, events.c.data,
+                               events.c.span_id).where(events.c.run_id == run_id, events.c.seq > seq)
+                        .order_by(events.c.seq)).all()
+    return decode_all(logged_rows(run_id, rows), run_id)
+
+
 def prefixed(conn: Connection, prefix: str) -> Prefixed:
     """The run with exactly the id ``prefix``, else the runs whose id starts with it."""
     if conn.execute(select(runs.c.run_id).where(runs.c.run_id == prefix)).first() is not None:

@@ -9,6 +9,7 @@ snapshot; a database failure is one ``StoreError`` line, and a missing run ``Run
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -25,7 +26,7 @@ from .._log.records import LIVE, RunSummary, StoredRun
 from .._log.state import RunState
 from .._log.statuses import Status
 from ..errors import AmbiguousRunId, RunInUse, RunNotFound, StoreError
-from ..events import RunQueued, RunStarted
+from ..events import Event, RunQueued, RunStarted, ToolReturnedLate
 from . import appending, forks, queries, queue
 from .clock import database_clock
 from .engine import DEFAULT_BUSY_TIMEOUT_S, one_line, read_connection, shown
@@ -53,6 +54,7 @@ class RunStore:
         self.read_only = read_only
         self.busy_timeout_s = busy_timeout_s
         self.closed = False
+        self._late = threading.Lock()  # a late result is appended whole before the store closes, or not at all
         self.heartbeat = Heartbeat(engine, owner_id)
         self._clock = database_clock(engine.dialect.name)  # read with each run: its liveness's clock
         self._runs = queries.run_columns(revision)  # a store read at an older revision lacks some
@@ -71,8 +73,10 @@ class RunStore:
         self.close()
 
     def close(self) -> None:
-        """Release every connection. Idempotent."""
-        if not self.closed:
+        """Release every connection (once a late result being appended is). Idempotent."""
+        with self._late:
+            if self.closed:
+                return
             self.closed = True
             self.heartbeat.stop()
             self.committer.close()
@@ -93,10 +97,11 @@ class RunStore:
         """This process's identity as the runs it writes record it (``owner``; a forked child has its own)."""
         return owner_id()
 
-    def claim_run(self, seen: RunSummary) -> None:
+    def claim_run(self, seen: RunSummary, after: int | None = None) -> list[Event]:
         """Take over a stopped or orphaned run as this process, if nobody did since ``seen`` was read.
 
-        ``RunInUse`` when its owner is alive, or another process took it first.
+        ``RunInUse`` when its owner is alive, or another process took it first. ``after``: the last
+        ``seq`` the caller read; the facts appended since (a call's late result) are returned.
         """
         self._check_writable("resume runs")
         if seen.status == Status.RUNNING and seen.liveness == LIVE:
@@ -104,6 +109,8 @@ class RunStore:
                            "it cannot be taken over")
         if not take_over(self.engine, seen, owner_id(), self.heartbeat):
             raise RunInUse(f"run {seen.run_id} was taken over by another process just now")
+        with self.reading() as conn:
+            return [] if after is None else queries.facts_after(conn, seen.run_id, after)
 
     def decide(self, run_id: str, call_id: str, approved: bool, reason: str | None = None, *,
                decided_by: str | None = None) -> bool:
@@ -136,6 +143,12 @@ class RunStore:
         """
         self._check_writable("send runs back")
         return appending.requeue(self.engine, self.get_run, run, limits, by)
+
+    def log_late(self, run_id: str, fact: ToolReturnedLate, segment: int) -> bool:
+        """Log a late result of a call of the run's part ``segment``, if the run still ends there (``appending``)."""
+        with self._late:
+            self._check_writable("log a late result")
+            return appending.log_late(self.engine, self.get_run, run_id, fact, segment)
 
     def prune(self, before: datetime, *, status: str | Sequence[str] | None = None, dry_run: bool = False,
               batch_size: int = DEFAULT_BATCH) -> PruneResult:

@@ -58,19 +58,19 @@ def tool_facts(store: RunStore, run_id: str, kind: str) -> list[dict[str, Any]]:
 def test_a_deadline_with_three_calls_in_flight_cuts_each_short_and_a_resume_tells_the_model(
         store: RunStore, driver: str) -> None:
     release = threading.Event()
-    try:
+    try:  # the tools return only once the resume is done: their results are never logged late
         stopped = drive(driver, ScriptedModel([fan_out(3)]), numbered(hanging(release, driver=driver)), store=store,
                         timeout_s=0.5)
+        assert (stopped.status, stopped.error) == ("deadline", "run deadline of 0.5 s passed while waiting on "
+                                                               "tools work, work, work")
+        finished = tool_facts(store, stopped.run_id, "tool_finished")
+        assert sorted((f["call_id"], f["ok"], f["observation"]) for f in finished) == [
+            (f"c{n}", False, CUT.format("deadline")) for n in (1, 2, 3)]
+        assert [m for m in stopped.messages if m["role"] == "tool"] == []  # none answered: the model never saw them
+        model = ScriptedModel(["told"])
+        result = resume(store, stopped.run_id, model, numbered(lambda n: f"again {n}"))
     finally:
         release.set()
-    assert (stopped.status, stopped.error) == ("deadline", "run deadline of 0.5 s passed while waiting on tools "
-                                                           "work, work, work")
-    finished = tool_facts(store, stopped.run_id, "tool_finished")
-    assert sorted((f["call_id"], f["ok"], f["observation"]) for f in finished) == [
-        (f"c{n}", False, CUT.format("deadline")) for n in (1, 2, 3)]
-    assert [m for m in stopped.messages if m["role"] == "tool"] == []  # none answered: the model never saw them
-    model = ScriptedModel(["told"])
-    result = resume(store, stopped.run_id, model, numbered(lambda n: f"again {n}"))
     assert result.status == "done"
     assert [m["content"] for m in model.seen[0] if m["role"] == "tool"] == [CUT.format("deadline")] * 3
     assert len(tool_facts(store, stopped.run_id, "tool_started")) == 3  # not run again
@@ -120,12 +120,12 @@ def test_a_run_cut_short_by_its_deadline_then_resumed_replays_strictly_at_any_pa
             release.wait(30)
         return f"r{n}"
 
-    try:
+    try:  # the cut calls return only once the resume is done: their results are never logged late
         stopped = run_agent("t", ScriptedModel([fan_out(3)]), numbered(work), store=store, timeout_s=0.5,
                             max_parallel_tools=parallel)
+        result = resume(store, stopped.run_id, ScriptedModel(["done"]), numbered(lambda n: f"r{n}"))
     finally:
         release.set()
-    result = resume(store, stopped.run_id, ScriptedModel(["done"]), numbered(lambda n: f"r{n}"))
     cut = [m["tool_call_id"] for m in result.messages if m["role"] == "tool" and m["content"] == CUT.format("deadline")]
     assert (stopped.status, result.status, cut) == ("deadline", "done", ["c2", "c3"] if parallel > 1 else ["c2"])
     ran: list[str] = []
