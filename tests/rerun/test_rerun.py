@@ -3,6 +3,7 @@ another that behaves differently, over a real SQLite file (and PostgreSQL when R
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -13,6 +14,7 @@ import pytest
 
 from runner import RerunReport, open_store, rerun, resume, run_agent
 from runner._rerun import session
+from runner._rerun.diff import Call
 from runner.errors import PriceUnknown
 from runner.events import RunStarted, ToolFinished
 from runner.store import RunStore
@@ -261,3 +263,16 @@ def test_resuming_a_candidate_with_real_tools_runs_its_pending_calls_for_real(st
     assert resumed.status == "done", resumed.error
     assert rerun_tools.RAN == [("send_email", FORECAST), ("send_email", {**FORECAST, "to": "bob"})]
     rerun_tools.RAN.clear()
+
+
+def test_calls_a_candidate_never_got_to_run_are_not_among_its_tool_calls(store_url: str) -> None:
+    priced = {"fake": {"input_mtok": 1.0, "output_mtok": 2.0}}
+    with recorded(store_url, (EMAIL,)) as (store, ids), TaskServer(AFTER) as server, fake_model(server) as model:
+        report = rerun(store, [ids[EMAIL]], model, max_cost_usd=1e-9, prices=priced)  # stops at the first reply
+    case = report.cases[0]
+    [candidate] = case.candidates
+    assert candidate.status == "cost_limit"
+    assert (candidate.tool_calls, case.tools[0]) == ((), session.ToolCounts(0, 0, 0))
+    assert case.baseline.tool_calls == (Call("send_email", FORECAST),)
+    assert case.diffs() == [[f"- send_email {json.dumps(FORECAST, sort_keys=True)}"]]
+    assert report.to_json()["cases"][0]["candidates"][0]["tool_calls"] == []
