@@ -15,6 +15,7 @@ import pytest
 from runner import RerunReport, open_store, rerun, resume, run_agent
 from runner._rerun import session
 from runner._rerun.diff import Call
+from runner._rerun.tools import ToolCounts
 from runner.errors import PriceUnknown
 from runner.events import RunStarted, ToolFinished
 from runner.store import RunStore
@@ -272,7 +273,7 @@ def test_calls_a_candidate_never_got_to_run_are_not_among_its_tool_calls(store_u
     case = report.cases[0]
     [candidate] = case.candidates
     assert candidate.status == "cost_limit"
-    assert (candidate.tool_calls, case.tools[0]) == ((), session.ToolCounts(0, 0, 0))
+    assert (candidate.tool_calls, case.tools[0]) == ((), ToolCounts(0, 0, 0))
     assert case.baseline.tool_calls == (Call("send_email", FORECAST),)
     assert case.diffs() == [[f"- send_email {json.dumps(FORECAST, sort_keys=True)}"]]
     assert report.to_json()["cases"][0]["candidates"][0]["tool_calls"] == []
