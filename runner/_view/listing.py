@@ -39,7 +39,7 @@ def runs_page(store: RunStore, where: RunFilter, *, limit: int, offset: int = 0,
 class Waiting(NamedTuple):
     """How many runs a filter matches that await approval (counted up to a bound), and the newest one's id."""
 
-    count: int
+    runs: int
     newest: str | None
 
 

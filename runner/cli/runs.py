@@ -20,7 +20,7 @@ from .._log.limits import Limits
 from .._log.state import RunState, fold
 from .._log.statuses import Status
 from .._loop.results import AgentResult
-from .._text import clean
+from .._text import clean, plural
 from .._view.continuation import going_on, resume_command
 from .._view.lineage import pending_approvals
 from .._view.summary import money
@@ -31,7 +31,7 @@ from ..recorder import Recorder
 from ..store import RunStore, StoredRun
 from .costs import PRICES, max_cost_option, prices_file
 from .options import EXIT_INTERRUPTED, Env
-from .render import console, plural, print_json, status_style
+from .render import console, print_json, status_style
 from .specs import configured_endpoint, spans_command, tracer_provider
 
 if TYPE_CHECKING:

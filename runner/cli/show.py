@@ -7,6 +7,7 @@ from datetime import datetime
 import click
 
 from .._log.statuses import Status
+from .._text import plural
 from .._view.continuation import TOOLS_PLACEHOLDER, resume_command
 from .._view.inherited import inherited
 from .._view.lineage import children, parent_of
@@ -17,7 +18,7 @@ from ..store import RunSummary
 from .lineage import continue_hint
 from .listing import Row, runs_table
 from .options import MAX_LIMIT, Env, common, label_option, when_option
-from .render import console, plural, print_json, status_style
+from .render import console, print_json, status_style
 from .timeline import status_label, timeline
 
 MORE_COUNTED = 1000  # past a full page, count at most this many more matching runs
@@ -87,9 +88,9 @@ def waiting_notes(found: list[RunSummary], asking: Waiting, shorts: dict[str, st
     The dead are those listed: the store judges a process gone as it reads each run.
     """
     notes = []
-    if asking.count:
-        which = shorts[asking.newest] if asking.count == 1 and asking.newest else "ID"
-        many = f"over {MORE_COUNTED:,} runs" if asking.count > MORE_COUNTED else plural(asking.count, "run")
+    if asking.runs:
+        which = shorts[asking.newest] if asking.runs == 1 and asking.newest else "ID"
+        many = f"over {MORE_COUNTED:,} runs" if asking.runs > MORE_COUNTED else plural(asking.runs, "run")
         notes.append(f"note: {many} awaiting approval: runner show {which}{db_hint} "
                      "lists the calls to --approve or --deny")
     dead = [run.run_id for run in found if run.gone]
