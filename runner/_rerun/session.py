@@ -68,11 +68,10 @@ def rerun(store: RunStore, run_ids: Sequence[str], model: Model, *, registry: To
     gets its recorded observation; another runs live only with ``registry`` and on a tool with no side
     effects and no approval; else the model reads that the call is not in the recording.
 
-    A run not settled (running, queued, awaiting approval) is skipped with a ``UserWarning`` saying so,
-    and named in the report's ``skipped``; with no baseline left, a ``UserWarning`` and an empty report.
-
     Args:
-        run_ids: the baselines: run ids or unique prefixes of runs that have ended.
+        run_ids: the baselines: run ids or unique prefixes of runs that have ended. One not ended (running,
+            queued, awaiting approval) is skipped with a ``UserWarning`` and named in the report's ``skipped``;
+            with no baseline left, a ``UserWarning`` and an empty report.
         progress: called on this thread as each case finishes, with the case, how many have, and how many there are.
         cancel: an event (``threading.Event``) that stops the rerun as Ctrl-C does.
         tracer_provider, prices: as for ``run_agent``.
