@@ -110,3 +110,12 @@ def _escaped(char: str) -> str:
         return char
     code = ord(char)
     return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
+
+
+def plural(count: int, noun: str) -> str:
+    """``1 step``, ``2 steps``, ``3 replies``: a count and its noun, agreeing."""
+    if count == 1:
+        return f"{count} {noun}"
+    if noun.endswith("y") and noun[-2:-1] not in ("a", "e", "o", "u"):
+        return f"{count} {noun[:-1]}ies"
+    return f"{count} {noun}s"

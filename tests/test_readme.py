@@ -271,3 +271,27 @@ def test_every_relative_link_points_to_an_existing_file(source: Path) -> None:
         if not resolved.is_file() or (anchor and resolved.suffix == ".md" and anchor not in anchors(resolved)):
             broken.append(target)
     assert broken == []
+
+
+MCP = DOCS / "mcp.md"
+MCP_SERVER = re.compile(r"```python\n(# server\.py: .*?)```", re.S)
+
+
+@pytest.mark.process
+def test_the_mcp_server_docs_mcp_shows_runs_over_stdio_through_runner(tmp_path: Path) -> None:
+    """docs/mcp.md's whole server, as written there, started by ``runner.mcp.stdio``: its tools listed and called."""
+    import runner.mcp  # loads the SDK: only this test needs it
+
+    [code] = MCP_SERVER.findall(MCP.read_text(encoding="utf-8"))
+    assert "from mcp.server.mcpserver import MCPServer" in code
+    script = tmp_path / "server.py"
+    script.write_text(code, encoding="utf-8")
+    registry = ToolRegistry()
+    try:
+        added = registry.add_mcp(runner.mcp.stdio(sys.executable, [str(script)]))
+        assert [(t.name, t.description, t.side_effects) for t in added] == [
+            ("add", "Add two integers.", False), ("send", "Send a message.", True)]
+        assert registry.execute("add", {"a": 2, "b": 3}) == '{"result": 5}'
+        assert registry.execute("send", {"to": "ann", "text": "hi"}) == '{"result": "sent to ann"}'
+    finally:
+        runner.mcp.close()

@@ -33,6 +33,8 @@ class Status(StrEnum):
 
 UNFINISHED: Final = (Status.RUNNING, Status.QUEUED)
 STATUSES: Final[tuple[Status, ...]] = tuple(status for status in Status if status not in UNFINISHED)
+# Not settled: under way, queued, or waiting for the decision that lets it go on. A rerun takes none as a baseline.
+UNSETTLED: Final = (*UNFINISHED, Status.AWAITING_APPROVAL)
 # The ends after which a pool run may be sent back to its queue (``run_requeued``): a limit or an error.
 # Not done; not awaiting approval (its decisions send it back); not cancelled (its cancel request stands).
 REQUEUABLE: Final = frozenset(STATUSES) - {Status.DONE, Status.AWAITING_APPROVAL, Status.CANCELLED}

@@ -17,12 +17,13 @@ from typing import Any, Final, NamedTuple
 
 from .._log.records import StoredRun
 from .._log.statuses import Status
-from ..events import MessageAppended, StepStarted
+from ..events import MessageAppended, StepStarted, ToolFinished
 from .recording import same_numbers
 
 FIELDS: Final = ("status", "answer", "tool_calls", "steps", "tokens")
 STEPS_MOVED: Final = 0  # steps move past this many: any difference counts
 TOKENS_MOVED: Final = 0.2  # tokens move past this share of the baseline's
+NOT_REACHED: Final = "not_run"  # ``ToolFinished.refused`` of a call the run was closed before running
 
 
 class Call(NamedTuple):
@@ -63,14 +64,21 @@ class RunFigures:
 
 
 def figures(run: StoredRun) -> RunFigures:
-    """The figures of a stored ``run``; its tool calls are those its own replies asked for (not a history's)."""
+    """The figures of a stored ``run``; its tool calls are those its own replies asked for (not a history's).
+
+    A call the run never got to is no tool call: one of a reply a stop cut off (a cost limit, a cut-off
+    reply), one waiting for approval, or one handed over as the run was closed (``refused`` ``not_run``).
+    A call refused for what it was (an unknown tool, bad arguments, a repeat, a denial) was answered.
+    """
+    answered = {fact.call_id for fact in run.facts if isinstance(fact, ToolFinished) and fact.refused != NOT_REACHED}
     calls: list[Call] = []
     stepping = False
     for fact in run.facts:
         if isinstance(fact, StepStarted):
             stepping = True
         elif stepping and isinstance(fact, MessageAppended) and fact.message["role"] == "assistant":
-            calls.extend(Call(call["name"], call["args"]) for call in fact.message["tool_calls"])
+            calls.extend(Call(call["name"], call["args"]) for call in fact.message["tool_calls"]
+                         if call["id"] in answered)
     took = (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None
     return RunFigures(run.run_id, run.status, run.answer, run.error, tuple(calls), run.steps, run.tokens,
                       run.cost_usd, run.cost_known_usd, took)

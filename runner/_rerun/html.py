@@ -10,6 +10,7 @@ import html
 from collections.abc import Callable, Iterator
 from typing import Final
 
+from .._text import plural
 from .._view.summary import money
 from .diff import RunFigures
 from .report import Case, RerunReport
@@ -48,10 +49,10 @@ def _page(report: RerunReport) -> Iterator[str]:
            f"<title>rerun {e(report.rerun_id)}</title><style>{STYLE}</style></head><body>\n")
     yield f"<h1>rerun <code>{e(report.rerun_id)}</code> on {e(model)}</h1>\n"
     yield f'<p class="summary">{e(report.summary())}</p>\n'
-    yield (f'<p class="dim">{report.samples} sample(s) per case; the candidates are labelled '
+    yield (f'<p class="dim">{plural(report.samples, "sample")} per case; the candidates are labelled '
            f"<code>rerun={e(report.rerun_id)}</code>.</p>\n")
     if report.interrupted:
-        yield f'<p class="verdict">interrupted: {len(report.left)} case(s) did not finish</p>\n'
+        yield f'<p class="verdict">interrupted: {plural(len(report.left), "case")} did not finish</p>\n'
     for case in report.cases:
         yield from _case(case)
     yield "</body></html>\n"

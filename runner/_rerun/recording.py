@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from .._log.limits import Limits
 from .._log.records import StoredRun
 from .._log.state import fold
-from .._log.statuses import UNFINISHED, Status
+from .._log.statuses import UNSETTLED, Status
 from .._loop import observations
 from ..events import Event, MessageAppended, RunResumed, RunStarted, StepStarted, ToolFinished
 from ..messages import DEFAULT_TRAITS, Message, ToolCall, ToolSpec, ToolTraits
@@ -59,15 +59,20 @@ class Baseline:
 
 
 def read_baseline(run: StoredRun) -> Baseline:
-    """The ``Baseline`` of ``run``; ``ValueError`` for a run still going, or one that never started."""
-    if run.status in UNFINISHED:
-        raise ValueError(f"run {run.run_id} is {run.status}: a rerun compares with a run that has ended")
+    """The ``Baseline`` of ``run``; ``ValueError`` for a run not settled (``unsettled``), or one that never started."""
+    if run.status in UNSETTLED:
+        raise ValueError(unsettled(run.run_id, run.status))
     state = fold(run.facts, run.run_id)
     started = state.started
     if started is None:
         raise ValueError(f"run {run.run_id} never started ({run.status}): there is nothing to rerun")
     return Baseline(run, started.task, started.system, opening_messages(run.facts), list(started.tool_specs),
                     careful_traits(run.facts), Limits.from_dict(state.limits or run.limits), recorded_calls(run.facts))
+
+
+def unsettled(run_id: str, status: str) -> str:
+    """Why a run still going on (running, queued, awaiting approval) is no baseline."""
+    return f"run {run_id} is {status}: a rerun compares with a run that has ended"
 
 
 def opening_messages(facts: Sequence[Event]) -> list[Message]:

@@ -11,11 +11,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .._text import plural
 from .._view.summary import money
 from .diff import RunFigures, calls_diff, compare
 from .tools import ToolCounts
 
 UNCHANGED, CHANGED, REGRESSED = "unchanged", "changed", "regressed"
+NO_BASELINES = "no baselines: nothing to rerun (give runs that have ended)"
+
+
+def skipped_note(going: Sequence[tuple[str, str]]) -> str:
+    """``skipped 2 runs not ended (running, awaiting_approval): 1f2e3d4c, 9a8b7c6d``: baselines left out, and why."""
+    statuses = ", ".join(dict.fromkeys(status for _, status in going))
+    return (f"skipped {plural(len(going), 'run')} not ended ({statuses}): a rerun compares with runs that have "
+            f"ended: {', '.join(run_id[:8] for run_id, _ in going)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +92,7 @@ class RerunReport:
 
     ``interrupted`` says Ctrl-C (or the ``cancel`` event) stopped it: the candidates still running were
     closed ``cancelled``, and ``left`` names the baselines whose case did not finish, in no case.
+    ``skipped`` names the runs given that had not ended (running, queued, awaiting approval): no baselines.
     ``ok`` is False when a case regressed.
     """
 
@@ -94,6 +104,7 @@ class RerunReport:
     left: tuple[str, ...] = ()
     interrupted: bool = False
     elapsed_s: float = 0.0
+    skipped: tuple[str, ...] = ()
 
     @property
     def regressed(self) -> tuple[Case, ...]:
@@ -119,6 +130,7 @@ class RerunReport:
         return {"cases": len(self.cases), UNCHANGED: self.count(UNCHANGED), CHANGED: self.count(CHANGED),
                 REGRESSED: self.count(REGRESSED), "unstable": sum(1 for case in self.cases if case.unstable),
                 "samples": self.samples, "interrupted": self.interrupted, "left": list(self.left),
+                "skipped": list(self.skipped),
                 "elapsed_s": self.elapsed_s, "baseline": self.baseline_totals.to_json(),
                 "candidates": self.candidate_totals.to_json()}
 
@@ -127,10 +139,10 @@ class RerunReport:
         base, cand = self.baseline_totals, self.candidate_totals
         per = max(self.samples, 1)
         unstable = sum(1 for case in self.cases if case.unstable)
-        return (f"{len(self.cases)} case(s): {self.count(UNCHANGED)} unchanged, {self.count(CHANGED)} changed, "
+        return (f"{plural(len(self.cases), 'case')}: {self.count(UNCHANGED)} unchanged, {self.count(CHANGED)} changed, "
                 f"{self.count(REGRESSED)} regressed ({unstable} unstable); tokens {base.tokens:,} → "
                 f"{round(cand.tokens / per):,} per sample; cost {money(base.cost_known_usd, base.cost_usd is None)} → "
-                f"{money(cand.cost_known_usd, cand.cost_usd is None)} for {cand.runs} candidate(s)")
+                f"{money(cand.cost_known_usd, cand.cost_usd is None)} for {plural(cand.runs, 'candidate')}")
 
     def assert_ok(self) -> RerunReport:
         """Return self when no case regressed, else raise ``AssertionError`` naming the baselines that did."""

@@ -12,11 +12,12 @@ import itertools
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, NamedTuple
 
-from .._log.statuses import Status
+from .._log.statuses import UNSETTLED, Status
 from .._loop.drive import drive, ended
 from .._loop.results import AgentResult
 from .._loop.waits import Cancel
@@ -29,7 +30,7 @@ from ..messages import Message, Model, ToolCall
 from ..prices import Price, PriceBook, price_book
 from .diff import figures
 from .recording import Baseline, read_baseline
-from .report import Case, RerunReport, make_case
+from .report import NO_BASELINES, Case, RerunReport, make_case, skipped_note
 from .tools import CandidateTools, RecordedTools, ToolCounts
 
 if TYPE_CHECKING:
@@ -68,21 +69,30 @@ def rerun(store: RunStore, run_ids: Sequence[str], model: Model, *, registry: To
     effects and no approval; else the model reads that the call is not in the recording.
 
     Args:
-        run_ids: the baselines: run ids or unique prefixes of runs that have ended.
+        run_ids: the baselines: run ids or unique prefixes of runs that have ended. One not ended (running,
+            queued, awaiting approval) is skipped with a ``UserWarning`` and named in the report's ``skipped``;
+            with no baseline left, a ``UserWarning`` and an empty report.
         progress: called on this thread as each case finishes, with the case, how many have, and how many there are.
         cancel: an event (``threading.Event``) that stops the rerun as Ctrl-C does.
         tracer_provider, prices: as for ``run_agent``.
 
     Raises:
-        ValueError: a run that has not ended, or bad ``samples``/``concurrency``. ``PriceUnknown``: a budget
+        ValueError: a run that never started, or bad ``samples``/``concurrency``. ``PriceUnknown``: a budget
             on a model with no price. ``RunNotFound``: no such run.
     """
     _check_counts(samples, concurrency)
     if isinstance(run_ids, str):
         raise TypeError("run_ids must be a list of run ids, not one string")
-    baselines = [read_baseline(store.find_run(ref)) for ref in dict.fromkeys(run_ids)]
+    found = {run.run_id: run for run in (store.find_run(ref) for ref in dict.fromkeys(run_ids))}  # a run once
+    going = [(run.run_id, run.status) for run in found.values() if run.status in UNSETTLED]
+    if going:
+        warnings.warn(skipped_note(going), UserWarning, stacklevel=2)
+    baselines = [read_baseline(run) for run in found.values() if run.status not in UNSETTLED]
+    if not baselines:
+        warnings.warn(NO_BASELINES, UserWarning, stacklevel=2)
     runs = Rerun(store, baselines, model, registry, samples, system, max_cost_usd, prices, tracer_provider)
-    return runs.go(concurrency, cancel, progress)
+    report = runs.go(concurrency, cancel, progress)
+    return dataclasses.replace(report, skipped=tuple(run_id for run_id, _ in going))
 
 
 def _check_counts(samples: int, concurrency: int) -> None:

@@ -49,48 +49,62 @@ class RecordOnly(NamedTuple):
 
 
 Continuation = RunHere | SendToPool | RecordOnly
+# The option that raises each limit a run can stop on, and the limit it sets (none for the two with no option).
+RAISES = {Status.STEP_LIMIT: ("--max-steps", "max_steps"), Status.TOKEN_BUDGET: ("--token-budget", "token_budget"),
+          Status.COST_LIMIT: ("--max-cost-usd", "max_cost_usd"),
+          Status.TOOL_BUDGET: ("--max-tool-calls", "max_tool_calls"), Status.DEADLINE: ("--timeout", "timeout_s")}
 
 
 def continuation(run: StoredRun, *, here: bool, tools_given: bool, short: str, db_hint: str = "",
-                 tools_ref: str | None = None, mcp: Sequence[McpRef] = (), requeues: bool = False) -> Continuation:
+                 tools_ref: str | None = None, mcp: Sequence[McpRef] = (), requeues: bool = False,
+                 max_steps: int | None = None) -> Continuation:
     """Where ``run`` goes on (see the module docstring).
 
     ``here``: the caller drives even a pool run itself (``--here``; a console with the pool's agents).
     ``tools_given``: the caller has the run's tools. ``tools_ref``/``mcp`` name them in the command
     (else the run's recorded ones); ``short`` and ``db_hint`` are the run id and ``--db`` as printed.
     ``requeues``: the caller logs a stopped pool run sent back (``RunStore.requeue``), so it may go back.
+    ``max_steps``: the caller's own ``--max-steps`` for the command, in place of the one ``going_on`` suggests.
     """
     if pooled(run) and run.status == Status.AWAITING_APPROVAL and not here:
         return SendToPool(queue_of(run), resume_command(short, None))
     if pooled(run) and run.status in REQUEUABLE and requeues and not here and not tools_given:
         return SendToPool(queue_of(run), resume_command(short, None))
+    more = going_on(run) if max_steps is None or run.status != Status.STEP_LIMIT else ""
+    more += f" --max-steps {max_steps}" if max_steps is not None else ""
     if pooled(run):  # its workers have its tools: the command sends it back, or resumes it with --here --tools
-        command = resume_command(short, None) + going_on(run) + db_hint
+        command = resume_command(short, None) + more + db_hint
     else:
         given = tools_ref is not None or bool(mcp)
         tools, servers = (tools_ref, list(mcp)) if given else (recorded_tools(run), recorded_mcp(run))
-        command = resume_command(short, tools, (), going_on(run) + db_hint, servers)
+        command = resume_command(short, tools, (), more + db_hint, servers)
     return RunHere(command) if tools_given else RecordOnly(command)
 
 
 def going_on(run: StoredRun, prices_file: str | None = None) -> str:
-    """`` --max-steps N`` or `` --max-cost-usd USD [--prices FILE]``: what a resume of a run a limit stopped needs.
+    """`` --max-steps N``, `` --max-cost-usd USD [--prices FILE]``...: what a resume of a run a limit stopped needs.
 
-    A resume keeps the recorded limits and counts the whole run, so with them it stops again
-    at once: the suggestion adds a limit as large again as the one reached. ``--prices`` comes
-    back when the caller priced the run, or a call with usage had no price (``prices_file`` names the
-    file, else a placeholder); a reply with no usage reported has no cost whatever the price.
+    A resume keeps the recorded limits and counts the whole run, so with them it stops again at once:
+    the option sets the limit reached as large again as what the run used (or as the limit, if more).
+    ``--prices`` comes back when the caller priced the run (``prices_file`` names the file, else a
+    placeholder) or a call with usage had no price, but for a pool run, whose workers price it;
+    a reply with no usage reported has no cost whatever the price. "" for a run no such limit stopped.
     """
-    if run.status not in (Status.STEP_LIMIT, Status.COST_LIMIT):
+    option = RAISES.get(run.status)
+    if option is None:
         return ""
-    limits = fold(run.facts, run.run_id).limits or run.limits
-    if run.status == Status.STEP_LIMIT:
-        steps = _positive(limits.get("max_steps"))
-        return f" --max-steps {int(max(steps, run.steps) + steps)}" if steps else ""
-    budget = _positive(limits.get("max_cost_usd"))
-    more = f" --max-cost-usd {max(budget, run.cost_known_usd) + budget:.6g}" if budget else ""
-    calls = [fact for fact in run.facts if isinstance(fact, ModelCalled)]
-    if any(call.price_source == GIVEN_PRICES or _unpriced(call) for call in calls):
+    flag, name = option
+    state = fold(run.facts, run.run_id)
+    limit = _positive((state.limits or run.limits).get(name))
+    if not limit:
+        return ""
+    used = {Status.STEP_LIMIT: run.steps, Status.COST_LIMIT: run.cost_known_usd, Status.TOKEN_BUDGET: state.spent,
+            Status.TOOL_BUDGET: state.tool_calls_run}.get(run.status, limit)
+    larger = max(limit, used) + limit
+    more = f" {flag} {int(larger) if larger.is_integer() else format(larger, '.6g')}"
+    if run.status == Status.COST_LIMIT and not pooled(run) and any(
+            call.price_source == GIVEN_PRICES or _unpriced(call)
+            for call in run.facts if isinstance(call, ModelCalled)):
         more += f" --prices {shlex.quote(prices_file) if prices_file else PRICES_PLACEHOLDER}"
     return more
 
@@ -130,28 +144,6 @@ def tools_args(tools: str | None, mcp: Sequence[McpRef] = ()) -> str:
     words = [f" --tools {tools}"] if tools else []
     words += [f" --{'mcp' if ref['transport'] == 'stdio' else 'mcp-url'} {shlex.quote(ref['target'])}" for ref in mcp]
     return "".join(words)
-
-
-# The option that raises each limit a run can stop on, and the limit it sets (none for the two with no option).
-RAISES = {Status.STEP_LIMIT: ("--max-steps", "max_steps"), Status.TOKEN_BUDGET: ("--token-budget", "token_budget"),
-          Status.COST_LIMIT: ("--max-cost-usd", "max_cost_usd"),
-          Status.TOOL_BUDGET: ("--max-tool-calls", "max_tool_calls"), Status.DEADLINE: ("--timeout", "timeout_s")}
-
-
-def larger_limit(run: StoredRun) -> str | None:
-    """`` --max-cost-usd 1``: the option that lets a run stopped on a limit go on, at twice that limit.
-
-    None for a run that did not stop on a limit the command line sets.
-    """
-    option = RAISES.get(run.status)
-    if option is None:
-        return None
-    flag, name = option
-    value = fold(run.facts, run.run_id).limits.get(name)
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    larger = max(value * 2, value + 1) if isinstance(value, int) else value * 2
-    return f" {flag} {int(larger) if float(larger).is_integer() else larger!r}"
 
 
 def recorded_tools(run: StoredRun) -> str | None:

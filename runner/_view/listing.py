@@ -6,11 +6,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import NamedTuple
 
+from .._log.statuses import Status
 from ..store import RunFilter, RunStore, RunSummary
 
-__all__ = ["RunFilter", "RunsPage", "runs_page"]
+__all__ = ["RunFilter", "RunsPage", "Waiting", "runs_page", "waiting"]
 
 
 class RunsPage(NamedTuple):
@@ -32,3 +34,20 @@ def runs_page(store: RunStore, where: RunFilter, *, limit: int, offset: int = 0,
     if count_more and len(found) == limit:
         more = max(0, store.count_runs(where, at_most=shown + count_more) - shown)
     return RunsPage(found, store.refused_calls([run.run_id for run in found]), more)
+
+
+class Waiting(NamedTuple):
+    """How many runs a filter matches that await approval (counted up to a bound), and the newest one's id."""
+
+    runs: int
+    newest: str | None
+
+
+def waiting(store: RunStore, where: RunFilter, *, at_most: int) -> Waiting:
+    """The runs awaiting approval that ``where`` matches, in the whole store (not one page), up to ``at_most``."""
+    if where.status is not None and Status.AWAITING_APPROVAL not in where.status:
+        return Waiting(0, None)
+    only = dataclasses.replace(where, status=(Status.AWAITING_APPROVAL,))
+    count = store.count_runs(only, at_most=at_most)
+    newest = store.list_runs(only, limit=1) if count else []
+    return Waiting(count, newest[0].run_id if newest else None)

@@ -12,7 +12,7 @@ from rich.text import Text
 from .._log.records import StoredRun
 from .._log.statuses import Status
 from .._text import clean, shown_name
-from .._view.continuation import larger_limit, pooled, recorded_mcp, recorded_tools, resume_command
+from .._view.continuation import going_on, pooled, recorded_mcp, recorded_tools, resume_command
 from .._view.lineage import pending_approvals
 
 
@@ -30,7 +30,7 @@ def continue_hint(run: StoredRun, short: str, db_hint: str = "") -> Iterator[Tex
     elif run.status == Status.AWAITING_APPROVAL:  # every call it waits on is decided in the log
         yield Text("  " + clean(resume_command(short, tools, (), db_hint, mcp)) + "   # goes on with the logged "
                    "decisions", style="dim")
-    elif pooled(run) and (larger := larger_limit(run)) is not None:  # its workers have its tools
+    elif pooled(run) and (larger := going_on(run)):  # its workers have its tools
         yield Text("  " + clean(resume_command(short, None) + larger + db_hint) + "   # sends it back to its pool "
                    "with a larger budget", style="dim")
     elif run.gone:

@@ -14,9 +14,10 @@ from datetime import datetime
 import click
 from rich.text import Text
 
+from .._text import plural
 from ..store import PRUNABLE, PruneResult
 from .options import EXIT_NO, CliUsageError, Env, common, when_option
-from .render import console, plural, print_json, status_style
+from .render import console, print_json, status_style
 
 
 def stdin_is_tty() -> bool:

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from .._log.records import LIVE
 from .._log.statuses import STATUSES, Status
-from .._text import clean
+from .._text import clean, plural
 from .options import reader_gone
 
 PIPE_WIDTH = 160
@@ -37,15 +37,6 @@ def status_style(status: str, liveness: str = LIVE) -> str:
     if status == Status.RUNNING and liveness != LIVE:
         return ERROR_STYLE
     return STATUS_STYLES.get(status, ERROR_STYLE)  # a status a newer runner wrote: shown as a stop
-
-
-def plural(count: int, noun: str) -> str:
-    """``1 step``, ``2 steps``, ``3 replies``: a count and its noun, agreeing."""
-    if count == 1:
-        return f"{count} {noun}"
-    if noun.endswith("y") and noun[-2:-1] not in ("a", "e", "o", "u"):
-        return f"{count} {noun[:-1]}ies"
-    return f"{count} {noun}s"
 
 
 def cut(text: str, limit: int | None) -> str:

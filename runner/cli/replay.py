@@ -10,10 +10,10 @@ from rich.text import Text
 from .._replay.fixture import Fixture, fixture_from_run, load_fixture
 from .._replay.replayer import replay as replay_fixture
 from .._replay.update import HINT_CLI, update_fixture
-from .._text import clean
+from .._text import clean, plural
 from .._tools.registry import ToolRegistry
 from .options import CliError, CliUsageError, Env, common
-from .render import console, plural, print_json
+from .render import console, print_json
 from .tooling import ToolsGiven, base_tools, check, mcp_options, tools_for
 
 

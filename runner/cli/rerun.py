@@ -6,10 +6,12 @@ from datetime import datetime
 
 import click
 
-from .._log.statuses import UNFINISHED, Status
+from .._log.statuses import UNSETTLED, Status
 from .._rerun import RerunReport, rerun
 from .._rerun.html import write as write_html
+from .._rerun.report import NO_BASELINES, skipped_note
 from .._rerun.session import MAX_SAMPLES
+from .._text import plural
 from .._view.lineage import RERUN
 from ..errors import PriceUnknown
 from ..prices import Price
@@ -30,7 +32,7 @@ from .render import print_json
 from .rerun_table import print_report, progress_line
 from .specs import MODEL_HELP, build_model, load_tools, model_options, tracer_provider
 
-ENDED = [status.value for status in Status if status not in UNFINISHED]
+ENDED = [status.value for status in Status if status not in UNSETTLED]
 
 
 def at_most_max_samples(ctx: click.Context, param: click.Parameter, value: int) -> int:
@@ -73,7 +75,8 @@ def rerun_command(env: Env, run_refs: tuple[str, ...], statuses: tuple[str, ...]
     """Rerun finished runs (the baselines) on a new model and report what changed; exit 1 if a case regressed.
 
     The baselines are the RUN ids given, or the runs the filters select (as `runner runs` does; runs
-    still going and earlier reruns' candidates are left out). Each gets --samples new runs with its
+    not ended, running, queued or awaiting approval, are skipped with a note, and earlier reruns'
+    candidates left out). No baseline left is a usage error (exit 2). Each gets --samples new runs with its
     task, system prompt, tool specs and limits, linked to it and labelled rerun=ID. A call the baseline
     made gets its recorded result: no tool runs again, and no side effect is ever repeated.
 
@@ -94,7 +97,7 @@ def rerun_command(env: Env, run_refs: tuple[str, ...], statuses: tuple[str, ...]
     with env.store(create=True) as store:
         run_ids = given(store, run_refs) if run_refs else selected(store, statuses, since, labels, tool, limit)
         if not run_ids:
-            raise CliError("no finished run matches the filters: nothing to rerun")
+            raise CliUsageError(NO_BASELINES)
         provider, flush = tracer_provider(env.hint())
         try:
             report = rerun(store, run_ids, model, registry=registry, samples=samples, system=system,
@@ -116,14 +119,12 @@ def rerun_command(env: Env, run_refs: tuple[str, ...], statuses: tuple[str, ...]
 
 
 def given(store: RunStore, refs: tuple[str, ...]) -> list[str]:
-    """The ids of the RUN refs given; one still going is a usage error."""
-    ids = []
-    for ref in refs:
-        run = store.find_run(ref)
-        if run.status in UNFINISHED:
-            raise CliUsageError(f"run {run.run_id} is {run.status}: a rerun compares with a run that has ended")
-        ids.append(run.run_id)
-    return ids
+    """The ids of the RUN refs given, each once; those not ended (running, queued, awaiting approval) are skipped."""
+    found = {run.run_id: run for run in (store.find_run(ref) for ref in refs)}
+    going = [(run.run_id, run.status) for run in found.values() if run.status in UNSETTLED]
+    if going:
+        click.echo(f"note: {skipped_note(going)}", err=True)
+    return [run_id for run_id, run in found.items() if run.status not in UNSETTLED]
 
 
 def selected(store: RunStore, statuses: tuple[str, ...], since: datetime | None, labels: dict[str, str],
@@ -134,12 +135,15 @@ def selected(store: RunStore, statuses: tuple[str, ...], since: datetime | None,
     """
     found = store.list_runs(status=list(statuses) or None, since=since, tool=tool, label=labels or None, limit=limit)
     candidates_too = RERUN in labels  # asked for by their label: an earlier rerun's candidates are the baselines
-    kept = [run.run_id for run in found
-            if run.status not in UNFINISHED and (candidates_too or RERUN not in run.labels)]
-    if len(kept) < len(found):
-        click.echo(f"note: {len(found) - len(kept)} of the {len(found)} runs selected are left out (still "
-                   "going, or candidates of an earlier rerun)", err=True)
-    return kept
+    going = [(run.run_id, run.status) for run in found if run.status in UNSETTLED]
+    earlier = sum(1 for run in found if run.status not in UNSETTLED and not candidates_too and RERUN in run.labels)
+    if going:
+        click.echo(f"note: {skipped_note(going)}", err=True)
+    if earlier:
+        click.echo(f"note: left out {plural(earlier, 'candidate')} of an earlier rerun (select them with "
+                   "--label rerun=ID)", err=True)
+    return [run.run_id for run in found
+            if run.status not in UNSETTLED and (candidates_too or RERUN not in run.labels)]
 
 
 def html(report: RerunReport, path: str) -> None:

@@ -9,7 +9,7 @@ import click
 from rich.text import Text
 
 from .._rerun import Case, RerunReport
-from .._text import clean
+from .._text import clean, plural
 from ..store import RunStore
 from .render import console, status_style, table
 
@@ -53,7 +53,7 @@ def print_report(report: RerunReport, store: RunStore, db_hint: str, html_path: 
     out.print(Text(clean(report.summary()), style="bold"))
     if report.interrupted:
         left = ", ".join(run_id[:8] for run_id in report.left)
-        out.print(Text(f"interrupted: {len(report.left)} case(s) did not finish ({clean(left)}); their "
+        out.print(Text(f"interrupted: {plural(len(report.left), 'case')} did not finish ({clean(left)}); their "
                        "candidates were closed cancelled", style="bold red"))
     for case in report.regressed:
         worst = next((c for c in case.candidates if c.status != case.baseline.status), case.candidates[0])

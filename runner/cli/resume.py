@@ -24,7 +24,7 @@ from .._loop.results import AgentResult
 from .._run import approvals
 from .._run.resume import fork as fork_run
 from .._run.resume import resume_stored
-from .._text import clean
+from .._text import clean, plural
 from .._view.continuation import RecordOnly, SendToPool, continuation, pooled
 from ..events import StepStarted
 from ..pool.submission import BROKER_ENV, broker_url
@@ -32,7 +32,7 @@ from ..prices import Price
 from ..store import RunStore, StoredRun
 from .costs import check_priced
 from .options import EXIT_NO, CliError, CliUsageError, Env, common, parse_pairs
-from .render import plural, print_json
+from .render import print_json
 from .runs import (
     QUIET,
     RECORD_CONTENT,

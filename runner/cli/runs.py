@@ -20,8 +20,8 @@ from .._log.limits import Limits
 from .._log.state import RunState, fold
 from .._log.statuses import Status
 from .._loop.results import AgentResult
-from .._text import clean
-from .._view.continuation import going_on, resume_command
+from .._text import clean, plural
+from .._view.continuation import RAISES, going_on, resume_command
 from .._view.lineage import pending_approvals
 from .._view.summary import money
 from ..errors import StoreError
@@ -31,7 +31,7 @@ from ..recorder import Recorder
 from ..store import RunStore, StoredRun
 from .costs import PRICES, max_cost_option, prices_file
 from .options import EXIT_INTERRUPTED, Env
-from .render import console, plural, print_json, status_style
+from .render import console, print_json, status_style
 from .specs import configured_endpoint, spans_command, tracer_provider
 
 if TYPE_CHECKING:
@@ -184,7 +184,7 @@ def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]
     calls it awaits; for ``--json``, how many model calls have no known cost).
     """
     awaiting = result.status == Status.AWAITING_APPROVAL
-    limited = result.status in (Status.STEP_LIMIT, Status.COST_LIMIT)  # its resume needs a larger limit
+    limited = result.status in RAISES  # its resume needs a larger limit
     run = store.get_run(result.run_id) if awaiting or limited or (env.as_json and result.cost_usd is None) else None
     pending = list(pending_approvals(run)) if run is not None and awaiting else []
     if env.as_json:

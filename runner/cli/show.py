@@ -7,17 +7,18 @@ from datetime import datetime
 import click
 
 from .._log.statuses import Status
+from .._text import plural
 from .._view.continuation import TOOLS_PLACEHOLDER, resume_command
 from .._view.inherited import inherited
 from .._view.lineage import children, parent_of
-from .._view.listing import RunFilter, runs_page
+from .._view.listing import RunFilter, Waiting, runs_page, waiting
 from .._view.show import show_json
 from .._view.summary import money, summary_json
 from ..store import RunSummary
 from .lineage import continue_hint
 from .listing import Row, runs_table
 from .options import MAX_LIMIT, Env, common, label_option, when_option
-from .render import console, plural, print_json, status_style
+from .render import console, print_json, status_style
 from .timeline import status_label, timeline
 
 MORE_COUNTED = 1000  # past a full page, count at most this many more matching runs
@@ -42,7 +43,8 @@ def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: dat
     "tool calls" counts the calls that ran, a call run again after a crash once.
     Calls refused before running (an unknown tool, bad arguments, a repeat) are shown apart: "3 (+1 refused)".
     Runs awaiting approval, and running ones whose process is gone ("running (dead)"), get a
-    note saying how to go on with them.
+    note saying how to go on with them: every run awaiting approval the filters match is counted,
+    not only those listed.
 
     \b
       runner runs --status step_limit --since 1d
@@ -56,7 +58,8 @@ def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: dat
         if env.as_json:
             print_json([summary_json(run, refused[run.run_id]) for run in found])
             return
-        shorts = store.short_ids([run.run_id for run in found])
+        asking = waiting(store, where, at_most=MORE_COUNTED + 1)
+        shorts = store.short_ids([run.run_id for run in found] + ([asking.newest] if asking.newest else []))
     out = console()
     if not found:
         out.print("no runs match", style="dim")
@@ -70,7 +73,7 @@ def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: dat
     out.print(grid)
     if note:
         out.print(note, style="dim")
-    for line in waiting_notes(found, shorts, env.hint()):
+    for line in waiting_notes(found, asking, shorts, env.hint()):
         out.print(line, style="dim")
     more = page.more
     if more > MORE_COUNTED:
@@ -79,13 +82,16 @@ def runs(env: Env, statuses: tuple[str, ...], since: datetime | None, until: dat
         out.print(f"… {more:,} more match; use --limit {limit + more} to see them", style="dim")
 
 
-def waiting_notes(found: list[RunSummary], shorts: dict[str, str], db_hint: str) -> list[str]:
-    """Notes under the table for the runs that wait on someone: approvals, and dead processes."""
+def waiting_notes(found: list[RunSummary], asking: Waiting, shorts: dict[str, str], db_hint: str) -> list[str]:
+    """Notes under the table for the runs that wait on someone: approvals (all that match), and dead processes.
+
+    The dead are those listed: the store judges a process gone as it reads each run.
+    """
     notes = []
-    awaiting = [run.run_id for run in found if run.status == Status.AWAITING_APPROVAL]
-    if awaiting:
-        which = shorts[awaiting[0]] if len(awaiting) == 1 else "ID"
-        notes.append(f"note: {plural(len(awaiting), 'run')} awaiting approval: runner show {which}{db_hint} "
+    if asking.runs:
+        which = shorts[asking.newest] if asking.runs == 1 and asking.newest else "ID"
+        many = f"over {MORE_COUNTED:,} runs" if asking.runs > MORE_COUNTED else plural(asking.runs, "run")
+        notes.append(f"note: {many} awaiting approval: runner show {which}{db_hint} "
                      "lists the calls to --approve or --deny")
     dead = [run.run_id for run in found if run.gone]
     if dead:

@@ -12,10 +12,11 @@ import click
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from rich.text import Text
 
+from .._text import plural
 from ..tracing import otlp_exporter, rebuild_spans
 from ..tracing.otlp import export_timeout_s, otlp_setting
 from .options import CliError, Env, common
-from .render import console, plural, print_json
+from .render import console, print_json
 from .specs import CLI_EXPORT_TIMEOUT_S
 
 if TYPE_CHECKING:

@@ -14,13 +14,13 @@ from typing import Any
 import click
 from rich.text import Text
 
-from .._text import shown_name
+from .._text import plural, shown_name
 from .._view.summary import iso, money, seconds
 from .._view.timeline import tool_failed
 from ..events import StepFinished, StepStarted, ToolFinished
 from ..store import CallCost, RunStore
 from .options import Env, common, when_option
-from .render import console, median, percentile, plural, print_json, status_style, table
+from .render import console, median, percentile, print_json, status_style, table
 
 
 def latency(values: list[float]) -> dict[str, float | None]:

@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from rich.text import Text
 
 from .._log.statuses import STATUSES, Status
-from .._text import clean, shown_name
+from .._text import clean, plural, shown_name
 from .._view.activity import active_seconds
 from .._view.inherited import Inherited
 from .._view.lineage import Link, origin_text, parent_text
@@ -37,7 +37,7 @@ from ..messages import ToolCall
 from ..progress import ESTIMATED, tokens_text
 from ..store import RunSummary, StoredRun
 from .costs import run_cost
-from .render import ERROR_STYLE, WAITING_STYLE, cut, plural, status_style
+from .render import ERROR_STYLE, WAITING_STYLE, cut, status_style
 
 SHOWN_CHARS = 300
 # What ``show`` adds to "not run" for the refusals that durable execution brings.

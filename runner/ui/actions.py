@@ -121,8 +121,7 @@ class Actions:
         agents = self.agents if pooled(run) and max_steps is None else None  # a pool run goes on with its agent
         tools_given = agents is not None or (self.registry is not None and not pooled(run))
         how = continuation(run, here=agents is not None, tools_given=tools_given, short=short,
-                           db_hint=self.db_hint, tools_ref=self.tools_ref, mcp=self.mcp_servers)
-        more = f" --max-steps {max_steps}" if max_steps is not None else ""
+                           db_hint=self.db_hint, tools_ref=self.tools_ref, mcp=self.mcp_servers, max_steps=max_steps)
         match how:
             case SendToPool(queue, command) if max_steps is None and (self.broker or _env_broker()):
                 return self._publish(run, queue, command)
@@ -130,13 +129,13 @@ class Actions:
                 self._background(run.run_id, lambda: take(self.store, run.run_id, agents, by=by or self.decider))
                 return Continued(CONTINUED, "decision recorded; the console continues the run with its agent")
             case RunHere(command):
-                return self._resume_here(run, command + more, max_steps, by if by is not None else self.decider)
+                return self._resume_here(run, command, max_steps, by if by is not None else self.decider)
             case _ if pooled(run):
                 return Continued(RECORDED, "decision recorded; this console has no agents or broker to go on with",
                                  resume_command(short, None) + self.db_hint)
             case _:
                 return Continued(RECORDED, "recorded; this console was started without --tools, so it cannot run "
-                                           "them", how.command + more)
+                                           "them", how.command)
 
     def _publish(self, run: StoredRun, queue: str, command: str) -> Continued:
         """Send a pool run back to ``queue``, where a worker resumes it."""

@@ -271,6 +271,17 @@ def test_the_resume_suggested_after_a_step_limit_goes_on(store_url: str) -> None
     assert json.loads(resumed.stdout)["status"] == "done", resumed.output
 
 
+def test_the_resume_suggested_after_a_tool_budget_goes_on(store_url: str) -> None:
+    """One rule (``going_on``) for every limit a resume option raises: this one as large again as the calls run."""
+    stopped, _ = run(store_url, FIRST, SECOND, args=("--max-tool-calls", "1"))
+    assert "stopped: tool_budget" in stopped.stdout, stopped.output
+    command = suggested_resume(stopped)
+    assert command[-4:] == ["--max-tool-calls", "2", "--db", store_url]
+    with FakeOpenAI(LAST) as server:
+        resumed = invoke(*command, *at(server), "--json")
+    assert json.loads(resumed.stdout)["status"] == "done", resumed.output
+
+
 def test_the_resume_suggested_after_a_cost_limit_goes_on_with_the_prices_file(store_url: str, tmp_path: Path) -> None:
     prices = tmp_path / "my prices.toml"
     prices.write_text("[gpt-4o-mini]\ninput_mtok = 1.0\noutput_mtok = 1.0\n", encoding="utf-8")

@@ -8,6 +8,7 @@ HTTP server on 127.0.0.1 that answers with scripted completions. The tools are
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import shlex
@@ -220,6 +221,30 @@ def test_a_dead_run_is_marked_and_resumed_without_running_its_side_effect_again(
     assert tool.endswith(", not run (in doubt)  error")
     assert shown[shown.index(tool) + 1] == "    " + IN_DOUBT
     assert shown[-2:] == ["done", "  I cannot tell whether x was paid."]
+
+
+def test_the_awaiting_approval_note_counts_every_matching_run_not_the_page(store_url: str) -> None:
+    first = awaiting(store_url, ("t1", "transfer", {"ref": "a"}))
+    awaiting(store_url, ("t1", "transfer", {"ref": "b"}))
+    finished(store_url)
+    note = f"note: 2 runs awaiting approval: runner show ID{hint(store_url)} lists the calls to --approve or --deny"
+    newest_only = invoke("runs", "--limit", "1", "--db", store_url)
+    assert [row[2] for row in table(newest_only)] == ["done"]
+    assert note in lines(newest_only)
+    page = invoke("runs", "--status", "awaiting_approval", "--limit", "1", "--db", store_url)
+    assert len(table(page)) == 1
+    assert note in lines(page)
+    assert not any("awaiting approval" in line for line in lines(invoke("runs", "--status", "done", "--db", store_url)))
+    older = invoke("runs", "--until", just_after_start(store_url, first), "--db", store_url)
+    assert f"note: 1 run awaiting approval: runner show {first[:8]}{hint(store_url)} lists the calls to --approve " \
+           "or --deny" in lines(older)
+
+
+def just_after_start(url: str, run_id: str) -> str:
+    """A microsecond after the run started, as an ISO datetime: ``--until`` it selects that run and those before."""
+    with open_store(url) as store:
+        when = store.get_run(run_id).started_at
+    return (when + datetime.timedelta(microseconds=1)).isoformat()
 
 
 def test_runs_marks_and_filters_runs_awaiting_approval_and_show_says_how_to_continue(store_url: str) -> None:

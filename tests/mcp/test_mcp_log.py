@@ -41,6 +41,8 @@ def test_a_runs_mcp_servers_are_logged_and_name_the_resume_command(store: RunSto
         f"runner resume 1f2e3d4c{SHELL_ARGS} --approve c1 --db x")
     outcome = Actions(store).go_on(run)  # a console without tools: it says what to run, with a limit that goes on
     assert outcome.command == f"runner resume {store.short_ids([run.run_id])[run.run_id]}{SHELL_ARGS} --max-steps 2"
+    given = Actions(store).resume(run.run_id, 5)  # the Resume form's max steps: in the command once, in its place
+    assert given.command == f"runner resume {store.short_ids([run.run_id])[run.run_id]}{SHELL_ARGS} --max-steps 5"
     both = store.get_run(stopped(store, mcp_servers=SERVERS[:1], tools_ref="myapp.tools:registry"))
     assert resume_command("x", recorded_tools(both), (), "", recorded_mcp(both)) == (
         "runner resume x --tools myapp.tools:registry --mcp 'python '\"'\"'my server.py'\"'\"' --port 1'")

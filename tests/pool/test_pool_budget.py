@@ -115,7 +115,7 @@ def test_show_prints_the_command_that_sends_a_limit_stopped_pool_run_back(store:
     short = store.short_ids([run_id])[run_id]
     shown = invoke("show", short, "--db", store_url)
     assert shown.exit_code == 0, shown.output
-    command = f"runner resume {short} --max-cost-usd 1 --db {shlex.quote(store_url)}"
+    command = f"runner resume {short} --max-cost-usd 1.1 --db {shlex.quote(store_url)}"  # $0.6 used, and $0.5 more
     assert f"  {command}   # sends it back to its pool with a larger budget" in shown.stdout.splitlines()
 
 

@@ -3,7 +3,9 @@ another that behaves differently, over a real SQLite file (and PostgreSQL when R
 
 from __future__ import annotations
 
+import json
 import re
+import warnings
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -12,6 +14,8 @@ import pytest
 
 from runner import RerunReport, open_store, rerun, resume, run_agent
 from runner._rerun import session
+from runner._rerun.diff import Call
+from runner._rerun.tools import ToolCounts
 from runner.errors import PriceUnknown
 from runner.events import RunStarted, ToolFinished
 from runner.store import RunStore
@@ -144,7 +148,7 @@ def test_system_replaces_the_baselines_system_prompt(store_url: str) -> None:
         assert candidate.messages[1] == {"role": "user", "content": WEATHER}
 
 
-def test_a_run_still_going_is_no_baseline(store_url: str) -> None:
+def test_bad_counts_and_one_string_are_refused(store_url: str) -> None:
     with recorded(store_url, (WEATHER,)) as (store, ids), TaskServer(AFTER) as server, fake_model(server) as model:
         with pytest.raises(ValueError, match="samples must be a positive integer, got 0"):
             rerun(store, [ids[WEATHER]], model, samples=0)
@@ -152,20 +156,53 @@ def test_a_run_still_going_is_no_baseline(store_url: str) -> None:
             rerun(store, [ids[WEATHER]], model, samples=1001)
         with pytest.raises(TypeError, match="not one string"):
             rerun(store, ids[WEATHER], model)
-        recorder = store.recorder()
-        recorder.record(RunStarted(run_id="r" * 32, task="t", system="s", limits={}, tool_specs=[], model="m"))
-        recorder.sync()
-        with pytest.raises(ValueError, match=f"run {'r' * 32} is running: a rerun compares with a run that has ended"):
-            rerun(store, ["r" * 32], model)
         assert server.requests == []
 
 
-def test_no_baselines_give_an_empty_report_and_no_model_call(tmp_path: Path) -> None:
+TRANSFER = "Move 5 to bob."
+
+
+def awaiting_and_running(store: RunStore) -> tuple[str, str]:
+    """A run awaiting approval (a transfer) and a run still running, recorded in ``store``: their ids."""
+    asks = {TRANSFER: steps(completion("", [("t1", "transfer", {"to": "bob", "amount": 5})]), completion("Moved."))}
+    with TaskServer(asks) as server, fake_model(server) as model:
+        waiting = run_agent(TRANSFER, model, rerun_tools.tools(), store=store)
+    assert waiting.status == "awaiting_approval"
+    recorder = store.recorder()
+    recorder.record(RunStarted(run_id="r" * 32, task="t", system="s", limits={}, tool_specs=[], model="m"))
+    recorder.sync()
+    return waiting.run_id, "r" * 32
+
+
+def test_runs_not_ended_are_skipped_with_a_warning_saying_how_many_and_why(store_url: str) -> None:
+    with recorded(store_url, (WEATHER,)) as (store, ids), TaskServer(AFTER) as server, fake_model(server) as model:
+        waiting, running = awaiting_and_running(store)
+        with pytest.warns(UserWarning, match="^skipped 2 runs not ended") as warned:
+            report = rerun(store, [waiting, ids[WEATHER], running, ids[WEATHER][:10]], model)
+    assert [str(w.message) for w in warned] == [
+        f"skipped 2 runs not ended (awaiting_approval, running): a rerun compares with runs that have ended: "
+        f"{waiting[:8]}, {'r' * 8}"]
+    assert [case.baseline.run_id for case in report.cases] == [ids[WEATHER]]  # the prefix is the same run: once
+    assert (report.skipped, report.to_json()["summary"]["skipped"]) == ((waiting, running), [waiting, running])
+    assert {r.task for r in server.requests} == {WEATHER}
+
+
+def test_no_baselines_warn_and_give_an_empty_report_and_no_model_call(tmp_path: Path) -> None:
     with open_store(f"sqlite:///{tmp_path}/empty.db") as store, TaskServer(AFTER) as server, \
             fake_model(server) as model:
-        report = rerun(store, [], model)
-    assert (report.cases, report.left, report.ok, server.requests) == ((), (), True, [])
+        with pytest.warns(UserWarning, match="^no baselines: nothing to rerun") as warned:
+            report = rerun(store, [], model)
+        assert len(warned) == 1
+        running = awaiting_and_running(store)[1]
+        with warnings.catch_warnings(record=True) as both:
+            warnings.simplefilter("always")
+            skipped = rerun(store, [running], model)
+    assert (report.cases, report.left, report.skipped, report.ok) == ((), (), (), True)
     assert report.to_json()["summary"]["cases"] == 0
+    assert [(w.category, str(w.message)) for w in both] == [
+        (UserWarning, f"skipped 1 run not ended (running): a rerun compares with runs that have ended: {'r' * 8}"),
+        (UserWarning, "no baselines: nothing to rerun (give runs that have ended)")]
+    assert (skipped.cases, skipped.skipped, server.requests) == ((), (running,), [])
 
 
 def test_each_recorded_observation_serves_one_call_of_each_sample(store_url: str) -> None:
@@ -227,3 +264,16 @@ def test_resuming_a_candidate_with_real_tools_runs_its_pending_calls_for_real(st
     assert resumed.status == "done", resumed.error
     assert rerun_tools.RAN == [("send_email", FORECAST), ("send_email", {**FORECAST, "to": "bob"})]
     rerun_tools.RAN.clear()
+
+
+def test_calls_a_candidate_never_got_to_run_are_not_among_its_tool_calls(store_url: str) -> None:
+    priced = {"fake": {"input_mtok": 1.0, "output_mtok": 2.0}}
+    with recorded(store_url, (EMAIL,)) as (store, ids), TaskServer(AFTER) as server, fake_model(server) as model:
+        report = rerun(store, [ids[EMAIL]], model, max_cost_usd=1e-9, prices=priced)  # stops at the first reply
+    case = report.cases[0]
+    [candidate] = case.candidates
+    assert candidate.status == "cost_limit"
+    assert (candidate.tool_calls, case.tools[0]) == ((), ToolCounts(0, 0, 0))
+    assert case.baseline.tool_calls == (Call("send_email", FORECAST),)
+    assert case.diffs() == [[f"- send_email {json.dumps(FORECAST, sort_keys=True)}"]]
+    assert report.to_json()["cases"][0]["candidates"][0]["tool_calls"] == []

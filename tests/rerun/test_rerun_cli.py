@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from runner import open_store
+from runner.events import RunStarted
 from tests.cli.helpers import completion, invoke, one_error_line, rows
 from tests.rerun import rerun_tools
 from tests.rerun.helpers import AFTER, DRIFT, EMAIL, LOOP, TOOLS, WEATHER, TaskServer, recorded, recorded_at, steps
@@ -29,9 +30,9 @@ def test_the_table_one_line_per_case_then_the_summary_and_exit_1_for_a_regressio
                      [short[ids[LOOP]], "regressed", "done → step_limit", "2 → 3", "30 → 45",
                       "status, answer, tool_calls, steps, tokens"],
                      [short[ids[EMAIL]], "changed", "done", "2", "30", "answer, tool_calls"]]
-    summary = [line for line in result.stdout.splitlines() if line.startswith("4 case(s)")]
-    assert summary == ["4 case(s): 1 unchanged, 2 changed, 1 regressed (0 unstable); tokens 120 → 135 per sample; "
-                       "cost - → - for 4 candidate(s)"]
+    summary = [line for line in result.stdout.splitlines() if line.startswith("4 cases")]
+    assert summary == ["4 cases: 1 unchanged, 2 changed, 1 regressed (0 unstable); tokens 120 → 135 per sample; "
+                       "cost - → - for 4 candidates"]
     assert f"regressed: {short[ids[LOOP]]} ended done, now step_limit (made 3 model calls (max_steps=3))" \
         in result.stdout
     progress = sorted(result.stderr.splitlines())
@@ -126,14 +127,14 @@ def test_filters_select_ended_runs_and_leave_out_earlier_candidates(store_url: s
         again = rerun_cli(store_url, "--status", "done", "--json", server=server)
         assert again.exit_code == 0, again.output
         assert sorted(case["baseline_run_id"] for case in json.loads(again.stdout)["cases"]) == sorted(ids.values())
-        assert "note: 2 of the 4 runs selected are left out (still going, or candidates of an earlier rerun)" \
+        assert "note: left out 2 candidates of an earlier rerun (select them with --label rerun=ID)\n" \
             in again.stderr
         theirs = rerun_cli(store_url, "--label", f"rerun={first['rerun_id']}", "--json", "-q", server=server)
         assert sorted(case["baseline_run_id"] for case in json.loads(theirs.stdout)["cases"]) == sorted(
             run_id for case in first["cases"] for run_id in case["candidate_run_ids"])
         none = rerun_cli(store_url, "--status", "step_limit", server=server)
         assert (none.exit_code, one_error_line(none)) == (
-            3, "Error: no finished run matches the filters: nothing to rerun")
+            2, "Error: no baselines: nothing to rerun (give runs that have ended)")
 
 
 def test_usage_mistakes_exit_2_in_one_line_before_any_model_call(store_url: str) -> None:
@@ -163,3 +164,25 @@ def test_usage_mistakes_exit_2_in_one_line_before_any_model_call(store_url: str)
         assert server.requests == []
     with open_store(store_url) as store:
         assert [run.run_id for run in store.list_runs()] == [base]  # no candidate was started
+
+
+def test_runs_not_ended_are_skipped_with_a_note_and_none_left_is_a_usage_error(store_url: str) -> None:
+    ids = recorded_at(store_url, (WEATHER,))
+    with open_store(store_url) as store:
+        recorder = store.recorder()
+        recorder.record(RunStarted(run_id="r" * 32, task="t", system="s", limits={}, tool_specs=[], model="m"))
+        recorder.sync()
+    with TaskServer(AFTER) as server:
+        one = rerun_cli(store_url, ids[WEATHER], "r" * 10, "--json", "-q", server=server)
+        assert one.exit_code == 0, one.output
+        assert one.stderr == (f"note: skipped 1 run not ended (running): a rerun compares with runs that have "
+                              f"ended: {'r' * 8}\n")
+        assert [case["baseline_run_id"] for case in json.loads(one.stdout)["cases"]] == [ids[WEATHER]]
+        none = rerun_cli(store_url, "r" * 10, server=server)
+        assert none.exit_code == 2
+        assert none.stderr.splitlines() == [
+            f"note: skipped 1 run not ended (running): a rerun compares with runs that have ended: {'r' * 8}",
+            "Error: no baselines: nothing to rerun (give runs that have ended)"]
+        filtered = rerun_cli(store_url, "--since", "1d", "--json", "-q", server=server)
+        assert filtered.exit_code == 0, filtered.output
+        assert filtered.stderr.startswith("note: skipped 1 run not ended (running)")
