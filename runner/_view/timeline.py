@@ -1,6 +1,6 @@
 """A run's timeline as plain entries, built once from its log for ``runner show`` and the console's run page.
 
-One entry per step, model call, tool call, approval asked, decision, resume and end, in log order
+One entry per step, model call, tool call, approval asked, decision, resume, cancel request and end, in log order
 (a tool call where it started, with its result when it has one); what a fork or follow-up inherited;
 the calls a crash left in doubt, with the rule a resume applies (``_tools.doubt``). The CLI renders
 the entries as rich text, the console as HTML, so the two show the same things.
@@ -21,6 +21,7 @@ from .._tools.registry import ToolRegistry
 from ..events import (
     ApprovalDecided,
     ApprovalRequested,
+    CancelRequested,
     ModelCalled,
     RunFinished,
     RunResumed,
@@ -41,6 +42,7 @@ class Kind(StrEnum):
     ASKED = "asked"
     DECIDED = "decided"
     RESUMED = "resumed"
+    CANCEL = "cancel"
     END = "end"
 
 
@@ -155,6 +157,16 @@ class ResumedEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class CancelEntry:
+    """A cancel request the run stopped for, and who asked (``runner cancel --by``, the console's Cancel)."""
+
+    kind: ClassVar[Kind] = Kind.CANCEL
+    step: int
+    at: datetime
+    fact: CancelRequested
+
+
+@dataclass(frozen=True, slots=True)
 class EndEntry:
     """The run's end: its status, answer or error."""
 
@@ -164,7 +176,7 @@ class EndEntry:
     fact: RunFinished
 
 
-Entry = StepEntry | ModelEntry | ToolEntry | AskedEntry | DecidedEntry | ResumedEntry | EndEntry
+Entry = StepEntry | ModelEntry | ToolEntry | AskedEntry | DecidedEntry | ResumedEntry | CancelEntry | EndEntry
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +251,8 @@ def entries(run: StoredRun) -> list[Entry]:
                 found.append(DecidedEntry(fact.step, at, fact))
             case RunResumed():
                 found.append(ResumedEntry(fact.step, at, fact))
+            case CancelRequested():
+                found.append(CancelEntry(fact.step, at, fact))
             case RunFinished():
                 found.append(EndEntry(fact.step, at, fact))
             case _:
