@@ -36,7 +36,7 @@ def test_runner_cancel_from_another_process_stops_a_runner_run_and_logs_who_aske
         cancel = subprocess.run([installed_runner(), "cancel", run.run_id[:8], "--by", "alice", "--db", url],
                                 capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
         asked_at = len(server.requests)  # model calls made by the time the request was in
-        out, err = proc.communicate(timeout=60)
+        _out, err = proc.communicate(timeout=60)
     assert cancel.returncode == 0, cancel.stderr
     assert cancel.stdout.strip() == (f"run {run.run_id}: cancel requested: it stops before its next model or "
                                      "tool call")
@@ -45,10 +45,12 @@ def test_runner_cancel_from_another_process_stops_a_runner_run_and_logs_who_aske
     assert len(server.requests) <= asked_at + 1 < MAX_STEPS
     with open_store(url) as store:
         stopped = store.get_run(run.run_id)
-    assert stopped.status == "cancelled" and stopped.steps <= asked_at + 1
+    assert stopped.status == "cancelled"
+    assert stopped.steps <= asked_at + 1
     asked = [fact for fact in stopped.facts if isinstance(fact, CancelRequested)]
     assert [fact.requested_by for fact in asked] == ["alice"]
-    assert isinstance(stopped.facts[-1], RunFinished) and stopped.facts[-1].error is not None
+    assert isinstance(stopped.facts[-1], RunFinished)
+    assert stopped.facts[-1].error is not None
     assert stopped.facts[-1].error.startswith("cancel requested by alice")
     shown = subprocess.run([installed_runner(), "show", run.run_id, "--db", url, "--json"], capture_output=True,
                            text=True, env=env, cwd=ROOT, timeout=60)

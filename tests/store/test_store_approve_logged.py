@@ -56,7 +56,8 @@ def test_the_owner_defaults_to_the_os_user(store: RunStore) -> None:
 
 def test_a_resume_with_an_approve_callback_logs_its_decisions_by_decided_by(store: RunStore) -> None:
     stopped = run_agent("pay", ScriptedModel(script()), guarded(), store=store)
-    assert stopped.status == "awaiting_approval" and decisions(store, stopped.run_id) == []
+    assert stopped.status == "awaiting_approval"
+    assert decisions(store, stopped.run_id) == []
     again = resume(store, stopped.run_id, ScriptedModel([reply("done")]), guarded(), approve=approver,
                    decided_by="night-shift")
     assert again.status == "done"
@@ -65,7 +66,8 @@ def test_a_resume_with_an_approve_callback_logs_its_decisions_by_decided_by(stor
 
 def test_a_callback_that_asks_for_no_decision_logs_none(store: RunStore) -> None:
     result = run_agent("pay", ScriptedModel(script()), guarded(), store=store, approve=lambda found: None)
-    assert result.status == "awaiting_approval" and decisions(store, result.run_id) == []
+    assert result.status == "awaiting_approval"
+    assert decisions(store, result.run_id) == []
 
 
 @pytest.mark.parametrize("bad", ["", "  ", 3])
@@ -80,7 +82,8 @@ def test_a_recording_with_callback_decisions_replays_clean(store: RunStore, tmp_
     path = tmp_path / "run.json"
     store.export_fixture(result.run_id, path)
     report = replay(path, guarded(), store=store)
-    assert report.divergence is None and report.differences == []
+    assert report.divergence is None
+    assert report.differences == []
     assert report.result.status == "done"
     assert decisions(store, report.result.run_id) == [("a", True, None, "replay"),
                                                       ("b", False, "not this one", "replay")]

@@ -14,9 +14,8 @@ from typing import Any
 
 import pytest
 
-from runner import AgentResult, Limits, ModelReply, arun_agent, fork, follow_up, open_store, rerun, resume, run_agent
+from runner import AgentResult, Limits, ModelReply, arun_agent, follow_up, fork, open_store, rerun, resume, run_agent
 from runner.events import CancelRequested, RunFinished, StepFinished
-
 from runner.store import RunStore
 from tests.loop.helpers import call, numbered, reply
 
@@ -59,9 +58,12 @@ def assert_cancelled_by(store: RunStore, result: AgentResult, by: str) -> None:
     run = store.get_run(result.run_id)
     assert run.status == "cancelled"
     tail = [fact for fact in run.facts if isinstance(fact, (CancelRequested, StepFinished, RunFinished))][-3:]
-    assert isinstance(tail[0], CancelRequested) and tail[0].requested_by == by
-    assert isinstance(tail[-1], RunFinished) and tail[-1].status == "cancelled"
-    assert result.error is not None and result.error.startswith(f"cancel requested by {by}")
+    assert isinstance(tail[0], CancelRequested)
+    assert tail[0].requested_by == by
+    assert isinstance(tail[-1], RunFinished)
+    assert tail[-1].status == "cancelled"
+    assert result.error is not None
+    assert result.error.startswith(f"cancel requested by {by}")
     assert run.error == result.error
 
 
@@ -105,7 +107,8 @@ def test_a_model_call_that_never_returns_is_abandoned_on_a_cancel_request(
         (running,) = other.list_runs(status="running")
         assert other.request_cancel(running.run_id, by="carol")
     runner.join(60)
-    assert not released.is_set() and outcome, "the run still waits on its model"
+    assert not released.is_set()
+    assert outcome, "the run still waits on its model"
     assert_cancelled_by(store, outcome[0], "carol")
 
 
@@ -187,5 +190,6 @@ def test_the_callers_own_cancel_keeps_its_meaning_beside_the_stores(store: RunSt
     cancel = threading.Event()
     cancel.set()
     result = run_agent("count", counting_model(), numbered(str), store=store, cancel=cancel)
-    assert result.status == "cancelled" and result.error == "cancelled by the caller"
+    assert result.status == "cancelled"
+    assert result.error == "cancelled by the caller"
     assert not any(isinstance(f, CancelRequested) for f in store.get_run(result.run_id).facts)
