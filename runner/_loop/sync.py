@@ -1,11 +1,10 @@
 """The synchronous driver: perform a run's actions on this thread, or on worker threads when something may stop it.
 
-With no deadline and no cancel event, the tools run on the caller's thread (nothing to wait for,
-nothing to pay), and so does the model, but for a stored run's: a cancel request may abandon it.
-Otherwise each call runs as a flight of one on a daemon worker thread, and the driver waits with the
-time that remains, so a model or tool that never returns cannot hold the run past its deadline. A
-reply's calls run together on worker threads (``flight``). The deadline is the driver's: it starts
-when the driver is made, as the run starts.
+With no deadline and no cancel event, calls run on the caller's thread (nothing to pay), but a stored
+run's model calls (a cancel request may abandon them). Otherwise each call is a flight of one on a daemon
+thread, the driver waiting with the time that remains, so a call that never returns cannot hold the run
+past its deadline. A reply's calls run together on worker threads (``flight``). The deadline is the
+driver's: it starts when the driver is made, as the run starts.
 """
 
 from __future__ import annotations

@@ -53,9 +53,8 @@ class ContinueOptions(TypedDict, total=False):
 
     The store and the run id come from the stored run. ``limits`` is a whole ``Limits``; each limit keyword
     replaces one limit, and the two ways do not mix. ``cancel`` is any object with ``is_set()`` (``asyncio.Event``...).
-    ``tools_ref`` names where the registry comes from (``"myapp.tools:registry"``) and ``mcp_servers`` the MCP
-    servers whose tools were added beside it (``[server.ref, ...]``), logged for ``runner show``.
-    ``decided_by`` names who owns ``approve``, logged with each decision it takes (default: the OS user).
+    ``tools_ref`` names where the registry comes from (``"myapp.tools:registry"``), ``mcp_servers`` the MCP servers
+    whose tools were added beside it (``[server.ref, ...]``), ``decided_by`` who owns ``approve`` (default: OS user).
     ``prices`` adds or overrides prices by model name (``{"my-model": {"input_mtok": 0.3, "output_mtok": 1.2}}``).
     """
 

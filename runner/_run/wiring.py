@@ -30,9 +30,8 @@ class RunWiring:
     The run options that are neither limits nor the run's identity, split from them once.
     ``prices`` cost each model call (None: genai-prices' table); ``costs`` overrides them
     (replay serves the recorded costs). ``checkpoints``: the driver decides at every checkpoint
-    whether the run stops there (replay, whose recording says where). ``decided_by`` owns ``approve``
-    (None: the OS user). ``watches_cancels``: a stored run watches its store's cancel requests
-    (not replay's, whose recording says where it stops).
+    whether the run stops there (replay). ``decided_by`` owns ``approve`` (None: the OS user);
+    ``watches_cancels``: a stored run watches its store's cancel requests (not replay's).
     """
 
     store: RunStore | None = None

@@ -71,12 +71,11 @@ class SpanSource(Protocol):
 class StoreRecorder:
     """Records one run into the store's tables. Use a fresh recorder per run (or per resume).
 
-    It folds the facts it records into its own ``RunState``, so the summary columns
-    are the loop's own figures. ``resume`` is the state a stored run's facts fold
-    into: the run's row exists and the log continues after them. ``loop_state`` is
-    the loop's own state, which the loop advances before it records each fact: the
-    recorder then reads it instead of folding every fact a second time. ``cancel_seen`` is told,
-    after each commit, what the commit's transaction read of the run's cancel request.
+    It folds the facts it records into its own ``RunState`` (the summary columns are the loop's
+    figures). ``resume`` is the state a stored run's facts fold into: its log continues after them.
+    ``loop_state`` is the loop's own state, advanced before each fact is recorded: read instead of
+    folding every fact twice. ``cancel_seen`` is told, after each commit, what the commit's
+    transaction read of the run's cancel request.
     """
 
     def __init__(self, engine: Engine, span_source: SpanSource | None = None, resume: RunState | None = None,
