@@ -20,6 +20,7 @@ from .facts import (
     KINDS,
     ApprovalDecided,
     ApprovalRequested,
+    CancelRequested,
     Event,
     MessageAppended,
     ModelCalled,
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 # Kinds whose step is the row's ``step`` column only (the log's original shape).
 _STEP_IN_COLUMN: Final = frozenset({MessageAppended, ToolStarted, ToolFinished, ApprovalRequested,
                                     ApprovalDecided, RunStarted, RunFinished, RunResumed, RunQueued,
-                                    RunRequeued, ToolReturnedLate})
+                                    RunRequeued, ToolReturnedLate, CancelRequested})
 # Fields written only when they differ from their default (added after the first release).
 _OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "service_name", "attempt", "refused",
                               "decisions", "model", "provider", "tools_ref", "session_id", "tool_traits",

@@ -281,9 +281,25 @@ class RunRequeued:
             raise TypeError("requeued_by must be a string")
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CancelRequested:
+    """A cancel request the run stopped for, logged by the run itself just before its ``run_finished``.
+
+    ``requested_by`` is who asked (``runner cancel --by``, the console's decider; default the OS user).
+    Logged by the run's own writer: another process appending to a running run's log would race its writer.
+    """
+
+    step: int = 0
+    requested_by: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.requested_by, str):
+            raise TypeError("requested_by must be a string")
+
+
 Event = (RunStarted | MessageAppended | StepStarted | ModelCallStarted | ModelCalled | ToolStarted
          | ToolFinished | ApprovalRequested | ApprovalDecided | StepFinished | RunFinished | RunResumed | RunQueued
-         | RunRequeued | ToolReturnedLate)
+         | RunRequeued | ToolReturnedLate | CancelRequested)
 
 KINDS: Final[dict[str, type[Any]]] = {
     "run_started": RunStarted,
@@ -300,6 +316,7 @@ KINDS: Final[dict[str, type[Any]]] = {
     "run_queued": RunQueued,
     "run_requeued": RunRequeued,
     "tool_returned_late": ToolReturnedLate,
+    "cancel_requested": CancelRequested,
 }
 KIND_OF: Final[dict[type[Any], str]] = {cls: kind for kind, cls in KINDS.items()}
 

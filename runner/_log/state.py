@@ -17,6 +17,7 @@ from ..messages import DEFAULT_TRAITS, Message, ModelReply, ToolCall, ToolTraits
 from .facts import (
     ApprovalDecided,
     ApprovalRequested,
+    CancelRequested,
     Event,
     MessageAppended,
     ModelCalled,
@@ -99,6 +100,7 @@ class RunState:
     segment: int = 0
     resumed_from: str | None = None
     resumed_error: str | None = None
+    cancel_requested_by: str | None = None  # who asked for the cancel the run last stopped for
     events: int = 0
     # The repeat guard's key of the call looked at last: the loop asks before a call runs and
     # again when it finishes, and the key costs a sorted json.dumps.
@@ -186,6 +188,10 @@ class RunState:
     def _run_requeued(self, event: RunRequeued) -> None:
         self.events += 1
         self.limits = {**self.limits, **event.limits}  # the limits a worker resumes it under
+
+    def _cancel_requested(self, event: CancelRequested) -> None:
+        self.events += 1
+        self.cancel_requested_by = event.requested_by
 
     def _run_started(self, event: RunStarted) -> None:
         self.events += 1
@@ -294,6 +300,7 @@ _APPLY: dict[type, Callable[[RunState, Any], None]] = {
     RunFinished: RunState._run_finished,
     RunResumed: RunState._run_resumed,
     RunRequeued: RunState._run_requeued,
+    CancelRequested: RunState._cancel_requested,
     RunStarted: RunState._run_started,
 }
 

@@ -31,7 +31,7 @@ class AsyncDriver:
 
     def __init__(self, core: AgentCore) -> None:
         self.core = core
-        self.waits = waits_of(core.limits, core.cancel, time.monotonic())
+        self.waits = waits_of(core.limits, core.cancel, time.monotonic(), core.watch)
         self.flight = TaskFlight(self.waits)
 
     async def perform(self, action: Action) -> Outcome:

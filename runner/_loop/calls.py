@@ -17,7 +17,7 @@ from .._text import describe_exception
 from .._tools.args import tool_args
 from .._tools.doubt import may_run_again
 from .._tools.registry import Tool, failure_observation, result_observation, timeout_observation
-from ..events import ApprovalRequested, MessageAppended, ToolFinished, ToolStarted
+from ..events import ApprovalDecided, ApprovalRequested, MessageAppended, ToolFinished, ToolStarted
 from ..messages import ToolCall, tool_message
 from . import ending, observations
 from .actions import COMMIT, Action, CallTool, Checkpoint, EndRun, Outcome, RunTools, Stop
@@ -104,6 +104,10 @@ class ToolCalls:
                 verdict = self.approve(call) if self.approve is not None and ask else None
                 if verdict is None:
                     return WAIT
+                # The callback's decision is logged as any other, so it outlives this process.
+                self.emit(ApprovalDecided(step=s.reply_step, call_id=call.id, approved=verdict is True,
+                                          reason=verdict if isinstance(verdict, str) else None,
+                                          decided_by=self.core.decided_by))
             if verdict is not True:  # a denial given holds, even where the registry no longer asks for one
                 return Refusal(observations.denied(call.name, verdict), "denied")
         return tool

@@ -27,13 +27,15 @@ from .replies import failed_call, output_chars, unfinished_reply
 from .results import AgentResult
 from .together import together
 from .tokens import TokenMeter, tokens_for_chars
-from .waits import Cancel
+from .waits import Cancel, Watch
 
 DEFAULT_SYSTEM = "You are a helpful assistant. Use the tools when they help, then give a final answer."
 
 
 class AgentCore:
     """One run's rules. ``opening`` are the facts that start (or restart) it.
+
+    ``watch``: a stored run's cancel requests (``runner cancel``); ``decided_by``: who owns ``approve``.
 
     ``checkpoints``: ask the driver at every checkpoint whether the run stops there, whatever
     the limits (replay, whose recording says where); else only where a deadline or a cancel may.
@@ -50,14 +52,17 @@ class AgentCore:
         opening: Sequence[Event],
         state: RunState | None = None,
         cancel: Cancel | None = None,
+        watch: Watch | None = None,
         approve: Approver | None = None,
+        decided_by: str = "",
         meter: type[TokenMeter] = TokenMeter,
         costs: Costing | None = None,
         checkpoints: bool = False,
         late: LateSink | None = None,
     ) -> None:
         self.model, self.registry, self.limits, self.recorder = model, registry, limits, recorder
-        self.cancel, self.approve, self.opening = cancel, approve, list(opening)
+        self.cancel, self.watch, self.approve, self.opening = cancel, watch, approve, list(opening)
+        self.decided_by = decided_by  # who owns ``approve``, logged with each of its decisions
         self.late = late  # where the results of tool calls given up on go, should they come after all
         self.costs: Costing = costs if costs is not None else _no_cost
         self.run_id = run_id
@@ -71,8 +76,9 @@ class AgentCore:
         self.result: AgentResult | None = None  # set once the run's outcome is decided
         self.closed = False  # set once every recorder has been told that outcome
         # Whether to ask the driver before each model call and tool call if the run stops there: only
-        # where something can stop it (a deadline, a cancel event), or for a driver that decides (replay).
-        self.checkpoints = checkpoints or bool(limits.timeout_s) or cancel is not None
+        # where something can stop it (a deadline, a cancel event, the store's cancel requests), or for a
+        # driver that decides (replay).
+        self.checkpoints = checkpoints or bool(limits.timeout_s) or cancel is not None or watch is not None
         self.calls = ToolCalls(self)
 
     @property

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING
 
 from .._log.statuses import Status
 from .._text import describe_exception
-from ..events import RunFinished, StepFinished
+from ..events import CancelRequested, RunFinished, StepFinished
 from .actions import COMMIT, Action, Outcome
+from .observations import CANCELLED_BY_CALLER
 from .results import AgentResult
 
 if TYPE_CHECKING:
@@ -41,7 +42,15 @@ def abort(core: AgentCore, exc: BaseException) -> None:
 
 def finish(core: AgentCore, status: Status, error: str | None, answer: str | None = None,
            exception: BaseException | None = None) -> Generator[Action, Outcome, AgentResult]:
-    """Decide the run's result, tell its closing facts and commit them: the run's last actions."""
+    """Decide the run's result, tell its closing facts and commit them: the run's last actions.
+
+    A run stopped by a cancel request from its store logs who asked (``cancel_requested``) first.
+    """
+    requested_by = cancel_requester(core) if status == Status.CANCELLED else None
+    if requested_by is not None:
+        if error is not None and error.startswith(CANCELLED_BY_CALLER):
+            error = f"cancel requested by {requested_by}{error[len(CANCELLED_BY_CALLER):]}"
+        core.emit(CancelRequested(step=core.state.steps, requested_by=requested_by))
     result = decide(core, status, error, answer, exception)
     try:
         failure = closing_facts(core)
@@ -52,6 +61,16 @@ def finish(core: AgentCore, status: Status, error: str | None, answer: str | Non
     if failure is not None:
         raise failure
     return result
+
+
+def cancel_requester(core: AgentCore) -> str | None:
+    """Who asked for the store's cancel that stopped the run, if that is what stopped it (not the caller's own)."""
+    watch = core.watch
+    if watch is None or watch.requested_by is None:
+        return None
+    if core.cancel is not None and core.cancel.is_set():
+        return None  # the caller's own cancel: it says nothing of who asked
+    return watch.requested_by
 
 
 def decide(core: AgentCore, status: Status, error: str | None, answer: str | None = None,

@@ -56,9 +56,12 @@ def not_run(reason: str | None) -> str:
     return f"ERROR: not run: {reason}"
 
 
+CANCELLED_BY_CALLER: Final = "cancelled by the caller"
+
+
 def stop_reason(status: str, limits: Limits, waiting_on: str | None = None) -> str:
     """Why a deadline or a cancel stopped the run (and what it was waiting on then)."""
     suffix = f" while waiting on {waiting_on}" if waiting_on else ""
     if status == Status.DEADLINE:
         return f"run deadline of {limits.timeout_s:g} s passed{suffix}"
-    return f"cancelled by the caller{suffix}"
+    return f"{CANCELLED_BY_CALLER}{suffix}"

@@ -1,10 +1,11 @@
 """The synchronous driver: perform a run's actions on this thread, or on worker threads when something may stop it.
 
-With no deadline and no cancel event, the model and the tools run on the caller's thread. Otherwise
-each call runs as a flight of one on a daemon worker thread, and the driver waits with the time that
-remains, so a call that never returns cannot hold the run past its deadline; a reply's calls run
-together (``flight``). The deadline starts when the driver is made, as the run starts. A tool call
-given up on that returns later has its result logged once the run has ended (``late``).
+With no deadline and no cancel event, calls run on the caller's thread (nothing to pay), but a stored
+run's model calls (a cancel request may abandon them). Otherwise each call is a flight of one on a daemon
+thread, the driver waiting with the time that remains, so a call that never returns cannot hold the run
+past its deadline. A reply's calls run together on worker threads (``flight``). The deadline is the
+driver's: it starts when the driver is made, as the run starts. A tool call given up on that returns
+later has its result logged once the run has ended (``late``).
 """
 
 from __future__ import annotations
@@ -28,12 +29,13 @@ _NO_KWARGS: dict[str, Any] = {}
 class SyncDriver:
     """Performs one run's actions on this thread and its flight's: ``perform`` for ``drive``."""
 
-    __slots__ = ("core", "flight", "here", "late", "sync", "waits")
+    __slots__ = ("core", "flight", "here", "late", "model_here", "sync", "waits")
 
     def __init__(self, core: AgentCore) -> None:
         self.core, self.sync = core, core.recorder.sync
-        self.waits = waits_of(core.limits, core.cancel, time.monotonic())
-        self.here = not self.waits.needed  # nothing can stop a call early: run it on this thread
+        self.waits = waits_of(core.limits, core.cancel, time.monotonic(), core.watch)
+        self.here = not self.waits.needed_for(True)  # nothing can stop a tool call early: run it on this thread
+        self.model_here = not self.waits.needed_for(False)
         self.late = LateLog(core.state, core.limits, core.late) if core.late is not None else None
         self.flight = ThreadFlight(core.run_id, self.waits, self.late)
 
@@ -41,7 +43,9 @@ class SyncDriver:
         """The outcome of one of the core's actions."""
         match action:
             case CallModel():
-                return self.call(action.model, (action.messages, action.specs), _NO_KWARGS, None, False)
+                if self.model_here:
+                    return self.call(action.model, (action.messages, action.specs), _NO_KWARGS, None, False)
+                return self.flight.one(action.model, (action.messages, action.specs), _NO_KWARGS, None, False)
             case CallTool():
                 tool = action.tool
                 return self.call(tool.fn, _NO_ARGS, action.args, tool.timeout_s, True, action)

@@ -100,6 +100,9 @@ def as_fixture(source: str | Path | Fixture | StoredRun, store: RunStore | None 
     return fixture_from_run(source)
 
 
+REPLAY_DECIDER = "replay"  # who a replay's decisions are logged as taken by (the recording's approver's answers)
+
+
 def replay(
     source: str | Path | Fixture | StoredRun,
     registry: ToolRegistry,
@@ -131,9 +134,11 @@ def replay(
     """
     fixture = as_fixture(source, source_store)
     model = ReplayModel(fixture, strict=strict)
-    # The recording says where the run stops, whatever its limits, and what the approver answered.
+    # The recording says where the run stops (a cancel request included), whatever its limits, and what
+    # the approver answered: the replay's decisions are logged as the recording's, by ``replay``.
     wiring = replace(wiring_of(options, options.get("store")), costs=model.recorded_cost,
-                     approve=recorded_approver(model), checkpoints=True)
+                     approve=recorded_approver(model), checkpoints=True, watches_cancels=False,
+                     decided_by=REPLAY_DECIDER)
     core = _first_core(fixture, model, registry, task, system, max_steps, token_budget, options, wiring)
     ends, resumed = part_ends(fixture), resumptions(fixture)
     divergence: ReplayDivergence | None = None

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 
+from .._log.decisions import decider
 from .._log.limits import Limits, limit_names
 from .._log.state import RunState
 from .._loop.calls import Approver
@@ -23,6 +24,7 @@ from ..events import Event
 from ..messages import AnyModel, McpRef, check_mcp_refs
 from ..prices import Costing, Price, PriceBook, price_book
 from ..recorder import Recorder
+from .cancels import StoreCancel
 from .identity import checked_run_id, model_identity
 from .opening import Lineage, new_run_opening
 from .wiring import RunWiring, build_recorder, late_sink
@@ -51,8 +53,8 @@ class ContinueOptions(TypedDict, total=False):
 
     The store and the run id come from the stored run. ``limits`` is a whole ``Limits``; each limit keyword
     replaces one limit, and the two ways do not mix. ``cancel`` is any object with ``is_set()`` (``asyncio.Event``...).
-    ``tools_ref`` names where the registry comes from (``"myapp.tools:registry"``) and ``mcp_servers`` the MCP
-    servers whose tools were added beside it (``[server.ref, ...]``), logged for ``runner show``.
+    ``tools_ref`` names where the registry comes from (``"myapp.tools:registry"``), ``mcp_servers`` the MCP servers
+    whose tools were added beside it (``[server.ref, ...]``), ``decided_by`` who owns ``approve`` (default: OS user).
     ``prices`` adds or overrides prices by model name (``{"my-model": {"input_mtok": 0.3, "output_mtok": 1.2}}``).
     """
 
@@ -66,6 +68,7 @@ class ContinueOptions(TypedDict, total=False):
     max_identical_calls: int
     cancel: Cancel | None
     approve: Approver | None
+    decided_by: str | None
     recorder: Recorder | None
     agent_name: str | None
     tools_ref: str | None
@@ -108,6 +111,9 @@ def check_options(options: Mapping[str, Any]) -> None:
     limits = options.get("limits")
     if limits is not None and not isinstance(limits, Limits):
         raise TypeError(f"limits must be a Limits, got {type(limits).__name__}")
+    decided_by = options.get("decided_by")
+    if decided_by is not None and (not isinstance(decided_by, str) or not decided_by.strip()):
+        raise TypeError(f"decided_by must be a non-empty string naming who owns approve, got {decided_by!r}")
     recorder = options.get("recorder")
     if recorder is not None and not all(callable(getattr(recorder, name, None)) for name in ("record", "sync")):
         raise TypeError(f"recorder must have record(event) and sync() methods, got {type(recorder).__name__}")
@@ -144,16 +150,29 @@ def wiring_of(options: ContinueOptions, store: RunStore | None = None) -> RunWir
     given = options.get("prices")
     return RunWiring(store, options.get("tracer_provider"), options.get("record_content", False),
                      options.get("recorder"), options.get("cancel"), options.get("approve"),
-                     price_book(given) if given is not None else None)
+                     price_book(given) if given is not None else None, decided_by=options.get("decided_by"))
 
 
 def core_for(model: AnyModel, registry: ToolRegistry, run_id: str, limits: Limits, first: Sequence[Event],
              state: RunState | None, wiring: RunWiring, link: TraceLink | None = None) -> AgentCore:
-    """A core on the recorders ``wiring`` asks for, starting from ``state`` with the facts ``first``."""
+    """A core on the recorders ``wiring`` asks for, starting from ``state`` with the facts ``first``.
+
+    A stored run watches its store's cancel requests (``cancels``), beside the caller's own ``cancel``.
+    """
+    fresh = state is None or not state.events  # a new run: nobody can have asked to cancel it yet
     state = state if state is not None else RunState(run_id=run_id)
     costs = wiring.costs if wiring.costs is not None else costing(model, wiring.prices, limits)
-    return AgentCore(model, registry, run_id=run_id, limits=limits, recorder=build_recorder(wiring, state, link),
-                     opening=first, state=state, cancel=wiring.cancel, approve=wiring.approve, costs=costs,
+    cancel, watch = wiring.cancel, None
+    if wiring.store is not None and wiring.watches_cancels:
+        if isinstance(cancel, StoreCancel) and cancel.store is wiring.store and cancel.run_id == run_id:
+            cancel, watch = None, cancel  # the pool's and the console's own: it is the watch
+        else:
+            watch = StoreCancel(wiring.store, run_id, looked=fresh)
+    approve = wiring.approve
+    decided_by = (wiring.decided_by or decider()) if approve is not None else ""
+    return AgentCore(model, registry, run_id=run_id, limits=limits,
+                     recorder=build_recorder(wiring, state, link, watch), opening=first, state=state, cancel=cancel,
+                     watch=watch, approve=approve, decided_by=decided_by, costs=costs,
                      checkpoints=wiring.checkpoints, late=late_sink(wiring.store, run_id))
 
 

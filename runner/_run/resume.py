@@ -18,7 +18,7 @@ from .._log.ids import derived_span_id
 from .._log.limits import Limits
 from .._log.records import StoredRun
 from .._log.state import fold
-from .._log.statuses import Status
+from .._log.statuses import UNFINISHED, Status
 from .._loop.aio import arun_core
 from .._loop.core import AgentCore
 from .._loop.results import AgentResult
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 
 def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *,
-           decisions: Mapping[str, Decision] | None = None, decided_by: str | None = None,
+           decisions: Mapping[str, Decision] | None = None,
            max_steps: int | None = None,
            token_budget: int | None = None, **options: Unpack[ContinueOptions]) -> AgentResult:
     """Continue run ``run_id`` where its log stops, in this process.
@@ -50,7 +50,7 @@ def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *
         decisions: maps a pending call id to True, False or a denial reason.
             Each is logged as an ``approval_decided`` fact;
             decisions already in the log apply too.
-        decided_by: who resumes and took ``decisions``, as logged (default: the OS user).
+        decided_by: who resumes, took ``decisions`` and owns ``approve``, as logged (default: the OS user).
         max_steps, token_budget: each limit given replaces the recorded one, and the others keep theirs.
             ``max_steps`` counts the whole run. ``limits=Limits(...)`` replaces them all;
             a limit given both ways is a ``TypeError``.
@@ -62,11 +62,11 @@ def resume(store: RunStore, run_id: str, model: Model, registry: ToolRegistry, *
         RunInUse: a live process drives the run.
     """
     return run_core(resumed_core(store, store.get_run(run_id), model, registry, decisions=decisions,
-                                 decided_by=decided_by, max_steps=max_steps, token_budget=token_budget, **options))
+                                 max_steps=max_steps, token_budget=token_budget, **options))
 
 
 async def aresume(store: RunStore, run_id: str, model: Model | AsyncModel, registry: ToolRegistry, *,
-                  decisions: Mapping[str, Decision] | None = None, decided_by: str | None = None,
+                  decisions: Mapping[str, Decision] | None = None,
                   max_steps: int | None = None, token_budget: int | None = None,
                   **options: Unpack[ContinueOptions]) -> AgentResult:
     """``resume`` with a model and tools that may be coroutine functions, as ``arun_agent`` runs them.
@@ -74,24 +74,24 @@ async def aresume(store: RunStore, run_id: str, model: Model | AsyncModel, regis
     The store is read and the run claimed on the event loop's thread, as ``arun_agent`` opens its run.
     """
     return await arun_core(resumed_core(store, store.get_run(run_id), model, registry, decisions=decisions,
-                                        decided_by=decided_by, max_steps=max_steps, token_budget=token_budget,
+                                        max_steps=max_steps, token_budget=token_budget,
                                         **options))
 
 
 def resume_stored(store: RunStore, run: StoredRun, model: Model, registry: ToolRegistry, *,
-                  decisions: Mapping[str, Decision] | None = None, decided_by: str | None = None,
+                  decisions: Mapping[str, Decision] | None = None,
                   max_steps: int | None = None,
                   token_budget: int | None = None, **options: Unpack[ContinueOptions]) -> AgentResult:
     """``resume`` of a run already read from ``store`` (a pool's worker has it at hand).
 
     The takeover is a compare-and-set on the row as read: a run changed since is ``RunInUse``.
     """
-    return run_core(resumed_core(store, run, model, registry, decisions=decisions, decided_by=decided_by,
+    return run_core(resumed_core(store, run, model, registry, decisions=decisions,
                                  max_steps=max_steps, token_budget=token_budget, **options))
 
 
 def resumed_core(store: RunStore, run: StoredRun, model: Model | AsyncModel, registry: ToolRegistry, *,
-                 decisions: Mapping[str, Decision] | None = None, decided_by: str | None = None,
+                 decisions: Mapping[str, Decision] | None = None,
                  max_steps: int | None = None, token_budget: int | None = None,
                  **options: Unpack[ContinueOptions]) -> AgentCore:
     """The core that resumes ``run``, once checked and claimed: its decisions and ``run_resumed`` come first."""
@@ -109,10 +109,12 @@ def resumed_core(store: RunStore, run: StoredRun, model: Model | AsyncModel, reg
     approvals.report_drift(run.run_id, state, registry)
     wiring = wiring_of(options, store)
     wiring = replace(wiring, costs=costing(model, wiring.prices, limits))  # PriceUnknown before the takeover
+    if run.status not in UNFINISHED:  # a request left from before it ended: it asked to stop that run, not this one
+        store.clear_cancel(run.run_id)
     for fact in store.claim_run(run, after=run.events[-1].seq if run.events else 0):
         state.apply(fact)  # appended since the read (a call's late result): the log goes on after it
     reason = run.status if run.status != Status.RUNNING else f"its process is gone ({run.liveness})"
-    by = decided_by or decider()
+    by = options.get("decided_by") or decider()
     decided = decided_facts(state, checked.fresh, by) if checked.fresh else []
     taken = resumed(run.run_id, state.steps, store.owner_id(), reason, limits, checked.applied, registry, model, by)
     return core_for(model, registry, run.run_id, limits, [*decided, taken], state, wiring, _link_to(run, joins=True))

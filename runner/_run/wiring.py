@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .._loop.waits import Cancel
     from ..store import RunStore
     from ..tracing.live import TraceLink
+    from .cancels import StoreCancel
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +33,8 @@ class RunWiring:
     The run options that are neither limits nor the run's identity, split from them once.
     ``prices`` cost each model call (None: genai-prices' table); ``costs`` overrides them
     (replay serves the recorded costs). ``checkpoints``: the driver decides at every checkpoint
-    whether the run stops there (replay, whose recording says where).
+    whether the run stops there (replay). ``decided_by`` owns ``approve`` (None: the OS user);
+    ``watches_cancels``: a stored run watches its store's cancel requests (not replay's).
     """
 
     store: RunStore | None = None
@@ -44,13 +46,17 @@ class RunWiring:
     prices: PriceBook | None = None
     costs: Costing | None = None
     checkpoints: bool = False
+    decided_by: str | None = None
+    watches_cancels: bool = True
 
 
-def build_recorder(wiring: RunWiring, state: RunState, link: TraceLink | None = None) -> Recorder:
+def build_recorder(wiring: RunWiring, state: RunState, link: TraceLink | None = None,
+                   watch: StoreCancel | None = None) -> Recorder:
     """The recorders ``wiring`` asks for, as one.
 
     ``state`` is where the loop starts (a resumed run's holds its stored facts) and the state the
-    loop goes on to advance: the store's recorder reads it as the run moves.
+    loop goes on to advance: the store's recorder reads it as the run moves, and tells ``watch``
+    what each commit read of the run's cancel request.
     """
     from ..tracing import TracingRecorder
 
@@ -65,7 +71,8 @@ def build_recorder(wiring: RunWiring, state: RunState, link: TraceLink | None = 
     if wiring.store is not None:
         recorders.append(wiring.store.recorder(span_source=tracing, resume=state if state.events else None,
                                                trace_id=link.trace_id if link is not None and link.joins else None,
-                                               loop_state=state))
+                                               loop_state=state,
+                                               cancel_seen=watch.seen if watch is not None else None))
     if wiring.recorder is not None:
         recorders.append(wiring.recorder)
     return recorders[0] if len(recorders) == 1 else FanoutRecorder(recorders)

@@ -1,8 +1,8 @@
 """A run's timeline as plain entries, built once from its log for ``runner show`` and the console's run page.
 
-One entry per step, model call, tool call, approval asked, decision, resume and end, in log order
-(a tool call where it started, with its result when it has one, and what it returned after it was
-given up on, when it did); what a fork or follow-up inherited;
+One entry per step, model call, tool call, approval asked, decision, resume, cancel request and end, in
+log order (a tool call where it started, with its result when it has one, and what it returned after it
+was given up on, when it did); what a fork or follow-up inherited;
 the calls a crash left in doubt, with the rule a resume applies (``_tools.doubt``). The CLI renders
 the entries as rich text, the console as HTML, so the two show the same things.
 """
@@ -22,6 +22,7 @@ from .._tools.registry import ToolRegistry
 from ..events import (
     ApprovalDecided,
     ApprovalRequested,
+    CancelRequested,
     MessageAppended,
     ModelCalled,
     RunFinished,
@@ -46,6 +47,7 @@ class Kind(StrEnum):
     ASKED = "asked"
     DECIDED = "decided"
     RESUMED = "resumed"
+    CANCEL = "cancel"
     END = "end"
 
 
@@ -189,6 +191,16 @@ class ResumedEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class CancelEntry:
+    """A cancel request the run stopped for, and who asked (``runner cancel --by``, the console's Cancel)."""
+
+    kind: ClassVar[Kind] = Kind.CANCEL
+    step: int
+    at: datetime
+    fact: CancelRequested
+
+
+@dataclass(frozen=True, slots=True)
 class EndEntry:
     """The run's end: its status, answer or error."""
 
@@ -198,7 +210,7 @@ class EndEntry:
     fact: RunFinished
 
 
-Entry = StepEntry | ModelEntry | ToolEntry | AskedEntry | DecidedEntry | ResumedEntry | EndEntry
+Entry = StepEntry | ModelEntry | ToolEntry | AskedEntry | DecidedEntry | ResumedEntry | CancelEntry | EndEntry
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +309,8 @@ def entries(run: StoredRun) -> list[Entry]:
                 found.append(DecidedEntry(fact.step, at, fact))
             case RunResumed():
                 found.append(ResumedEntry(fact.step, at, fact))
+            case CancelRequested():
+                found.append(CancelEntry(fact.step, at, fact))
             case RunFinished():
                 found.append(EndEntry(fact.step, at, fact))
             case _:

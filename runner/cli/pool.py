@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import click
 
+from .._log.decisions import decider
 from .._log.statuses import Status
 from .._text import one_line
 from ..pool.agents import load_agents
@@ -79,20 +80,27 @@ def worker(env: Env, agents_spec: str, broker: str | None, queue: str | None, co
 
 @click.command()
 @click.argument("run_id")
+@click.option("--by", "requested_by", metavar="NAME",
+              help="Who asks, logged with the run's cancel_requested fact (default: the OS user).")
 @common
-def cancel(env: Env, run_id: str) -> None:
+def cancel(env: Env, run_id: str, requested_by: str | None) -> None:
     """Cancel RUN: a queued run at once; a running one before its next model or tool call.
 
-    A tool call already running is let finish and its result logged (cut mid-call, a side
-    effect would be left in doubt); a model call is abandoned. The run's timeout_s and its
-    tools' own still bound the wait.
+    Whatever drives the run (runner run, a worker, the console, run_agent in a script) sees
+    the request at its next commit, or within a second while it waits on a model call. A tool
+    call already running is let finish and its result logged (cut mid-call, a side effect would
+    be left in doubt); a model call is abandoned. The run's timeout_s and its tools' own still
+    bound the wait.
     """
+    by = requested_by.strip() if requested_by is not None else decider()
+    if not by:
+        raise click.BadParameter("must name who asks", param_hint="--by")
     with env.store(create=True) as store:
         full = store.resolve_run_id(run_id)
-        status = request_cancel(store, full)
+        status = request_cancel(store, full, by)
     if env.as_json:
-        print_json({"run_id": full, "status": status, "cancel_requested": True})
+        print_json({"run_id": full, "status": status, "cancel_requested": True, "requested_by": by})
     elif status == Status.CANCELLED:
         console().print(f"run {full} cancelled")
     else:
-        console().print(f"run {full}: cancel requested; its worker stops it before its next model or tool call")
+        console().print(f"run {full}: cancel requested: it stops before its next model or tool call")

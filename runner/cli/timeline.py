@@ -18,6 +18,7 @@ from .._view.lineage import Link, origin_text, parent_text
 from .._view.summary import money, refused_in, seconds, when
 from .._view.timeline import (
     AskedEntry,
+    CancelEntry,
     DecidedEntry,
     EndEntry,
     InDoubt,
@@ -125,6 +126,9 @@ def rendered(run: StoredRun, shown: Timeline, *, full: bool = False, children: S
                 yield decided(entry.fact)
             case ResumedEntry():
                 yield from resumed(entry)
+            case CancelEntry():
+                yield Text(f"\ncancel requested by {shown_name(entry.fact.requested_by)}",
+                           style=status_style(Status.CANCELLED))
             case EndEntry():
                 yield from stop(entry.fact)
     if not shown.finished:

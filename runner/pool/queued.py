@@ -1,4 +1,4 @@
-"""The pool's requests to the store: queue a run, cancel one, and a cancel its driver can poll.
+"""The pool's requests to the store: queue a run, cancel one (``StoreCancel``, what its driver watches, is ``_run``'s).
 
 The store keeps the queue (``RunStore.queue_run``, ``request_cancel``, ``cancel_queued``,
 ``cancel_requested``, ``due_for_publish``, ``untouch``); this module checks what a
@@ -8,17 +8,18 @@ submission, and says what a cancel did.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from .._log.limits import Limits, limit_names
 from .._log.statuses import Status
+from .._run.cancels import StoreCancel
 from .._run.identity import checked_run_id
 from ..events import RunQueued
 from ..store import RunStore
 from .agents import PoolError
+
+__all__ = ["CANCELLED_QUEUED", "CANCELLED_RUNNING", "StoreCancel", "record_queued", "request_cancel"]
 
 CANCELLED_QUEUED = "cancelled before a worker started it"
 CANCELLED_RUNNING = "cancel requested"
@@ -44,41 +45,16 @@ def record_queued(store: RunStore, task: str, agent: str, *, labels: Mapping[str
     return run_id
 
 
-def request_cancel(store: RunStore, run_id: str) -> str:
-    """Ask for run ``run_id`` to be cancelled; the status it has now (``cancelled`` for a queued run)."""
+def request_cancel(store: RunStore, run_id: str, by: str | None = None) -> str:
+    """Ask, as ``by`` (default: the OS user), for run ``run_id`` to be cancelled; the status it has now.
+
+    A queued run is ``cancelled`` at once; a running one, whoever drives it, stops before its next
+    model or tool call and logs who asked (``cancel_requested``).
+    """
     run = store.get_run(run_id)
     if run.status not in (Status.QUEUED, Status.RUNNING):
         raise PoolError(f"run {run.run_id} has already finished ({run.status}); nothing to cancel")
-    store.request_cancel(run_id)  # asked before: that request stands
+    store.request_cancel(run_id, by)  # asked before: that request stands
     if run.status == Status.QUEUED and store.cancel_queued(run_id, CANCELLED_QUEUED):
         return Status.CANCELLED
     return store.get_run(run_id).status
-
-
-class StoreCancel:
-    """A run's ``cancel`` option backed by the store's cancel requests.
-
-    ``is_set()`` reads the store at most once every ``every_s``: the loop polls it every few
-    milliseconds while a model call runs. A running tool call is let finish (``lets_tools_finish``):
-    the run stops before its next model or tool call, with no call left in doubt.
-    """
-
-    lets_tools_finish = True
-
-    def __init__(self, store: RunStore, run_id: str, every_s: float = 0.5) -> None:
-        self.store, self.run_id, self.every_s = store, run_id, every_s
-        self._set = False
-        self._next = 0.0
-        self._lock = threading.Lock()
-
-    def is_set(self) -> bool:
-        with self._lock:
-            if self._set or time.monotonic() < self._next:
-                return self._set
-            self._next = time.monotonic() + self.every_s
-        try:
-            found = self.store.cancel_requested(self.run_id)
-        except Exception:
-            return False  # the store is briefly unreachable: the run's own next commit will say so
-        self._set = self._set or found
-        return self._set

@@ -39,6 +39,7 @@ class Batch:
     tools: list[Row]
     queued: bool = False  # ``new_run`` fills in the row a queued run already has (runner.pool)
     full_update: bool = True  # ``update`` holds the whole summary, not just the progress columns
+    cancel_seen: Callable[[str | None], None] | None = None  # told who asked to cancel the run, after its commit
     future: asyncio.Future[None] | None = None  # the submitting event loop's, for ``submit``
     taken: bool = False  # a leader has it in its group
     waiter: threading.Condition | None = None  # the waiting thread's own condition, if a thread waits
@@ -250,7 +251,7 @@ class GroupCommitter:
 
     def _write(self, group: list[Batch], writer: Writer) -> None:
         try:
-            writer.write(_parts(group))
+            _seen(group, writer.write(_parts(group)))
         except TakenOver as lost:
             for batch in group:
                 if batch.run_id in lost.owners:
@@ -286,7 +287,7 @@ class GroupCommitter:
                                          "an earlier commit of the run failed")
                 continue
             try:
-                writer.write(_parts([batch]))
+                _seen([batch], writer.write(_parts([batch])))
             except TakenOver as lost:
                 batch.error = _taken_over(batch, lost.owners[batch.run_id])
                 failed.add(batch.run_id)
@@ -298,6 +299,13 @@ class GroupCommitter:
                 failed.add(batch.run_id)
 
 
+def _seen(group: Sequence[Batch], requests: dict[str, str]) -> None:
+    """Tell each committed batch's run who asked to cancel it, as the commit's transaction read it."""
+    for batch in group:
+        if batch.cancel_seen is not None:
+            batch.cancel_seen(requests.get(batch.run_id))
+
+
 def _parts(group: Sequence[Batch]) -> Parts:
     if len(group) == 1:  # a run alone (the common case): its rows as they are
         b = group[0]
@@ -305,7 +313,7 @@ def _parts(group: Sequence[Batch]) -> Parts:
         update = [b.update] if b.update is not None else []
         return Parts(new_runs=[] if b.queued else new_run, starts=new_run if b.queued else [], labels=b.labels,
                      updates=update if b.full_update else [], progress=[] if b.full_update else update,
-                     events=b.events, tools=b.tools)
+                     events=b.events, tools=b.tools, watched=[b.run_id] if b.cancel_seen is not None else [])
     return Parts(
         new_runs=[b.new_run for b in group if b.new_run is not None and not b.queued],
         starts=[b.new_run for b in group if b.new_run is not None and b.queued],
@@ -313,7 +321,8 @@ def _parts(group: Sequence[Batch]) -> Parts:
         updates=[b.update for b in group if b.update is not None and b.full_update],
         progress=[b.update for b in group if b.update is not None and not b.full_update],
         events=[row for b in group for row in b.events],
-        tools=[row for b in group for row in b.tools])
+        tools=[row for b in group for row in b.tools],
+        watched=sorted({b.run_id for b in group if b.cancel_seen is not None}))
 
 
 def _taken_over(batch: Batch, owner: str) -> StoreError:

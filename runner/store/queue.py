@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from sqlalchemy import Connection, Engine, exists, func, insert, select, update
+from sqlalchemy import Connection, Engine, delete, exists, func, insert, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from .._log.ids import derived_trace_id
@@ -29,6 +29,7 @@ from .queries import read_run
 from .recording import insert_new
 from .rows import column, dumps, event_data, label_rows, run_row
 from .tables import events, run_cancels, run_labels, runs
+from .transaction import UNNAMED
 
 DEFAULT_QUEUE: Final = "celery"  # Celery's own default: where a run submitted without a queue waits
 RUN_QUEUED: Final = KIND_OF[RunQueued]
@@ -106,8 +107,16 @@ def cancel_queued(engine: Engine, run_id: str, error: str) -> bool:
         return True
 
 
-def cancel_requested(conn: Connection, run_id: str) -> bool:
-    return conn.execute(select(run_cancels.c.run_id).where(run_cancels.c.run_id == run_id)).first() is not None
+def cancel_request(conn: Connection, run_id: str) -> str | None:
+    """Who asked for run ``run_id`` to be cancelled (``UNNAMED`` when the row names nobody), or None."""
+    row = conn.execute(select(run_cancels.c.requested_by).where(run_cancels.c.run_id == run_id)).first()
+    return None if row is None else (row.requested_by or UNNAMED)
+
+
+def clear_cancel(engine: Engine, run_id: str) -> None:
+    """Forget run ``run_id``'s cancel request, if any (it asked to stop a run that has ended since)."""
+    with writing(engine, f"cannot clear the cancel request of run {run_id}") as conn:
+        conn.execute(delete(run_cancels).where(run_cancels.c.run_id == run_id))
 
 
 def due(conn: Connection, untouched_since: datetime, queue: str, now: datetime) -> list[Waiting]:

@@ -8,7 +8,7 @@ Runs hold no connection: the store's one writer (``GroupCommitter``) commits for
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
@@ -24,6 +24,7 @@ from ..errors import StoreError
 from ..events import (
     ApprovalDecided,
     ApprovalRequested,
+    CancelRequested,
     Event,
     MessageAppended,
     ModelCalled,
@@ -50,6 +51,9 @@ from .tables import events, run_labels, run_tools, runs
 if TYPE_CHECKING:
     import asyncio
 
+# Told, after each commit of a run, who asked for the run to be cancelled (None: nobody yet).
+CancelSeen = Callable[[str | None], None]
+
 
 class SpanSource(Protocol):
     """What the tracing recorder offers: the run's trace id and each span key's span id.
@@ -67,17 +71,19 @@ class SpanSource(Protocol):
 class StoreRecorder:
     """Records one run into the store's tables. Use a fresh recorder per run (or per resume).
 
-    It folds the facts it records into its own ``RunState``, so the summary columns
-    are the loop's own figures. ``resume`` is the state a stored run's facts fold
-    into: the run's row exists and the log continues after them. ``loop_state`` is
-    the loop's own state, which the loop advances before it records each fact: the
-    recorder then reads it instead of folding every fact a second time.
+    It folds the facts it records into its own ``RunState`` (the summary columns are the loop's
+    figures). ``resume`` is the state a stored run's facts fold into: its log continues after them.
+    ``loop_state`` is the loop's own state, advanced before each fact is recorded: read instead of
+    folding every fact twice. ``cancel_seen`` is told, after each commit, what the commit's
+    transaction read of the run's cancel request.
     """
 
     def __init__(self, engine: Engine, span_source: SpanSource | None = None, resume: RunState | None = None,
                  trace_id: str | None = None, heartbeat: Heartbeat | None = None,
-                 committer: GroupCommitter | None = None, loop_state: RunState | None = None) -> None:
+                 committer: GroupCommitter | None = None, loop_state: RunState | None = None,
+                 cancel_seen: CancelSeen | None = None) -> None:
         self.engine = engine
+        self.cancel_seen = cancel_seen
         self.heartbeat = heartbeat
         self.span_source = span_source
         self._folds = loop_state is None
@@ -266,7 +272,7 @@ class StoreRecorder:
         else:
             update = dict(progress, _run_id=self.run_id, _owner=owner_id())  # the progress columns only
         batch = Batch(self.run_id, new_run, self._labels, update, rows, self._tools, queued=self._queued,
-                      full_update=full)
+                      full_update=full, cancel_seen=self.cancel_seen)
         self._summary_changed = False
         self._unsent = (self._new_run, self._pending)
         self._new_run = None
@@ -285,7 +291,7 @@ class StoreRecorder:
 
 # Facts that leave the run's row as it is: only its log and progress columns change.
 _PLAIN_FACTS: frozenset[type] = frozenset({StepStarted, StepFinished, MessageAppended, ModelCalled, ToolStarted,
-                                           ToolFinished, ApprovalRequested, ApprovalDecided})
+                                           ToolFinished, ApprovalRequested, ApprovalDecided, CancelRequested})
 _STATEMENTS: dict[str, dict[str, Prepared]] = {}
 SUMMARY_COLUMNS = ("status", "answer", "error", "steps", "tokens", "tool_calls", "cost_known_usd", "costs_unknown",
                    "updated_at", "heartbeat_at", "finished_at")

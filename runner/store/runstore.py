@@ -21,7 +21,7 @@ from sqlalchemy import Connection, Engine, func, select
 from sqlalchemy.engine import URL
 from sqlalchemy.exc import SQLAlchemyError
 
-from .._log.decisions import Decision
+from .._log.decisions import Decision, decider
 from .._log.records import LIVE, RunSummary, StoredRun
 from .._log.state import RunState
 from .._log.statuses import Status
@@ -36,7 +36,7 @@ from .lease import Heartbeat, take_over
 from .owner import owner_id
 from .prune import DEFAULT_BATCH, PrunedRun, PruneResult, count_events, delete_batch, plan, prunable_statuses
 from .queries import Activity
-from .recording import SpanSource, StoreRecorder, statements
+from .recording import CancelSeen, SpanSource, StoreRecorder, statements
 from .tables import runs
 
 
@@ -83,15 +83,17 @@ class RunStore:
             self.engine.dispose()
 
     def recorder(self, span_source: SpanSource | None = None, resume: RunState | None = None,
-                 trace_id: str | None = None, loop_state: RunState | None = None) -> StoreRecorder:
+                 trace_id: str | None = None, loop_state: RunState | None = None,
+                 cancel_seen: CancelSeen | None = None) -> StoreRecorder:
         """A recorder for one run; ``run_agent(..., store=store)`` calls this.
 
         ``resume`` is the stored run's folded state, to continue its log. ``loop_state`` is the
-        loop's own state, read instead of folded again (see ``StoreRecorder``).
+        loop's own state, read instead of folded again; ``cancel_seen`` hears what each commit read
+        of the run's cancel request (see ``StoreRecorder``).
         """
         self._check_writable("record runs")
         return StoreRecorder(self.engine, span_source, resume, trace_id, self.heartbeat, self.committer,
-                             loop_state=loop_state)
+                             loop_state=loop_state, cancel_seen=cancel_seen)
 
     def owner_id(self) -> str:
         """This process's identity as the runs it writes record it (``owner``; a forked child has its own)."""
@@ -312,13 +314,20 @@ class RunStore:
         self._check_writable("queue runs")
         queue.queue_run(self.engine, queued)
 
-    def request_cancel(self, run_id: str) -> bool:
-        """Ask for run ``run_id`` to be cancelled; its driver polls ``cancel_requested``.
+    def request_cancel(self, run_id: str, by: str | None = None) -> bool:
+        """Ask, as ``by`` (default: the OS user), for run ``run_id`` to be cancelled.
 
-        False when it was asked before (that request stands).
+        Its driver sees the request at its next commit, or within a second while it waits on a
+        model call, and logs ``cancel_requested`` (naming ``by``) as it stops. False when it was
+        asked before (that request stands, with who asked first).
         """
         self._check_writable("cancel runs")
-        return queue.request_cancel(self.engine, run_id, owner_id())
+        return queue.request_cancel(self.engine, run_id, by if by is not None else decider())
+
+    def clear_cancel(self, run_id: str) -> None:
+        """Forget run ``run_id``'s cancel request (a resume does, for a run that ended since it was asked)."""
+        self._check_writable("cancel runs")
+        queue.clear_cancel(self.engine, run_id)
 
     def cancel_queued(self, run_id: str, error: str) -> bool:
         """End a run still queued as cancelled with ``error``, unless a worker claimed it first.
@@ -330,8 +339,12 @@ class RunStore:
 
     def cancel_requested(self, run_id: str) -> bool:
         """Whether someone asked for run ``run_id`` to be cancelled."""
+        return self.cancel_request(run_id) is not None
+
+    def cancel_request(self, run_id: str) -> str | None:
+        """Who asked for run ``run_id`` to be cancelled, or None when nobody did."""
         with self.reading() as conn:
-            return queue.cancel_requested(conn, run_id)
+            return queue.cancel_request(conn, run_id)
 
     def due_for_publish(self, older_than_s: float, queue_name: str | None = None) -> list[queue.Touched]:
         """The runs a worker on ``queue_name`` (None: the default queue) should be sent again.

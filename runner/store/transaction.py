@@ -12,7 +12,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Engine
@@ -26,6 +26,7 @@ RECONNECT_S = 15.0  # a server restart or failover, not an outage: past this the
 RECONNECT_FIRST_PAUSE_S = 0.1
 RECONNECT_MAX_PAUSE_S = 2.0
 ANSWER_S = 10.0  # a commit the server does not answer in this long (it went silent) is a lost connection
+UNNAMED = "someone"  # who asked, for a cancel request whose row names nobody (as ``queue.UNNAMED``)
 FENCED = frozenset({"update_run", "update_progress"})  # statements that match only the run's own owner
 
 
@@ -40,6 +41,7 @@ class Parts:
     progress: list[Row]  # progress columns only
     events: list[tuple[Any, ...]]  # ``events`` rows in the insert's column order
     tools: list[Row]
+    watched: list[str] = field(default_factory=list)  # runs whose cancel request the transaction reads
 
 
 class ServerGone(Exception):
@@ -86,8 +88,11 @@ class Writer:
         """The held connection, or None (not opened yet, dropped, or a parent's after a fork)."""
         return self._conn if self._conn_pid == os.getpid() else None
 
-    def write(self, parts: Parts) -> None:
+    def write(self, parts: Parts) -> dict[str, str]:
         """One transaction for ``parts``; raises the driver's error, ``TakenOver`` or ``ServerGone``.
+
+        Returns who asked to cancel each of ``parts.watched`` that someone asked to (read in the same
+        transaction, so watching a run's cancel requests costs no transaction of its own).
 
         A connection found dead is replaced and the transaction tried again at once (the server
         dropped idle connections); on a server database, while the server cannot be reached (a
@@ -99,9 +104,9 @@ class Writer:
         pause, retried = RECONNECT_FIRST_PAUSE_S, self._gone
         while True:
             try:
-                self._attempt(parts)
+                requests = self._attempt(parts)
                 self._gone = False
-                return
+                return requests
             except (self.dbapi_error, DBAPIError) as exc:
                 if not self._lost:  # the connection is fine: the rows themselves failed
                     raise
@@ -124,7 +129,7 @@ class Writer:
         self._closed = True
         self._drop(broken=False)
 
-    def _attempt(self, parts: Parts) -> None:
+    def _attempt(self, parts: Parts) -> dict[str, str]:
         self._lost = False
         sql = self._sql
         if sql is None:
@@ -140,8 +145,9 @@ class Writer:
             if cursor is None:
                 cursor = self._cursor = raw.cursor()
             with answering(raw, ANSWER_S):
-                self._rows(raw, cursor, sql, parts)
+                requests = self._rows(raw, cursor, sql, parts)
             self.commits += 1
+            return requests
         except BaseException as exc:
             self._roll_back(raw, cursor, exc)
             raise
@@ -149,7 +155,7 @@ class Writer:
             if self._closed:
                 self._drop(broken=False, keep=False)
 
-    def _rows(self, raw: Any, cursor: Any, sql: dict[str, Prepared], parts: Parts) -> None:
+    def _rows(self, raw: Any, cursor: Any, sql: dict[str, Prepared], parts: Parts) -> dict[str, str]:
         if self._begin:
             cursor.execute(self._begin)
         for name, rows in (("runs", parts.new_runs), ("start_queued", parts.starts),
@@ -160,7 +166,13 @@ class Writer:
         sql["events"].run_values(cursor, parts.events)
         if parts.tools:
             sql["run_tools"].run(cursor, parts.tools)
+        requests: dict[str, str] = {}
+        if parts.watched:
+            cursor.execute(f"SELECT run_id, requested_by FROM run_cancels WHERE run_id IN "
+                           f"({', '.join([self._mark] * len(parts.watched))})", parts.watched)
+            requests = {str(run_id): str(by or UNNAMED) for run_id, by in cursor.fetchall()}
         raw.commit()
+        return requests
 
     def _connect(self) -> Any:
         if self.connection is None:

@@ -207,7 +207,7 @@ class Actions:
 
     def cancel(self, run_id: str) -> str:
         """Ask for a queued or running run to stop; its status now (``cancelled`` for a queued one)."""
-        return request_cancel(self.store, run_id)
+        return request_cancel(self.store, run_id, self.decider)
 
     # -- background runs -----------------------------------------------------
 

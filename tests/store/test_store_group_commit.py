@@ -689,11 +689,11 @@ def test_a_fence_that_matched_too_few_runs_yet_found_no_other_owner_fails_the_ru
     attempts: list[int] = []
     real_write = Writer.write
 
-    def write(self: Writer, parts: Parts) -> None:
+    def write(self: Writer, parts: Parts) -> dict[str, str]:
         if parts.progress:
             attempts.append(len(parts.progress))
             raise TakenOver({})
-        real_write(self, parts)
+        return real_write(self, parts)
 
     monkeypatch.setattr(Writer, "write", write)
     with pytest.raises(StoreError) as caught:
@@ -752,11 +752,11 @@ def test_a_side_effect_whose_start_could_not_be_committed_is_logged_not_run_and_
     failed: list[int] = []
     real_write = Writer.write
 
-    def write(self: Writer, parts: Parts) -> None:
+    def write(self: Writer, parts: Parts) -> dict[str, str]:
         if not failed and any(row[4] == "tool_started" for row in parts.events):
             failed.append(len(parts.events))
             raise self.dbapi_error("disk I/O error")
-        real_write(self, parts)
+        return real_write(self, parts)
 
     monkeypatch.setattr(Writer, "write", write)
     model = ScriptedModel([ModelReply("", [ToolCall("p1", "pay", {"cents": 5})]), "never asked"])
