@@ -8,14 +8,19 @@ write lock, so a run resumed or forked since the plan is skipped, not half-delet
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Final
 
 from sqlalchemy import Connection, Engine, delete, func, insert, select
+from sqlalchemy.engine import URL
+from sqlalchemy.exc import SQLAlchemyError
 
 from .._log.statuses import STATUSES, Status
+from ..errors import StoreError
+from .engine import one_line, shown
 from .tables import events, run_cancels, run_deletions, run_labels, run_tools, runs
 
 PRUNABLE: Final = tuple(status for status in STATUSES if status != Status.AWAITING_APPROVAL)
@@ -126,3 +131,28 @@ def count_events(conn: Connection, run_ids: list[str], chunk: int = DEFAULT_BATC
         total += int(conn.execute(select(func.count()).select_from(events)
                                   .where(events.c.run_id.in_(part))).scalar_one())
     return total
+
+
+def prune_runs(engine: Engine, url: URL, reading: Callable[[], AbstractContextManager[Connection]], before: datetime,
+               statuses: tuple[str, ...], dry_run: bool, batch_size: int, *, read_only: bool) -> PruneResult:
+    """``RunStore.prune``: plan, then delete ``batch_size`` runs per transaction (or only count, ``dry_run``)."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if read_only and not dry_run:
+        raise StoreError(f"store {shown(url)} is open read-only: it cannot prune runs")
+    with reading() as conn:
+        planned, kept = plan(conn, before, statuses)
+        if dry_run:
+            total = count_events(conn, [run.run_id for run in planned])
+            return PruneResult(tuple(planned), total, tuple(kept), dry_run=True)
+    deleted: list[PrunedRun] = []
+    total = 0
+    try:
+        for start in range(0, len(planned), batch_size):
+            gone, removed = delete_batch(engine, planned[start:start + batch_size], statuses)
+            deleted += gone
+            total += removed
+    except SQLAlchemyError as exc:
+        raise StoreError(f"cannot prune runs in {shown(url)} (deleted {len(deleted)} before the "
+                         f"failure): {one_line(exc)}") from None
+    return PruneResult(tuple(deleted), total, tuple(kept), dry_run=False)

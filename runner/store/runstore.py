@@ -34,7 +34,7 @@ from .filters import Label, RunFilter
 from .group import GroupCommitter
 from .lease import Heartbeat, take_over
 from .owner import owner_id
-from .prune import DEFAULT_BATCH, PrunedRun, PruneResult, count_events, delete_batch, plan, prunable_statuses
+from .prune import DEFAULT_BATCH, PruneResult, prunable_statuses, prune_runs
 from .queries import Activity
 from .recording import CancelSeen, SpanSource, StoreRecorder, statements
 from .tables import runs
@@ -166,27 +166,8 @@ class RunStore:
             dry_run: delete nothing; report what would go.
         """
         self._check_open()
-        statuses = prunable_statuses(status)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
-        if self.read_only and not dry_run:
-            raise StoreError(f"store {shown(self.url)} is open read-only: it cannot prune runs")
-        with self.reading() as conn:
-            planned, kept = plan(conn, before, statuses)
-            if dry_run:
-                total = count_events(conn, [run.run_id for run in planned])
-                return PruneResult(tuple(planned), total, tuple(kept), dry_run=True)
-        deleted: list[PrunedRun] = []
-        total = 0
-        try:
-            for start in range(0, len(planned), batch_size):
-                gone, removed = delete_batch(self.engine, planned[start:start + batch_size], statuses)
-                deleted += gone
-                total += removed
-        except SQLAlchemyError as exc:
-            raise StoreError(f"cannot prune runs in {shown(self.url)} (deleted {len(deleted)} before the "
-                             f"failure): {one_line(exc)}") from None
-        return PruneResult(tuple(deleted), total, tuple(kept), dry_run=False)
+        return prune_runs(self.engine, self.url, self.reading, before, prunable_statuses(status), dry_run,
+                          batch_size, read_only=self.read_only)
 
     # -- queries -------------------------------------------------------------
 
