@@ -50,6 +50,11 @@ class RunStarted:
     session_id: str | None = None
     tool_traits: dict[str, ToolTraits] | None = None
     mcp_servers: list[McpRef] | None = None
+    by: str | None = None  # the person who started it (``--by``, the OS user); None in older logs and pool runs
+
+    def __post_init__(self) -> None:
+        if self.by is not None and not isinstance(self.by, str):
+            raise TypeError("by must be a string")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -54,7 +54,8 @@ class ContinueOptions(TypedDict, total=False):
     The store and the run id come from the stored run. ``limits`` is a whole ``Limits``; each limit keyword
     replaces one limit, and the two ways do not mix. ``cancel`` is any object with ``is_set()`` (``asyncio.Event``...).
     ``tools_ref`` names where the registry comes from (``"myapp.tools:registry"``), ``mcp_servers`` the MCP servers
-    whose tools were added beside it (``[server.ref, ...]``), ``decided_by`` who owns ``approve`` (default: OS user).
+    whose tools were added beside it (``[server.ref, ...]``). ``decided_by`` names who runs it, logged in
+    ``run_started`` and with ``approve``'s decisions (default: the OS user).
     ``prices`` adds or overrides prices by model name (``{"my-model": {"input_mtok": 0.3, "output_mtok": 1.2}}``).
     """
 
@@ -99,7 +100,8 @@ def build_core(
     limits = run_limits({}, options, {name: value for name, value in given.items() if value is not NOT_GIVEN})
     run_id = checked_run_id(options.get("run_id"))
     first = new_run_opening(run_id, task, system, limits, registry, model, options.get("agent_name"),
-                            options.get("labels"), options.get("tools_ref"), options.get("mcp_servers"), link=link)
+                            options.get("labels"), options.get("tools_ref"), options.get("mcp_servers"), link=link,
+                            by=options.get("decided_by") or decider())
     return core_for(model, registry, run_id, limits, first, None, wiring_of(options, options.get("store")))
 
 

@@ -207,7 +207,7 @@ def _linked_start(store: RunStore, parent: StoredRun, model: Model | AsyncModel,
     return linked_start(parent, registry, model, limits, origin, session_id=session_of(store, parent),
                         agent_name=options.get("agent_name"), labels=options.get("labels"),
                         tools_ref=options.get("tools_ref"), mcp_servers=options.get("mcp_servers"), task=task,
-                        forked_at_step=forked_at_step)
+                        forked_at_step=forked_at_step, by=options.get("decided_by") or decider())
 
 
 def session_of(store: RunStore, parent: StoredRun) -> str:

@@ -13,7 +13,7 @@ from .._log.state import fold
 from .._log.statuses import Status
 from .._tools.registry import ToolRegistry
 from ..errors import RunNotFound
-from ..events import ApprovalRequested, RunResumed, StepStarted
+from ..events import ApprovalRequested, RunResumed, RunStarted, StepStarted
 from ..store import RunStore
 from .activity import active_seconds
 from .continuation import pooled
@@ -138,4 +138,4 @@ def run_view(store: RunStore, ref: str, registry: ToolRegistry | None = None) ->
         steps_made=max((f.step for f in run.facts if isinstance(f, StepStarted)), default=0),
         duration=duration(run), active=seconds(active_seconds(run.events, run.facts)), pooled=pooled(run),
         cost=money(run.cost_known_usd, run.costs_unknown),
-        driver=next((f.by for f in reversed(run.facts) if isinstance(f, RunResumed)), None))
+        driver=next((f.by for f in reversed(run.facts) if isinstance(f, (RunResumed, RunStarted))), None))

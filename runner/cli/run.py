@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from .._log.decisions import decider
 from .._log.limits import Limits
 from .._log.statuses import Status
 from .._loop.core import DEFAULT_SYSTEM
@@ -45,7 +46,8 @@ if TYPE_CHECKING:
 def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolRegistry, labels: dict[str, str], *,
            system: str = DEFAULT_SYSTEM, limits: Limits | None = None, recorder: Recorder | None = None,
            record_content: bool = False, tools_ref: str | None = None,
-           prices: dict[str, Price] | None = None, mcp_servers: Sequence[McpRef] | None = None) -> AgentResult:
+           prices: dict[str, Price] | None = None, mcp_servers: Sequence[McpRef] | None = None,
+           decided_by: str | None = None) -> AgentResult:
     """``run_agent`` recorded in ``store`` and traced (see ``traced``); ``limits`` None: the defaults.
 
     The run id is chosen here, so that a Ctrl-C can still say which run it stopped.
@@ -55,7 +57,7 @@ def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolReg
     def go(provider: TracerProvider) -> AgentResult:
         return run_agent(task, model, registry, system, store=store, run_id=run_id, tracer_provider=provider,
                          labels=labels, limits=limits, recorder=recorder, record_content=record_content,
-                         tools_ref=tools_ref, prices=prices, mcp_servers=mcp_servers)
+                         tools_ref=tools_ref, prices=prices, mcp_servers=mcp_servers, decided_by=decided_by)
 
     return traced(env, store, go, lambda: run_id)
 
@@ -112,6 +114,7 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, m
 @PRICES
 @label_option("Label the run (repeatable), for `runner runs --label`.")
 @PARALLEL
+@click.option("--by", "started_by", metavar="NAME", help="Who runs it, logged in run_started (default: the OS user).")
 @QUIET
 @RECORD_CONTENT
 @common
@@ -119,7 +122,8 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
         model_spec: str | None, base_url: str | None, api_key: str | None, parent_ref: str | None,
         system: str | None, max_steps: int | None, token_budget: int | None, max_tool_calls: int | None,
         timeout_s: float | None, max_cost_usd: float | None, prices: dict[str, Price] | None,
-        labels: dict[str, str], max_parallel_tools: int | None, quiet: bool, record_content: bool) -> None:
+        labels: dict[str, str], max_parallel_tools: int | None, started_by: str | None, quiet: bool,
+        record_content: bool) -> None:
     """Run TASK with your tools and a real model, recorded and traced; exit 1 unless it ends done.
 
     The tools come from --tools, from MCP servers (--mcp, --mcp-url), or both.
@@ -130,9 +134,12 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
     check(tools)
     given = GivenLimits(max_steps=max_steps, token_budget=token_budget, max_tool_calls=max_tool_calls,
                         timeout_s=timeout_s, max_cost_usd=max_cost_usd, max_parallel_tools=max_parallel_tools)
+    if started_by is not None and not started_by.strip():
+        raise click.BadParameter("must name who runs it", param_hint="--by")
+    by = started_by or decider()
     if parent_ref is not None:
         follow(env, parent_ref, task, tools, model_spec, base_url, api_key, system, given, labels,
-               progress(quiet), record_content, prices)
+               progress(quiet), record_content, prices, by)
         return
     if model_spec is None:
         raise CliUsageError(f"runner run needs --model ({MODEL_HELP}); a scripted model cannot answer a new task")
@@ -143,7 +150,7 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
     with tools_for(tools) as registry, env.store(create=True) as store:
         result = record(env, store, task, model, registry, labels, system=system or DEFAULT_SYSTEM,
                         limits=given.limits(), recorder=progress(quiet), record_content=record_content,
-                        tools_ref=tools_spec, prices=prices, mcp_servers=tools.refs())
+                        tools_ref=tools_spec, prices=prices, mcp_servers=tools.refs(), decided_by=by)
         report(env, store, result, [f"runner replay tests/fixtures/run.json{tools.args()}"],
                tools_spec=tools_spec, mcp=tools.refs())
     if result.status != Status.DONE:
@@ -153,7 +160,7 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
 def follow(env: Env, parent_ref: str, message: str, tools: ToolsGiven, model_spec: str | None,
            base_url: str | None, api_key: str | None, system: str | None, limits: GivenLimits,
            labels: dict[str, str], recorder: Recorder | None = None, record_content: bool = False,
-           prices: dict[str, Price] | None = None) -> None:
+           prices: dict[str, Price] | None = None, by: str | None = None) -> None:
     """``runner run --follow-up RUN MESSAGE``: a new run continuing RUN's conversation."""
     if system is not None:
         raise CliUsageError("--system cannot change a follow-up's system prompt: it keeps its parent's")
@@ -166,7 +173,8 @@ def follow(env: Env, parent_ref: str, message: str, tools: ToolsGiven, model_spe
         def go(provider: TracerProvider) -> AgentResult:
             return follow_up(store, parent.run_id, message, model, registry, tracer_provider=provider,
                              labels=labels or None, recorder=recorder, record_content=record_content,
-                             tools_ref=tools.spec, mcp_servers=tools.refs(), prices=prices, **limits.options())
+                             tools_ref=tools.spec, mcp_servers=tools.refs(), prices=prices, decided_by=by,
+                             **limits.options())
 
         result = traced(env, store, go, lambda: new_child(store, parent.run_id, known))
         short = store.short_ids([parent.run_id])[parent.run_id]

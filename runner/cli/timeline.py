@@ -74,6 +74,8 @@ def header(run: StoredRun, facts: Sequence[Event], children: Sequence[Link] = ()
                style="dim")
     model = shown_name(run.model) + (f" ({shown_name(run.provider)})" if run.provider else "")
     extra = f", agent {shown_name(run.agent_name)}" if run.agent_name else ""
+    started_by = next((f.by for f in facts if isinstance(f, RunStarted)), None)
+    extra += f", started by {shown_name(started_by)}" if started_by else ""
     yield Text(f"model {model}{extra}; trace {run.trace_id}", style="dim")
     if run.labels:
         # A value is free text: cleaned as such, then what is still invisible escaped, as in a name.
