@@ -23,6 +23,7 @@ from .._loop.aio import arun_core
 from .._loop.core import AgentCore
 from .._loop.results import AgentResult
 from .._loop.sync import run_core
+from .._text import plural
 from .._tools.registry import ToolRegistry
 from ..errors import CannotResume, RunNotFound
 from ..events import Event, MessageAppended, RunStarted, StepStarted
@@ -183,7 +184,7 @@ def followed_core(store: RunStore, run_id: str, message: str, model: Model | Asy
         raise CannotResume(f"run {parent.run_id} never started ({parent.status}); there is no conversation "
                            "to follow up")
     if state.remaining_calls:
-        raise CannotResume(f"run {parent.run_id} stopped with {len(state.remaining_calls)} call(s) unanswered "
+        raise CannotResume(f"run {parent.run_id} stopped with {plural(len(state.remaining_calls), 'call')} unanswered "
                            f"({parent.status}); resume it instead")
     if not isinstance(message, str) or not message:
         raise ValueError("a follow-up message must be a non-empty string")
@@ -265,7 +266,7 @@ def _messages_before_step(run_id: str, facts: Sequence[Event], at_step: int) -> 
     if not steps:
         raise ValueError(f"run {run_id} made no model call; there is no step to fork at (got at_step={at_step!r})")
     # A fork's own steps are numbered on from where it was forked, so they need not start at 1.
-    raise ValueError(f"run {run_id} made {len(steps)} model call(s); at_step must be an integer between "
+    raise ValueError(f"run {run_id} made {plural(len(steps), 'model call')}; at_step must be an integer between "
                      f"{steps[0]} and {steps[-1]}, got {at_step!r}")
 
 

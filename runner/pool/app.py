@@ -22,6 +22,7 @@ from celery import Celery, signals
 from celery.exceptions import InvalidTaskError
 from celery.worker.strategy import default as default_strategy
 
+from .._text import plural
 from ..store import DEFAULT_QUEUE, RunStore, open_store
 from .agents import Factory, PoolError
 from .take import take
@@ -217,4 +218,4 @@ def _sweep(store: RunStore, broker: str, queue: str | None, sweep_s: float, requ
             try:  # what it could not publish is due again for the other workers, not in requeue_after_s
                 store.untouch(due)
             except Exception as again:
-                log.warning("sweep could not give back %d run(s): %s", len(due), again)
+                log.warning("sweep could not give back %s: %s", plural(len(due), "run"), again)

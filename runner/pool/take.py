@@ -23,6 +23,7 @@ from .._loop.sync import run_core
 from .._run.build import RunOptions, check_options, core_for, run_limits, wiring_of
 from .._run.opening import new_run_opening
 from .._run.resume import resume_stored
+from .._text import plural
 from ..errors import CannotResume, PriceUnknown, RunNotFound
 from ..events import RunFinished, RunQueued, RunRequeued, RunResumed, RunStarted
 from ..store import RunStore, StoredRun
@@ -63,7 +64,7 @@ def take(store: RunStore, run_id: str, agents: Mapping[str, Factory], *, cancel_
             result = run_core(core)
     except CannotResume as exc:  # live elsewhere (RunInUse), or awaiting a decision nobody has logged
         return _dropped(run_id, str(exc))
-    log.info("run %s ended %s after %d step(s)", run.run_id, result.status, result.steps)
+    log.info("run %s ended %s after %s", run.run_id, result.status, plural(result.steps, "step"))
     return result.status
 
 

@@ -20,6 +20,7 @@ from .._log.state import fold
 from .._log.statuses import Status
 from .._run.resume import fork as fork_run
 from .._run.resume import resume_stored
+from .._text import plural
 from .._tools.registry import ToolRegistry
 from .._view.continuation import RunHere, SendToPool, continuation, last_model, pooled, resume_command
 from ..errors import ActionRefused, CannotResume
@@ -105,7 +106,8 @@ class Actions:
         run = self.store.decide_all(run, decisions, by)
         left = fold(run.facts, run.run_id).pending_approvals
         if left:
-            return Continued(RECORDED, f"decision recorded; {len(left)} more call(s) of this run await a decision")
+            return Continued(RECORDED, f"decision recorded; {plural(len(left), 'more call')} of this run "
+                                               f"{'awaits' if len(left) == 1 else 'await'} a decision")
         return self.go_on(run, by=by)
 
     def go_on(self, run: StoredRun, max_steps: int | None = None, by: str | None = None) -> Continued:

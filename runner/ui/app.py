@@ -17,7 +17,7 @@ from starlette.staticfiles import StaticFiles
 
 from .._log.records import StoredRun
 from .._log.statuses import Status
-from .._text import shown_name
+from .._text import plural, shown_name
 from .._tools.registry import ToolRegistry
 from .._view.summary import money, seconds
 from .._view.timeline import args_text
@@ -45,6 +45,7 @@ def templates() -> Environment:
     env.filters["pretty"] = pretty_json  # a tool's JSON Schema, indented
     env.filters["segment"] = refs.segment
     env.filters["run_path"] = refs.run_path
+    env.filters["plural"] = plural  # ``{{ n|plural("call") }}``: 1 call, 2 calls
     env.filters["name"] = shown_name  # a name with what cannot be seen escaped, as the CLI prints it
     return env
 

@@ -376,7 +376,7 @@ def test_a_follow_up_of_a_run_awaiting_approval_is_an_error(store_url: str) -> N
     run_id = awaiting(store_url, ("t1", "transfer", {"ref": "a"}))
     result = invoke("run", "Well?", "--follow-up", run_id[:8], "--tools", TOOLS, "--api-key", "k", "--db", store_url)
     assert result.exit_code == 3
-    assert one_error_line(result) == (f"Error: run {run_id} stopped with 1 call(s) unanswered (awaiting_approval); "
+    assert one_error_line(result) == (f"Error: run {run_id} stopped with 1 call unanswered (awaiting_approval); "
                                       "resume it instead")
 
 

@@ -206,20 +206,20 @@ def test_the_heartbeat_moves_while_a_tool_works(store: RunStore) -> None:
 
 def test_a_callers_mistakes_are_one_line(store: RunStore) -> None:
     parent = run_agent("t", ScriptedModel([PARIS, "warm"]), weather_registry(), store=store)
-    wrong_step = r"^run \w+ made 2 model call\(s\); at_step must be an integer between 1 and 2, got "
+    wrong_step = r"^run \w+ made 2 model calls; at_step must be an integer between 1 and 2, got "
     for at_step, shown in ((3, "3"), (2.0, "2.0"), (True, "True"), ("2", "'2'")):
         with pytest.raises(ValueError, match=wrong_step + re.escape(shown) + "$"):
             fork(store, parent.run_id, at_step=at_step, model=ScriptedModel([]),  # type: ignore[arg-type]
                  registry=weather_registry())
     forked = fork(store, parent.run_id, at_step=2, model=ScriptedModel(["mild"]), registry=weather_registry())
-    with pytest.raises(ValueError, match=rf"^run {forked.run_id} made 1 model call\(s\); at_step must be an "
+    with pytest.raises(ValueError, match=rf"^run {forked.run_id} made 1 model call; at_step must be an "
                                          r"integer between 2 and 2, got 1$"):  # a fork's steps go on from its parent's
         fork(store, forked.run_id, at_step=1, model=ScriptedModel([]), registry=weather_registry())
     with pytest.raises(ValueError, match=r"has no tool result for call\(s\) \['zz'\] before that step$"):
         fork(store, parent.run_id, at_step=2, model=ScriptedModel([]), registry=weather_registry(),
              observations={"zz": "x"})
     waiting = run_agent("t", ScriptedModel([PARIS]), weather_registry(), store=store, max_tool_calls=0)
-    with pytest.raises(CannotResume, match=r"stopped with 1 call\(s\) unanswered \(tool_budget\); resume it instead$"):
+    with pytest.raises(CannotResume, match=r"stopped with 1 call unanswered \(tool_budget\); resume it instead$"):
         follow_up(store, waiting.run_id, "and?", ScriptedModel([]), weather_registry())
     with pytest.raises(TypeError, match="unknown run option"):
         resume(store, waiting.run_id, ScriptedModel([]), weather_registry(), max_stepz=3)  # type: ignore[call-arg]

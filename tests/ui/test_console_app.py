@@ -349,3 +349,10 @@ def test_an_unexpected_error_is_a_fixed_line_with_the_safety_headers(store: RunS
     assert (answer.status_code, answer.text) == (500, "Internal Server Error\n")
     assert answer.headers["content-security-policy"].startswith("default-src 'none'")
     assert answer.headers["x-frame-options"] == "DENY"
+
+
+def test_the_inbox_and_a_decision_count_in_words_that_agree(store: RunStore, client: TestClient) -> None:
+    awaiting(store)
+    assert "1 call of 1 run awaits a decision." in client.get("/approvals").text
+    awaiting(store, run_id="b" * 32)
+    assert "2 calls of 2 runs await a decision." in client.get("/approvals").text
