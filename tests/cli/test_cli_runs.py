@@ -309,7 +309,7 @@ def test_one_of_a_thing_is_singular_in_show_stats_and_export(db: str, tmp_path: 
     (0, "step", "0 steps"), (1, "step", "1 step"), (2, "step", "2 steps"), (1, "reply", "1 reply"),
     (3, "reply", "3 replies"), (1, "tool call", "1 tool call"), (1, "more char", "1 more char")])
 def test_plural(n: int, word: str, text: str) -> None:
-    from runner.cli.render import plural
+    from runner._text import plural
 
     assert plural(n, word) == text
 
