@@ -1,6 +1,6 @@
 """A run's timeline as plain entries, built once from its log for ``runner show`` and the console's run page.
 
-One entry per step, model call, tool call, approval asked, decision, resume, cancel request and end, in
+One entry per step, model call, tool call, approval asked, decision, resume, cancel request, requeue and end, in
 log order (a tool call where it started, with its result when it has one, and what it returned after it
 was given up on, when it did); what a fork or follow-up inherited;
 the calls a crash left in doubt, with the rule a resume applies (``_tools.doubt``). The CLI renders
@@ -26,6 +26,7 @@ from ..events import (
     MessageAppended,
     ModelCalled,
     RunFinished,
+    RunRequeued,
     RunResumed,
     RunStarted,
     StepFinished,
@@ -48,6 +49,7 @@ class Kind(StrEnum):
     DECIDED = "decided"
     RESUMED = "resumed"
     CANCEL = "cancel"
+    REQUEUED = "requeued"
     END = "end"
 
 
@@ -201,6 +203,21 @@ class CancelEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class RequeuedEntry:
+    """A stopped pool run sent back to its queue, by whom, with the limits given (``runner resume``)."""
+
+    kind: ClassVar[Kind] = Kind.REQUEUED
+    step: int
+    at: datetime
+    fact: RunRequeued
+
+    @property
+    def limits(self) -> list[tuple[str, Any]]:
+        """The limits given, as (name, value)."""
+        return [(name, value) for name, value in self.fact.limits.items() if value is not None]
+
+
+@dataclass(frozen=True, slots=True)
 class EndEntry:
     """The run's end: its status, answer or error."""
 
@@ -210,7 +227,8 @@ class EndEntry:
     fact: RunFinished
 
 
-Entry = StepEntry | ModelEntry | ToolEntry | AskedEntry | DecidedEntry | ResumedEntry | CancelEntry | EndEntry
+Entry = (StepEntry | ModelEntry | ToolEntry | AskedEntry | DecidedEntry | ResumedEntry | CancelEntry | RequeuedEntry
+         | EndEntry)
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +329,8 @@ def entries(run: StoredRun) -> list[Entry]:
                 found.append(ResumedEntry(fact.step, at, fact))
             case CancelRequested():
                 found.append(CancelEntry(fact.step, at, fact))
+            case RunRequeued():
+                found.append(RequeuedEntry(fact.step, at, fact))
             case RunFinished():
                 found.append(EndEntry(fact.step, at, fact))
             case _:

@@ -23,6 +23,7 @@ from .._view.timeline import (
     EndEntry,
     InDoubt,
     ModelEntry,
+    RequeuedEntry,
     ResumedEntry,
     StepEntry,
     Timeline,
@@ -131,6 +132,11 @@ def rendered(run: StoredRun, shown: Timeline, *, full: bool = False, children: S
             case CancelEntry():
                 yield Text(f"\ncancel requested by {shown_name(entry.fact.requested_by)}",
                            style=status_style(Status.CANCELLED))
+            case RequeuedEntry():
+                limits = ", ".join(f"{shown_name(name)} {value}" for name, value in entry.limits)
+                who = shown_name(clean(entry.fact.requeued_by))
+                yield Text(f"\nsent back to its queue by {who}", style=WAITING_STYLE)
+                yield Text(f"  limits: {limits or 'as they were'}", style="dim")
             case EndEntry():
                 yield from stop(entry.fact)
     if not shown.finished:

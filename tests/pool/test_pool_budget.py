@@ -195,3 +195,20 @@ def test_a_pool_run_stopped_on_its_budget_goes_back_to_its_worker_with_a_larger_
     assert f":{worker.pid}@" in resumed.owner  # the worker resumed it, not the process that sent it back
     assert [type(f).__name__ for f in run.facts if isinstance(f, (RunFinished, RunRequeued, RunResumed))] == [
         "RunFinished", "RunRequeued", "RunResumed", "RunFinished"]
+
+
+def test_show_and_the_console_draw_the_send_back_with_who_and_the_limits(store: RunStore, store_url: str) -> None:
+    from starlette.testclient import TestClient
+
+    from runner.ui import create_app
+
+    run_id = over_budget(store)
+    store.requeue(store.get_run(run_id), {"max_cost_usd": 2.0}, "alice")
+    shown = invoke("show", run_id[:8], "--db", store_url).output.splitlines()
+    at = shown.index("sent back to its queue by alice")
+    assert shown[at + 1] == "  limits: max_cost_usd 2.0"
+    with TestClient(create_app(store), base_url="http://127.0.0.1") as client:
+        page = client.get(f"/runs/{run_id}").text
+    assert 'data-kind="requeued"' in page
+    assert "sent back to its queue by <b class=\"by\">alice</b>" in page
+    assert "limits: max_cost_usd 2.0" in page
