@@ -90,23 +90,44 @@ def going_on(run: StoredRun, prices_file: str | None = None) -> str:
     placeholder) or a call with usage had no price, but for a pool run, whose workers price it;
     a reply with no usage reported has no cost whatever the price. "" for a run no such limit stopped.
     """
-    option = RAISES.get(run.status)
-    if option is None:
+    raised = larger_limit(run)
+    if raised is None:
         return ""
-    flag, name = option
-    state = fold(run.facts, run.run_id)
-    limit = _positive((state.limits or run.limits).get(name))
-    if not limit:
-        return ""
-    used = {Status.STEP_LIMIT: run.steps, Status.COST_LIMIT: run.cost_known_usd, Status.TOKEN_BUDGET: state.spent,
-            Status.TOOL_BUDGET: state.tool_calls_run}.get(run.status, limit)
-    larger = max(limit, used) + limit
-    more = f" {flag} {int(larger) if larger.is_integer() else format(larger, '.6g')}"
+    more = f" {RAISES[run.status][0]} {raised.shown}"
     if run.status == Status.COST_LIMIT and not pooled(run) and any(
             call.price_source == GIVEN_PRICES or _unpriced(call)
             for call in run.facts if isinstance(call, ModelCalled)):
         more += f" --prices {shlex.quote(prices_file) if prices_file else PRICES_PLACEHOLDER}"
     return more
+
+
+class Raised(NamedTuple):
+    """The limit a run stopped on, set as large again as what the run used (or as the limit, if more)."""
+
+    name: str
+    value: int | float
+
+    @property
+    def shown(self) -> str:
+        """The value as an option takes it: ``12``, ``1.1``."""
+        return str(self.value) if isinstance(self.value, int) else format(self.value, ".6g")
+
+
+def larger_limit(run: StoredRun) -> Raised | None:
+    """The limit that lets a resume of ``run`` go on, for a run a limit stopped (None otherwise, or with no limit)."""
+    option = RAISES.get(run.status)
+    if option is None:
+        return None
+    name = option[1]
+    state = fold(run.facts, run.run_id)
+    limit = _positive((state.limits or run.limits).get(name))
+    if not limit:
+        return None
+    used = {Status.STEP_LIMIT: run.steps, Status.COST_LIMIT: run.cost_known_usd, Status.TOKEN_BUDGET: state.spent,
+            Status.TOOL_BUDGET: state.tool_calls_run}.get(run.status, limit)
+    larger = max(limit, used) + limit
+    return Raised(name, int(larger) if larger.is_integer() and name != "max_cost_usd" and name != "timeout_s"
+                  else float(format(larger, ".6g")))
 
 
 def _unpriced(call: ModelCalled) -> bool:

@@ -22,8 +22,16 @@ from .._run.resume import fork as fork_run
 from .._run.resume import resume_stored
 from .._text import plural
 from .._tools.registry import ToolRegistry
-from .._view.continuation import RunHere, SendToPool, continuation, last_model, pooled, resume_command
-from ..errors import ActionRefused, CannotResume
+from .._view.continuation import (
+    RunHere,
+    SendToPool,
+    continuation,
+    larger_limit,
+    last_model,
+    pooled,
+    resume_command,
+)
+from ..errors import ActionRefused, CannotResume, RunInUse
 from ..events import Event, RunStarted
 from ..messages import McpRef, Model
 from ..pool.agents import Factory
@@ -122,10 +130,14 @@ class Actions:
         short = self.store.short_ids([run.run_id])[run.run_id]
         agents = self.agents if pooled(run) and max_steps is None else None  # a pool run goes on with its agent
         tools_given = agents is not None or (self.registry is not None and not pooled(run))
+        broker = bool(self.broker or _env_broker())
         how = continuation(run, here=agents is not None, tools_given=tools_given, short=short,
-                           db_hint=self.db_hint, tools_ref=self.tools_ref, mcp=self.mcp_servers, max_steps=max_steps)
+                           db_hint=self.db_hint, tools_ref=self.tools_ref, mcp=self.mcp_servers, max_steps=max_steps,
+                           requeues=broker)
         match how:
-            case SendToPool(queue, command) if max_steps is None and (self.broker or _env_broker()):
+            case SendToPool(queue, command) if broker and run.status != Status.AWAITING_APPROVAL:
+                return self._requeue(run, queue, command, max_steps, by if by is not None else self.decider)
+            case SendToPool(queue, command) if max_steps is None and broker:
                 return self._publish(run, queue, command)
             case RunHere() if agents is not None:
                 self._background(run.run_id, lambda: take(self.store, run.run_id, agents, by=by or self.decider))
@@ -139,8 +151,9 @@ class Actions:
                 return Continued(RECORDED, "recorded; this console was started without --tools, so it cannot run "
                                            "them", how.command)
 
-    def _publish(self, run: StoredRun, queue: str, command: str) -> Continued:
-        """Send a pool run back to ``queue``, where a worker resumes it."""
+    def _publish(self, run: StoredRun, queue: str, command: str,
+                 done: str | None = None) -> Continued:
+        """Send a pool run back to ``queue``, where a worker resumes it; ``done`` says so."""
         from ..pool.app import publish  # Celery loads with it: only a console with a broker pays for it
 
         broker = self.broker or _env_broker()
@@ -148,9 +161,26 @@ class Actions:
         try:
             publish(broker, run.run_id, queue)
         except Exception as exc:
-            return Continued(RECORDED, f"decision recorded, but the broker did not take the run "
+            return Continued(RECORDED, f"recorded, but the broker did not take the run "
                                        f"({type(exc).__name__}: {exc})", command)
-        return Continued(PUBLISHED, f"decision recorded; sent back to queue {queue}, where a worker resumes it")
+        return Continued(PUBLISHED, done or f"decision recorded; sent back to queue {queue}, where a worker resumes it")
+
+    def _requeue(self, run: StoredRun, queue: str, command: str, max_steps: int | None, by: str) -> Continued:
+        """Send a pool run a limit or an error stopped back to ``queue``, under a limit that lets it go on.
+
+        Logged first (``run_requeued``, by ``by``), as ``runner resume`` does: a worker takes a stopped run
+        only when that fact follows its stop. ``max_steps`` given replaces the larger limit suggested.
+        """
+        raised = larger_limit(run)
+        limits: dict[str, int | float] = {raised.name: raised.value} if raised is not None else {}
+        if max_steps is not None:
+            limits = {"max_steps": max_steps}
+        try:
+            self.store.requeue(run, limits, by)
+        except (ValueError, CannotResume, RunInUse) as exc:
+            raise ActionRefused(str(exc)) from None
+        given = ", ".join(f"{name} {value}" for name, value in limits.items()) or "its limits"
+        return self._publish(run, queue, command, f"sent back to queue {queue} with {given}, where a worker resumes it")
 
     def _resume_here(self, run: StoredRun, command: str, max_steps: int | None, by: str) -> Continued:
         """Resume ``run`` in a background thread with the console's tools and the run's model, logged as ``by``'s."""

@@ -212,3 +212,28 @@ def test_show_and_the_console_draw_the_send_back_with_who_and_the_limits(store: 
     assert 'data-kind="requeued"' in page
     assert "sent back to its queue by <b class=\"by\">alice</b>" in page
     assert "limits: max_cost_usd 2.0" in page
+
+
+@pytest.mark.skipif(not BROKER, reason="RUNNER_TEST_BROKER_URL is not set (a RabbitMQ or Redis URL)")
+def test_the_consoles_resume_sends_a_limit_stopped_pool_run_back_with_a_larger_limit(
+        store: RunStore, queue_name: str) -> None:
+    from kombu.connection import Connection
+    from starlette.testclient import TestClient
+
+    from runner.ui import create_app
+
+    assert BROKER is not None
+    run_id = record_queued(store, "job", "metered", max_cost_usd=0.5, queue=queue_name)
+    assert take(store, run_id, AGENTS) == "cost_limit"  # $0.6 of $0.5
+    app = create_app(store, broker=BROKER, decided_by="carol")
+    with TestClient(app, base_url="http://127.0.0.1") as client:
+        answer = client.post(f"/runs/{run_id}/resume", data={}, headers={"Origin": "http://127.0.0.1"})
+    assert answer.status_code == 200
+    assert f"sent back to queue {queue_name} with max_cost_usd 1.1" in answer.text
+    (requeued,) = [f for f in store.get_run(run_id).facts if isinstance(f, RunRequeued)]
+    assert (requeued.limits, requeued.requeued_by) == ({"max_cost_usd": 1.1}, "carol")
+    with Connection(BROKER) as conn:  # type: ignore[no-untyped-call]
+        message = conn.SimpleQueue(queue_name).get(timeout=10)
+        assert message.payload[0] == [run_id]  # what a worker of the pool receives: runner.run(run_id)
+        message.ack()
+    assert take(store, run_id, AGENTS) == "done"  # the worker's part, under the larger budget
