@@ -18,6 +18,7 @@ from .results import AgentResult
 
 if TYPE_CHECKING:
     from .core import AgentCore
+    from .output import Given
 
 
 def abort(core: AgentCore, exc: BaseException) -> None:
@@ -40,9 +41,13 @@ def abort(core: AgentCore, exc: BaseException) -> None:
 
 
 def finish(core: AgentCore, status: Status, error: str | None, answer: str | None = None,
-           exception: BaseException | None = None) -> Generator[Action, Outcome, AgentResult]:
-    """Decide the run's result, tell its closing facts and commit them: the run's last actions."""
-    result = decide(core, status, error, answer, exception)
+           exception: BaseException | None = None, given: Given | None = None
+           ) -> Generator[Action, Outcome, AgentResult]:
+    """Decide the run's result, tell its closing facts and commit them: the run's last actions.
+
+    ``given`` is a ``done`` run's typed result (``output_type=``).
+    """
+    result = decide(core, status, error, answer, exception, given)
     try:
         failure = closing_facts(core)
     except Exception as exc:  # a recorder refused run_finished after the others took it: commit, then raise
@@ -55,12 +60,13 @@ def finish(core: AgentCore, status: Status, error: str | None, answer: str | Non
 
 
 def decide(core: AgentCore, status: Status, error: str | None, answer: str | None = None,
-           exception: BaseException | None = None) -> AgentResult:
+           exception: BaseException | None = None, given: Given | None = None) -> AgentResult:
     """The run's result, decided once from its state."""
     s = core.state
     core.result = AgentResult(status, answer, s.steps, s.spent, s.messages, core.run_id, error, s.tool_calls,
                               exception, cost_usd=None if s.costs_unknown else s.cost_usd,
-                              cost_known_usd=s.cost_usd)
+                              cost_known_usd=s.cost_usd, output=given.value if given is not None else None)
+    core.output_data = given.data if given is not None else None
     return core.result
 
 
@@ -79,5 +85,6 @@ def closing_facts(core: AgentCore) -> Exception | None:
         except Exception as exc:
             failure = exc
     core.emit(RunFinished(step=s.steps, status=result.status, answer=result.answer, steps=result.steps,
-                          tokens=result.tokens, tool_calls=result.tool_calls, error=result.error))
+                          tokens=result.tokens, tool_calls=result.tool_calls, error=result.error,
+                          output=core.output_data))
     return failure
