@@ -32,10 +32,13 @@ Approver = Callable[[ToolCall], "bool | str | None"]
 
 
 class Refusal(NamedTuple):
-    """A call that is not run: the observation the model reads, and why (``ToolFinished.refused``)."""
+    """A call that is not run: the observation the model reads, and why (``ToolFinished.refused``).
+
+    ``refused`` None: a ``final_result`` call taken as the run's typed result, answered with no tool to run.
+    """
 
     observation: str
-    refused: str
+    refused: str | None
 
 
 # What ``verdict`` says of a call: run it with this tool, refuse it, stop the run, or wait for a decision.

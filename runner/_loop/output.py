@@ -1,6 +1,6 @@
 """The typed result in the loop: judging ``final_result`` calls and plain-text replies, and taking the output.
 
-A valid ``final_result`` call is answered without running anything (``refused="output"``) and, once
+A valid ``final_result`` call is answered without running anything (no ``tool_started``) and, once
 the reply's other calls have run, ends the run ``done`` with its value. An invalid one, or a reply in
 plain text, is an ``ERROR:`` the model reads and an ``output_rejected`` fact; past ``max_output_retries``
 such failures the run ends ``invalid_output``. Functions over the core, so the loop's module reads as the loop.
@@ -8,7 +8,7 @@ such failures the run ends ``invalid_output``. Functions over the core, so the l
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._log.statuses import Status
 from .._tools.output import ACCEPTED, FINAL_RESULT, OutputSpec, Taken, plain_text_error
@@ -19,9 +19,6 @@ from .actions import Stop
 if TYPE_CHECKING:
     from .calls import Refusal
     from .core import AgentCore
-
-OUTPUT: Final = "output"  # ``ToolFinished.refused`` of a ``final_result`` call taken as the run's output
-
 
 class Given(NamedTuple):
     """The run's typed result: the value (an instance of T), its JSON, and that JSON as text (the answer)."""
@@ -38,7 +35,7 @@ def judge(spec: OutputSpec, call: ToolCall) -> Refusal:
     taken = spec.take(call.args)
     if taken.problem is not None:
         return Refusal(taken.problem, "invalid_args")
-    return Refusal(ACCEPTED, OUTPUT)
+    return Refusal(ACCEPTED, None)
 
 
 def rejected(core: AgentCore, step: int, call: ToolCall, refused: str | None, observation: str) -> None:
@@ -73,7 +70,7 @@ def from_calls(core: AgentCore, reply: ModelReply | None) -> Given | Stop | None
     assert spec is not None
     for call in reply.tool_calls if reply is not None else ():
         finished = s.finished_calls.get(call.id)
-        if call.name == FINAL_RESULT and finished is not None and finished.refused == OUTPUT:
+        if call.name == FINAL_RESULT and finished is not None and finished.ok and finished.refused is None:
             return _given(spec.take(call.args))
     return over_limit(core)
 

@@ -133,9 +133,16 @@ def test_the_output_and_each_failed_attempt_are_facts_in_the_log(store: RunStore
     rejected = [fact for fact in run.facts if isinstance(fact, OutputRejected)]
     assert [(fact.step, fact.call_id) for fact in rejected] == [(1, None), (2, "c1")]
     accepted = [fact for fact in run.facts if isinstance(fact, ToolFinished) and fact.call_id == "c2"]
-    assert [(fact.refused, fact.ran, fact.ok) for fact in accepted] == [("output", False, True)]
+    assert [(fact.refused, fact.ran, fact.ok) for fact in accepted] == [(None, True, True)]
     finished = [fact for fact in run.facts if isinstance(fact, RunFinished)]
     assert finished[-1].output == {"total": 2.0, "currency": "EUR"}
     state = fold(run.facts, run.run_id)
     assert (state.output_failures, state.output, state.output_schema is not None) == (2, run.output, True)
     assert state.output_schema is not None and state.output_schema["ref"] is None
+
+
+def test_an_accepted_final_result_is_neither_a_tool_call_run_nor_a_refused_one(store: RunStore) -> None:
+    result = run_agent("bill", ScriptedModel([final("c1", total=2, currency="EUR")]), ToolRegistry(),
+                       output_type=Invoice, store=store)
+    assert result.tool_calls == 0
+    assert store.refused_calls([result.run_id]) == {result.run_id: 0}

@@ -1,0 +1,58 @@
+"""output_type= through OpenAIModel over the real ``openai`` client, its HTTP transport scripted."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import openai
+import pytest
+
+from runner import Status, ToolRegistry, run_agent
+from runner.adapters import OpenAIModel
+from tests.adapters.helpers import Ran, ScriptedServer, sdk_connections, weather_registry
+from tests.adapters.test_adapters_openai import MODEL, completion
+from tests.output.helpers import INVOICE_SCHEMA, Invoice, InvoiceData, InvoiceDict
+
+Connect = Any
+
+
+@pytest.fixture
+def connect() -> Iterator[Connect]:
+    yield from sdk_connections(openai.OpenAI, "/v1", lambda client, **options: OpenAIModel(client, MODEL, **options))
+
+
+@pytest.mark.parametrize(("output_type", "expected"), [
+    (Invoice, Invoice(total=12.5, currency="EUR")),
+    (InvoiceData, InvoiceData(12.5, "EUR")),
+    (InvoiceDict, {"total": 12.5, "currency": "EUR"}),
+    (INVOICE_SCHEMA, {"total": 12.5, "currency": "EUR"}),
+], ids=["pydantic", "dataclass", "typeddict", "schema"])
+def test_each_kind_of_type_comes_back_through_the_openai_adapter(connect: Connect, output_type: Any,
+                                                                  expected: Any) -> None:
+    ran = Ran()
+    server = ScriptedServer(
+        (200, completion(None, [("c1", "get_weather", '{"city": "Paris"}')], "tool_calls")),
+        (200, completion(None, [("c2", "final_result", '{"total": "twelve", "currency": "EUR"}')], "tool_calls")),
+        (200, completion(None, [("c3", "final_result", '{"total": 12.5, "currency": "EUR"}')], "tool_calls")))
+    result = run_agent("Bill the Paris trip", connect(server), weather_registry(ran), output_type=output_type)
+    assert (result.status, result.output, ran.cities) == (Status.DONE, expected, ["Paris"])
+    tools = server.bodies[0]["tools"]
+    assert [tool["function"]["name"] for tool in tools] == ["get_weather", "final_result"]
+    assert sorted(tools[1]["function"]["parameters"]["properties"]) == ["currency", "total"]
+    told = server.bodies[2]["messages"][-1]
+    assert told["role"] == "tool" and told["tool_call_id"] == "c2"
+    assert told["content"].startswith("ERROR: argument 'total' must be of type number")
+
+
+def test_plain_text_through_the_openai_adapter_is_sent_back_as_a_user_message(connect: Connect) -> None:
+    server = ScriptedServer(
+        (200, completion("It is 12.5 EUR.")),
+        (200, completion(None, [("c1", "final_result", json.dumps({"total": 12.5, "currency": "EUR"}))],
+                         "tool_calls")))
+    result = run_agent("Bill it", connect(server), ToolRegistry(), output_type=Invoice)
+    assert result.output == Invoice(total=12.5, currency="EUR")
+    last = server.bodies[1]["messages"][-2:]
+    assert last[0] == {"role": "assistant", "content": "It is 12.5 EUR."}
+    assert last[1]["role"] == "user" and "final_result" in last[1]["content"]
