@@ -49,11 +49,11 @@ _STEP_IN_COLUMN: Final = frozenset({MessageAppended, ToolStarted, ToolFinished, 
 _OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "service_name", "attempt", "refused",
                               "decisions", "model", "provider", "tools_ref", "session_id", "tool_traits",
                               "mcp_servers", "cost_usd", "price_source", "prompt_cost_usd", "completion_cost_usd",
-                              "output_schema", "output"})
+                              "output_schema", "output", "output_type"})
 _NAMES: Final[dict[type[Any], tuple[str, ...]]] = {cls: tuple(f.name for f in fields(cls)) for cls in KINDS.values()}
 _DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}, "cost_usd": None, "price_source": None,
                                     "prompt_cost_usd": None, "completion_cost_usd": None, "output_schema": None,
-                                    "output": None}
+                                    "output": None, "output_type": None}
 
 
 # A tool message stored without its content names where the content is: its call's last ``tool_finished``.

@@ -262,6 +262,7 @@ class RunQueued:
 
     ``limits`` holds only the limits the submitter chose.
     The agent's own options fill in the rest when a worker starts it, with ``run_started`` after this fact.
+    ``output_type`` (``module:attr``) replaces the agent's ``output_type`` option.
     """
 
     run_id: str = ""
@@ -271,6 +272,7 @@ class RunQueued:
     limits: dict[str, Any] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     queue: str | None = None
+    output_type: str | None = None  # the typed result's ``module:attr``, for the worker to import
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
