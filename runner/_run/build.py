@@ -12,12 +12,12 @@ from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 
+from .._log.facts import OutputSchema
 from .._log.limits import Limits, limit_names
 from .._log.state import RunState
 from .._loop.calls import Approver
 from .._loop.core import AgentCore
 from .._loop.waits import Cancel
-from .._log.facts import OutputSchema
 from .._tools.output import FINAL_RESULT, OutputSpec, output_by_ref, output_from_log, output_spec
 from .._tools.registry import ToolRegistry
 from ..errors import PriceUnknown

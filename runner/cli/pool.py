@@ -8,6 +8,8 @@ running finish (a queued run is cancelled at once).
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from .._log.statuses import Status
@@ -41,7 +43,7 @@ def submit(env: Env, task: str, agent: str, broker: str | None, queue: str | Non
     A worker whose agent's model has no price refuses a --max-cost-usd run and leaves it queued.
     """
     given = (("max_steps", max_steps), ("token_budget", token_budget), ("max_cost_usd", max_cost_usd))
-    limits = {name: value for name, value in given if value is not None}
+    limits: dict[str, Any] = {name: value for name, value in given if value is not None}
     url = broker_url(broker)
     with env.store(create=True) as store:
         run_id, unpublished = submit_run(store, task, agent=agent, broker=url, queue=queue, labels=labels, **limits)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -14,6 +15,7 @@ from .._loop.core import DEFAULT_SYSTEM
 from .._loop.results import AgentResult
 from .._run.agent import run_agent
 from .._run.resume import follow_up
+from .._tools.output import OutputSpec
 from .._tools.registry import ToolRegistry
 from ..demo import DEMO_TASK, demo_model, demo_registry
 from ..messages import McpRef, Model
@@ -22,6 +24,7 @@ from ..recorder import Recorder
 from ..store import RunStore
 from .costs import PRICES, check_priced, max_cost_option
 from .options import EXIT_NO, CliUsageError, Env, common, label_option
+from .output import output_given, output_options
 from .runs import (
     DEFAULTS,
     MAX_TIMEOUT_S,
@@ -45,7 +48,8 @@ if TYPE_CHECKING:
 def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolRegistry, labels: dict[str, str], *,
            system: str = DEFAULT_SYSTEM, limits: Limits | None = None, recorder: Recorder | None = None,
            record_content: bool = False, tools_ref: str | None = None,
-           prices: dict[str, Price] | None = None, mcp_servers: Sequence[McpRef] | None = None) -> AgentResult:
+           prices: dict[str, Price] | None = None, mcp_servers: Sequence[McpRef] | None = None,
+           output: OutputSpec | None = None) -> AgentResult:
     """``run_agent`` recorded in ``store`` and traced (see ``traced``); ``limits`` None: the defaults.
 
     The run id is chosen here, so that a Ctrl-C can still say which run it stopped.
@@ -55,7 +59,7 @@ def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolReg
     def go(provider: TracerProvider) -> AgentResult:
         return run_agent(task, model, registry, system, store=store, run_id=run_id, tracer_provider=provider,
                          labels=labels, limits=limits, recorder=recorder, record_content=record_content,
-                         tools_ref=tools_ref, prices=prices, mcp_servers=mcp_servers)
+                         tools_ref=tools_ref, prices=prices, mcp_servers=mcp_servers, output_type=output)
 
     return traced(env, store, go, lambda: run_id)
 
@@ -111,6 +115,7 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, m
 @max_cost_option("USD the model calls may cost; the run stops cost_limit (resumable) once they reach it.")
 @PRICES
 @label_option("Label the run (repeatable), for `runner runs --label`.")
+@output_options
 @PARALLEL
 @QUIET
 @RECORD_CONTENT
@@ -119,20 +124,23 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
         model_spec: str | None, base_url: str | None, api_key: str | None, parent_ref: str | None,
         system: str | None, max_steps: int | None, token_budget: int | None, max_tool_calls: int | None,
         timeout_s: float | None, max_cost_usd: float | None, prices: dict[str, Price] | None,
-        labels: dict[str, str], max_parallel_tools: int | None, quiet: bool, record_content: bool) -> None:
+        labels: dict[str, str], output_schema_file: Path | None, output_type_ref: str | None,
+        max_parallel_tools: int | None, quiet: bool, record_content: bool) -> None:
     """Run TASK with your tools and a real model, recorded and traced; exit 1 unless it ends done.
 
     The tools come from --tools, from MCP servers (--mcp, --mcp-url), or both.
     With --follow-up RUN, TASK is the next user message of RUN's conversation: a new
     run linked to RUN, starting from its messages. Limits not given keep RUN's.
+    With --output-schema or --output-type the run ends with a typed result, printed as JSON.
     """
     tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
     check(tools)
+    output = output_given(output_schema_file, output_type_ref)
     given = GivenLimits(max_steps=max_steps, token_budget=token_budget, max_tool_calls=max_tool_calls,
                         timeout_s=timeout_s, max_cost_usd=max_cost_usd, max_parallel_tools=max_parallel_tools)
     if parent_ref is not None:
         follow(env, parent_ref, task, tools, model_spec, base_url, api_key, system, given, labels,
-               progress(quiet), record_content, prices)
+               progress(quiet), record_content, prices, output)
         return
     if model_spec is None:
         raise CliUsageError(f"runner run needs --model ({MODEL_HELP}); a scripted model cannot answer a new task")
@@ -143,7 +151,7 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
     with tools_for(tools) as registry, env.store(create=True) as store:
         result = record(env, store, task, model, registry, labels, system=system or DEFAULT_SYSTEM,
                         limits=given.limits(), recorder=progress(quiet), record_content=record_content,
-                        tools_ref=tools_spec, prices=prices, mcp_servers=tools.refs())
+                        tools_ref=tools_spec, prices=prices, mcp_servers=tools.refs(), output=output)
         report(env, store, result, [f"runner replay tests/fixtures/run.json{tools.args()}"],
                tools_spec=tools_spec, mcp=tools.refs())
     if result.status != Status.DONE:
@@ -153,7 +161,7 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
 def follow(env: Env, parent_ref: str, message: str, tools: ToolsGiven, model_spec: str | None,
            base_url: str | None, api_key: str | None, system: str | None, limits: GivenLimits,
            labels: dict[str, str], recorder: Recorder | None = None, record_content: bool = False,
-           prices: dict[str, Price] | None = None) -> None:
+           prices: dict[str, Price] | None = None, output: OutputSpec | None = None) -> None:
     """``runner run --follow-up RUN MESSAGE``: a new run continuing RUN's conversation."""
     if system is not None:
         raise CliUsageError("--system cannot change a follow-up's system prompt: it keeps its parent's")
@@ -166,7 +174,8 @@ def follow(env: Env, parent_ref: str, message: str, tools: ToolsGiven, model_spe
         def go(provider: TracerProvider) -> AgentResult:
             return follow_up(store, parent.run_id, message, model, registry, tracer_provider=provider,
                              labels=labels or None, recorder=recorder, record_content=record_content,
-                             tools_ref=tools.spec, mcp_servers=tools.refs(), prices=prices, **limits.options())
+                             tools_ref=tools.spec, mcp_servers=tools.refs(), prices=prices, output_type=output,
+                             **limits.options())
 
         result = traced(env, store, go, lambda: new_child(store, parent.run_id, known))
         short = store.short_ids([parent.run_id])[parent.run_id]

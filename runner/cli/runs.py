@@ -6,6 +6,7 @@ module imports another (tests/test_architecture.py).
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +32,7 @@ from ..recorder import Recorder
 from ..store import RunStore, StoredRun
 from .costs import PRICES, max_cost_option, prices_file
 from .options import EXIT_INTERRUPTED, Env
+from .output import shown_output
 from .render import console, plural, print_json, status_style
 from .specs import configured_endpoint, spans_command, tracer_provider
 
@@ -192,10 +194,13 @@ def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]
                     "error": result.error, "steps": result.steps, "tokens": result.tokens,
                     "tool_calls": result.tool_calls, "cost_usd": result.cost_usd,
                     "cost_known_usd": result.cost_known_usd, "costs_unknown": run.costs_unknown if run else 0,
-                    "parent_run_id": parent_run_id, "awaiting_approval": pending})
+                    "parent_run_id": parent_run_id, "awaiting_approval": pending,
+                    "output": json.loads(result.answer or "null") if result.output is not None else None})
         return
     out = console()
-    if result.status == Status.DONE:
+    if result.status == Status.DONE and result.output is not None:
+        click.echo(shown_output(result.answer))
+    elif result.status == Status.DONE:
         out.print(Text(clean(result.answer or "")))
     else:
         out.print(Text(f"stopped: {result.status}: {clean(result.error or '')}", style="bold red"))

@@ -42,7 +42,8 @@ def test_each_kind_of_type_comes_back_through_the_openai_adapter(connect: Connec
     assert [tool["function"]["name"] for tool in tools] == ["get_weather", "final_result"]
     assert sorted(tools[1]["function"]["parameters"]["properties"]) == ["currency", "total"]
     told = server.bodies[2]["messages"][-1]
-    assert told["role"] == "tool" and told["tool_call_id"] == "c2"
+    assert told["role"] == "tool"
+    assert told["tool_call_id"] == "c2"
     assert told["content"].startswith("ERROR: argument 'total' must be of type number")
 
 
@@ -55,4 +56,5 @@ def test_plain_text_through_the_openai_adapter_is_sent_back_as_a_user_message(co
     assert result.output == Invoice(total=12.5, currency="EUR")
     last = server.bodies[1]["messages"][-2:]
     assert last[0] == {"role": "assistant", "content": "It is 12.5 EUR."}
-    assert last[1]["role"] == "user" and "final_result" in last[1]["content"]
+    assert last[1]["role"] == "user"
+    assert "final_result" in last[1]["content"]

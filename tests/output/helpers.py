@@ -6,9 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from typing_extensions import TypedDict  # Pydantic needs it on Python < 3.12
-
 from pydantic import BaseModel, Field
+from typing_extensions import TypedDict  # Pydantic needs it on Python < 3.12
 
 from runner import ModelReply, ScriptedModel, ToolCall
 from runner.messages import Message, ToolSpec

@@ -34,7 +34,8 @@ def test_a_worker_imports_the_submitted_output_type_and_logs_the_output(store: R
     queued = next(fact for fact in run.facts if isinstance(fact, RunQueued))
     started = next(fact for fact in run.facts if isinstance(fact, RunStarted))
     assert queued.output_type == "tests.output.helpers:Invoice"
-    assert started.output_schema is not None and started.output_schema["ref"] == "tests.output.helpers:Invoice"
+    assert started.output_schema is not None
+    assert started.output_schema["ref"] == "tests.output.helpers:Invoice"
 
 
 @pytest.mark.parametrize(("ref", "message"), [("tests.output.helpers:Nope", "cannot import output type"),

@@ -44,7 +44,8 @@ def test_invalid_arguments_are_shown_naming_the_field_and_retried() -> None:
     result = run_agent("bill", model, ToolRegistry(), output_type=Invoice)
     assert (result.status, result.output) == (Status.DONE, Invoice(total=3, currency="EUR"))
     shown = model.seen[1][-1]
-    assert shown["role"] == "tool" and shown["tool_call_id"] == "c1"
+    assert shown["role"] == "tool"
+    assert shown["tool_call_id"] == "c1"
     assert shown["content"].startswith("ERROR: argument 'total' must be >= 0")
 
 
@@ -71,7 +72,8 @@ def test_a_schema_dict_is_checked_with_the_registry_full_json_schema() -> None:
     model = ScriptedModel([final("c1", total=1, currency="E"), final("c2", total=1, currency="EUR")])
     result = run_agent("bill", model, ToolRegistry(), output_type=INVOICE_SCHEMA)
     assert result.output == {"total": 1, "currency": "EUR"}
-    assert "currency" in model.seen[1][-1]["content"] and "minLength" in model.seen[1][-1]["content"]
+    assert "currency" in model.seen[1][-1]["content"]
+    assert "minLength" in model.seen[1][-1]["content"]
 
 
 def test_plain_text_is_shown_naming_final_result_and_retried() -> None:
@@ -79,7 +81,9 @@ def test_plain_text_is_shown_naming_final_result_and_retried() -> None:
     result = run_agent("bill", model, ToolRegistry(), output_type=Invoice)
     assert (result.status, result.steps) == (Status.DONE, 2)
     told = model.seen[1][-1]
-    assert told["role"] == "user" and "final_result" in told["content"] and told["content"].startswith("ERROR:")
+    assert told["role"] == "user"
+    assert "final_result" in told["content"]
+    assert told["content"].startswith("ERROR:")
 
 
 @pytest.mark.parametrize("retries", [0, 1, 3])
@@ -108,7 +112,8 @@ def test_a_non_object_type_is_wrapped_in_result() -> None:
     result = run_agent("count", model, ToolRegistry(), output_type=list[int])
     assert result.output == [1, 2, 3]
     parameters = model.specs[0][-1]["parameters"]
-    assert parameters["required"] == ["result"] and parameters["properties"]["result"]["type"] == "array"
+    assert parameters["required"] == ["result"]
+    assert parameters["properties"]["result"]["type"] == "array"
 
 
 def test_a_registry_with_its_own_final_result_is_refused() -> None:
@@ -138,7 +143,8 @@ def test_the_output_and_each_failed_attempt_are_facts_in_the_log(store: RunStore
     assert finished[-1].output == {"total": 2.0, "currency": "EUR"}
     state = fold(run.facts, run.run_id)
     assert (state.output_failures, state.output, state.output_schema is not None) == (2, run.output, True)
-    assert state.output_schema is not None and state.output_schema["ref"] is None
+    assert state.output_schema is not None
+    assert state.output_schema["ref"] is None
 
 
 def test_an_accepted_final_result_is_neither_a_tool_call_run_nor_a_refused_one(store: RunStore) -> None:
