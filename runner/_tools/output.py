@@ -72,8 +72,7 @@ class OutputSpec:
             if taken.problem is None:
                 return taken
             problem = taken.problem
-        expected = json.dumps(self.schema.get("properties", {}))
-        return Taken(None, None, f"ERROR: {problem}. {FINAL_RESULT} expects {expected}")
+        return Taken(None, None, f"ERROR: {problem}. {FINAL_RESULT} expects {expected(self.schema)}")
 
     def take_text(self, content: str | None) -> Taken:
         """A reply's text as the result (``native`` mode: the provider's structured output is JSON text)."""
@@ -92,7 +91,12 @@ def plain_text_error(spec: OutputSpec) -> str:
     if spec.mode == "native":
         return "ERROR: the reply must be the final result as JSON matching the response format, nothing else."
     return (f"ERROR: the run must end with a call to {FINAL_RESULT} whose arguments are the result; a reply in "
-            f"plain text is not accepted. {FINAL_RESULT} expects {json.dumps(spec.schema.get('properties', {}))}")
+            f"plain text is not accepted. {FINAL_RESULT} expects {expected(spec.schema)}")
+
+
+def expected(schema: Mapping[str, Any]) -> str:
+    """What ``final_result`` takes, as the model is told: keys sorted, so a fixture's schema reads the same."""
+    return json.dumps(schema.get("properties", {}), sort_keys=True)
 
 
 def output_spec(output_type: Any, mode: str = "tool", ref: str | None = None) -> OutputSpec:
