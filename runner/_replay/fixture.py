@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, cast
 
+from .._log.facts import OutputSchema
 from .._log.records import StoredRun
 from .._log.state import RunState
-from .._log.facts import OutputSchema
 from .._log.statuses import STATUSES, Status
 from .._text import escape_surrogates
 from .._tools.output import output_from_log
