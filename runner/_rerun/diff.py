@@ -131,7 +131,8 @@ def output_paths(a: Any, b: Any, path: str = "output") -> list[str]:
         return [found for key in [*a, *(k for k in b if k not in a)]
                 for found in output_paths(a.get(key, _MISSING), b.get(key, _MISSING), f"{path}.{key}")]
     if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
-        return [found for i, (x, y) in enumerate(zip(a, b, strict=True)) for found in output_paths(x, y, f"{path}[{i}]")]
+        return [found for i, (x, y) in enumerate(zip(a, b, strict=True))
+                for found in output_paths(x, y, f"{path}[{i}]")]
     return [] if same_numbers(a) == same_numbers(b) else [path]
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from runner import ModelReply, ScriptedModel, Status, ToolRegistry, rerun, run_agent
@@ -18,7 +19,7 @@ class ByTask:
         self.replies = replies
         self.model_name, self.provider_name = "candidate", "scripted"
 
-    def __call__(self, messages: list[Message], specs: list[ToolSpec]) -> ModelReply:
+    def __call__(self, messages: Sequence[Message], specs: Sequence[ToolSpec], /) -> ModelReply:
         assert "final_result" in [spec["name"] for spec in specs]
         return self.replies[str(messages[1]["content"])]
 
