@@ -58,3 +58,25 @@ def test_plain_text_through_the_openai_adapter_is_sent_back_as_a_user_message(co
     assert last[0] == {"role": "assistant", "content": "It is 12.5 EUR."}
     assert last[1]["role"] == "user"
     assert "final_result" in last[1]["content"]
+
+
+def test_native_mode_sends_response_format_and_takes_the_json_reply(connect: Connect) -> None:
+    server = ScriptedServer((200, completion('{"total": "x", "currency": "EUR"}')),
+                            (200, completion('{"total": 12.5, "currency": "EUR"}')))
+    result = run_agent("Bill it", connect(server), ToolRegistry(), output_type=Invoice, output_mode="native")
+    assert (result.status, result.output) == (Status.DONE, Invoice(total=12.5, currency="EUR"))
+    first = server.bodies[0]
+    assert "tools" not in first
+    assert first["response_format"]["type"] == "json_schema"
+    assert first["response_format"]["json_schema"]["name"] == "final_result"
+    assert sorted(first["response_format"]["json_schema"]["schema"]["properties"]) == ["currency", "total"]
+    told = server.bodies[1]["messages"][-1]
+    assert told["role"] == "user"
+    assert told["content"].startswith("ERROR: argument 'total' must be of type number")
+
+
+def test_native_mode_on_a_model_without_structured_output_is_a_value_error() -> None:
+    from runner import ScriptedModel
+
+    with pytest.raises(ValueError, match="output_mode='native' needs a model with structured output"):
+        run_agent("x", ScriptedModel([]), ToolRegistry(), output_type=Invoice, output_mode="native")
