@@ -1,11 +1,10 @@
 """The behaviour diff: one run's figures, and what differs between a baseline and its candidates.
 
-A field is ``changed`` when any sample differs from the baseline: ``status``, ``answer`` (compared with
-runs of whitespace made one space), ``tool_calls`` (name and arguments, in order), the numbers
-``steps`` (any difference) and ``tokens`` (more than ``TOKENS_MOVED`` of the baseline's), and each
-field of a typed result as ``output.<path>`` (``output.currency``). With several
-samples, a field the samples disagree on is also ``unstable``: noise, told apart from a change every
-sample agrees on. A case is regressed when its baseline ended ``done`` and most of its samples did not.
+A field is ``changed`` when any sample differs from the baseline: ``status``, ``answer`` (runs of
+whitespace made one space), ``tool_calls`` (name and arguments, in order), ``steps`` (any difference),
+``tokens`` (more than ``TOKENS_MOVED`` of the baseline's), each typed result's field as ``output.<path>``.
+With several samples, a field the samples disagree on is also ``unstable``: noise, told apart from a change
+every sample agrees on. A case is regressed when its baseline ended ``done`` and most of its samples did not.
 """
 
 from __future__ import annotations
