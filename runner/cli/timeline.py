@@ -6,6 +6,7 @@ the same steps, calls, decisions, resumes, inheritance and calls in doubt.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 
 from rich.text import Text
@@ -253,6 +254,10 @@ def decision_text(verdict: bool | str) -> str:
 
 
 def stop(fact: RunFinished) -> Iterator[Text]:
+    if fact.status == Status.DONE and fact.output is not None:  # a typed result: its JSON, indented
+        yield Text("\ndone, output:", style="bold green")
+        yield from _block(json.dumps(fact.output, indent=2, ensure_ascii=False), "  ")
+        return
     if fact.status == Status.DONE:
         yield Text("\ndone", style="bold green")
         yield from _block(fact.answer or "", "  ")

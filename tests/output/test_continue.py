@@ -67,3 +67,11 @@ def test_runner_show_json_has_run_output(store: RunStore, store_url: str) -> Non
     assert shown["run"]["output"] == {"total": 3.0, "currency": "EUR"}
     assert shown["run"]["answer"] == '{"total": 3.0, "currency": "EUR"}'
     assert json.loads(invoke("show", free.run_id, "--db", store_url, "--json").stdout)["run"]["output"] is None
+
+
+def test_runner_show_prints_the_output_pretty(store: RunStore, store_url: str) -> None:
+    done = run_agent("bill", ScriptedModel(["plain", final("c1", total=3, currency="EUR")]), ToolRegistry(),
+                     output_type=Invoice, store=store)
+    shown = invoke("show", done.run_id, "--db", store_url).stdout
+    assert '\ndone, output:\n  {\n    "total": 3.0,\n    "currency": "EUR"\n  }\n' in shown
+    assert "the final result was accepted" in shown
