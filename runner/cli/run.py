@@ -15,9 +15,9 @@ from .._loop.core import DEFAULT_SYSTEM
 from .._loop.results import AgentResult
 from .._run.agent import run_agent
 from .._run.resume import follow_up
-from .._tools.output import OutputSpec
+from .._tools.output import OutputSpec, output_by_ref
 from .._tools.registry import ToolRegistry
-from ..demo import DEMO_TASK, demo_model, demo_registry
+from ..demo import DEMO_TASK, demo_model, demo_registry, demo_typed_model
 from ..messages import McpRef, Model
 from ..prices import Price
 from ..recorder import Recorder
@@ -45,6 +45,9 @@ from .tooling import ToolsGiven, check, mcp_options, tools_for
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+TIP_SPLIT = "runner.demo:TipSplit"
+
+
 def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolRegistry, labels: dict[str, str], *,
            system: str = DEFAULT_SYSTEM, limits: Limits | None = None, recorder: Recorder | None = None,
            record_content: bool = False, tools_ref: str | None = None,
@@ -70,25 +73,28 @@ def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolReg
 @model_options
 @max_cost_option("Stop (cost_limit, resumable) once the model calls cost this much, in USD.")
 @PRICES
+@click.option("--typed", is_flag=True, help="End with a typed result (runner.demo:TipSplit), printed as JSON.")
 @PARALLEL
 @QUIET
 @RECORD_CONTENT
 @common
 def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, max_cost_usd: float | None,
-         prices: dict[str, Price] | None, max_parallel_tools: int | None, quiet: bool, record_content: bool) -> None:
+         prices: dict[str, Price] | None, typed: bool, max_parallel_tools: int | None, quiet: bool,
+         record_content: bool) -> None:
     """Run the bundled example: an 18% tip on a EUR 127.50 bill split 4 ways, in USD.
 
     Two safe tools (arithmetic on an AST walk, never eval; currency over a fixed,
     labelled rate table); recorded in the store and traced (OTLP when
     OTEL_EXPORTER_OTLP_ENDPOINT is set).
     """
-    model = demo_model() if model_spec == "scripted" else build_model(model_spec, base_url, api_key)
+    scripted = demo_typed_model() if typed else demo_model()
+    model = scripted if model_spec == "scripted" else build_model(model_spec, base_url, api_key)
     check_priced(model, prices, max_cost_usd, given=True)
     with env.store(create=True) as store:
         result = record(env, store, DEMO_TASK, model, demo_registry(), {"example": "demo"}, recorder=progress(quiet),
                         record_content=record_content, tools_ref="runner.demo:demo_registry",
                         limits=GivenLimits(max_cost_usd=max_cost_usd, max_parallel_tools=max_parallel_tools).limits(),
-                        prices=prices)
+                        prices=prices, output=output_by_ref(TIP_SPLIT) if typed else None)
         replay = "runner replay tests/fixtures/run.json --tools runner.demo:demo_registry"
         report(env, store, result, [replay], tools_spec="runner.demo:demo_registry")
     if result.status != Status.DONE:

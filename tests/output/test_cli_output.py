@@ -78,3 +78,16 @@ def test_the_installed_runner_prints_the_typed_result(tmp_path: Path) -> None:
                               capture_output=True, text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout.split("\n\nrun id:")[0]) == {"total": 1, "currency": "EUR"}
+
+
+def test_demo_typed_prints_the_tip_split_as_json(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'demo.db'}"
+    result = invoke("demo", "--typed", "--db", db, "--quiet")
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout.split("\n\nrun id:")[0])
+    assert printed == {"people": 4, "total_eur": 150.45, "each_eur": 37.61, "each_usd": 40.62}
+    with open_store(db) as store:
+        (run,) = store.list_runs()
+        found = store.get_run(run.run_id)
+        assert found.output == printed
+        assert (found.steps, found.tool_calls) == (3, 2)
