@@ -28,6 +28,7 @@ from .output import output_given, output_options
 from .runs import (
     DEFAULTS,
     MAX_TIMEOUT_S,
+    OUTPUT_RETRIES,
     PARALLEL,
     QUIET,
     RECORD_CONTENT,
@@ -122,6 +123,7 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, m
 @PRICES
 @label_option("Label the run (repeatable), for `runner runs --label`.")
 @output_options
+@OUTPUT_RETRIES
 @PARALLEL
 @QUIET
 @RECORD_CONTENT
@@ -131,7 +133,7 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
         system: str | None, max_steps: int | None, token_budget: int | None, max_tool_calls: int | None,
         timeout_s: float | None, max_cost_usd: float | None, prices: dict[str, Price] | None,
         labels: dict[str, str], output_schema_file: Path | None, output_type_ref: str | None,
-        max_parallel_tools: int | None, quiet: bool, record_content: bool) -> None:
+        max_output_retries: int | None, max_parallel_tools: int | None, quiet: bool, record_content: bool) -> None:
     """Run TASK with your tools and a real model, recorded and traced; exit 1 unless it ends done.
 
     The tools come from --tools, from MCP servers (--mcp, --mcp-url), or both.
@@ -143,7 +145,8 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
     check(tools)
     output = output_given(output_schema_file, output_type_ref)
     given = GivenLimits(max_steps=max_steps, token_budget=token_budget, max_tool_calls=max_tool_calls,
-                        timeout_s=timeout_s, max_cost_usd=max_cost_usd, max_parallel_tools=max_parallel_tools)
+                        timeout_s=timeout_s, max_cost_usd=max_cost_usd, max_parallel_tools=max_parallel_tools,
+                        max_output_retries=max_output_retries)
     if parent_ref is not None:
         follow(env, parent_ref, task, tools, model_spec, base_url, api_key, system, given, labels,
                progress(quiet), record_content, prices, output)

@@ -61,6 +61,11 @@ PARALLEL = click.option("--max-parallel-tools", type=click.IntRange(min=1), meta
                         help=f"{PARALLEL_HELP}  [default: {DEFAULTS.max_parallel_tools}]")
 
 
+OUTPUT_RETRIES = click.option("--max-output-retries", type=click.IntRange(min=0), metavar="N",
+                              help="Failed attempts at the typed result allowed, in the whole run; the next ends "
+                                   "it invalid_output.")
+
+
 def limit_options(fn: Callable[..., R]) -> Callable[..., R]:
     """``--max-steps``, ``--token-budget``, ``--max-tool-calls``, ``--timeout``, ``--max-cost-usd``, ``--prices``.
 
@@ -69,6 +74,7 @@ def limit_options(fn: Callable[..., R]) -> Callable[..., R]:
     """
     fn = click.option("--max-parallel-tools", type=click.IntRange(min=1), metavar="N",
                       help=f"{PARALLEL_HELP}  [default: the run's]")(fn)
+    fn = OUTPUT_RETRIES(fn)
     fn = PRICES(fn)
     fn = max_cost_option("USD the model calls may cost, in the whole run.")(fn)
     fn = click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S),
@@ -93,6 +99,7 @@ class GivenLimits:
     timeout_s: float | None = None
     max_cost_usd: float | None = None
     max_parallel_tools: int | None = None
+    max_output_retries: int | None = None
 
     def options(self) -> dict[str, Any]:
         """The limits given, as keyword arguments for ``resume``, ``fork`` and ``follow_up``."""

@@ -91,3 +91,17 @@ def test_demo_typed_prints_the_tip_split_as_json(tmp_path: Path) -> None:
         found = store.get_run(run.run_id)
         assert found.output == printed
         assert (found.steps, found.tool_calls) == (3, 2)
+
+
+def test_a_run_ended_invalid_output_resumes_from_the_cli_with_a_larger_limit(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with FakeOpenAI(completion("twelve and a half")) as server:
+        stopped = invoke("run", "Bill it", *TOOLS, "--model", "openai:fake", *at(server), "--db", db, "--json",
+                         "--output-schema", str(schema_file(tmp_path)), "--max-output-retries", "0")
+    found = json.loads(stopped.stdout)
+    assert (stopped.exit_code, found["status"], found["output"]) == (1, "invalid_output", None)
+    with FakeOpenAI(completion("", [("c1", "final_result", {"total": 12.5, "currency": "EUR"})])) as server:
+        done = invoke("resume", found["run_id"], *TOOLS, "--model", "openai:fake", *at(server), "--db", db,
+                      "--max-output-retries", "1", "--json")
+    assert done.exit_code == 0, done.output
+    assert json.loads(done.stdout)["output"] == {"total": 12.5, "currency": "EUR"}
