@@ -22,6 +22,7 @@ from ..events import (
     ApprovalDecided,
     ApprovalRequested,
     ModelCalled,
+    OutputRejected,
     RunFinished,
     RunResumed,
     StepFinished,
@@ -41,6 +42,7 @@ class Kind(StrEnum):
     ASKED = "asked"
     DECIDED = "decided"
     RESUMED = "resumed"
+    REJECTED = "rejected"
     END = "end"
 
 
@@ -164,7 +166,17 @@ class EndEntry:
     fact: RunFinished
 
 
-Entry = StepEntry | ModelEntry | ToolEntry | AskedEntry | DecidedEntry | ResumedEntry | EndEntry
+@dataclass(frozen=True, slots=True)
+class RejectedEntry:
+    """A failed attempt at the typed result (``output_rejected``): what the model was told was wrong."""
+
+    kind: ClassVar[Kind] = Kind.REJECTED
+    step: int
+    at: datetime
+    fact: OutputRejected
+
+
+Entry = StepEntry | ModelEntry | ToolEntry | AskedEntry | DecidedEntry | ResumedEntry | RejectedEntry | EndEntry
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,6 +251,8 @@ def entries(run: StoredRun) -> list[Entry]:
                 found.append(DecidedEntry(fact.step, at, fact))
             case RunResumed():
                 found.append(ResumedEntry(fact.step, at, fact))
+            case OutputRejected():
+                found.append(RejectedEntry(fact.step, at, fact))
             case RunFinished():
                 found.append(EndEntry(fact.step, at, fact))
             case _:

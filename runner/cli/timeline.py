@@ -23,6 +23,7 @@ from .._view.timeline import (
     EndEntry,
     InDoubt,
     ModelEntry,
+    RejectedEntry,
     ResumedEntry,
     StepEntry,
     Timeline,
@@ -126,6 +127,10 @@ def rendered(run: StoredRun, shown: Timeline, *, full: bool = False, children: S
                 yield decided(entry.fact)
             case ResumedEntry():
                 yield from resumed(entry.fact)
+            case RejectedEntry():
+                yield Text("  output rejected" + (" (plain text)" if entry.fact.call_id is None else ""),
+                           style=ERROR_STYLE)
+                yield from _block(cut(entry.fact.error, limit), "    ", "red")
             case EndEntry():
                 yield from stop(entry.fact)
     if not shown.finished:

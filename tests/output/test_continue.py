@@ -75,3 +75,5 @@ def test_runner_show_prints_the_output_pretty(store: RunStore, store_url: str) -
     shown = invoke("show", done.run_id, "--db", store_url).stdout
     assert '\ndone, output:\n  {\n    "total": 3.0,\n    "currency": "EUR"\n  }\n' in shown
     assert "the final result was accepted" in shown
+    rejected = shown.index("  output rejected (plain text)\n")
+    assert shown[rejected:].split("\n")[1].startswith("    ERROR: the run must end with a call to final_result")
