@@ -10,7 +10,7 @@ from runner import ScriptedModel, ToolRegistry
 from runner.events import RunQueued, RunStarted
 from runner.pool.queued import record_queued
 from runner.pool.take import take
-from runner.store import RunStore
+from runner.store import RunStore, open_store
 from tests.output.helpers import final
 
 
@@ -45,3 +45,24 @@ def test_an_output_type_that_does_not_import_is_refused_at_submission(store: Run
     with pytest.raises(ValueError, match=message):
         record_queued(store, "bill", "biller", output_type=ref)
     assert store.list_runs() == []
+
+
+NOWHERE = "amqp://guest:guest@127.0.0.1:1//"  # nothing listens on port 1: publishing fails at once
+
+
+def test_runner_submit_takes_output_type_and_refuses_one_that_does_not_import(store_url: str) -> None:
+    from tests.cli.helpers import invoke, one_error_line
+
+    queued = invoke("submit", "bill", "--agent", "biller", "--broker", NOWHERE, "--db", store_url,
+                    "--output-type", "tests.output.helpers:Invoice")
+    assert queued.exit_code == 0, queued.output
+    with open_store(store_url) as store:
+        (run,) = store.list_runs()
+        found = next(fact for fact in store.get_run(run.run_id).facts if isinstance(fact, RunQueued))
+        assert found.output_type == "tests.output.helpers:Invoice"
+    refused = invoke("submit", "bill", "--agent", "biller", "--broker", NOWHERE, "--db", store_url,
+                     "--output-type", "tests.output.helpers:Nope")
+    assert refused.exit_code == 2
+    assert "cannot import output type" in one_error_line(refused)
+    with open_store(store_url) as store:
+        assert len(store.list_runs()) == 1
