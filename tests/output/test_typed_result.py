@@ -152,3 +152,23 @@ def test_an_accepted_final_result_is_neither_a_tool_call_run_nor_a_refused_one(s
                        output_type=Invoice, store=store)
     assert result.tool_calls == 0
     assert store.refused_calls([result.run_id]) == {result.run_id: 0}
+
+
+@pytest.mark.parametrize(("args", "told"), [
+    ("str", "ERROR: arguments must be a JSON object, got a string"),
+    ([1], "ERROR: arguments must be a JSON object, got an array"),
+    ({"total": 1, "currency": "EUR", "extra": 1}, "ERROR: unexpected argument 'extra'"),
+    ({"currency": "EUR"}, "ERROR: missing required argument 'total'"),
+])
+def test_final_result_arguments_of_any_shape_are_refused_with_what_is_wrong(args: Any, told: str) -> None:
+    model = ScriptedModel([ModelReply("", [ToolCall("c1", "final_result", args)])])
+    result = run_agent("bill", model, ToolRegistry(), output_type=Invoice, max_output_retries=0)
+    assert (result.status, result.output) == (Status.INVALID_OUTPUT, None)
+    assert result.messages[-1]["content"].startswith(told)
+
+
+def test_a_wrapped_result_names_the_item_that_is_wrong() -> None:
+    model = ScriptedModel([final("c1", result=[1, "x"]), final("c2", result=[1, 2])])
+    result = run_agent("count", model, ToolRegistry(), output_type=list[int])
+    assert result.output == [1, 2]
+    assert model.seen[1][-1]["content"].startswith("ERROR: argument 'result[1]' must be of type integer")
