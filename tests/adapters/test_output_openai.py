@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,10 +11,11 @@ import pytest
 from runner import Status, ToolRegistry, run_agent
 from runner.adapters import OpenAIModel
 from tests.adapters.helpers import Ran, ScriptedServer, sdk_connections, weather_registry
-from tests.adapters.test_adapters_openai import MODEL, completion
+from tests.cli.helpers import completion
 from tests.output.helpers import INVOICE_SCHEMA, Invoice, InvoiceData, InvoiceDict
 
 Connect = Any
+MODEL = "gpt-4o-mini"
 
 
 @pytest.fixture
@@ -33,9 +33,9 @@ def test_each_kind_of_type_comes_back_through_the_openai_adapter(connect: Connec
                                                                   expected: Any) -> None:
     ran = Ran()
     server = ScriptedServer(
-        (200, completion(None, [("c1", "get_weather", '{"city": "Paris"}')], "tool_calls")),
-        (200, completion(None, [("c2", "final_result", '{"total": "twelve", "currency": "EUR"}')], "tool_calls")),
-        (200, completion(None, [("c3", "final_result", '{"total": 12.5, "currency": "EUR"}')], "tool_calls")))
+        (200, completion("", [("c1", "get_weather", {"city": "Paris"})])),
+        (200, completion("", [("c2", "final_result", {"total": "twelve", "currency": "EUR"})])),
+        (200, completion("", [("c3", "final_result", {"total": 12.5, "currency": "EUR"})])))
     result = run_agent("Bill the Paris trip", connect(server), weather_registry(ran), output_type=output_type)
     assert (result.status, result.output, ran.cities) == (Status.DONE, expected, ["Paris"])
     tools = server.bodies[0]["tools"]
@@ -50,8 +50,7 @@ def test_each_kind_of_type_comes_back_through_the_openai_adapter(connect: Connec
 def test_plain_text_through_the_openai_adapter_is_sent_back_as_a_user_message(connect: Connect) -> None:
     server = ScriptedServer(
         (200, completion("It is 12.5 EUR.")),
-        (200, completion(None, [("c1", "final_result", json.dumps({"total": 12.5, "currency": "EUR"}))],
-                         "tool_calls")))
+        (200, completion("", [("c1", "final_result", {"total": 12.5, "currency": "EUR"})])))
     result = run_agent("Bill it", connect(server), ToolRegistry(), output_type=Invoice)
     assert result.output == Invoice(total=12.5, currency="EUR")
     last = server.bodies[1]["messages"][-2:]
