@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import operator
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ._replay.scripted import ScriptedModel
@@ -88,6 +89,23 @@ def demo_model() -> ScriptedModel:
         ModelReply("Each person pays $40.62: EUR 127.50 plus an 18% tip is EUR 150.45, "
                    "split 4 ways is EUR 37.61 each, at 1.08 USD per EUR (fixed demo rate)."),
     ])
+
+
+@dataclass
+class TipSplit:
+    """The demo's answer as a typed result (``runner demo --typed``, ``output_type=TipSplit``)."""
+
+    people: int
+    total_eur: float
+    each_eur: float
+    each_usd: float
+
+
+def demo_typed_model() -> ScriptedModel:
+    """``demo_model``'s replies, ending with the split as a ``final_result`` call instead of text."""
+    *work, _ = demo_model().replies
+    split = {"people": 4, "total_eur": 150.45, "each_eur": 37.61, "each_usd": 40.62}
+    return ScriptedModel([*work, ModelReply("", [ToolCall("call_3", "final_result", split)])])
 
 
 def main() -> None:

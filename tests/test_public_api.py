@@ -34,8 +34,8 @@ def test_all_is_exactly_the_intended_names_sorted() -> None:
 
 def test_statuses_are_the_contract() -> None:
     assert runner.STATUSES == ("done", "step_limit", "token_budget", "cost_limit", "tool_budget", "deadline",
-                               "context_budget", "output_budget", "cancelled", "invalid_reply", "model_error",
-                               "awaiting_approval")
+                               "context_budget", "output_budget", "cancelled", "invalid_reply", "invalid_output",
+                               "model_error", "awaiting_approval")
 
 
 def test_status_and_liveness_are_string_enums_of_the_logged_text() -> None:

@@ -25,6 +25,7 @@ from .facts import (
     MessageAppended,
     ModelCalled,
     ModelCallStarted,
+    OutputRejected,
     RunFinished,
     RunQueued,
     RunRequeued,
@@ -45,15 +46,16 @@ if TYPE_CHECKING:
 # Kinds whose step is the row's ``step`` column only (the log's original shape).
 _STEP_IN_COLUMN: Final = frozenset({MessageAppended, ToolStarted, ToolFinished, ApprovalRequested,
                                     ApprovalDecided, RunStarted, RunFinished, RunResumed, RunQueued,
-                                    RunRequeued, ToolReturnedLate, CancelRequested})
+                                    RunRequeued, ToolReturnedLate, CancelRequested, OutputRejected})
 # Fields written only when they differ from their default (added after the first release).
 _OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "service_name", "attempt", "refused",
                               "decisions", "model", "provider", "tools_ref", "session_id", "tool_traits",
-                              "mcp_servers", "by", "cost_usd", "price_source", "prompt_cost_usd",
-                              "completion_cost_usd"})
+                              "mcp_servers", "by", "cost_usd", "price_source", "prompt_cost_usd", "completion_cost_usd",
+                              "output_schema", "output", "output_type"})
 _NAMES: Final[dict[type[Any], tuple[str, ...]]] = {cls: tuple(f.name for f in fields(cls)) for cls in KINDS.values()}
 _DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}, "cost_usd": None, "price_source": None,
-                                    "prompt_cost_usd": None, "completion_cost_usd": None}
+                                    "prompt_cost_usd": None, "completion_cost_usd": None, "output_schema": None,
+                                    "output": None, "output_type": None}
 
 
 # A tool message stored without its content names where the content is: its call's last ``tool_finished``.
@@ -167,10 +169,23 @@ def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") 
                 _check_cost(name, values.get(name))
         check_traits(values.get("tool_traits"))  # run_started's and run_resumed's
         check_mcp_refs(values.get("mcp_servers"))
+        _check_output_schema(values.get("output_schema"))
         event: Event = cls(**values)
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
         raise EventDecodeError(f"{kind} event is malformed: {exc}") from None
     return event
+
+
+def _check_output_schema(declared: object) -> None:
+    """A logged typed result is None or ``OutputSchema``'s shape (replay and resume build a check from it)."""
+    if declared is None:
+        return
+    if not isinstance(declared, dict) or not isinstance(declared.get("schema"), dict):
+        raise ValueError("output_schema must be an object with a 'schema' object")
+    if not isinstance(declared.get("wrapped"), bool) or declared.get("mode") not in ("tool", "native"):
+        raise ValueError("output_schema needs 'wrapped' (a bool) and 'mode' ('tool' or 'native')")
+    if not isinstance(declared.get("ref"), (str, type(None))):
+        raise ValueError("output_schema's 'ref' must be a string or null")
 
 
 def _check_cost(name: str, cost: object) -> None:

@@ -9,7 +9,7 @@ Their public path is ``runner.events``; the codec between them and ``events.data
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final, NamedTuple
+from typing import Any, Final, NamedTuple, TypedDict
 
 from ..messages import (
     McpRef,
@@ -22,6 +22,20 @@ from ..messages import (
 from .statuses import Status
 
 
+class OutputSchema(TypedDict):
+    """A run's typed result as the log records it (``output_type=``, docs/output.md).
+
+    ``schema`` is what ``final_result`` takes (T's JSON Schema; a non-object T ``wrapped`` in
+    ``{"result": ...}``), ``mode`` how the model gives it (``tool`` or ``native``), ``ref`` the
+    type's ``module:attr`` when the starter named one.
+    """
+
+    schema: dict[str, Any]
+    wrapped: bool
+    mode: str
+    ref: str | None
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RunStarted:
     """A new run: what it was asked, of whom, under which limits.
@@ -30,6 +44,7 @@ class RunStarted:
     ``session_id`` names a linked run's conversation: the id of the chain's first run.
     ``tool_traits`` holds the tools registered with side effects, approval or an idempotency key, or None.
     ``mcp_servers`` are the MCP servers whose tools were added beside ``tools_ref`` (``--mcp``), or None.
+    ``output_schema`` is the typed result the run must end with, or None for free text.
     """
 
     run_id: str = ""
@@ -50,6 +65,7 @@ class RunStarted:
     session_id: str | None = None
     tool_traits: dict[str, ToolTraits] | None = None
     mcp_servers: list[McpRef] | None = None
+    output_schema: OutputSchema | None = None
     by: str | None = None  # the person who started it (``--by``, the OS user); None in older logs and pool runs
 
     def __post_init__(self) -> None:
@@ -215,7 +231,22 @@ class StepFinished:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class OutputRejected:
+    """A failed attempt at the run's typed result: ``final_result`` called with invalid arguments, or plain text.
+
+    ``call_id`` is the ``final_result`` call's (None for a plain-text reply); ``error`` what was wrong,
+    as the model was told. Each counts against ``max_output_retries``.
+    """
+
+    step: int
+    call_id: str | None = None
+    error: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class RunFinished:
+    """The run's end; ``output`` is its typed result as JSON (``output_type=``), None for free text."""
+
     step: int = 0
     status: Status
     answer: str | None = None
@@ -223,6 +254,7 @@ class RunFinished:
     tokens: int = 0
     tool_calls: int = 0
     error: str | None = None
+    output: Any = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -231,7 +263,8 @@ class RunResumed:
 
     It says who (``by``, a person; None in older logs) in which process (``owner``), from which status
     (``reason``), and with which limits and approval ``decisions``.
-    ``tool_traits`` are those of the registry it goes on with, as in ``RunStarted``.
+    ``tool_traits`` are those of the registry it goes on with, as in ``RunStarted``; ``output_schema``
+    the typed result it goes on to end with, when the resume gave one.
     """
 
     run_id: str = ""
@@ -243,6 +276,7 @@ class RunResumed:
     model: str | None = None
     provider: str | None = None
     tool_traits: dict[str, ToolTraits] | None = None
+    output_schema: OutputSchema | None = None
     by: str | None = None
 
     def __post_init__(self) -> None:
@@ -256,6 +290,7 @@ class RunQueued:
 
     ``limits`` holds only the limits the submitter chose.
     The agent's own options fill in the rest when a worker starts it, with ``run_started`` after this fact.
+    ``output_type`` (``module:attr``) replaces the agent's ``output_type`` option.
     """
 
     run_id: str = ""
@@ -265,6 +300,7 @@ class RunQueued:
     limits: dict[str, Any] = field(default_factory=dict)
     labels: dict[str, str] = field(default_factory=dict)
     queue: str | None = None
+    output_type: str | None = None  # the typed result's ``module:attr``, for the worker to import
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -304,7 +340,7 @@ class CancelRequested:
 
 Event = (RunStarted | MessageAppended | StepStarted | ModelCallStarted | ModelCalled | ToolStarted
          | ToolFinished | ApprovalRequested | ApprovalDecided | StepFinished | RunFinished | RunResumed | RunQueued
-         | RunRequeued | ToolReturnedLate | CancelRequested)
+         | RunRequeued | ToolReturnedLate | CancelRequested | OutputRejected)
 
 KINDS: Final[dict[str, type[Any]]] = {
     "run_started": RunStarted,
@@ -322,6 +358,7 @@ KINDS: Final[dict[str, type[Any]]] = {
     "run_requeued": RunRequeued,
     "tool_returned_late": ToolReturnedLate,
     "cancel_requested": CancelRequested,
+    "output_rejected": OutputRejected,
 }
 KIND_OF: Final[dict[type[Any], str]] = {cls: kind for kind, cls in KINDS.items()}
 

@@ -46,6 +46,8 @@ class Limits:
         "doc": "USD the run's known cost may reach (its model calls at runner.prices' prices)"})
     max_parallel_tools: int = field(default=8, metadata={
         "minimum": 1, "doc": "how many of a reply's tool calls run at once; it stops nothing"})
+    max_output_retries: int = field(default=2, metadata={
+        "doc": "failed attempts at the typed result (output_type) the run allows; the next ends it invalid_output"})
 
     def __post_init__(self) -> None:
         for rule in limit_rules():

@@ -107,6 +107,17 @@ class StoredRun(RunSummary):
     messages: list[Message] = field(default_factory=list)
     facts: tuple[Event, ...] = ()
 
+    @property
+    def output(self) -> Any:
+        """The typed result (``output_type=``) the run ended with, as JSON; None while it has none."""
+        output = None
+        for fact in self.facts:
+            if isinstance(fact, RunFinished):
+                output = fact.output
+            elif isinstance(fact, RunResumed):
+                output = None
+        return output
+
 
 def liveness(status: str, heartbeat_at: datetime | None, now: datetime, stale_after_s: float = STALE_AFTER_S, *,
              alive: bool | None = None) -> Liveness:

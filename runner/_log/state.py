@@ -22,6 +22,8 @@ from .facts import (
     MessageAppended,
     ModelCalled,
     ModelCallStarted,
+    OutputRejected,
+    OutputSchema,
     RunFinished,
     RunRequeued,
     RunResumed,
@@ -102,6 +104,9 @@ class RunState:
     resumed_error: str | None = None
     cancel_requested_by: str | None = None  # who asked for the cancel the run last stopped for
     events: int = 0
+    output_schema: OutputSchema | None = None  # the typed result due (output_type=), the latest start's or resume's
+    output_failures: int = 0  # its failed attempts (output_rejected), against max_output_retries
+    output: Any = None  # the typed result a done run ended with, as JSON
     # The repeat guard's key of the call looked at last: the loop asks before a call runs and
     # again when it finishes, and the key costs a sorted json.dumps.
     _key_memo: tuple[ToolCall | None, str | None] = field(default=(None, None), repr=False, compare=False)
@@ -172,13 +177,20 @@ class RunState:
     def _run_finished(self, event: RunFinished) -> None:
         self.events += 1
         self.status, self.answer, self.error = event.status, event.answer, event.error
+        self.output = event.output
+
+    def _output_rejected(self, event: OutputRejected) -> None:
+        self.events += 1
+        self.output_failures += 1
 
     def _run_resumed(self, event: RunResumed) -> None:
         self.events += 1
         self.run_id = event.run_id or self.run_id
         self.segment += 1
         self.resumed_from, self.resumed_error = self.status, self.error
-        self.status, self.answer, self.error = Status.RUNNING, None, None
+        self.status, self.answer, self.error, self.output = Status.RUNNING, None, None, None
+        if event.output_schema is not None:
+            self.output_schema = event.output_schema
         self.decisions.update(event.decisions)
         for call_id in event.decisions:
             self.pending_approvals.pop(call_id, None)
@@ -199,6 +211,7 @@ class RunState:
         self.run_id = event.run_id or self.run_id
         self.limits = dict(event.limits)
         self._traits(event.tool_traits)
+        self.output_schema = event.output_schema
         if event.forked_at_step:
             self.steps = event.forked_at_step - 1
 
@@ -301,6 +314,7 @@ _APPLY: dict[type, Callable[[RunState, Any], None]] = {
     RunResumed: RunState._run_resumed,
     RunRequeued: RunState._run_requeued,
     CancelRequested: RunState._cancel_requested,
+    OutputRejected: RunState._output_rejected,
     RunStarted: RunState._run_started,
 }
 

@@ -25,6 +25,7 @@ class Status(StrEnum):
     OUTPUT_BUDGET = "output_budget"
     CANCELLED = "cancelled"
     INVALID_REPLY = "invalid_reply"
+    INVALID_OUTPUT = "invalid_output"  # the typed result (output_type=) failed past max_output_retries
     MODEL_ERROR = "model_error"
     AWAITING_APPROVAL = "awaiting_approval"
     RUNNING = "running"
@@ -53,6 +54,8 @@ MEANINGS: Final[dict[Status, str]] = {
     Status.CANCELLED: "cancel was set, or an exception left the loop (Ctrl-C, a raising approve callback)",
     Status.INVALID_REPLY: ("a duplicate call id, usage that is not token counts, a reply cut off at the output "
                            "token limit, or a refusal"),
+    Status.INVALID_OUTPUT: "the typed result (output_type) was invalid, or plain text, once more than "
+                           "max_output_retries allows",
     Status.MODEL_ERROR: "the model callable raised",
     Status.AWAITING_APPROVAL: "a call of a needs_approval tool waits for a decision, which resume takes",
     Status.RUNNING: "not ended: the run is under way, or its process died and resume may continue it",

@@ -16,10 +16,11 @@ from .._log.statuses import Status
 from .._text import describe_exception
 from .._tools.args import tool_args
 from .._tools.doubt import may_run_again
+from .._tools.output import FINAL_RESULT
 from .._tools.registry import Tool, failure_observation, result_observation, timeout_observation
 from ..events import ApprovalDecided, ApprovalRequested, MessageAppended, ToolFinished, ToolStarted
 from ..messages import ToolCall, tool_message
-from . import ending, observations
+from . import ending, observations, output
 from .actions import COMMIT, Action, CallTool, Checkpoint, EndRun, Outcome, RunTools, Stop
 from .results import AgentResult
 from .tokens import cut_observation
@@ -31,10 +32,13 @@ Approver = Callable[[ToolCall], "bool | str | None"]
 
 
 class Refusal(NamedTuple):
-    """A call that is not run: the observation the model reads, and why (``ToolFinished.refused``)."""
+    """A call that is not run: the observation the model reads, and why (``ToolFinished.refused``).
+
+    ``refused`` None: a ``final_result`` call taken as the run's typed result, answered with no tool to run.
+    """
 
     observation: str
-    refused: str
+    refused: str | None
 
 
 # What ``verdict`` says of a call: run it with this tool, refuse it, stop the run, or wait for a decision.
@@ -49,6 +53,7 @@ class ToolCalls:
         self.core = core
         self.state, self.registry, self.limits, self.run_id = core.state, core.registry, core.limits, core.run_id
         self.emit, self.approve, self.checkpoints = core.emit, core.approve, core.checkpoints
+        self.output = core.output if core.output is not None and core.output.mode == "tool" else None
         self.max_parallel_tools = core.limits.max_parallel_tools  # read once: the loop asks at every reply
         # The calls whose ``tool_started`` are being committed: their tools have not been handed over yet.
         self.starting: tuple[int, tuple[ToolCall, ...]] | None = None
@@ -83,6 +88,8 @@ class ToolCalls:
         tool calls ran before it. ``ask``: put a call needing approval to the ``approve`` callback.
         """
         s = self.state
+        if self.output is not None and call.name == FINAL_RESULT:  # the typed result: judged, never run
+            return output.judge(self.output, call)
         tool = self.registry.get(call.name)
         refused = self.registry.check(call.name, call.args)
         if refused is not None:
@@ -175,6 +182,8 @@ class ToolCalls:
             observation = cut_observation(observation, self.limits.max_result_chars)
         self.emit(ToolFinished(step=step, call_id=call.id, name=call.name, observation=observation,
                                ok=ok, duration_s=duration_s, ran=refused is None, refused=refused))
+        if self.output is not None and refused is not None:
+            output.rejected(self.core, step, call, refused, observation)
         return observation
 
     def abort(self, exc: BaseException) -> None:

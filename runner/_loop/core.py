@@ -10,16 +10,18 @@ nodes. It reads no clock: for a deadline or a cancel it asks its driver with a `
 from __future__ import annotations
 
 from collections.abc import Callable, Generator, Sequence
+from typing import Any
 
 from .._log.limits import Limits
 from .._log.state import RunState
 from .._log.statuses import Status
+from .._tools.output import OutputSpec
 from .._tools.registry import ToolRegistry
 from ..events import Event, MessageAppended, ModelCalled, ModelCallStarted, StepFinished, StepStarted
 from ..messages import NO_COST, AnyModel, Message, ModelReply, Usage, assistant_message
 from ..prices import Cost, Costing
 from ..recorder import Recorder
-from . import ending, observations
+from . import ending, observations, output
 from .actions import BEFORE_MODEL_CALL, COMMIT, Action, CallModel, Checkpoint, EndRun, Outcome, Stop
 from .calls import Approver, ToolCalls
 from .late import LateSink
@@ -59,6 +61,7 @@ class AgentCore:
         costs: Costing | None = None,
         checkpoints: bool = False,
         late: LateSink | None = None,
+        output_spec: OutputSpec | None = None,
     ) -> None:
         self.model, self.registry, self.limits, self.recorder = model, registry, limits, recorder
         self.cancel, self.watch, self.approve, self.opening = cancel, watch, approve, list(opening)
@@ -67,7 +70,11 @@ class AgentCore:
         self.costs: Costing = costs if costs is not None else _no_cost
         self.run_id = run_id
         self.state = state if state is not None else RunState(run_id=run_id)
+        self.output = output_spec  # the typed result the run must end with (``output_type=``), or None
+        self.output_data: Any = None  # the typed result's JSON, once the run is done with it
         self.specs = registry.specs()
+        if output_spec is not None and output_spec.mode == "tool":
+            self.specs.append(output_spec.tool_spec())
         self.meter = meter(self.specs)
         self._record: Callable[[Event], None] = recorder.record
         self.listening = True  # False once the recorder is idle: no fact to hand over, nothing to commit
@@ -99,7 +106,7 @@ class AgentCore:
         try:
             stop = yield from self._finish_interrupted_reply()
             if stop:
-                return (yield from ending.finish(self, *stop))
+                return (yield from self._end(stop))
             redo = s.open_step  # the model call of this step never came back: ask again, same step
             while True:
                 stop = (yield from self.stop_at(BEFORE_MODEL_CALL)) if self.checkpoints else None
@@ -119,10 +126,19 @@ class AgentCore:
                     return (yield from ending.finish(self, *stop, exception=outcome.error))
                 assert reply is not None
                 if not reply.tool_calls:
-                    return (yield from ending.finish(self, Status.DONE, None, answer=reply.content))
+                    if self.output is None:
+                        return (yield from ending.finish(self, Status.DONE, None, answer=reply.content))
+                    given = output.from_text(self, step, reply)
+                    if given:
+                        return (yield from self._end(given))
+                    continue
                 stop = yield from self._work_through(step)
                 if stop:
                     return (yield from ending.finish(self, *stop))
+                if self.output is not None:
+                    given = output.from_calls(self, reply)
+                    if given:
+                        return (yield from self._end(given))
         except EndRun as end:
             return (yield from self.calls.end(end))
 
@@ -138,8 +154,14 @@ class AgentCore:
         self.calls.abort(exc)
         ending.abort(self, exc)
 
-    def _finish_interrupted_reply(self) -> Generator[Action, Outcome, Stop | None]:
-        """A resumed run first answers the calls its last reply still owes."""
+    def _end(self, end: Stop | output.Given) -> Generator[Action, Outcome, AgentResult]:
+        """Close the run on a stop, or ``done`` with its typed result."""
+        if isinstance(end, output.Given):
+            return (yield from ending.finish(self, Status.DONE, None, answer=end.answer, given=end))
+        return (yield from ending.finish(self, *end))
+
+    def _finish_interrupted_reply(self) -> Generator[Action, Outcome, Stop | output.Given | None]:
+        """A resumed run first answers the calls its last reply still owes (and takes a typed result it gave)."""
         s = self.state
         # Every call answered but the step never closed (the run was killed right after a
         # side effect's result was committed): the step is closed now, not asked again.
@@ -152,7 +174,11 @@ class AgentCore:
                 self.calls.observe(s.reply_step, call, observations.not_run(s.resumed_error), "not_run")
             self.emit(StepFinished(step=s.reply_step))
             return None
-        return (yield from self._work_through(s.reply_step))
+        reply = s.reply
+        stop = yield from self._work_through(s.reply_step)
+        if stop or self.output is None:
+            return stop
+        return output.from_calls(self, reply)
 
     def _work_through(self, step: int) -> Generator[Action, Outcome, Stop | None]:
         """Answer the reply's remaining calls: together when more than one may run at once, else one by one."""

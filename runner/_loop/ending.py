@@ -19,6 +19,7 @@ from .results import AgentResult
 
 if TYPE_CHECKING:
     from .core import AgentCore
+    from .output import Given
 
 
 def abort(core: AgentCore, exc: BaseException) -> None:
@@ -41,17 +42,19 @@ def abort(core: AgentCore, exc: BaseException) -> None:
 
 
 def finish(core: AgentCore, status: Status, error: str | None, answer: str | None = None,
-           exception: BaseException | None = None) -> Generator[Action, Outcome, AgentResult]:
+           exception: BaseException | None = None, given: Given | None = None
+           ) -> Generator[Action, Outcome, AgentResult]:
     """Decide the run's result, tell its closing facts and commit them: the run's last actions.
 
-    A run stopped by a cancel request from its store logs who asked (``cancel_requested``) first.
+    ``given`` is a ``done`` run's typed result (``output_type=``). A run stopped by a cancel request
+    from its store logs who asked (``cancel_requested``) first.
     """
     requested_by = cancel_requester(core) if status == Status.CANCELLED else None
     if requested_by is not None:
         if error is not None and error.startswith(CANCELLED_BY_CALLER):
             error = f"cancel requested by {requested_by}{error[len(CANCELLED_BY_CALLER):]}"
         core.emit(CancelRequested(step=core.state.steps, requested_by=requested_by))
-    result = decide(core, status, error, answer, exception)
+    result = decide(core, status, error, answer, exception, given)
     try:
         failure = closing_facts(core)
     except Exception as exc:  # a recorder refused run_finished after the others took it: commit, then raise
@@ -74,12 +77,13 @@ def cancel_requester(core: AgentCore) -> str | None:
 
 
 def decide(core: AgentCore, status: Status, error: str | None, answer: str | None = None,
-           exception: BaseException | None = None) -> AgentResult:
+           exception: BaseException | None = None, given: Given | None = None) -> AgentResult:
     """The run's result, decided once from its state."""
     s = core.state
     core.result = AgentResult(status, answer, s.steps, s.spent, s.messages, core.run_id, error, s.tool_calls,
                               exception, cost_usd=None if s.costs_unknown else s.cost_usd,
-                              cost_known_usd=s.cost_usd)
+                              cost_known_usd=s.cost_usd, output=given.value if given is not None else None)
+    core.output_data = given.data if given is not None else None
     return core.result
 
 
@@ -98,5 +102,6 @@ def closing_facts(core: AgentCore) -> Exception | None:
         except Exception as exc:
             failure = exc
     core.emit(RunFinished(step=s.steps, status=result.status, answer=result.answer, steps=result.steps,
-                          tokens=result.tokens, tool_calls=result.tool_calls, error=result.error))
+                          tokens=result.tokens, tool_calls=result.tool_calls, error=result.error,
+                          output=core.output_data))
     return failure

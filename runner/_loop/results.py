@@ -6,6 +6,7 @@ The driver protocol (the actions the loop yields and the outcomes sent back) is 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .._log.statuses import Status
 from ..errors import AgentStopped
@@ -16,7 +17,7 @@ from ..messages import Message
 class AgentResult:
     """Say how a run ended.
 
-    ``answer`` is the final text for ``done``, else None.
+    ``answer`` is the final text for ``done`` (the typed ``output``'s JSON, for ``output_type=``), else None.
     ``tool_calls`` counts the calls that ran; a call run again after a crash counts once.
     ``exception`` keeps what a model raised (``model_error``), or the divergence a replay ended the run with.
     ``cost_usd`` is what the run's model calls cost, None while any call's cost is unknown;
@@ -34,6 +35,7 @@ class AgentResult:
     exception: BaseException | None = field(default=None, compare=False, repr=False)
     cost_usd: float | None = 0.0
     cost_known_usd: float = 0.0
+    output: Any = None  # a done run's typed result (output_type=): an instance of T, or JSON for a schema dict
 
     @property
     def ok(self) -> bool:

@@ -65,6 +65,24 @@ def first_difference(recorded: Any, got: Any, path: str = "") -> tuple[str, Any,
     return path, recorded, got
 
 
+def compare_output(step: int, recorded: Any, got: Any) -> ReplayDivergence | None:
+    """The typed result against the recording's, named by its first differing field (``output.total``)."""
+    if recorded == got:
+        return None
+    where, before, after = first_difference(recorded, got)
+    field = f"output.{where}" if where else "output"
+    return ReplayDivergence(step, None, "output", f"{field}: recorded {as_json(before)}, got {as_json(after)}",
+                            recorded, got, diff(recorded, got))
+
+
+def as_json(value: Any) -> str:
+    """A JSON value as JSON text (``12.5``, ``"EUR"``), cut to ``SHOWN_CHARS``; ``nothing`` for a missing one."""
+    if value is ABSENT:
+        return "nothing"
+    text = json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "..."
+
+
 def compare_calls(step: int, block: Mapping[str, Any], last: bool) -> ReplayDivergence | None:
     """A call in a recorded reply that the recording did not handle, found before anything runs.
 

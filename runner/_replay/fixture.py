@@ -20,10 +20,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, cast
 
+from .._log.facts import OutputSchema
 from .._log.records import StoredRun
 from .._log.state import RunState
 from .._log.statuses import STATUSES, Status
 from .._text import escape_surrogates
+from .._tools.output import output_from_log
 from ..errors import FixtureError
 from ..events import (
     Event,
@@ -69,6 +71,15 @@ class Fixture:
     def tool_specs(self) -> list[dict[str, Any]]:
         """The tools the recorded model was shown (name, description, parameters)."""
         return list(self.data["tool_specs"])
+
+    @property
+    def output_schema(self) -> OutputSchema | None:
+        """The typed result the recorded run was to end with (``output_type=``), or None."""
+        found = self.data.get("output_schema")
+        if found is None:
+            return None
+        return {"schema": found["schema"], "wrapped": found["wrapped"], "mode": found["mode"],
+                "ref": found.get("ref")}
 
     @property
     def replies(self) -> list[dict[str, Any]]:
@@ -195,6 +206,8 @@ def _block_messages(block: Mapping[str, Any]) -> list[Message]:
     out: list[Message] = [assistant_message(reply)]
     out.extend({"role": "tool", "tool_call_id": o["call_id"], "name": o["name"], "content": o["content"]}
                for o in block["observations"])
+    if "told" in block:
+        out.append({"role": "user", "content": block["told"]})
     return out
 
 
@@ -235,6 +248,7 @@ def fixture_from_run(run: StoredRun) -> Fixture:
     history: list[Message] = []
     resumes: list[dict[str, Any]] = []
     forked_at: int | None = None
+    output: OutputSchema | None = None
     stepped = False
     for fact in facts:
         if isinstance(fact, RunResumed):
@@ -251,8 +265,10 @@ def fixture_from_run(run: StoredRun) -> Fixture:
             elif message["role"] == "tool":
                 by_step[fact.step]["observations"].append(
                     {"call_id": message["tool_call_id"], "name": message["name"], "content": message["content"]})
+            elif message["role"] == "user" and fact.step in by_step:  # the loop asked for the typed result
+                by_step[fact.step]["told"] = message["content"]
         elif isinstance(fact, RunStarted):
-            forked_at = fact.forked_at_step
+            forked_at, output = fact.forked_at_step, fact.output_schema
         elif isinstance(fact, StepStarted):
             stepped = True
         state.apply(fact)
@@ -265,7 +281,7 @@ def fixture_from_run(run: StoredRun) -> Fixture:
         "task": run.task,
         "system": run.system,
         "limits": run.limits,
-        "tool_specs": run.tool_specs,
+        "tool_specs": _shown_specs(run.tool_specs, output),
         "replies": replies,
         "outcome": {
             "status": run.status,
@@ -283,7 +299,17 @@ def fixture_from_run(run: StoredRun) -> Fixture:
         data["forked_at_step"] = forked_at
     if resumes:
         data["resumes"] = resumes
+    if output is not None:
+        data["output_schema"] = output
+        data["outcome"]["output"] = run.output
     return Fixture(data)
+
+
+def _shown_specs(registered: list[dict[str, Any]], output: OutputSchema | None) -> list[dict[str, Any]]:
+    """The tools the recorded model was shown: the run's, and ``final_result`` when it was to end with one."""
+    if output is None or output["mode"] != "tool":
+        return registered
+    return [*registered, dict(output_from_log(output).tool_spec())]
 
 
 CRASHED: Final = "crashed"

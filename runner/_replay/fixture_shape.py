@@ -62,6 +62,11 @@ def string(value: Any, path: str) -> None:
         raise _wrong(path, "a string", value)
 
 
+def boolean(value: Any, path: str) -> None:
+    if not isinstance(value, bool):
+        raise _wrong(path, "true or false", value)
+
+
 def nonempty_string(value: Any, path: str) -> None:
     string(value, path)
     if not value:
@@ -157,7 +162,7 @@ STOP: Final = obj({"status": one_of(*STOP_STATUSES), "reason": string})
 REPLY: Final = obj(
     {"content": string, "tool_calls": array(CALL), "observations": array(OBSERVATION)},
     {"usage": nullable(USAGE), "stop_reason": nullable(string), "rejected": string, "step": count,
-     "cost_usd": non_negative, "price_source": string},
+     "cost_usd": non_negative, "price_source": string, "told": string},
 )
 def reply_block(value: Any, path: str) -> None:
     """A recorded reply, or a recorded stop (the model raised, or the run stopped while waiting on it)."""
@@ -187,8 +192,11 @@ LIMITS: Final = obj({rule.name: limit_check(rule) for rule in limit_rules() if r
 SPEC: Final = obj({"name": string, "description": string, "parameters": obj({})})
 OUTCOME: Final = obj(
     {"status": one_of(*STATUSES), "answer": nullable(string), "error": nullable(string)},
-    {"stopped_before_call": nullable(string), "steps": count, "tokens": count, "tool_calls": count},
+    {"stopped_before_call": nullable(string), "steps": count, "tokens": count, "tool_calls": count,
+     "output": anything},
 )
+OUTPUT_SCHEMA: Final = obj({"schema": obj({}), "wrapped": boolean, "mode": one_of("tool", "native")},
+                           {"ref": nullable(string)})
 MESSAGE: Final = obj({"role": one_of("system", "user", "assistant", "tool"), "content": string},
                      {"tool_calls": array(CALL), "tool_call_id": string, "name": string})
 DECISION_VALUE: Final = "True, False or a reason"
@@ -215,7 +223,8 @@ TOP: Final = obj(
     {"format": one_of(FORMAT), "version": version, "task": string, "system": string, "limits": LIMITS,
      "tool_specs": array(SPEC), "replies": array(reply_block), "outcome": OUTCOME},
     {"model": nullable(string), "provider": nullable(string), "run_id": nullable(string),
-     "history": array(MESSAGE), "forked_at_step": nullable(positive_count), "resumes": array(RESUME)},
+     "history": array(MESSAGE), "forked_at_step": nullable(positive_count), "resumes": array(RESUME),
+     "output_schema": OUTPUT_SCHEMA},
 )
 
 

@@ -9,6 +9,7 @@ The driver plays one part of a recording; this module plays the parts in turn an
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
@@ -17,13 +18,13 @@ from .._log.records import StoredRun
 from .._log.statuses import Status
 from .._loop.core import AgentCore
 from .._loop.results import AgentResult
-from .._run.build import RunOptions, core_for, run_limits, wiring_of
+from .._run.build import RunOptions, core_for, output_of, run_limits, wiring_of
 from .._run.identity import checked_run_id
 from .._run.opening import new_start, opening, resumed
 from .._run.wiring import RunWiring
 from .._tools.registry import ToolRegistry
 from ..errors import ReplayDivergence
-from .divergence import compare_messages, compare_specs, shown
+from .divergence import compare_messages, compare_output, compare_specs, shown
 from .driver import ReplayDriver, recorded_approver
 from .fixture import CRASHED, Fixture, fixture_from_run, load_fixture
 from .parts import PartEnd, Resumption, part_ends, resumptions
@@ -42,6 +43,7 @@ class ReplayReport:
     recorded_status: str
     recorded_answer: str | None
     differences: list[ReplayDivergence] = field(default_factory=list)
+    typed: bool = False  # the recording ended with a typed result: its answer is JSON, compared as a value
 
     @property
     def same_status(self) -> bool:
@@ -49,7 +51,9 @@ class ReplayReport:
 
     @property
     def same_answer(self) -> bool:
-        return self.result.answer == self.recorded_answer
+        if self.result.answer == self.recorded_answer:
+            return True
+        return self.typed and _json_value(self.result.answer) == _json_value(self.recorded_answer)
 
     @property
     def ok(self) -> bool:
@@ -88,6 +92,13 @@ class ReplayReport:
         if not self.ok:
             raise AssertionError(self.explain())
         return self
+
+
+def _json_value(text: str | None) -> Any:
+    try:
+        return json.loads(text) if text is not None else None
+    except ValueError:
+        return text
 
 
 def as_fixture(source: str | Path | Fixture | StoredRun, store: RunStore | None = None) -> Fixture:
@@ -155,7 +166,8 @@ def replay(
     if divergence is None and strict:
         divergence = _final_divergence(fixture, model, core, final)
     outcome = fixture.outcome
-    return ReplayReport(final, divergence, outcome["status"], outcome["answer"], model.differences)
+    return ReplayReport(final, divergence, outcome["status"], outcome["answer"], model.differences,
+                        typed=fixture.output_schema is not None)
 
 
 def _first_core(fixture: Fixture, model: ReplayModel, tools: ToolRegistry, task: str | None, system: str | None,
@@ -173,9 +185,11 @@ def _first_core(fixture: Fixture, model: ReplayModel, tools: ToolRegistry, task:
     history = fixture.history
     if "history" not in fixture.data:
         history = [{"role": "system", "content": system}, {"role": "user", "content": task}]
+    spec = output_of(options, tools, fixture.output_schema)  # the recorded schema, unless output_type= is given
     started = new_start(run_id, task, system, lim, tools, model, agent_name=options.get("agent_name"),
-                        labels=options.get("labels"), forked_at_step=fixture.data.get("forked_at_step"))
-    return core_for(model, tools, run_id, lim, opening(started, history), None, wiring)
+                        labels=options.get("labels"), forked_at_step=fixture.data.get("forked_at_step"),
+                        output=spec)
+    return core_for(model, tools, run_id, lim, opening(started, history), None, wiring, output_spec=spec)
 
 
 def _resumed_core(before: AgentCore, model: ReplayModel, tools: ToolRegistry, resumption: Resumption,
@@ -184,7 +198,7 @@ def _resumed_core(before: AgentCore, model: ReplayModel, tools: ToolRegistry, re
     state = before.state
     taken = resumed(before.run_id, state.steps, "replay", resumption.reason, resumption.limits, resumption.decisions,
                     tools, model)
-    return core_for(model, tools, before.run_id, resumption.limits, [taken], state, wiring)
+    return core_for(model, tools, before.run_id, resumption.limits, [taken], state, wiring, output_spec=before.output)
 
 
 def _part_divergence(part: int, end: PartEnd, result: AgentResult | None,
@@ -215,4 +229,5 @@ def _final_divergence(fixture: Fixture, model: ReplayModel, core: AgentCore, res
         return ReplayDivergence(result.steps, None, "replies",
                                 f"the replay stopped with {result.status} after step {result.steps}, "
                                 f"but the recording has {left} more model repl{'y' if left == 1 else 'ies'}")
-    return compare_messages(result.steps, fixture.messages(), result.messages)
+    return compare_messages(result.steps, fixture.messages(), result.messages) or compare_output(
+        result.steps, fixture.outcome.get("output"), core.output_data)

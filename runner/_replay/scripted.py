@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._log.statuses import Status
 from ..errors import ReplayDivergence, ScriptError, ScriptExhausted
@@ -116,6 +116,10 @@ class ReplayModel(ScriptedModel):
     def from_run(cls, store: RunStore, run_id: str, strict: bool = True) -> ReplayModel:
         """Play back a stored run's replies (``run_id`` may be a unique prefix)."""
         return ReplayModel(fixture_from_run(store.find_run(run_id)), strict=strict)
+
+    def with_output_schema(self, schema: dict[str, Any], name: str) -> ReplayModel:
+        """Itself: the recording's replies already hold the structured output (``output_mode="native"``)."""
+        return self
 
     def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
         """The recorded reply, when called as a plain model; a divergence is raised.

@@ -1,10 +1,10 @@
 """The behaviour diff: one run's figures, and what differs between a baseline and its candidates.
 
-A field is ``changed`` when any sample differs from the baseline: ``status``, ``answer`` (compared with
-runs of whitespace made one space), ``tool_calls`` (name and arguments, in order), and the numbers
-``steps`` (any difference) and ``tokens`` (more than ``TOKENS_MOVED`` of the baseline's). With several
-samples, a field the samples disagree on is also ``unstable``: noise, told apart from a change every
-sample agrees on. A case is regressed when its baseline ended ``done`` and most of its samples did not.
+A field is ``changed`` when any sample differs from the baseline: ``status``, ``answer`` (runs of
+whitespace made one space), ``tool_calls`` (name and arguments, in order), ``steps`` (any difference),
+``tokens`` (more than ``TOKENS_MOVED`` of the baseline's), each typed result's field as ``output.<path>``.
+With several samples, a field the samples disagree on is also ``unstable``: noise, told apart from a change
+every sample agrees on. A case is regressed when its baseline ended ``done`` and most of its samples did not.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ..events import MessageAppended, StepStarted, ToolFinished
 from .recording import same_numbers
 
 FIELDS: Final = ("status", "answer", "tool_calls", "steps", "tokens")
+_MISSING: Final = object()  # a field one typed result has and the other has not
 STEPS_MOVED: Final = 0  # steps move past this many: any difference counts
 TOKENS_MOVED: Final = 0.2  # tokens move past this share of the baseline's
 NOT_REACHED: Final = "not_run"  # ``ToolFinished.refused`` of a call the run was closed before running
@@ -55,9 +56,11 @@ class RunFigures:
     cost_usd: float | None
     cost_known_usd: float
     duration_s: float | None
+    output: Any = None  # the typed result (output_type=), as JSON
 
     def to_json(self) -> dict[str, Any]:
         return {"run_id": self.run_id, "status": self.status, "answer": self.answer, "error": self.error,
+                "output": self.output,
                 "tool_calls": [{"name": c.name, "args": c.args} for c in self.tool_calls], "steps": self.steps,
                 "tokens": self.tokens, "cost_usd": self.cost_usd, "cost_known_usd": self.cost_known_usd,
                 "duration_s": self.duration_s}
@@ -81,7 +84,7 @@ def figures(run: StoredRun) -> RunFigures:
                          if call["id"] in answered)
     took = (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None
     return RunFigures(run.run_id, run.status, run.answer, run.error, tuple(calls), run.steps, run.tokens,
-                      run.cost_usd, run.cost_known_usd, took)
+                      run.cost_usd, run.cost_known_usd, took, run.output)
 
 
 class CaseVerdict(NamedTuple):
@@ -97,6 +100,8 @@ def compare(baseline: RunFigures, samples: Sequence[RunFigures]) -> CaseVerdict:
     changed = tuple(name for name in FIELDS if any(_differ(name, baseline, baseline, s) for s in samples))
     unstable = tuple(name for name in FIELDS
                      if any(_differ(name, baseline, a, b) for i, a in enumerate(samples) for b in samples[i + 1:]))
+    changed += _fields_apart(baseline.output, [(baseline, s) for s in samples])
+    unstable += _fields_apart(baseline.output, [(a, b) for i, a in enumerate(samples) for b in samples[i + 1:]])
     not_done = sum(1 for s in samples if s.status != Status.DONE)
     regressed = baseline.status == Status.DONE and not_done * 2 > len(samples)
     return CaseVerdict(changed, unstable, regressed)
@@ -115,6 +120,27 @@ def _differ(name: str, baseline: RunFigures, a: RunFigures, b: RunFigures) -> bo
             return abs(a.steps - b.steps) > STEPS_MOVED
         case _:
             return abs(a.tokens - b.tokens) > TOKENS_MOVED * baseline.tokens
+
+
+def _fields_apart(shape: Any, pairs: Sequence[tuple[RunFigures, RunFigures]]) -> tuple[str, ...]:
+    """``output.<path>`` of each field of a typed result that differs in any pair, in the order first met."""
+    if shape is None and all(a.output is None and b.output is None for a, b in pairs):
+        return ()
+    found: dict[str, None] = {}
+    for a, b in pairs:
+        found.update(dict.fromkeys(output_paths(a.output, b.output)))
+    return tuple(found)
+
+
+def output_paths(a: Any, b: Any, path: str = "output") -> list[str]:
+    """The paths at which two JSON values differ: an object's fields by name, an array's items by index."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [found for key in [*a, *(k for k in b if k not in a)]
+                for found in output_paths(a.get(key, _MISSING), b.get(key, _MISSING), f"{path}.{key}")]
+    if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        return [found for i, (x, y) in enumerate(zip(a, b, strict=True))
+                for found in output_paths(x, y, f"{path}[{i}]")]
+    return [] if same_numbers(a) == same_numbers(b) else [path]
 
 
 def _words(text: str | None) -> str | None:

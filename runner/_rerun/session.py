@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, NamedTuple
 
+from .._log.records import StoredRun
 from .._log.statuses import UNSETTLED, Status
 from .._loop.drive import drive, ended
 from .._loop.results import AgentResult
@@ -24,8 +25,10 @@ from .._loop.waits import Cancel
 from .._run.build import NOT_GIVEN, build_core, costing
 from .._run.identity import model_identity, new_run_id
 from .._run.opening import Lineage
+from .._tools.output import OutputSpec, output_from_log
 from .._tools.registry import ToolRegistry
 from .._view.lineage import RERUN
+from ..events import RunStarted
 from ..messages import Message, Model, ToolCall
 from ..prices import Price, PriceBook, price_book
 from .diff import figures
@@ -189,7 +192,7 @@ class Rerun:
                           run_id=new_run_id(), limits=self.limits[job.case], store=self.store,
                           labels={RERUN: self.rerun_id}, cancel=self.stop, approve=approve_all,
                           tracer_provider=self.tracer_provider, prices=self.prices,
-                          agent_name=baseline.run.agent_name)
+                          agent_name=baseline.run.agent_name, output_type=typed_as(baseline.run))
         return Finished(ended(drive(core, tools.perform_for(core))), tools.counts)
 
     def opening(self, baseline: Baseline) -> list[Message]:
@@ -207,6 +210,12 @@ class Rerun:
 
 class Stopped(Exception):
     """A candidate the stop came before: it never started."""
+
+
+def typed_as(run: StoredRun) -> OutputSpec | None:
+    """The typed result ``run`` was to end with (its schema as logged), for its candidates to end with too."""
+    declared = next((fact.output_schema for fact in run.facts if isinstance(fact, RunStarted)), None)
+    return output_from_log(declared) if declared is not None else None
 
 
 def approve_all(call: ToolCall) -> bool:

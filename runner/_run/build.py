@@ -13,11 +13,13 @@ from enum import Enum
 from typing import TYPE_CHECKING, Any, Final, TypedDict, Unpack
 
 from .._log.decisions import decider
+from .._log.facts import OutputSchema
 from .._log.limits import Limits, limit_names
 from .._log.state import RunState
 from .._loop.calls import Approver
 from .._loop.core import AgentCore
 from .._loop.waits import Cancel
+from .._tools.output import FINAL_RESULT, OutputSpec, output_by_ref, output_from_log, output_spec
 from .._tools.registry import ToolRegistry
 from ..errors import PriceUnknown
 from ..events import Event
@@ -79,6 +81,9 @@ class ContinueOptions(TypedDict, total=False):
     record_content: bool
     prices: PriceBook | Mapping[str, Price | Mapping[str, float]] | None
     max_parallel_tools: int
+    max_output_retries: int
+    output_type: Any  # the typed result: a type, a JSON Schema dict, or "module:attr" (docs/output.md)
+    output_mode: str  # "tool" (final_result, the default) or "native" (the provider's structured output)
 
 
 class RunOptions(ContinueOptions, total=False):
@@ -99,10 +104,30 @@ def build_core(
     given = {"max_steps": max_steps, "token_budget": token_budget}
     limits = run_limits({}, options, {name: value for name, value in given.items() if value is not NOT_GIVEN})
     run_id = checked_run_id(options.get("run_id"))
+    spec = output_of(options, registry)
     first = new_run_opening(run_id, task, system, limits, registry, model, options.get("agent_name"),
                             options.get("labels"), options.get("tools_ref"), options.get("mcp_servers"), link=link,
-                            by=options.get("decided_by") or decider())
-    return core_for(model, registry, run_id, limits, first, None, wiring_of(options, options.get("store")))
+                            by=options.get("decided_by") or decider(), output=spec)
+    return core_for(model, registry, run_id, limits, first, None, wiring_of(options, options.get("store")),
+                    output_spec=spec)
+
+
+def output_of(options: ContinueOptions, registry: ToolRegistry, recorded: OutputSchema | None = None
+              ) -> OutputSpec | None:
+    """The typed result ``output_type=`` asks for (``recorded``, a stored run's, when none is given), or None.
+
+    ``ValueError`` for a type no JSON Schema comes from, or a registry with its own ``final_result`` tool.
+    """
+    given, mode = options.get("output_type"), options.get("output_mode")
+    if given is None:
+        if mode is not None and recorded is None:
+            raise ValueError("output_mode needs an output_type")
+        return None if recorded is None else output_from_log(recorded).with_mode(mode or recorded["mode"])
+    spec = output_by_ref(given, mode or "tool") if isinstance(given, str) else output_spec(given, mode or "tool")
+    if spec.mode == "tool" and FINAL_RESULT in registry:
+        raise ValueError(f"the registry has a tool named {FINAL_RESULT!r}, the name output_type= gives the model "
+                         "for the typed result: rename that tool")
+    return spec
 
 
 def check_options(options: Mapping[str, Any]) -> None:
@@ -156,14 +181,18 @@ def wiring_of(options: ContinueOptions, store: RunStore | None = None) -> RunWir
 
 
 def core_for(model: AnyModel, registry: ToolRegistry, run_id: str, limits: Limits, first: Sequence[Event],
-             state: RunState | None, wiring: RunWiring, link: TraceLink | None = None) -> AgentCore:
+             state: RunState | None, wiring: RunWiring, link: TraceLink | None = None,
+             output_spec: OutputSpec | None = None) -> AgentCore:
     """A core on the recorders ``wiring`` asks for, starting from ``state`` with the facts ``first``.
 
     A stored run watches its store's cancel requests (``cancels``), beside the caller's own ``cancel``.
+    ``output_spec``: the typed result the run ends with (in ``native`` mode the model is bound to its schema).
     """
     fresh = state is None or not state.events  # a new run: nobody can have asked to cancel it yet
     state = state if state is not None else RunState(run_id=run_id)
     costs = wiring.costs if wiring.costs is not None else costing(model, wiring.prices, limits)
+    if output_spec is not None and output_spec.mode == "native":
+        model = native_model(model, output_spec)
     cancel, watch = wiring.cancel, None
     if wiring.store is not None and wiring.watches_cancels:
         if isinstance(cancel, StoreCancel) and cancel.store is wiring.store and cancel.run_id == run_id:
@@ -175,7 +204,17 @@ def core_for(model: AnyModel, registry: ToolRegistry, run_id: str, limits: Limit
     return AgentCore(model, registry, run_id=run_id, limits=limits,
                      recorder=build_recorder(wiring, state, link, watch), opening=first, state=state, cancel=cancel,
                      watch=watch, approve=approve, decided_by=decided_by, costs=costs,
-                     checkpoints=wiring.checkpoints, late=late_sink(wiring.store, run_id))
+                     checkpoints=wiring.checkpoints, late=late_sink(wiring.store, run_id), output_spec=output_spec)
+
+
+def native_model(model: AnyModel, spec: OutputSpec) -> AnyModel:
+    """``model`` asked for the provider's structured output in ``spec``'s schema (``output_mode="native"``)."""
+    bind = getattr(model, "with_output_schema", None)
+    if not callable(bind):
+        raise ValueError(f"output_mode='native' needs a model with structured output (runner.adapters' OpenAI "
+                         f"models); {type(model).__name__} has none: leave output_mode out to use {FINAL_RESULT}")
+    bound: AnyModel = bind(spec.schema, FINAL_RESULT)
+    return bound
 
 
 def costing(model: AnyModel, prices: PriceBook | None, limits: Limits) -> Costing:

@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from .._log.limits import Limits
 from .._log.records import StoredRun
+from .._tools.output import OutputSpec
 from .._tools.registry import ToolRegistry
 from ..events import Event, MessageAppended, RunResumed, RunStarted
 from ..messages import AnyModel, McpRef, Message
@@ -29,20 +30,23 @@ def new_start(run_id: str, task: str, system: str, limits: Limits, registry: Too
               agent_name: str | None = None, labels: Mapping[str, str] | None = None, tools_ref: str | None = None,
               mcp_servers: Sequence[McpRef] | None = None, parent_run_id: str | None = None,
               origin: str | None = None, forked_at_step: int | None = None,
-              session_id: str | None = None, by: str | None = None) -> RunStarted:
+              session_id: str | None = None, by: str | None = None, output: OutputSpec | None = None
+              ) -> RunStarted:
     """The ``run_started`` of a run: its task, limits, model, tools and their traits, and what names it."""
     model_name, provider = model_identity(model)
     return RunStarted(run_id=run_id, task=task, system=system, limits=limits.to_dict(), tool_specs=registry.specs(),
                       model=model_name, provider=provider, agent_name=agent_name, labels=dict(labels or {}),
                       parent_run_id=parent_run_id, origin=origin, forked_at_step=forked_at_step, tools_ref=tools_ref,
                       session_id=session_id, tool_traits=registry.traits() or None,
-                      mcp_servers=list(mcp_servers) if mcp_servers else None, by=by)
+                      mcp_servers=list(mcp_servers) if mcp_servers else None, by=by,
+                      output_schema=output.declared() if output is not None else None)
 
 
 def linked_start(parent: StoredRun, registry: ToolRegistry, model: AnyModel, limits: Limits, origin: str, *,
                  session_id: str, agent_name: str | None = None, labels: Mapping[str, str] | None = None,
                  tools_ref: str | None = None, mcp_servers: Sequence[McpRef] | None = None,
-                 task: str | None = None, forked_at_step: int | None = None, by: str | None = None) -> RunStarted:
+                 task: str | None = None, forked_at_step: int | None = None, by: str | None = None,
+                 output: OutputSpec | None = None) -> RunStarted:
     """The ``run_started`` of a fork or follow-up of ``parent``: a new id, and the parent's task, system, agent, labels.
 
     The task, agent and labels given replace the parent's.
@@ -51,27 +55,30 @@ def linked_start(parent: StoredRun, registry: ToolRegistry, model: AnyModel, lim
                      agent_name=agent_name or parent.agent_name,
                      labels=labels if labels is not None else parent.labels, tools_ref=tools_ref,
                      mcp_servers=mcp_servers, parent_run_id=parent.run_id, origin=origin,
-                     forked_at_step=forked_at_step, session_id=session_id, by=by)
+                     forked_at_step=forked_at_step, session_id=session_id, by=by, output=output)
 
 
 def resumed(run_id: str, step: int, owner: str, reason: str, limits: Limits, decisions: Mapping[str, bool | str],
-            registry: ToolRegistry, model: AnyModel, by: str | None = None) -> RunResumed:
+            registry: ToolRegistry, model: AnyModel, by: str | None = None,
+            output: OutputSpec | None = None) -> RunResumed:
     """The ``run_resumed`` of a run taken up by ``by`` in process ``owner``: its limits, decisions, model and tools."""
     model_name, provider = model_identity(model)
     return RunResumed(run_id=run_id, step=step, owner=owner, reason=reason, limits=limits.to_dict(),
                       decisions=dict(decisions), model=model_name, provider=provider,
-                      tool_traits=registry.traits() or None, by=by)
+                      tool_traits=registry.traits() or None, by=by,
+                      output_schema=output.declared() if output is not None else None)
 
 
 def new_run_opening(run_id: str, task: str, system: str, limits: Limits, registry: ToolRegistry, model: AnyModel,
                     agent_name: str | None = None, labels: Mapping[str, str] | None = None,
                     tools_ref: str | None = None, mcp_servers: Sequence[McpRef] | None = None, *,
-                    link: Lineage | None = None, by: str | None = None) -> list[Event]:
+                    link: Lineage | None = None, by: str | None = None,
+                    output: OutputSpec | None = None) -> list[Event]:
     """The facts a new run opens with: ``run_started``, the system prompt and the task (or ``link``'s messages)."""
     started = new_start(run_id, task, system, limits, registry, model, agent_name=agent_name, labels=labels,
                         tools_ref=tools_ref, mcp_servers=mcp_servers,
                         parent_run_id=link.parent_run_id if link is not None else None,
-                        origin=link.origin if link is not None else None, by=by)
+                        origin=link.origin if link is not None else None, by=by, output=output)
     messages: Sequence[Message] = [{"role": "system", "content": system}, {"role": "user", "content": task}]
     if link is not None and link.messages is not None:
         messages = link.messages

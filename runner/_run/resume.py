@@ -24,12 +24,13 @@ from .._loop.core import AgentCore
 from .._loop.results import AgentResult
 from .._loop.sync import run_core
 from .._text import plural
+from .._tools.output import OutputSpec
 from .._tools.registry import ToolRegistry
 from ..errors import CannotResume, RunNotFound
 from ..events import Event, MessageAppended, RunStarted, StepStarted
 from ..messages import AsyncModel, Message, Model
 from . import approvals
-from .build import ContinueOptions, core_for, costing, run_limits, wiring_of
+from .build import ContinueOptions, core_for, costing, output_of, run_limits, wiring_of
 from .opening import linked_start, opening, resumed
 
 if TYPE_CHECKING:
@@ -108,6 +109,7 @@ def resumed_core(store: RunStore, run: StoredRun, model: Model | AsyncModel, reg
         raise CannotResume(refusal)
     limits = _limits(state.limits or run.limits, max_steps, token_budget, options)
     approvals.report_drift(run.run_id, state, registry)
+    spec = output_of(options, registry, state.output_schema)
     wiring = wiring_of(options, store)
     wiring = replace(wiring, costs=costing(model, wiring.prices, limits))  # PriceUnknown before the takeover
     if run.status not in UNFINISHED:  # a request left from before it ended: it asked to stop that run, not this one
@@ -117,8 +119,10 @@ def resumed_core(store: RunStore, run: StoredRun, model: Model | AsyncModel, reg
     reason = run.status if run.status != Status.RUNNING else f"its process is gone ({run.liveness})"
     by = options.get("decided_by") or decider()
     decided = decided_facts(state, checked.fresh, by) if checked.fresh else []
-    taken = resumed(run.run_id, state.steps, store.owner_id(), reason, limits, checked.applied, registry, model, by)
-    return core_for(model, registry, run.run_id, limits, [*decided, taken], state, wiring, _link_to(run, joins=True))
+    taken = resumed(run.run_id, state.steps, store.owner_id(), reason, limits, checked.applied, registry, model, by,
+                    spec if options.get("output_type") is not None else None)
+    return core_for(model, registry, run.run_id, limits, [*decided, taken], state, wiring, _link_to(run, joins=True),
+                    output_spec=spec)
 
 
 def fork(store: RunStore, run_id: str, *, at_step: int, model: Model, registry: ToolRegistry,
@@ -150,9 +154,12 @@ def forked_core(store: RunStore, run_id: str, at_step: int, model: Model | Async
     parent = store.get_run(run_id)
     messages = _messages_before_step(parent.run_id, parent.facts, at_step)
     messages = _swap_observations(parent.run_id, messages, dict(observations or {}))
-    limits = _limits(fold(parent.facts).limits or parent.limits, max_steps, token_budget, options)
-    started = _linked_start(store, parent, model, registry, limits, "fork", options, forked_at_step=at_step)
-    return _linked_core(store, parent, started, messages, model, registry, limits, options)
+    state = fold(parent.facts)
+    limits = _limits(state.limits or parent.limits, max_steps, token_budget, options)
+    spec = output_of(options, registry, state.output_schema)  # a fork ends as its parent did, unless told
+    started = _linked_start(store, parent, model, registry, limits, "fork", options, forked_at_step=at_step,
+                            output=spec)
+    return _linked_core(store, parent, started, messages, model, registry, limits, options, spec)
 
 
 def follow_up(store: RunStore, run_id: str, message: str, model: Model, registry: ToolRegistry, *,
@@ -190,25 +197,27 @@ def followed_core(store: RunStore, run_id: str, message: str, model: Model | Asy
         raise ValueError("a follow-up message must be a non-empty string")
     messages: list[Message] = [*state.messages, {"role": "user", "content": message}]
     limits = _limits(state.limits or parent.limits, max_steps, token_budget, options)
-    started = _linked_start(store, parent, model, registry, limits, "follow_up", options, task=message)
-    return _linked_core(store, parent, started, messages, model, registry, limits, options)
+    spec = output_of(options, registry)  # a new question: typed only when output_type= is given again
+    started = _linked_start(store, parent, model, registry, limits, "follow_up", options, task=message, output=spec)
+    return _linked_core(store, parent, started, messages, model, registry, limits, options, spec)
 
 
 def _linked_core(store: RunStore, parent: StoredRun, started: RunStarted, messages: list[Message],
                  model: Model | AsyncModel, registry: ToolRegistry, limits: Limits,
-                 options: ContinueOptions) -> AgentCore:
+                 options: ContinueOptions, spec: OutputSpec | None) -> AgentCore:
     link = _link_to(parent, joins=False)
     return core_for(model, registry, started.run_id, limits, opening(started, messages), None,
-                    wiring_of(options, store), link)
+                    wiring_of(options, store), link, output_spec=spec)
 
 
 def _linked_start(store: RunStore, parent: StoredRun, model: Model | AsyncModel, registry: ToolRegistry,
                   limits: Limits, origin: str, options: ContinueOptions, *, task: str | None = None,
-                  forked_at_step: int | None = None) -> RunStarted:
+                  forked_at_step: int | None = None, output: OutputSpec | None = None) -> RunStarted:
     return linked_start(parent, registry, model, limits, origin, session_id=session_of(store, parent),
                         agent_name=options.get("agent_name"), labels=options.get("labels"),
                         tools_ref=options.get("tools_ref"), mcp_servers=options.get("mcp_servers"), task=task,
-                        forked_at_step=forked_at_step, by=options.get("decided_by") or decider())
+                        forked_at_step=forked_at_step, by=options.get("decided_by") or decider(),
+                        output=output)
 
 
 def session_of(store: RunStore, parent: StoredRun) -> str:

@@ -64,7 +64,7 @@ def describe(fn: Callable[..., Any], name: str, key: str | None) -> Described:
         fields[f"p{index}"] = (Annotated[hints[param.name], Field(**info)], default)
     try:
         model = create_model(f"{name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
-        schema = model.model_json_schema(schema_generator=_NoTitles)
+        schema = model.model_json_schema(schema_generator=NoTitles)
     except Exception as exc:  # Pydantic's own errors are long: keep the first line
         raise ValueError(f"cannot build a schema from the type hints: {str(exc).splitlines()[0]}") from None
     schema.pop("title", None)
@@ -99,7 +99,7 @@ def parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     return summary, args
 
 
-class _NoTitles(GenerateJsonSchema):
+class NoTitles(GenerateJsonSchema):
     """Pydantic titles every field after its name ("City"): noise in the tokens the model reads."""
 
     def field_title_should_be_set(self, schema: Any) -> bool:

@@ -31,7 +31,7 @@ def links_json(linked: list[Link]) -> list[dict[str, Any]]:
 
 def show_json(store: RunStore, run: StoredRun) -> dict[str, Any]:
     """``run`` with its events, its children and what it inherited from its parent, as plain values."""
-    return {"run": with_active_time(summary_json(run, refused_in(run)), run),
+    return {"run": {**with_active_time(summary_json(run, refused_in(run)), run), "output": run.output},
             "events": [event_json(e) for e in run.events],
             "children": links_json(children(store, run.run_id)),
             "inherited": inherited_json(inherited(run.facts, parent_of(store, run)))}

@@ -25,6 +25,7 @@ from ..events import (
     CancelRequested,
     MessageAppended,
     ModelCalled,
+    OutputRejected,
     RunFinished,
     RunRequeued,
     RunResumed,
@@ -50,6 +51,7 @@ class Kind(StrEnum):
     RESUMED = "resumed"
     CANCEL = "cancel"
     REQUEUED = "requeued"
+    REJECTED = "rejected"
     END = "end"
 
 
@@ -227,8 +229,18 @@ class EndEntry:
     fact: RunFinished
 
 
+@dataclass(frozen=True, slots=True)
+class RejectedEntry:
+    """A failed attempt at the typed result (``output_rejected``): what the model was told was wrong."""
+
+    kind: ClassVar[Kind] = Kind.REJECTED
+    step: int
+    at: datetime
+    fact: OutputRejected
+
+
 Entry = (StepEntry | ModelEntry | ToolEntry | AskedEntry | DecidedEntry | ResumedEntry | CancelEntry | RequeuedEntry
-         | EndEntry)
+         | RejectedEntry | EndEntry)
 
 
 @dataclass(frozen=True, slots=True)
@@ -331,6 +343,8 @@ def entries(run: StoredRun) -> list[Entry]:
                 found.append(CancelEntry(fact.step, at, fact))
             case RunRequeued():
                 found.append(RequeuedEntry(fact.step, at, fact))
+            case OutputRejected():
+                found.append(RejectedEntry(fact.step, at, fact))
             case RunFinished():
                 found.append(EndEntry(fact.step, at, fact))
             case _:

@@ -119,6 +119,11 @@ def chat_body(messages: Sequence[Message], specs: Sequence[ToolSpec]) -> dict[st
 CHAT: Wire[ChatCompletion] = Wire(RESERVED_OPTIONS, chat_body, reply_from_completion)
 
 
+def response_format(schema: dict[str, Any], name: str) -> dict[str, Any]:
+    """Chat Completions' structured output in ``schema``; not ``strict``, whose subset refuses keywords runner takes."""
+    return {"type": "json_schema", "json_schema": {"name": name, "schema": schema, "strict": False}}
+
+
 class OpenAIModel(SyncAdapter["OpenAI", "ChatCompletion"]):
     """A model callable ``(messages, tool_specs) -> ModelReply`` over ``client.chat.completions``.
 
@@ -132,6 +137,11 @@ class OpenAIModel(SyncAdapter["OpenAI", "ChatCompletion"]):
                  **request_options: Any) -> None:
         super().__init__(client, CHAT, model, provider_name, request_options)
 
+    def with_output_schema(self, schema: dict[str, Any], name: str) -> OpenAIModel:
+        """This model on the same client, asking for structured output in ``schema`` (``output_mode="native"``)."""
+        return OpenAIModel(self.client, self.model_name, provider_name=self.provider_name,
+                           **{**self.request_options, "response_format": response_format(schema, name)})
+
     def _send(self, request: dict[str, Any]) -> ChatCompletion:
         completion: ChatCompletion = self.client.chat.completions.create(**request)
         return completion
@@ -143,6 +153,11 @@ class AsyncOpenAIModel(AsyncAdapter["AsyncOpenAI", "ChatCompletion"]):
     def __init__(self, client: AsyncOpenAI, model: str, *, provider_name: str = PROVIDER,
                  **request_options: Any) -> None:
         super().__init__(client, CHAT, model, provider_name, request_options)
+
+    def with_output_schema(self, schema: dict[str, Any], name: str) -> AsyncOpenAIModel:
+        """``OpenAIModel.with_output_schema`` on the async client."""
+        return AsyncOpenAIModel(self.client, self.model_name, provider_name=self.provider_name,
+                                **{**self.request_options, "response_format": response_format(schema, name)})
 
     async def _send(self, request: dict[str, Any]) -> ChatCompletion:
         completion: ChatCompletion = await self.client.chat.completions.create(**request)

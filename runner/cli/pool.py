@@ -8,6 +8,8 @@ running finish (a queued run is cancelled at once).
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from .._log.decisions import decider
@@ -17,7 +19,7 @@ from ..pool.agents import load_agents
 from ..pool.queued import request_cancel
 from ..pool.submission import BROKER_ENV, broker_url, submit_run
 from .costs import max_cost_option
-from .options import Env, common, label_option
+from .options import CliUsageError, Env, common, label_option
 from .render import console, print_json
 
 _BROKER = click.option("--broker", metavar="URL", envvar=BROKER_ENV, show_envvar=True,
@@ -34,18 +36,25 @@ _QUEUE = click.option("--queue", metavar="NAME", default=None, help="Broker queu
 @click.option("--max-steps", type=click.IntRange(min=1), default=None, help="Model calls allowed.")
 @click.option("--token-budget", type=click.IntRange(min=1), default=None, help="Tokens allowed.")
 @max_cost_option("USD the model calls may cost (priced by the agent's prices option, else genai-prices).")
+@click.option("--output-type", metavar="MODULE:ATTR",
+              help="End with a typed result: the type a worker imports (a Pydantic model, dataclass, TypedDict).")
 @common
 def submit(env: Env, task: str, agent: str, broker: str | None, queue: str | None, labels: dict[str, str],
-           max_steps: int | None, token_budget: int | None, max_cost_usd: float | None) -> None:
+           max_steps: int | None, token_budget: int | None, max_cost_usd: float | None,
+           output_type: str | None) -> None:
     """Queue TASK for a worker pool; prints the run id (visible at once as queued).
 
     A worker whose agent's model has no price refuses a --max-cost-usd run and leaves it queued.
     """
     given = (("max_steps", max_steps), ("token_budget", token_budget), ("max_cost_usd", max_cost_usd))
-    limits = {name: value for name, value in given if value is not None}
+    limits: dict[str, Any] = {name: value for name, value in given if value is not None}
     url = broker_url(broker)
     with env.store(create=True) as store:
-        run_id, unpublished = submit_run(store, task, agent=agent, broker=url, queue=queue, labels=labels, **limits)
+        try:
+            run_id, unpublished = submit_run(store, task, agent=agent, broker=url, queue=queue, labels=labels,
+                                             output_type=output_type, **limits)
+        except ValueError as exc:  # an output type that does not import: nothing was queued
+            raise CliUsageError(one_line(exc)) from None
     if env.as_json:
         print_json({"run_id": run_id, "status": Status.QUEUED, "published": unpublished is None})
     else:

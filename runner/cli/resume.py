@@ -239,7 +239,8 @@ def finish(result: AgentResult) -> None:
 def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[str, ...], mcp_urls: tuple[str, ...],
            model_spec: str | None, base_url: str | None, api_key: str | None, max_steps: int | None,
            token_budget: int | None, max_tool_calls: int | None, timeout_s: float | None, max_cost_usd: float | None,
-           prices: dict[str, Price] | None, max_parallel_tools: int | None, approve: tuple[str, ...],
+           prices: dict[str, Price] | None, max_parallel_tools: int | None, max_output_retries: int | None,
+           approve: tuple[str, ...],
            deny: tuple[str, ...], reason: tuple[str, ...], decided_by: str | None, here: bool, broker: str | None,
            quiet: bool, record_content: bool) -> None:
     """Continue RUN where its log stops: after a limit, an error, a crash, or awaiting approval.
@@ -261,7 +262,8 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[s
     check(tools, None)
     base = load_tools(tools_spec) if tools_spec is not None else None
     limits = GivenLimits(max_steps=max_steps, token_budget=token_budget, max_tool_calls=max_tool_calls,
-                         timeout_s=timeout_s, max_cost_usd=max_cost_usd, max_parallel_tools=max_parallel_tools)
+                         timeout_s=timeout_s, max_cost_usd=max_cost_usd, max_parallel_tools=max_parallel_tools,
+                         max_output_retries=max_output_retries)
     by = decided_by if decided_by is not None else decider()
     with env.store(create=True) as store:
         run = store.find_run(run_ref)  # the one read before the run goes on: resume_stored takes it over as read
@@ -323,7 +325,7 @@ def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], too
          mcp_commands: tuple[str, ...], mcp_urls: tuple[str, ...], model_spec: str | None, base_url: str | None,
          api_key: str | None, max_steps: int | None, token_budget: int | None, max_tool_calls: int | None,
          timeout_s: float | None, max_cost_usd: float | None, prices: dict[str, Price] | None,
-         max_parallel_tools: int | None, quiet: bool, record_content: bool) -> None:
+         max_parallel_tools: int | None, max_output_retries: int | None, quiet: bool, record_content: bool) -> None:
     """Branch RUN into a new, linked run from before its STEP-th model call; RUN is untouched.
 
     Steps before STEP are not run again. --observation swaps a tool result the new run
@@ -336,7 +338,8 @@ def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], too
     check(tools, "a fork")
     base = base_tools(tools)
     limits = GivenLimits(max_steps=max_steps, token_budget=token_budget, max_tool_calls=max_tool_calls,
-                         timeout_s=timeout_s, max_cost_usd=max_cost_usd, max_parallel_tools=max_parallel_tools)
+                         timeout_s=timeout_s, max_cost_usd=max_cost_usd, max_parallel_tools=max_parallel_tools,
+                         max_output_retries=max_output_retries)
     with env.store(create=True) as store:
         parent = store.find_run(run_ref)
         short = store.short_ids([parent.run_id])[parent.run_id]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -15,17 +16,20 @@ from .._loop.core import DEFAULT_SYSTEM
 from .._loop.results import AgentResult
 from .._run.agent import run_agent
 from .._run.resume import follow_up
+from .._tools.output import OutputSpec, output_by_ref
 from .._tools.registry import ToolRegistry
-from ..demo import DEMO_TASK, demo_model, demo_registry
+from ..demo import DEMO_TASK, demo_model, demo_registry, demo_typed_model
 from ..messages import McpRef, Model
 from ..prices import Price
 from ..recorder import Recorder
 from ..store import RunStore
 from .costs import PRICES, check_priced, max_cost_option
 from .options import EXIT_NO, CliUsageError, Env, common, label_option
+from .output import output_given, output_options
 from .runs import (
     DEFAULTS,
     MAX_TIMEOUT_S,
+    OUTPUT_RETRIES,
     PARALLEL,
     QUIET,
     RECORD_CONTENT,
@@ -43,11 +47,14 @@ from .tooling import ToolsGiven, check, mcp_options, tools_for
 if TYPE_CHECKING:
     from opentelemetry.trace import TracerProvider
 
+TIP_SPLIT = "runner.demo:TipSplit"
+
+
 def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolRegistry, labels: dict[str, str], *,
            system: str = DEFAULT_SYSTEM, limits: Limits | None = None, recorder: Recorder | None = None,
            record_content: bool = False, tools_ref: str | None = None,
            prices: dict[str, Price] | None = None, mcp_servers: Sequence[McpRef] | None = None,
-           decided_by: str | None = None) -> AgentResult:
+           decided_by: str | None = None, output: OutputSpec | None = None) -> AgentResult:
     """``run_agent`` recorded in ``store`` and traced (see ``traced``); ``limits`` None: the defaults.
 
     The run id is chosen here, so that a Ctrl-C can still say which run it stopped.
@@ -57,7 +64,8 @@ def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolReg
     def go(provider: TracerProvider) -> AgentResult:
         return run_agent(task, model, registry, system, store=store, run_id=run_id, tracer_provider=provider,
                          labels=labels, limits=limits, recorder=recorder, record_content=record_content,
-                         tools_ref=tools_ref, prices=prices, mcp_servers=mcp_servers, decided_by=decided_by)
+                         tools_ref=tools_ref, prices=prices, mcp_servers=mcp_servers, decided_by=decided_by,
+                         output_type=output)
 
     return traced(env, store, go, lambda: run_id)
 
@@ -68,25 +76,28 @@ def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolReg
 @model_options
 @max_cost_option("Stop (cost_limit, resumable) once the model calls cost this much, in USD.")
 @PRICES
+@click.option("--typed", is_flag=True, help="End with a typed result (runner.demo:TipSplit), printed as JSON.")
 @PARALLEL
 @QUIET
 @RECORD_CONTENT
 @common
 def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, max_cost_usd: float | None,
-         prices: dict[str, Price] | None, max_parallel_tools: int | None, quiet: bool, record_content: bool) -> None:
+         prices: dict[str, Price] | None, typed: bool, max_parallel_tools: int | None, quiet: bool,
+         record_content: bool) -> None:
     """Run the bundled example: an 18% tip on a EUR 127.50 bill split 4 ways, in USD.
 
     Two safe tools (arithmetic on an AST walk, never eval; currency over a fixed,
     labelled rate table); recorded in the store and traced (OTLP when
     OTEL_EXPORTER_OTLP_ENDPOINT is set).
     """
-    model = demo_model() if model_spec == "scripted" else build_model(model_spec, base_url, api_key)
+    scripted = demo_typed_model() if typed else demo_model()
+    model = scripted if model_spec == "scripted" else build_model(model_spec, base_url, api_key)
     check_priced(model, prices, max_cost_usd, given=True)
     with env.store(create=True) as store:
         result = record(env, store, DEMO_TASK, model, demo_registry(), {"example": "demo"}, recorder=progress(quiet),
                         record_content=record_content, tools_ref="runner.demo:demo_registry",
                         limits=GivenLimits(max_cost_usd=max_cost_usd, max_parallel_tools=max_parallel_tools).limits(),
-                        prices=prices)
+                        prices=prices, output=output_by_ref(TIP_SPLIT) if typed else None)
         replay = "runner replay tests/fixtures/run.json --tools runner.demo:demo_registry"
         report(env, store, result, [replay], tools_spec="runner.demo:demo_registry")
     if result.status != Status.DONE:
@@ -113,6 +124,8 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, m
 @max_cost_option("USD the model calls may cost; the run stops cost_limit (resumable) once they reach it.")
 @PRICES
 @label_option("Label the run (repeatable), for `runner runs --label`.")
+@output_options
+@OUTPUT_RETRIES
 @PARALLEL
 @click.option("--by", "started_by", metavar="NAME", help="Who runs it, logged in run_started (default: the OS user).")
 @QUIET
@@ -122,24 +135,28 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
         model_spec: str | None, base_url: str | None, api_key: str | None, parent_ref: str | None,
         system: str | None, max_steps: int | None, token_budget: int | None, max_tool_calls: int | None,
         timeout_s: float | None, max_cost_usd: float | None, prices: dict[str, Price] | None,
-        labels: dict[str, str], max_parallel_tools: int | None, started_by: str | None, quiet: bool,
+        labels: dict[str, str], output_schema_file: Path | None, output_type_ref: str | None,
+        max_output_retries: int | None, max_parallel_tools: int | None, started_by: str | None, quiet: bool,
         record_content: bool) -> None:
     """Run TASK with your tools and a real model, recorded and traced; exit 1 unless it ends done.
 
     The tools come from --tools, from MCP servers (--mcp, --mcp-url), or both.
     With --follow-up RUN, TASK is the next user message of RUN's conversation: a new
     run linked to RUN, starting from its messages. Limits not given keep RUN's.
+    With --output-schema or --output-type the run ends with a typed result, printed as JSON.
     """
     tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
     check(tools)
+    output = output_given(output_schema_file, output_type_ref)
     given = GivenLimits(max_steps=max_steps, token_budget=token_budget, max_tool_calls=max_tool_calls,
-                        timeout_s=timeout_s, max_cost_usd=max_cost_usd, max_parallel_tools=max_parallel_tools)
+                        timeout_s=timeout_s, max_cost_usd=max_cost_usd, max_parallel_tools=max_parallel_tools,
+                        max_output_retries=max_output_retries)
     if started_by is not None and not started_by.strip():
         raise click.BadParameter("must name who runs it", param_hint="--by")
     by = started_by or decider()
     if parent_ref is not None:
         follow(env, parent_ref, task, tools, model_spec, base_url, api_key, system, given, labels,
-               progress(quiet), record_content, prices, by)
+               progress(quiet), record_content, prices, output, by)
         return
     if model_spec is None:
         raise CliUsageError(f"runner run needs --model ({MODEL_HELP}); a scripted model cannot answer a new task")
@@ -150,7 +167,8 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
     with tools_for(tools) as registry, env.store(create=True) as store:
         result = record(env, store, task, model, registry, labels, system=system or DEFAULT_SYSTEM,
                         limits=given.limits(), recorder=progress(quiet), record_content=record_content,
-                        tools_ref=tools_spec, prices=prices, mcp_servers=tools.refs(), decided_by=by)
+                        tools_ref=tools_spec, prices=prices, mcp_servers=tools.refs(), output=output,
+                        decided_by=by)
         report(env, store, result, [f"runner replay tests/fixtures/run.json{tools.args()}"],
                tools_spec=tools_spec, mcp=tools.refs())
     if result.status != Status.DONE:
@@ -160,7 +178,8 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
 def follow(env: Env, parent_ref: str, message: str, tools: ToolsGiven, model_spec: str | None,
            base_url: str | None, api_key: str | None, system: str | None, limits: GivenLimits,
            labels: dict[str, str], recorder: Recorder | None = None, record_content: bool = False,
-           prices: dict[str, Price] | None = None, by: str | None = None) -> None:
+           prices: dict[str, Price] | None = None, output: OutputSpec | None = None,
+           by: str | None = None) -> None:
     """``runner run --follow-up RUN MESSAGE``: a new run continuing RUN's conversation."""
     if system is not None:
         raise CliUsageError("--system cannot change a follow-up's system prompt: it keeps its parent's")
@@ -173,7 +192,8 @@ def follow(env: Env, parent_ref: str, message: str, tools: ToolsGiven, model_spe
         def go(provider: TracerProvider) -> AgentResult:
             return follow_up(store, parent.run_id, message, model, registry, tracer_provider=provider,
                              labels=labels or None, recorder=recorder, record_content=record_content,
-                             tools_ref=tools.spec, mcp_servers=tools.refs(), prices=prices, decided_by=by,
+                             tools_ref=tools.spec, mcp_servers=tools.refs(), prices=prices, output_type=output,
+                             decided_by=by,
                              **limits.options())
 
         result = traced(env, store, go, lambda: new_child(store, parent.run_id, known))

@@ -6,6 +6,7 @@ module imports another (tests/test_architecture.py).
 
 from __future__ import annotations
 
+import json
 import math
 import shlex
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +32,7 @@ from ..recorder import Recorder
 from ..store import RunStore, StoredRun
 from .costs import PRICES, max_cost_option, prices_file
 from .options import EXIT_INTERRUPTED, Env
+from .output import shown_output
 from .render import console, print_json, status_style
 from .specs import configured_endpoint, spans_command, tracer_provider
 
@@ -59,6 +61,11 @@ PARALLEL = click.option("--max-parallel-tools", type=click.IntRange(min=1), meta
                         help=f"{PARALLEL_HELP}  [default: {DEFAULTS.max_parallel_tools}]")
 
 
+OUTPUT_RETRIES = click.option("--max-output-retries", type=click.IntRange(min=0), metavar="N",
+                              help="Failed attempts at the typed result allowed, in the whole run; the next ends "
+                                   "it invalid_output.")
+
+
 def limit_options(fn: Callable[..., R]) -> Callable[..., R]:
     """``--max-steps``, ``--token-budget``, ``--max-tool-calls``, ``--timeout``, ``--max-cost-usd``, ``--prices``.
 
@@ -67,6 +74,7 @@ def limit_options(fn: Callable[..., R]) -> Callable[..., R]:
     """
     fn = click.option("--max-parallel-tools", type=click.IntRange(min=1), metavar="N",
                       help=f"{PARALLEL_HELP}  [default: the run's]")(fn)
+    fn = OUTPUT_RETRIES(fn)
     fn = PRICES(fn)
     fn = max_cost_option("USD the model calls may cost, in the whole run.")(fn)
     fn = click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True, max=MAX_TIMEOUT_S),
@@ -91,6 +99,7 @@ class GivenLimits:
     timeout_s: float | None = None
     max_cost_usd: float | None = None
     max_parallel_tools: int | None = None
+    max_output_retries: int | None = None
 
     def options(self) -> dict[str, Any]:
         """The limits given, as keyword arguments for ``resume``, ``fork`` and ``follow_up``."""
@@ -192,10 +201,13 @@ def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]
                     "error": result.error, "steps": result.steps, "tokens": result.tokens,
                     "tool_calls": result.tool_calls, "cost_usd": result.cost_usd,
                     "cost_known_usd": result.cost_known_usd, "costs_unknown": run.costs_unknown if run else 0,
-                    "parent_run_id": parent_run_id, "awaiting_approval": pending})
+                    "parent_run_id": parent_run_id, "awaiting_approval": pending,
+                    "output": json.loads(result.answer or "null") if result.output is not None else None})
         return
     out = console()
-    if result.status == Status.DONE:
+    if result.status == Status.DONE and result.output is not None:
+        click.echo(shown_output(result.answer))
+    elif result.status == Status.DONE:
         out.print(Text(clean(result.answer or "")))
     else:
         out.print(Text(f"stopped: {result.status}: {clean(result.error or '')}", style="bold red"))

@@ -6,6 +6,7 @@ the same steps, calls, decisions, resumes, inheritance and calls in doubt.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 
 from rich.text import Text
@@ -23,6 +24,7 @@ from .._view.timeline import (
     EndEntry,
     InDoubt,
     ModelEntry,
+    RejectedEntry,
     RequeuedEntry,
     ResumedEntry,
     StepEntry,
@@ -137,6 +139,10 @@ def rendered(run: StoredRun, shown: Timeline, *, full: bool = False, children: S
                 who = shown_name(clean(entry.fact.requeued_by))
                 yield Text(f"\nsent back to its queue by {who}", style=WAITING_STYLE)
                 yield Text(f"  limits: {limits or 'as they were'}", style="dim")
+            case RejectedEntry():
+                yield Text("  output rejected" + (" (plain text)" if entry.fact.call_id is None else ""),
+                           style=ERROR_STYLE)
+                yield from _block(cut(entry.fact.error, limit), "    ", "red")
             case EndEntry():
                 yield from stop(entry.fact)
     if not shown.finished:
@@ -271,6 +277,10 @@ def decision_text(verdict: bool | str) -> str:
 
 
 def stop(fact: RunFinished) -> Iterator[Text]:
+    if fact.status == Status.DONE and fact.output is not None:  # a typed result: its JSON, indented
+        yield Text("\ndone, output:", style="bold green")
+        yield from _block(json.dumps(fact.output, indent=2, ensure_ascii=False), "  ")
+        return
     if fact.status == Status.DONE:
         yield Text("\ndone", style="bold green")
         yield from _block(fact.answer or "", "  ")

@@ -15,6 +15,7 @@ from .._log.limits import Limits, limit_names
 from .._log.statuses import Status
 from .._run.cancels import StoreCancel
 from .._run.identity import checked_run_id
+from .._tools.output import output_by_ref
 from ..events import RunQueued
 from ..store import RunStore
 from .agents import PoolError
@@ -26,8 +27,12 @@ CANCELLED_RUNNING = "cancel requested"
 
 
 def record_queued(store: RunStore, task: str, agent: str, *, labels: Mapping[str, str] | None = None,
-                  queue: str | None = None, run_id: str | None = None, **limits: Any) -> str:
-    """Record a run as ``queued``: its row and its ``run_queued`` fact, in one transaction."""
+                  queue: str | None = None, run_id: str | None = None, output_type: str | None = None,
+                  **limits: Any) -> str:
+    """Record a run as ``queued``: its row and its ``run_queued`` fact, in one transaction.
+
+    ``output_type`` names the typed result (``module:attr``): it must import here, as a worker will.
+    """
     if not isinstance(task, str) or not task:
         raise ValueError("task must be a non-empty string")
     if not isinstance(agent, str) or not agent:
@@ -39,9 +44,13 @@ def record_queued(store: RunStore, task: str, agent: str, *, labels: Mapping[str
     labels = dict(labels or {})
     if not all(isinstance(k, str) and isinstance(v, str) for k, v in labels.items()):
         raise ValueError("labels must map strings to strings")
+    if output_type is not None:
+        if not isinstance(output_type, str):
+            raise TypeError("output_type must name the type as 'module:attr' for a worker to import it")
+        output_by_ref(output_type)  # ValueError now rather than when a worker starts the run
     run_id = checked_run_id(run_id)
     store.queue_run(RunQueued(run_id=run_id, task=task, agent_name=agent, limits=dict(limits), labels=labels,
-                              queue=queue))
+                              queue=queue, output_type=output_type))
     return run_id
 
 

@@ -20,7 +20,7 @@ from .._log.state import fold
 from .._log.statuses import REQUEUABLE, Status
 from .._loop.core import DEFAULT_SYSTEM, AgentCore
 from .._loop.sync import run_core
-from .._run.build import RunOptions, check_options, core_for, run_limits, wiring_of
+from .._run.build import RunOptions, check_options, core_for, output_of, run_limits, wiring_of
 from .._run.opening import new_run_opening
 from .._run.resume import resume_stored
 from .._text import plural
@@ -84,6 +84,8 @@ def _start(store: RunStore, run: StoredRun, agent: Agent, cancel: StoreCancel) -
     queued = next((fact for fact in run.facts if isinstance(fact, RunQueued)), None)
     factory = {k: v for k, v in agent.options.items() if k not in _NOT_FROM_FACTORY}
     system = factory.pop("system", DEFAULT_SYSTEM)
+    if queued is not None and queued.output_type is not None:
+        factory["output_type"] = queued.output_type  # the submitter's typed result, by reference
     labels = {**dict(factory.pop("labels", None) or {}), **(queued.labels if queued is not None else {})}
     # run_agent's parameters: the limit keywords, max_steps and token_budget among them
     given = {name: factory.pop(name) for name in limit_names() if name in factory}
@@ -92,9 +94,12 @@ def _start(store: RunStore, run: StoredRun, agent: Agent, cancel: StoreCancel) -
     agents = run_limits({}, options, given)
     limits = Limits(**{**agents.to_dict(), **(queued.limits if queued is not None else {})})
     task = queued.task if queued is not None else run.task
-    first = new_run_opening(run.run_id, task, system, limits, agent.registry, agent.model, run.agent_name, labels)
+    spec = output_of(options, agent.registry)
+    first = new_run_opening(run.run_id, task, system, limits, agent.registry, agent.model, run.agent_name, labels,
+                            output=spec)
     wiring = replace(wiring_of(options, store), cancel=cancel)
-    return core_for(agent.model, agent.registry, run.run_id, limits, first, fold(run.facts, run.run_id), wiring)
+    return core_for(agent.model, agent.registry, run.run_id, limits, first, fold(run.facts, run.run_id), wiring,
+                    output_spec=spec)
 
 
 def _sent_back(run: StoredRun) -> bool:

@@ -146,9 +146,9 @@ def run_input(task: str | None) -> Attrs:
     return {INPUT_VALUE: task, INPUT_MIME: TEXT} if task else {}
 
 
-def run_output(answer: str | None) -> Attrs:
-    """Opt-in content of a root span that ended with an answer."""
-    return {OUTPUT_VALUE: answer, OUTPUT_MIME: TEXT} if answer is not None else {}
+def run_output(answer: str | None, typed: bool = False) -> Attrs:
+    """Opt-in content of a root span that ended with an answer: JSON for a typed result (``output_type=``)."""
+    return {OUTPUT_VALUE: answer, OUTPUT_MIME: JSON if typed else TEXT} if answer is not None else {}
 
 
 def error_text(text: str | None, category: str, content: bool) -> str:

@@ -286,7 +286,7 @@ class TracingRecorder:
         if root is not None:
             attributes, status = attrs.run_end(event.status, event.error, content=self.record_content)
             if self.record_content:
-                attributes.update(attrs.run_output(event.answer))
+                attributes.update(attrs.run_output(event.answer, event.output is not None))
             root.set_attributes(attributes)
             root.set_status(status)
             root.end()

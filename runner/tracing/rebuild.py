@@ -150,7 +150,7 @@ class _Builder:
                     self.close(span.key, event)
             values, status = attrs.run_end(fact.status, fact.error, content=self.record_content)
             if self.record_content:
-                values.update(attrs.run_output(fact.answer))
+                values.update(attrs.run_output(fact.answer, fact.output is not None))
             self.close(root, event, values, status)
             top = self.spans.get("run")
             if self.segment and top is not None:  # the run's end is the top span's too

@@ -215,7 +215,7 @@ def test_a_dead_run_is_marked_and_resumed_without_running_its_side_effect_again(
     assert shown[resumed + 1].startswith("  by ")
     assert shown[resumed + 1].endswith(" with model fake (openai)")
     assert shown[resumed + 2] == ("  limits: max_steps 8, token_budget 4000, max_identical_calls 2, "
-                                  "max_parallel_tools 8")
+                                  "max_parallel_tools 8, max_output_retries 2")
     assert shown[resumed + 3:resumed + 5] == ["", "step 1 (continued)  " + shown[resumed + 4].split("  ", 1)[1]]
     tool = next(line for line in shown if line.startswith("  tool pay [p1]"))
     assert tool.endswith(", not run (in doubt)  error")
@@ -276,7 +276,7 @@ def test_show_gives_each_resume_boundary_with_its_decisions(store_url: str) -> N
     shown = lines(invoke("show", run_id[:8], "--db", store_url))
     resumed = shown.index("resumed after awaiting_approval")
     assert shown[resumed + 2:resumed + 4] == ["  limits: max_steps 5, token_budget 4000, max_identical_calls 2, "
-                                              "max_parallel_tools 8",
+                                              "max_parallel_tools 8, max_output_retries 2",
                                               "  decisions: t1 approved, t2 denied (over the limit)"]
     assert [line.split("  ")[0] for line in shown if line.startswith("step ")] == [
         "step 1", "step 1 (continued)", "step 2"]

@@ -28,7 +28,7 @@ def test_limit_names_are_the_fields_of_limits_in_order() -> None:
     assert limit_names() == tuple(f.name for f in dataclasses.fields(Limits))
     assert limit_names() == ("max_steps", "token_budget", "max_tool_calls", "timeout_s", "max_context_chars",
                              "max_output_chars", "max_result_chars", "max_identical_calls", "max_cost_usd",
-                             "max_parallel_tools")
+                             "max_parallel_tools", "max_output_retries")
 
 
 def test_limits_from_a_recording_ignore_unknown_names_and_default_missing_ones() -> None:

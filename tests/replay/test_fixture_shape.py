@@ -80,10 +80,12 @@ BAD_FIXTURES = [
     (_set([], "replies", 1), "field 'replies[1]' must be an object, got array"),
     (_set({"stop": {"status": "done", "reason": "x"}}, "replies", 1),
      "field 'replies[1].stop.status' must be one of step_limit, token_budget, cost_limit, tool_budget, deadline, "
-     "context_budget, output_budget, cancelled, invalid_reply, model_error, awaiting_approval; got 'done'"),
+     "context_budget, output_budget, cancelled, invalid_reply, invalid_output, model_error, awaiting_approval; "
+     "got 'done'"),
     (_set({"stop": None}, "replies", 1), "field 'replies[1].stop' must be an object, got null"),
     (_set("finished", "outcome", "status"), "field 'outcome.status' must be one of done, step_limit, token_budget, "
-     "cost_limit, tool_budget, deadline, context_budget, output_budget, cancelled, invalid_reply, model_error, "
+     "cost_limit, tool_budget, deadline, context_budget, output_budget, cancelled, invalid_reply, invalid_output, "
+     "model_error, "
      "awaiting_approval; got 'finished'"),
     (_del("outcome", "answer"), "field 'outcome.answer' is missing"),
     (_set(1, "outcome", "error"), "field 'outcome.error' must be a string, got integer"),
