@@ -1,11 +1,10 @@
 """The synchronous driver: perform a run's actions on this thread, or on worker threads when something may stop it.
 
-With no deadline and no cancel event, calls run on the caller's thread (nothing to pay), but a stored
-run's model calls (a cancel request may abandon them). Otherwise each call is a flight of one on a daemon
-thread, the driver waiting with the time that remains, so a call that never returns cannot hold the run
-past its deadline. A reply's calls run together on worker threads (``flight``). The deadline is the
-driver's: it starts when the driver is made, as the run starts. A tool call given up on that returns
-later has its result logged once the run has ended (``late``).
+With nothing to stop them, calls run on the caller's thread, but a stored run's model calls (a cancel
+request may abandon them). Otherwise a call is a flight of one on a daemon thread, waited on for the time
+that remains (the driver's deadline, from when it is made), so a call that never returns cannot hold the
+run; a reply's calls run together (``flight``). A tool call given up on that returns later has its result
+logged once the run has ended (``late``).
 """
 
 from __future__ import annotations

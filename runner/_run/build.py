@@ -53,12 +53,11 @@ NOT_GIVEN: Final = NotGiven.NOT_GIVEN
 class ContinueOptions(TypedDict, total=False):
     """Hold the options of a run that continues a stored one with ``resume``, ``fork`` or ``follow_up``.
 
-    The store and the run id come from the stored run. ``limits`` is a whole ``Limits``; each limit keyword
-    replaces one limit, and the two ways do not mix. ``cancel`` is any object with ``is_set()`` (``asyncio.Event``...).
-    ``tools_ref`` names where the registry comes from (``"myapp.tools:registry"``), ``mcp_servers`` the MCP servers
-    whose tools were added beside it (``[server.ref, ...]``). ``decided_by`` names who runs it, logged in
-    ``run_started`` and with ``approve``'s decisions (default: the OS user).
-    ``prices`` adds or overrides prices by model name (``{"my-model": {"input_mtok": 0.3, "output_mtok": 1.2}}``).
+    The store and the run id come from the stored run. ``limits`` is a whole ``Limits``, or each limit keyword
+    replaces one (not both). ``cancel`` is any object with ``is_set()``. ``tools_ref`` names where the registry
+    comes from (``"myapp.tools:registry"``), ``mcp_servers`` the MCP servers whose tools were added beside it.
+    ``decided_by`` names who runs it, logged in ``run_started`` and with ``approve``'s decisions (default: the
+    OS user). ``prices`` adds or overrides prices by model name (``{"my-model": {"input_mtok": 0.3, ...}}``).
     """
 
     limits: Limits | None

@@ -142,13 +142,11 @@ class ToolRegistry:
                 exclusive: bool | Collection[str] = False) -> list[Tool]:
         """Register the tools an MCP server lists, named ``prefix`` + their name; the tools added are returned.
 
-        Their annotations decide their side effects (read-only: none; idempotent: side effects, run again
-        after a crash; else: side effects). ``side_effects`` and ``needs_approval`` override: True or False
-        for every tool, or the names of exactly the tools they hold for. ``include``/``exclude`` pick tools by
-        the server's names; each call has ``timeout_s``, and its result is cut past ``max_result_chars`` (default
-        ``runner.mcp.DEFAULT_RESULT_CHARS``, None: no cap). ``exclusive`` (True, or the names of the tools it holds
-        for): such a call never runs beside another of its reply. ``runner.mcp.McpError`` when the server cannot be
-        reached.
+        Their annotations decide side effects (read-only: none; idempotent: some, run again after a crash; else:
+        some). ``side_effects``, ``needs_approval`` and ``exclusive`` override: True or False for every tool, or
+        the names of exactly the tools they hold for. ``include``/``exclude`` pick tools by the server's names;
+        each call has ``timeout_s``, its result cut past ``max_result_chars`` (None: no cap).
+        ``runner.mcp.McpError`` when the server cannot be reached.
         """
         from .mcp_tools import add_mcp
 
