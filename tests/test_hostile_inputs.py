@@ -270,7 +270,8 @@ def test_a_store_that_fails_the_closing_commit_once_is_closed_by_the_retry(tmp_p
 
     path = tmp_path / "runs.db"
     store = open_store(path, busy_timeout_s=0.05)
-    holder = sqlite3.connect(path, isolation_level=None)
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)  # a stored run calls its model off
+    # this thread (a cancel request may abandon the call), and the model takes the lock
 
     def model(messages: Any, specs: Any) -> ModelReply:
         holder.execute("BEGIN IMMEDIATE")  # held while the run closes

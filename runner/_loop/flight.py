@@ -14,6 +14,7 @@ import math
 import queue
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -54,6 +55,32 @@ class Running:
             return self.given_up
 
 
+class Lane:
+    """One daemon thread that runs a run's model calls one after another, while none is left hanging.
+
+    Starting a thread per model call cost a stored run a seventh of a step's instructions. A call
+    given up on keeps the lane ``busy`` until it returns, and the calls after it get threads of their own.
+    """
+
+    def __init__(self, name: str) -> None:
+        self.busy = False
+        self.inbox: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        threading.Thread(target=self._serve, name=name, daemon=True).start()
+
+    def _serve(self) -> None:
+        while (job := self.inbox.get()) is not None:
+            job()
+
+    def hand(self, job: Callable[[], None]) -> None:
+        """Run ``job`` on the lane's thread (which must not be ``busy``); the job sets ``busy`` back."""
+        self.busy = True
+        self.inbox.put(job)
+
+    def close(self) -> None:
+        """Let the thread end once its call returns."""
+        self.inbox.put(None)
+
+
 class ThreadFlight:
     """The calls of run ``run_id`` in flight, each on its own daemon thread; ``waits`` says how long to wait."""
 
@@ -62,6 +89,7 @@ class ThreadFlight:
         self.running: dict[str | None, Running] = {}  # in the order they were handed over
         self.ended: queue.SimpleQueue[Running] = queue.SimpleQueue()
         self.ready: deque[Outcome] = deque()  # answered without running (replay serves a side effect's result)
+        self.lane: Lane | None = None  # the single calls' thread, made at the first
 
     @property
     def busy(self) -> bool:
@@ -77,7 +105,13 @@ class ThreadFlight:
     def one(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float | None,
             in_tool: bool, tool: CallTool | None = None) -> Outcome:
         """A single model or ``tool`` call, as a flight of one: its outcome (no ``call_id``)."""
-        self.call(None, fn, args, kwargs, timeout_s, f"runner-{self.run_id[:8]}", self._late_call(tool))
+        lane = None
+        if not in_tool:  # a model call: given up on, it ends the run, so nothing waits behind it on the lane
+            if self.lane is None:
+                self.lane = Lane(f"runner-{self.run_id[:8]}")
+                weakref.finalize(self, self.lane.close)
+            lane = None if self.lane.busy else self.lane
+        self.call(None, fn, args, kwargs, timeout_s, f"runner-{self.run_id[:8]}", self._late_call(tool), lane)
         return self.next(in_tool)
 
     def start(self, action: CallTool) -> None:
@@ -90,8 +124,8 @@ class ThreadFlight:
         return self.late.call_of(tool) if self.late is not None and tool is not None else None
 
     def call(self, call_id: str | None, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-             timeout_s: float | None, name: str, late: LateCall | None = None) -> None:
-        """Run ``fn(*args, **kwargs)`` on a new daemon thread named ``name``, as call ``call_id``.
+             timeout_s: float | None, name: str, late: LateCall | None = None, lane: Lane | None = None) -> None:
+        """Run ``fn(*args, **kwargs)`` on ``lane``, or a new daemon thread named ``name``, as call ``call_id``.
 
         Should the call end after it was given up on, ``late`` names it to the flight's late log.
         """
@@ -106,10 +140,15 @@ class ThreadFlight:
             except BaseException as exc:  # handed to the loop's thread, never lost in this one
                 running.error = exc
             finally:
+                if lane is not None:
+                    lane.busy = False  # before the driver hears of the end: its next call may take the lane
                 if running.finish(ended) and log is not None and running.late is not None:
                     log.returned(running.late, running.value, running.error, time.monotonic() - running.started)
 
-        threading.Thread(target=target, name=name, daemon=True).start()
+        if lane is not None:
+            lane.hand(target)
+        else:
+            threading.Thread(target=target, name=name, daemon=True).start()
 
     def answer(self, outcome: Outcome) -> None:
         """Report ``outcome`` (its ``call_id`` set) as the next to end, without running anything."""

@@ -26,25 +26,10 @@ from tests.adapters.helpers import (
     sdk_connections,
     weather_registry,
 )
+from tests.adapters.wire import ANTHROPIC_MODEL, message, text, tool_use
 
-MODEL = "claude-sonnet-5"  # a deprecated name would make the SDK warn
+MODEL = ANTHROPIC_MODEL
 TOOLS_JSON = [{"name": "get_weather", "description": "Current temperature in a city.", "input_schema": WEATHER_SCHEMA}]
-
-
-def text(value: str) -> dict[str, Any]:
-    return {"type": "text", "text": value}
-
-
-def tool_use(id_: str, input_: Any, name: str = "get_weather") -> dict[str, Any]:
-    return {"type": "tool_use", "id": id_, "name": name, "input": input_}
-
-
-def message(*blocks: dict[str, Any], stop_reason: str | None = "end_turn", usage: tuple[int, int] = (30, 7),
-            **usage_extra: int) -> dict[str, Any]:
-    """A Messages API response body in the documented shape."""
-    return {"id": "msg_01ABC", "type": "message", "role": "assistant", "model": MODEL, "content": list(blocks),
-            "stop_reason": stop_reason, "stop_sequence": None,
-            "usage": {"input_tokens": usage[0], "output_tokens": usage[1], **usage_extra}}
 
 
 Connect = Any

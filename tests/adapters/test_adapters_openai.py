@@ -6,7 +6,7 @@ import asyncio
 import json
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any, cast
 
 import httpx
@@ -34,28 +34,11 @@ from tests.adapters.helpers import (
     sdk_connections,
     weather_registry,
 )
+from tests.adapters.wire import OPENAI_MODEL, completion
 
-MODEL = "gpt-4o-mini"
+MODEL = OPENAI_MODEL
 TOOLS_JSON = [{"type": "function", "function": {
     "name": "get_weather", "description": "Current temperature in a city.", "parameters": WEATHER_SCHEMA}}]
-
-
-def completion(content: str | None = None, calls: Sequence[tuple[str, str, str]] = (),
-               finish_reason: str = "stop", refusal: str | None = None,
-               usage: tuple[int, int] | None = (20, 5)) -> dict[str, Any]:
-    """A Chat Completions response body in the documented shape."""
-    message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": refusal, "annotations": []}
-    if calls:
-        message["tool_calls"] = [{"id": i, "type": "function", "function": {"name": n, "arguments": a}}
-                                 for i, n, a in calls]
-    body: dict[str, Any] = {
-        "id": "chatcmpl-abc123", "object": "chat.completion", "created": 1_700_000_000, "model": MODEL,
-        "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish_reason}],
-        "system_fingerprint": "fp_test", "service_tier": "default",
-    }
-    if usage is not None:
-        body["usage"] = {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}
-    return body
 
 
 Connect = Any

@@ -19,8 +19,7 @@ from runner.adapters import AnthropicModel, OpenAIModel
 from runner.events import ModelCalled
 from runner.store import RunStore
 from tests.adapters.helpers import START, Ran, ScriptedServer, sdk_connections, weather_registry
-from tests.adapters.test_adapters_anthropic import message, text, tool_use
-from tests.adapters.test_adapters_openai import completion
+from tests.adapters.wire import completion, message, text, tool_use
 
 OPENAI = "gpt-4o-mini"
 ANTHROPIC = "claude-sonnet-5"

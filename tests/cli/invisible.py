@@ -30,6 +30,6 @@ def record(store: RunStore) -> str:
     calls = [call(f"c{i}{char}", f"ech{char}o") for i, char in enumerate(INVISIBLE)]
     labels = {f"te{char}am": f"bl{char}ue" for char in INVISIBLE}
     result = run_agent(TASK, NamedModel([reply("", call("c-plain", "echo"), *calls), ANSWER]), tools(), store=store,
-                       labels=labels, agent_name="ag\u2060ent", max_identical_calls=9)
+                       labels=labels, agent_name="ag\u2060ent", max_identical_calls=9, decided_by="b\u200bob")
     assert result.status == "done", result.error
     return result.run_id

@@ -44,7 +44,7 @@ def test_show_prints_invisible_characters_in_names_escaped_and_free_text_as_it_i
     lines = result.stdout.splitlines()
     assert not set(INVISIBLE) - {"\u200d"} & set(result.stdout)  # nothing invisible is printed as it is...
     assert result.stdout.count("\u200d") == 3  # ...but the joiner inside the task, the reply and the answer
-    assert f"model gp\\u200bt (scripted), agent ag\\u2060ent; trace {run_id}" in lines
+    assert f"model gp\\u200bt (scripted), agent ag\\u2060ent, started by b\\u200bob; trace {run_id}" in lines
     values = {escape: "blue" if escape == "\\u202e" else f"bl{escape}ue" for escape in INVISIBLE.values()}
     assert "labels " + ", ".join(f"te{escape}am={values[escape]}" for escape in INVISIBLE.values()) in lines
     assert f"  {TASK}" in lines

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -112,15 +111,17 @@ class LetsToolsFinish(threading.Event):
 def test_a_cancel_that_lets_tools_finish_waits_for_the_tool_then_stops_before_the_next_call(
         driver: str, parallel: int, answered: list[str]) -> None:
     """One by one, c2 never starts; together, both were running when the cancel came, and both finish."""
+    cancel = LetsToolsFinish()
+    running = threading.Barrier(min(parallel, 2), timeout=30)  # every call that runs together has started
+
     def slow() -> str:
-        time.sleep(0.3)
+        running.wait()
+        cancel.set()  # while the calls run
         return "slept"
 
     registry = ToolRegistry()
     registry.register("slow", "d", {"type": "object"}, slow)
     model = ScriptedModel([reply("", call("c1", "slow"), call("c2", "slow")), "never"])
-    cancel = LetsToolsFinish()
-    threading.Timer(0.1, cancel.set).start()  # while c1 runs
     if driver == "sync":
         result = run_agent("t", model, registry, cancel=cancel, max_parallel_tools=parallel)
     else:

@@ -159,7 +159,7 @@ def test_cancel_ends_a_queued_and_a_running_run_cancelled(pool: Pool) -> None:
     done = pool.cli("cancel", running[:10], "--db", pool.db)
     assert done.returncode == 0, done.stderr
     assert (done.returncode, done.stdout) == (
-        0, f"run {running}: cancel requested; its worker stops it before its next model or tool call\n")
+        0, f"run {running}: cancel requested: it stops before its next model or tool call\n")
     pool.wait(lambda: pool.statuses()[running] == "cancelled", 30, "the running run to end cancelled")
     assert pool.statuses() == {queued: "cancelled", running: "cancelled"}
     assert [e.kind for e in pool.store.get_run(queued).events] == ["run_queued", "run_finished"]  # never started

@@ -11,6 +11,7 @@ from sqlalchemy import select
 from sqlalchemy.pool import QueuePool
 
 from runner import Limits, ModelReply, ScriptedModel, StoreError, ToolCall, Usage, run_agent
+from runner._log.decisions import decider
 from runner.messages import reply_data as describe_reply
 from runner.store import RunStore, derived_span_id, derived_trace_id
 from runner.store.tables import events
@@ -63,6 +64,7 @@ def test_event_payloads_follow_the_contract(store: RunStore) -> None:
     assert by_kind["run_started"] == [{
         "task": "Weather in Paris?", "system": SYSTEM, "limits": Limits().to_dict(), "tool_specs": specs,
         "model": "scripted", "provider": "scripted", "agent_name": "forecaster", "labels": {"env": "prod"},
+        "by": decider(),
     }]
     assert [d["index"] for d in by_kind["message"]] == [0, 1, 2, 3, 4]
     assert by_kind["message"][3]["message"] == {
