@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._log.statuses import Status
+from .._text import plural
 from .._tools.output import ACCEPTED, FINAL_RESULT, OutputSpec, Taken, plain_text_error
 from ..events import MessageAppended, OutputRejected, StepFinished
 from ..messages import ModelReply, ToolCall
@@ -80,7 +81,7 @@ def over_limit(core: AgentCore) -> Stop | None:
     failures, allowed = core.state.output_failures, core.limits.max_output_retries
     if failures <= allowed:
         return None
-    return Stop(Status.INVALID_OUTPUT, f"{failures} failed attempts at the typed result "
+    return Stop(Status.INVALID_OUTPUT, f"{plural(failures, 'failed attempt')} at the typed result "
                                        f"(max_output_retries={allowed})")
 
 

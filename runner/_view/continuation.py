@@ -52,7 +52,8 @@ Continuation = RunHere | SendToPool | RecordOnly
 # The option that raises each limit a run can stop on, and the limit it sets (none for the two with no option).
 RAISES = {Status.STEP_LIMIT: ("--max-steps", "max_steps"), Status.TOKEN_BUDGET: ("--token-budget", "token_budget"),
           Status.COST_LIMIT: ("--max-cost-usd", "max_cost_usd"),
-          Status.TOOL_BUDGET: ("--max-tool-calls", "max_tool_calls"), Status.DEADLINE: ("--timeout", "timeout_s")}
+          Status.TOOL_BUDGET: ("--max-tool-calls", "max_tool_calls"), Status.DEADLINE: ("--timeout", "timeout_s"),
+          Status.INVALID_OUTPUT: ("--max-output-retries", "max_output_retries")}
 
 
 def continuation(run: StoredRun, *, here: bool, tools_given: bool, short: str, db_hint: str = "",
@@ -121,11 +122,12 @@ def larger_limit(run: StoredRun) -> Raised | None:
     name = option[1]
     state = fold(run.facts, run.run_id)
     limit = _positive((state.limits or run.limits).get(name))
-    if not limit:
+    if not limit and run.status != Status.INVALID_OUTPUT:  # max_output_retries=0 is a limit: no retry
         return None
     used = {Status.STEP_LIMIT: run.steps, Status.COST_LIMIT: run.cost_known_usd, Status.TOKEN_BUDGET: state.spent,
-            Status.TOOL_BUDGET: state.tool_calls_run}.get(run.status, limit)
-    larger = max(limit, used) + limit
+            Status.TOOL_BUDGET: state.tool_calls_run,
+            Status.INVALID_OUTPUT: state.output_failures}.get(run.status, limit)
+    larger = float(max(limit, used) + (limit or 1))
     return Raised(name, int(larger) if larger.is_integer() and name != "max_cost_usd" and name != "timeout_s"
                   else float(format(larger, ".6g")))
 

@@ -105,3 +105,14 @@ def test_a_run_ended_invalid_output_resumes_from_the_cli_with_a_larger_limit(tmp
                       "--max-output-retries", "1", "--json")
     assert done.exit_code == 0, done.output
     assert json.loads(done.stdout)["output"] == {"total": 12.5, "currency": "EUR"}
+
+
+def test_the_resume_suggested_after_invalid_output_raises_max_output_retries(tmp_path: Path) -> None:
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    with FakeOpenAI(completion("twelve and a half")) as server:
+        stopped = invoke("run", "Bill it", *TOOLS, "--model", "openai:fake", *at(server), "--db", db,
+                         "--output-schema", str(schema_file(tmp_path)), "--max-output-retries", "0")
+    assert stopped.exit_code == 1, stopped.output
+    suggested = [line for line in stopped.output.splitlines() if line.strip().startswith("runner resume ")]
+    assert suggested, stopped.output
+    assert " --max-output-retries 2 " in suggested[0]  # one failure under 0: room for more

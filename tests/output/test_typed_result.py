@@ -8,6 +8,7 @@ import pytest
 
 from runner import ModelReply, ScriptedModel, Status, ToolCall, ToolRegistry, run_agent
 from runner._log.state import fold
+from runner._text import plural
 from runner.events import OutputRejected, RunFinished, ToolFinished
 from runner.store import RunStore
 from tests.loop.helpers import Calls, weather_registry
@@ -93,7 +94,7 @@ def test_past_max_output_retries_the_run_ends_invalid_output_after_n_plus_1_fail
     result = run_agent("bill", model, ToolRegistry(), output_type=Invoice, max_output_retries=retries, max_steps=20)
     assert result.status == Status.INVALID_OUTPUT
     assert (model.calls, result.steps, result.output, result.answer) == (retries + 1, retries + 1, None, None)
-    assert result.error == f"{retries + 1} failed attempts at the typed result (max_output_retries={retries})"
+    assert result.error == f"{plural(retries + 1, 'failed attempt')} at the typed result (max_output_retries={retries})"
 
 
 def test_other_calls_in_the_reply_run_first_then_the_output_is_taken() -> None:
