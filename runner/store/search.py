@@ -1,0 +1,87 @@
+"""The runs' text search: a case-insensitive substring of the task or the answer, narrowed by a trigram index.
+
+What matches is decided by ``lower(column) LIKE '%needle%'`` alone, on every backend (``like``).
+The index (migration 0006) only narrows which runs that check reads:
+
+- PostgreSQL's planner picks ``pg_trgm``'s GIN indexes on ``lower(task)``/``lower(answer)`` for a
+  rare needle and the newest-first walk for a common one; the needle is written into the SQL so
+  it sees it (as the status filter is, see ``queries.matching``).
+- SQLite's FTS5 table holds each run's ``lower()``-ed text as trigrams. ``candidates`` asks it for
+  the runs holding every trigram of the needle, lowered by the same ``lower()``: a superset of the
+  matches. Fewer than ``CANDIDATES`` of them: the search reads only those. More: the needle is
+  common, and the newest-first walk finds a page of matches soon, so the search walks as before.
+
+A needle shorter than a trigram (1 or 2 characters once lowered) has none to look up: it walks
+every run until a page matches, as before the index (documented in docs/console.md).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from sqlalchemy import ColumnElement, Connection, func, literal, or_, text
+
+from .tables import runs
+
+CANDIDATES: Final = 2000  # SQLite: past this many runs holding the needle's trigrams, walk newest first
+TRIGRAMS: Final = 24  # at most this many of the needle's trigrams are looked up (each narrows; a few suffice)
+ESCAPED = re.compile(r"/(.)", re.DOTALL)  # an escaped character of a LIKE pattern (escape ``/``)
+LOOKUP = text("SELECT k.run_id FROM run_search s JOIN run_search_keys k ON k.doc = s.rowid "
+              "WHERE run_search MATCH :query LIMIT :limit")
+
+
+def pattern(needle: str) -> str:
+    """The ``LIKE`` pattern of ``needle`` (escaped with ``/``): any text around it."""
+    return "%" + needle.replace("/", "//").replace("%", "/%").replace("_", "/_") + "%"
+
+
+def like(needle: str, dialect: str) -> ColumnElement[bool]:
+    """Runs whose task or answer holds ``needle``, in any case: the check that decides what a search finds.
+
+    Both sides are lowered by the database, so the needle folds as the column does: Python's
+    'İ'.lower() is two code points where PostgreSQL's lower() gives one (SQLite's ``lower`` is
+    Python's, see ``engine``). On PostgreSQL the pattern is written into the SQL, so the planner
+    can weigh the trigram indexes against the walk.
+    """
+    lowered = func.lower(literal(pattern(needle), literal_execute=dialect == "postgresql"))
+    return or_(func.lower(runs.c.task).like(lowered, escape="/"), func.lower(runs.c.answer).like(lowered, escape="/"))
+
+
+def sought(needle: str) -> str:
+    """The text ``like`` looks for in a lowered column: the pattern lowered as SQLite lowers it, unescaped.
+
+    Lowered whole, as the database lowers the pattern (Python's ``lower`` reads a letter's
+    neighbours for a final sigma), then taken apart again.
+    """
+    lowered = pattern(needle).lower()[1:-1]
+    return ESCAPED.sub(r"\1", lowered)
+
+
+def trigram_query(needle: str) -> str | None:
+    """The FTS5 query for runs holding every trigram of what ``like`` looks for in SQLite (``sought``).
+
+    None when it has none: shorter than three characters once lowered. Each trigram is an
+    FTS5 string (``"`` doubled inside), ANDed: the index keeps no positions (detail=none).
+    """
+    folded = sought(needle)
+    grams = list(dict.fromkeys(folded[i:i + 3] for i in range(len(folded) - 2)))
+    if not grams:
+        return None
+    if len(grams) > TRIGRAMS:  # spread over the needle: its start, its end and between
+        grams = [grams[round(k * (len(grams) - 1) / (TRIGRAMS - 1))] for k in range(TRIGRAMS)]
+    return " AND ".join('"' + gram.replace('"', '""') + '"' for gram in grams)
+
+
+def candidates(conn: Connection, needle: str) -> list[str] | None:
+    """On SQLite, the runs that may hold ``needle`` when there are fewer than ``CANDIDATES``; else None.
+
+    None too on another backend, and for a needle with no trigram: the search then walks newest first.
+    """
+    if conn.dialect.name != "sqlite":
+        return None
+    query = trigram_query(needle)
+    if query is None:
+        return None
+    found = list(conn.execute(LOOKUP, {"query": query, "limit": CANDIDATES}).scalars())
+    return found if len(found) < CANDIDATES else None
