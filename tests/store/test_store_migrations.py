@@ -45,7 +45,6 @@ def tables(engine: Engine) -> list[str]:
         return sorted(name for name in inspect(conn).get_table_names() if name not in TEXT_INDEX)
 
 
-
 def version(engine: Engine) -> list[str]:
     with engine.connect() as conn:
         return list(conn.execute(text("SELECT version_num FROM alembic_version")).scalars())
