@@ -25,8 +25,8 @@ from .._log.records import LIVE, RunSummary, StoredRun
 from .._log.state import RunState
 from .._log.statuses import Status
 from ..errors import AmbiguousRunId, RunInUse, RunNotFound, StoreError
-from ..events import RunQueued, RunStarted
-from . import appending, forks, queries, queue
+from ..events import Event, RunQueued, RunStarted
+from . import appending, forks, logs, queries, queue
 from .clock import database_clock
 from .engine import DEFAULT_BUSY_TIMEOUT_S, one_line, read_connection, shown
 from .filters import Label, RunFilter
@@ -277,6 +277,11 @@ class RunStore:
         """
         with self.reading() as conn:
             return queries.activity(conn, since, until)
+
+    def facts_of(self, run_ids: list[str]) -> dict[str, tuple[Event, ...]]:
+        """Each run's facts, decoded as ``get_run`` decodes them, for many runs in a few statements."""
+        with self.reading() as conn:
+            return logs.facts_of(conn, run_ids)
 
     def run_starts(self, run_ids: list[str]) -> dict[str, RunStarted]:
         """The ``run_started`` fact of each of ``run_ids`` that has started (how it came about)."""
