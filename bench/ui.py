@@ -47,6 +47,7 @@ from runner.ui import pages as ui_pages
 GOAL_MS = 150.0
 PAGE_SIZE = 50  # the console's default ?limit=
 WARM_UP = 5
+CLIENT_TIMEOUT_S = 120.0  # a search reading 1,000,000 runs took 5 s: past httpx's default timeout
 HOST = "http://127.0.0.1"  # the console refuses any other Host header when it has no token
 
 
@@ -239,7 +240,7 @@ def main() -> None:
             for page in measured:
                 print(f"profile of GET {page.path}: {profile(app, page, n, args.profile)}")
         if not args.no_server:
-            with served(url) as base, httpx.Client(base_url=base) as http:
+            with served(url) as base, httpx.Client(base_url=base, timeout=CLIENT_TIMEOUT_S) as http:
                 rows += [Row(page.name, "runner ui", *timed(fetcher(http, page), page.query, n))
                          for page in measured]
         size = store_bytes(store)
