@@ -111,18 +111,23 @@ def matching(conn: Connection, query: Select[Any], where: RunFilter,
     pairs = [(_stored(key, NAME_WIDTH), _stored(value)) for key, value in where.labels.items()]
     tool, text = _stored(where.tool, NAME_WIDTH), _stored(where.text)
     since, until = where.since, where.until
+    among = search.candidates(conn, text) if text is not None and indexed else None
     # The newest-first walk runs on the most selective index at hand: a tool's or a
     # label's own (name/key, started_at) index when filtering on one, else the runs'.
+    # Unless few runs may hold the text searched: then those drive, each read by its key.
     driver: FromClause = runs
-    if tool is not None:
+    conditions: list[ColumnElement[bool]] = []
+    if among is not None:
+        query = query.select_from(search.driving(among, runs.c.run_id))
+        if tool is not None:
+            conditions.append(exists().where(run_tools.c.run_id == runs.c.run_id, run_tools.c.name == tool))
+    elif tool is not None:
         driver = run_tools.alias("driver")
-        conditions: list[ColumnElement[bool]] = [driver.c.name == tool]
+        conditions = [driver.c.name == tool]
     elif pairs:
         key, value = pairs.pop(0)
         driver = run_labels.alias("driver")
         conditions = [driver.c.key == key, driver.c.value == value]
-    else:
-        conditions = []
     if driver is not runs:
         query = query.select_from(driver.join(runs, runs.c.run_id == driver.c.run_id))
     query = query.where(*conditions)
@@ -136,9 +141,6 @@ def matching(conn: Connection, query: Select[Any], where: RunFilter,
         query = query.where(driver.c.started_at < until)
     if text is not None:
         query = query.where(search.like(text, conn.dialect.name))
-        among = search.candidates(conn, text) if indexed else None
-        if among is not None:  # few runs may match: read only those (by primary key), not every run
-            query = query.where(runs.c.run_id.in_(among))
     for key, value in pairs:
         query = query.where(exists().where(
             run_labels.c.run_id == runs.c.run_id, run_labels.c.key == key, run_labels.c.value == value))

@@ -17,10 +17,13 @@ every run until a page matches, as before the index (documented in docs/console.
 
 from __future__ import annotations
 
+import json
 import re
-from typing import Final
+from typing import Any, Final
 
-from sqlalchemy import ColumnElement, Connection, func, literal, or_, text
+from sqlalchemy import ColumnElement, Connection, FromClause, Join, func, literal, or_, text
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.compiler import SQLCompiler
 
 from .tables import runs
 
@@ -71,6 +74,28 @@ def trigram_query(needle: str) -> str | None:
     if len(grams) > TRIGRAMS:  # spread over the needle: its start, its end and between
         grams = [grams[round(k * (len(grams) - 1) / (TRIGRAMS - 1))] for k in range(TRIGRAMS)]
     return " AND ".join('"' + gram.replace('"', '""') + '"' for gram in grams)
+
+
+def driving(among: list[str], run_id: ColumnElement[str]) -> FromClause:
+    """SQLite: the run ids ``among`` (one JSON text, ``json_each``) joined to ``runs`` by ``run_id``, which they drive.
+
+    ``CROSS JOIN`` fixes the order: each candidate read by the primary key, never a walk of an
+    index that sorts by ``started_at`` (the page's order) checking each run against the list.
+    """
+    ids = func.json_each(literal(json.dumps(among))).table_valued("value").alias("among")
+    return Leading(ids, runs, run_id == ids.c.value)
+
+
+class Leading(Join):
+    """A join whose left side SQLite reads first: ``CROSS JOIN``, which its planner never reorders."""
+
+    inherit_cache = True
+
+
+@compiles(Leading, "sqlite")
+def _cross_join(join: Leading, compiler: SQLCompiler, **kw: Any) -> str:
+    """The join as SQLAlchemy writes it, with ``CROSS`` before its ``JOIN`` (the left side holds none)."""
+    return str(compiler.visit_join(join, **kw)).replace(" JOIN ", " CROSS JOIN ", 1)  # type: ignore[no-untyped-call]
 
 
 def candidates(conn: Connection, needle: str) -> list[str] | None:

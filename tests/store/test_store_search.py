@@ -11,6 +11,8 @@ import sqlite3
 from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from itertools import count
+from pathlib import Path
+from typing import Any
 
 import pytest
 from alembic import command
@@ -201,3 +203,20 @@ def test_upgrading_a_store_of_0005_indexes_its_runs_and_downgrading_drops_the_in
             assert found(store, "quokka") == [f"{1:032x}", f"{0:032x}"]
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize("filters", [{}, {"status": ("done",)}, {"status": ("done",), "since": T0},
+                                     {"tool": "get_weather"}, {"labels": {"env": "prod", "team": "a"}}])
+def test_sqlite_reads_only_the_runs_the_index_names_whatever_else_filters(tmp_path: Path,
+                                                                          filters: dict[str, Any]) -> None:
+    with open_store(tmp_path / "plan.db") as store:
+        target = put(store, "A rare Zanzibar task", None)
+        with store.reading() as conn:
+            query, driver = queries.matching(conn, select(runs.c.run_id), RunFilter(text="zanzibar", **filters))
+            query = query.order_by(driver.c.started_at.desc(), driver.c.run_id.desc()).limit(50)
+            plan = [row[-1] for row in conn.execute(text("EXPLAIN QUERY PLAN " + str(query.compile(
+                conn, compile_kwargs={"literal_binds": True}))))]
+        # The candidates drive, each run read by its primary key: no walk of an index over every run.
+        assert plan[:2] == ["SCAN among VIRTUAL TABLE INDEX 1:",
+                            "SEARCH runs USING INDEX sqlite_autoindex_runs_1 (run_id=?)"], plan
+        assert found(store, "zanzibar") == [target]
