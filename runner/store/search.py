@@ -1,18 +1,10 @@
 """The runs' text search: a case-insensitive substring of the task or the answer, narrowed by a trigram index.
 
-What matches is decided by ``lower(column) LIKE '%needle%'`` alone, on every backend (``like``).
-The index (migration 0006) only narrows which runs that check reads:
-
-- PostgreSQL's planner picks ``pg_trgm``'s GIN indexes on ``lower(task)``/``lower(answer)`` for a
-  rare needle and the newest-first walk for a common one; the needle is written into the SQL so
-  it sees it (as the status filter is, see ``queries.matching``).
-- SQLite's FTS5 table holds each run's ``lower()``-ed text as trigrams. ``candidates`` asks it for
-  the runs holding every trigram of the needle, lowered by the same ``lower()``: a superset of the
-  matches. Fewer than ``CANDIDATES`` of them: the search reads only those. More: the needle is
-  common, and the newest-first walk finds a page of matches soon, so the search walks as before.
-
-A needle shorter than a trigram (1 or 2 characters once lowered) has none to look up: it walks
-every run until a page matches, as before the index (documented in docs/console.md).
+``like`` alone decides what matches, on every backend; the index (migration 0006) only narrows which
+runs it reads. PostgreSQL's planner weighs ``pg_trgm``'s GIN indexes against the newest-first walk.
+On SQLite ``candidates`` asks the FTS5 table for the runs holding every trigram of the text; fewer
+than ``CANDIDATES`` of them drive the query. A text under three characters, or a common one, is
+walked newest first as before (docs/event-log.md, "The text index").
 """
 
 from __future__ import annotations

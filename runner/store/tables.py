@@ -9,9 +9,6 @@ The tables::
     run_cancels    runs someone asked to cancel (a worker pool polls it)
     run_deletions  runs being pruned, only inside the pruning transaction (see ``prune``)
 
-The text search's index (``search``, migration 0006) is not modelled here: on SQLite an FTS5
-table and its key table (``TEXT_INDEX``, kept by triggers), on PostgreSQL GIN indexes of ``runs``.
-
 Both filter tables repeat the run's ``started_at``, so a filter walks its own index newest
 first and stops after ``limit`` rows. JSON columns hold JSON text on every backend;
 timestamps are UTC with microseconds. Only the Alembic migrations in ``migrations/``
@@ -178,7 +175,8 @@ class RunDeletion(Base):
     run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
 
 
-# The text index's tables (SQLite, FTS5's own included) and indexes (PostgreSQL): not in the models.
+# The text search's index (``search``, migration 0006) is not modelled: on SQLite an FTS5 table (and
+# FTS5's own tables) with its key table, kept by triggers; on PostgreSQL two GIN indexes of ``runs``.
 TEXT_INDEX = frozenset({"run_search", "run_search_keys", "run_search_content", "run_search_data", "run_search_idx",
                         "run_search_config", "ix_runs_task_trgm", "ix_runs_answer_trgm"})
 

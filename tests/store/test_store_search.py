@@ -30,11 +30,11 @@ T0 = datetime(2025, 1, 1, tzinfo=UTC)
 SERIAL = count(1)
 TEXTS = ["Weather in Paris?", "100%_done", "a/b\\c", 'say "hi"', "İstanbul weather", "Ağir YAĞMUR", "Café ÉTÉ",
          "ΟΔΟΣ ΟΔΟΣΑ", "Straße STRASSE", "ﬁne ligature", "emoji 😀 here", "tab\there\nnewline", "ab", "x", "",
-         "aaaa", "ab ab ab", "%%%", "___", "naïve NAÏVE"]
+         "aaaa", "ab ab ab", "%%%", "___", "naïve NAÏVE", "it's O'Brien"]
 NEEDLES = ["weather", "WEATHER", "0%_", "%", "_", "%_d", "a/b", "/", "\\", "b\\c", '"hi"', '"', "i̇stanbul",
            "İSTANBUL", "istanbul", "ağir", "yağmur", "été", "CAFÉ", "οδος", "ΟΔΟΣ", "οδοσα", "straße", "STRASSE",
            "ß", "ﬁ", "fi", "😀", "😀 h", "\t", "here\nnew", "a", "ab", "aa", "aaa", "aaaaa", "b a", "%%", "__",
-           "zanzibar", "naïve", "NAÏ", "x", "é"]
+           "zanzibar", "naïve", "NAÏ", "x", "é", "'", "o'b", "it's"]
 ALPHABET = "aAbBiIİ\u0131\u03a3\u03c3\u03c2\u039f\u03bfßẞéÉ%_/\\\"' \n😀ﬁ"  # dotless i, sigmas, omicrons
 
 
