@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 from sqlalchemy import Connection, Engine, delete, insert, select, text
 
 from runner import ScriptedModel, ToolRegistry, run_agent
+from runner._run.resume import follow_up
+from runner.pool.queued import record_queued
 from runner.store import RunFilter, RunStore, open_store, queries, search
 from runner.store.engine import make_engine, parse_url
 from runner.store.migrate import alembic_config
@@ -220,3 +222,12 @@ def test_sqlite_reads_only_the_runs_the_index_names_whatever_else_filters(tmp_pa
         assert plan[:2] == ["SCAN among VIRTUAL TABLE INDEX 1:",
                             "SEARCH runs USING INDEX sqlite_autoindex_runs_1 (run_id=?)"], plan
         assert found(store, "zanzibar") == [target]
+
+
+def test_queued_runs_and_follow_ups_are_in_the_index(store: RunStore) -> None:
+    queued = record_queued(store, "Reconcile the Platypus ledger", "job")
+    parent = run_agent("Start", ScriptedModel(["first"]), ToolRegistry(), store=store).run_id
+    child = follow_up(store, parent, "Now the platypus part", ScriptedModel(["second"]), ToolRegistry()).run_id
+    assert found(store, "PLATYPUS") == [child, queued]
+    if store.engine.dialect.name == "sqlite":
+        assert sorted(narrowed(store, "platypus") or []) == sorted([child, queued])
