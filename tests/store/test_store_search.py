@@ -231,3 +231,19 @@ def test_queued_runs_and_follow_ups_are_in_the_index(store: RunStore) -> None:
     assert found(store, "PLATYPUS") == [child, queued]
     if store.engine.dialect.name == "sqlite":
         assert sorted(narrowed(store, "platypus") or []) == sorted([child, queued])
+
+
+def test_a_store_read_only_at_0005_is_searched_without_the_index(store_url: str) -> None:
+    engine = make_engine(parse_url(store_url))
+    try:
+        upgrade(engine, "0005")
+        with engine.begin() as conn:
+            conn.execute(text(
+                "INSERT INTO runs (run_id, task, system, model, status, steps, tokens, tool_calls, limits, "
+                "tool_specs, trace_id, started_at, updated_at) VALUES ('r1', 'Find the Quokka', '', 'm', 'done', "
+                "0, 0, 0, '{}', '[]', 'x', CURRENT_TIMESTAMP, CURRENT_TIMESTAMP)"))
+        with open_store(store_url, read_only=True) as store:  # read at the revision it is at: no text index
+            assert found(store, "quokka") == ["r1"]
+            assert store.count_runs(text="zanzibar") == 0
+    finally:
+        engine.dispose()
