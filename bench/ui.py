@@ -1,16 +1,17 @@
-"""The console's pages on a store of 100,000 runs: p50/p95 per page, next to the store's own query time.
+"""The console's pages on a store of 100,000 runs (or 1,000,000): p50/p95 per page, next to the store's own reads.
 
 Builds the store (``ui_store``: real runs through ``run_agent``, multiplied in bulk SQL), or reuses
 one it built before (``--db``). Then, for the runs page (``GET /``; filtered; and a search that matches
-nothing, so the store reads every run) and the page of the 200-step run (``GET /runs/{id}``), times
+nothing), the approvals inbox (``GET /approvals``) and the page of the 200-step run (``GET /runs/{id}``), times
 ``--requests`` warm requests through
 ``runner.ui.create_app(store)`` in this process (Starlette's TestClient) and through a real
 ``runner ui`` process (uvicorn on 127.0.0.1, httpx), each in turn with a call of the store methods
-that read the same data: ``list_runs`` + ``count_runs(at_most=)`` for a list, ``get_run`` for a run.
-The goal (issue 22): each page within 150 ms at the 95th percentile. Read the ratios too (machines
-are noisy). ``--profile DIR`` writes a pyinstrument profile of each page (``pip install pyinstrument``).
+that read the same data: ``list_runs`` + ``count_runs(at_most=)`` for a list, ``get_run`` for a run,
+``inbox`` for the inbox. It prints the store's size per run too. The goal (issues 22 and 31): each page
+within 150 ms at the 95th percentile, at 1,000,000 runs too. Read the ratios (machines are noisy).
+``--profile DIR`` writes a pyinstrument profile of each page (``pip install pyinstrument``).
 
-    .venv/bin/python bench/ui.py [--runs 100000] [--requests 100] [--db URL | --pg] [--profile DIR]
+    .venv/bin/python bench/ui.py [--runs 100000|1000000] [--requests 100] [--db URL | --pg] [--profile DIR]
 """
 
 from __future__ import annotations
@@ -35,9 +36,10 @@ from unittest import mock
 import httpx
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
-from ui_store import LONG_STEPS, Built, build, built_before, scratch_pg
+from ui_store import LONG_STEPS, Built, build, built_before, scratch_pg, store_bytes
 
 from runner._log.statuses import Status
+from runner._view import console
 from runner.store import RunStore, open_store
 from runner.ui import create_app
 from runner.ui import pages as ui_pages
@@ -45,6 +47,7 @@ from runner.ui import pages as ui_pages
 GOAL_MS = 150.0
 PAGE_SIZE = 50  # the console's default ?limit=
 WARM_UP = 5
+CLIENT_TIMEOUT_S = 120.0  # a search reading 1,000,000 runs took 5 s: past httpx's default timeout
 HOST = "http://127.0.0.1"  # the console refuses any other Host header when it has no token
 
 
@@ -109,14 +112,16 @@ def listing(store: RunStore, **filters: Any) -> Callable[[], object]:
 
 
 def pages(store: RunStore, built: Built) -> list[Page]:
-    """The pages issue 22 times: the runs (plain, filtered) and the 200-step run."""
+    """The pages issues 22 and 31 time: the runs (plain, filtered, searched), the inbox and the 200-step run."""
     rows = '<tr data-run-id="'
     done = store.count_runs(status=Status.DONE, text="weather", at_most=PAGE_SIZE)
+    calls = len(console.inbox(store))  # each run of the bench awaiting approval waits on one call
     return [
         Page("runs", "/", listing(store), rows, PAGE_SIZE),
         Page("runs, done + search", f"/?status={Status.DONE}&search=weather",
              listing(store, status=Status.DONE, text="weather"), rows, done),
         Page("runs, search, no match", "/?search=zanzibar", listing(store, text="zanzibar"), rows, 0),
+        Page("approvals inbox", "/approvals", lambda: console.inbox(store), 'class="pending card"', calls),
         Page("200-step run", f"/runs/{built.long_run}", lambda: store.get_run(built.long_run), 'data-kind="tool"',
              LONG_STEPS),
     ]
@@ -235,10 +240,12 @@ def main() -> None:
             for page in measured:
                 print(f"profile of GET {page.path}: {profile(app, page, n, args.profile)}")
         if not args.no_server:
-            with served(url) as base, httpx.Client(base_url=base) as http:
+            with served(url) as base, httpx.Client(base_url=base, timeout=CLIENT_TIMEOUT_S) as http:
                 rows += [Row(page.name, "runner ui", *timed(fetcher(http, page), page.query, n))
                          for page in measured]
+        size = store_bytes(store)
     report(store.engine.dialect.name, built, measured, rows, n)
+    print(f"store: {size / 1e6:,.1f} MB, {size / built.runs / 1e3:.2f} KB per run")
     print(f"machine: {os.cpu_count()} cores, load average (1 min) {load:.1f} before timing, "
           f"{os.getloadavg()[0]:.1f} after: above the cores, other work shares the CPU (read p50s and ratios)")
 

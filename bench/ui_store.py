@@ -224,6 +224,17 @@ def build(store: RunStore, runs: int) -> Built:
     return Built(long_run, store.count_runs())
 
 
+def store_bytes(store: RunStore) -> int:
+    """The bytes the store takes: the SQLite file's pages, or the tables of the PostgreSQL schema with indexes."""
+    with store.engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            pages = conn.execute(text("PRAGMA page_count")).scalar_one()
+            return int(pages) * int(conn.execute(text("PRAGMA page_size")).scalar_one())
+        return int(conn.execute(text(
+            "SELECT sum(pg_total_relation_size(c.oid)) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = current_schema() AND c.relkind = 'r'")).scalar_one())
+
+
 def built_before(store: RunStore) -> Built | None:
     """The store's runs when this module built it (its 200-step run is labelled), else None."""
     found = store.list_runs(label=LONG_LABEL, limit=1)

@@ -6,13 +6,12 @@ A run's page shows its ``timeline`` (the entries ``runner show`` prints) and its
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from .._log.records import LIVE, RunSummary, StoredRun
+from .._log.records import LIVE, RunSummary, StoredRun, logged_text
 from .._log.state import fold
 from .._log.statuses import Status
 from .._tools.registry import ToolRegistry
-from ..errors import RunNotFound
 from ..events import ApprovalRequested, RunResumed, RunStarted, StepStarted
 from ..store import RunStore
 from .activity import active_seconds
@@ -78,16 +77,23 @@ class Pending:
 
 
 def inbox(store: RunStore) -> list[Pending]:
-    """Every call awaiting a decision, in the runs awaiting approval, newest run first."""
+    """Every call awaiting a decision, in the runs awaiting approval, newest run first.
+
+    A few statements however many runs wait: their rows on the status index, then their logs together.
+    """
     waiting = store.list_runs(status=Status.AWAITING_APPROVAL, limit=INBOX_RUNS)
-    shorts = store.short_ids([run.run_id for run in waiting])
+    ids = [run.run_id for run in waiting]
+    shorts, logs = store.short_ids(ids), store.facts_of(ids)
     found = []
     for summary in waiting:
-        try:
-            run = store.get_run(summary.run_id)
-        except RunNotFound:  # pruned since the list was read
+        facts = logs.get(summary.run_id)
+        if facts is None:  # pruned since the list was read
             continue
-        for call in pending_approvals(run).values():
+        state = fold(facts, summary.run_id)
+        if state.status != Status.AWAITING_APPROVAL:  # went on since the list was read
+            continue
+        run = replace(summary, **logged_text(facts))  # its text as logged, as ``get_run`` gives it
+        for call in state.pending_approvals.values():
             found.append(Pending(run=run, short=shorts[run.run_id], call=call, args=args_text(call.args)))
     return found
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final, NamedTuple, TypeVar, cast
 
-from sqlalchemy import ColumnElement, Connection, Float, FromClause, Select, String, exists, func, literal, or_, select
+from sqlalchemy import ColumnElement, Connection, Float, FromClause, Select, String, exists, func, literal, select
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import JSON
 
@@ -36,7 +36,7 @@ from ..events import (
     decode,
     decode_all,
 )
-from . import owner
+from . import owner, search
 from .clock import database_clock
 from .filters import RunFilter
 from .rows import NAME_WIDTH, column, event_data
@@ -100,24 +100,34 @@ def _stored(value: _T, width: int | None = None) -> _T:
     return cast(_T, column(value, width)) if isinstance(value, str) else value
 
 
-def matching(query: Select[Any], where: RunFilter) -> tuple[Select[Any], FromClause]:
-    """``query`` (a select from ``runs``) narrowed by ``where``, and the table it walks."""
+def matching(conn: Connection, query: Select[Any], where: RunFilter,
+             indexed: bool = True) -> tuple[Select[Any], FromClause]:
+    """``query`` (a select from ``runs``) narrowed by ``where``, and the table it walks.
+
+    A text search first asks the text index which runs may match (``search``), on ``conn``,
+    when the store has one (``indexed``: at revision 0006 or later).
+    """
     # Filters match the columns' rendering of what was recorded (``rows.column``).
     pairs = [(_stored(key, NAME_WIDTH), _stored(value)) for key, value in where.labels.items()]
     tool, text = _stored(where.tool, NAME_WIDTH), _stored(where.text)
     since, until = where.since, where.until
+    among = search.candidates(conn, text) if text is not None and indexed else None
     # The newest-first walk runs on the most selective index at hand: a tool's or a
     # label's own (name/key, started_at) index when filtering on one, else the runs'.
+    # Unless few runs may hold the text searched: then those drive, each read by its key.
     driver: FromClause = runs
-    if tool is not None:
+    conditions: list[ColumnElement[bool]] = []
+    if among is not None:
+        query = query.select_from(search.driving(among, runs.c.run_id))
+        if tool is not None:
+            conditions.append(exists().where(run_tools.c.run_id == runs.c.run_id, run_tools.c.name == tool))
+    elif tool is not None:
         driver = run_tools.alias("driver")
-        conditions: list[ColumnElement[bool]] = [driver.c.name == tool]
+        conditions = [driver.c.name == tool]
     elif pairs:
         key, value = pairs.pop(0)
         driver = run_labels.alias("driver")
         conditions = [driver.c.key == key, driver.c.value == value]
-    else:
-        conditions = []
     if driver is not runs:
         query = query.select_from(driver.join(runs, runs.c.run_id == driver.c.run_id))
     query = query.where(*conditions)
@@ -130,12 +140,7 @@ def matching(query: Select[Any], where: RunFilter) -> tuple[Select[Any], FromCla
     if until is not None:
         query = query.where(driver.c.started_at < until)
     if text is not None:
-        # Both sides lowered by the database, so the needle folds as the column does: Python's
-        # 'İ'.lower() is two code points where PostgreSQL's lower() gives one.
-        escaped = text.replace("/", "//").replace("%", "/%").replace("_", "/_")
-        pattern = func.lower(literal(f"%{escaped}%"))
-        query = query.where(or_(func.lower(runs.c.task).like(pattern, escape="/"),
-                                func.lower(runs.c.answer).like(pattern, escape="/")))
+        query = query.where(search.like(text, conn.dialect.name))
     for key, value in pairs:
         query = query.where(exists().where(
             run_labels.c.run_id == runs.c.run_id, run_labels.c.key == key, run_labels.c.value == value))
@@ -174,6 +179,11 @@ def run_columns(revision: str | None) -> tuple[Any, ...]:
     if revision is None or revision >= "0005":
         return tuple(runs.c)
     return tuple(column for column in runs.c if column.name not in ("cost_known_usd", "costs_unknown"))
+
+
+def text_indexed(revision: str | None) -> bool:
+    """Whether a store at ``revision`` (None: the latest) has the text index (0006)."""
+    return revision is None or revision >= "0006"
 
 
 def read_run(conn: Connection, run_id: str, columns: tuple[Any, ...] | None = None) -> StoredRun | None:

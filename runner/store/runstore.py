@@ -27,7 +27,7 @@ from .._log.state import RunState
 from .._log.statuses import Status
 from ..errors import AmbiguousRunId, RunInUse, RunNotFound, StoreError
 from ..events import Event, RunQueued, RunStarted, ToolReturnedLate
-from . import appending, forks, queries, queue
+from . import appending, forks, logs, queries, queue
 from .clock import database_clock
 from .engine import DEFAULT_BUSY_TIMEOUT_S, one_line, read_connection, shown
 from .filters import Label, RunFilter
@@ -58,6 +58,7 @@ class RunStore:
         self.heartbeat = Heartbeat(engine, owner_id)
         self._clock = database_clock(engine.dialect.name)  # read with each run: its liveness's clock
         self._runs = queries.run_columns(revision)  # a store read at an older revision lacks some
+        self._text_index = queries.text_indexed(revision)  # and, before 0006, the text index
         # One writer for every run this store records: concurrent runs share its commits.
         self.committer = GroupCommitter(engine, lambda: statements(engine.dialect))
         forks.track(self)
@@ -184,9 +185,9 @@ class RunStore:
         if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
         found = _filter(where, RunFilter.of(status, since, until, tool, text, label))
-        query, driver = queries.matching(select(*self._runs, *self._clock), found)
-        query = query.order_by(driver.c.started_at.desc(), driver.c.run_id.desc()).limit(limit).offset(offset)
         with self.reading() as conn:
+            query, driver = queries.matching(conn, select(*self._runs, *self._clock), found, self._text_index)
+            query = query.order_by(driver.c.started_at.desc(), driver.c.run_id.desc()).limit(limit).offset(offset)
             return queries.summaries(conn, query)
 
     def count_runs(self, where: RunFilter | None = None, *, status: str | Sequence[str] | None = None,
@@ -199,11 +200,11 @@ class RunStore:
         """
         if at_most is not None and (isinstance(at_most, bool) or not isinstance(at_most, int) or at_most < 0):
             raise ValueError(f"at_most must be a non-negative integer, got {at_most!r}")
-        query, _ = queries.matching(select(runs.c.run_id),
-                                    _filter(where, RunFilter.of(status, since, until, tool, text, label)))
-        if at_most is not None:
-            query = query.limit(at_most)
+        found = _filter(where, RunFilter.of(status, since, until, tool, text, label))
         with self.reading() as conn:
+            query, _ = queries.matching(conn, select(runs.c.run_id), found, self._text_index)
+            if at_most is not None:
+                query = query.limit(at_most)
             return int(conn.execute(select(func.count()).select_from(query.subquery())).scalar_one())
 
     def children(self, run_id: str) -> list[RunSummary]:
@@ -272,6 +273,11 @@ class RunStore:
         """
         with self.reading() as conn:
             return queries.activity(conn, since, until)
+
+    def facts_of(self, run_ids: list[str]) -> dict[str, tuple[Event, ...]]:
+        """Each run's facts, decoded as ``get_run`` decodes them, for many runs in a few statements."""
+        with self.reading() as conn:
+            return logs.facts_of(conn, run_ids)
 
     def run_starts(self, run_ids: list[str]) -> dict[str, RunStarted]:
         """The ``run_started`` fact of each of ``run_ids`` that has started (how it came about)."""

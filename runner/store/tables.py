@@ -175,6 +175,17 @@ class RunDeletion(Base):
     run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
 
 
+# The text search's index (``search``, migration 0006) is not modelled: on SQLite an FTS5 table (and
+# FTS5's own tables) with its key table, kept by triggers; on PostgreSQL two GIN indexes of ``runs``.
+TEXT_INDEX = frozenset({"run_search", "run_search_keys", "run_search_content", "run_search_data", "run_search_idx",
+                        "run_search_config", "ix_runs_task_trgm", "ix_runs_answer_trgm"})
+
+
+def modelled(name: str | None, type_: str, parent_names: object) -> bool:
+    """Whether a schema object is one these models describe (Alembic's ``include_name``): not the text index."""
+    return name not in TEXT_INDEX
+
+
 runs = Base.metadata.tables["runs"]
 events = Base.metadata.tables["events"]
 run_labels = Base.metadata.tables["run_labels"]
