@@ -43,7 +43,6 @@ from .rows import NAME_WIDTH, column, event_data
 from .tables import events, run_labels, run_tools, runs
 
 AMBIGUOUS_SHOWN: Final = 5  # run ids an ambiguous prefix's error names before "and N more"
-SHORT_ID: Final = 8  # the fewest characters of a short run id
 BATCH: Final = 500  # run ids per IN (...) list, well under SQLite's limit on bound parameters
 RUN_STARTED: Final = KIND_OF[RunStarted]
 TOOL_FINISHED: Final = KIND_OF[ToolFinished]
@@ -237,38 +236,6 @@ def prefixed(conn: Connection, prefix: str) -> Prefixed:
         found.pop()
         more = int(conn.execute(select(func.count()).select_from(runs).where(*matches)).scalar_one()) - len(found)
     return Prefixed(found, more)
-
-
-NEIGHBOURS_AT_ONCE = 100  # ids whose neighbours one statement reads (two subqueries each)
-
-
-def short_ids(conn: Connection, run_ids: list[str]) -> dict[str, str]:
-    """For each id, its shortest prefix (``SHORT_ID`` characters at least) that names no other run.
-
-    Its neighbours in sorted order, read for a page of ids in one statement: a prefix no neighbour
-    shares is unique in the store.
-    """
-    out: dict[str, str] = {}
-    for start in range(0, len(run_ids), NEIGHBOURS_AT_ONCE):
-        chunk = run_ids[start:start + NEIGHBOURS_AT_ONCE]
-        columns = []
-        for run_id in chunk:
-            columns.append(select(func.max(runs.c.run_id)).where(runs.c.run_id < run_id).scalar_subquery())
-            columns.append(select(func.min(runs.c.run_id)).where(runs.c.run_id > run_id).scalar_subquery())
-        row = conn.execute(select(*columns)).one()
-        for k, run_id in enumerate(chunk):
-            shared = max(_common_prefix(run_id, other or "") for other in row[2 * k:2 * k + 2])
-            out[run_id] = run_id[:max(SHORT_ID, shared + 1)]
-    return out
-
-
-def _common_prefix(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def refused_calls(conn: Connection, run_ids: list[str]) -> dict[str, int]:

@@ -27,7 +27,7 @@ from .._log.state import RunState
 from .._log.statuses import Status
 from ..errors import AmbiguousRunId, RunInUse, RunNotFound, StoreError
 from ..events import Event, RunQueued, RunStarted, ToolReturnedLate
-from . import appending, forks, logs, queries, queue
+from . import appending, forks, logs, queries, queue, shortids
 from .clock import database_clock
 from .engine import DEFAULT_BUSY_TIMEOUT_S, one_line, read_connection, shown
 from .filters import Label, RunFilter
@@ -255,7 +255,7 @@ class RunStore:
     def short_ids(self, run_ids: list[str]) -> dict[str, str]:
         """For each id, its shortest prefix (8 characters at least) that names no other run in the store."""
         with self.reading() as conn:
-            return queries.short_ids(conn, run_ids)
+            return shortids.short_ids(conn, run_ids)
 
     def refused_calls(self, run_ids: list[str]) -> dict[str, int]:
         """Per run, its tool calls refused before running (unknown tool, bad arguments, a repeat, denied).
