@@ -7,7 +7,7 @@ from contextlib import contextmanager
 
 from sqlalchemy import event
 
-from runner import ScriptedModel, run_agent
+from runner import ScriptedModel, resume, run_agent
 from runner._view import console
 from runner._view.lineage import pending_approvals
 from runner.store import RunStore
@@ -63,3 +63,16 @@ def test_the_inbox_shows_each_call_waiting_as_the_run_page_does(store: RunStore)
     for p in shown:  # the task as logged (its NUL too), not the column's rendering
         assert p.run.task == store.get_run(p.run.run_id).task
         assert "\x00" in p.run.task
+
+
+def test_a_run_decided_resumed_and_asking_again_shows_only_its_new_call(store: RunStore) -> None:
+    ran: list[str] = []
+    asked = awaiting(store, 1)  # waits on t1a and t1b
+    store.decide(asked, "t1a", approved=True, decided_by="ops")  # one decided by an approval_decided fact
+    again = resume(store, asked, ScriptedModel([reply("", call("t1c", "transfer", ref="carol"))]), money(ran),
+                   decisions={"t1b": False})  # the other by the resume; the model then asks for a third
+    assert (again.status, ran) == ("awaiting_approval", ["bob 1"])
+    other = awaiting(store, 2)
+    shown = [(p.run.run_id, p.call.call_id) for p in console.inbox(store)]
+    assert shown == [(other, "t2a"), (other, "t2b"), (asked, "t1c")]
+    assert list(pending_approvals(store.get_run(asked))) == ["t1c"]
