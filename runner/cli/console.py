@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import gc
 import os
 import shlex
 import socket
@@ -71,6 +72,20 @@ def writable(store: RunStore) -> bool:
         return True
     path = Path(store.url.database)
     return os.access(path, os.W_OK) and os.access(path.parent, os.W_OK)
+
+
+GC_YOUNG = 50_000  # objects allocated between young collections (CPython's default: 700)
+
+
+def for_serving() -> None:
+    """Tune the collector for a server whose requests allocate many short-lived objects.
+
+    What is loaded by now lives as long as the process (``gc.freeze``), and young collections come
+    less often: the inbox decoding 200 runs' logs spent its p95 in the collector (at 100,000 runs,
+    inbox reads p50 / p95 79 / 164 ms before, 62 / 106 ms after, in one sitting).
+    """
+    gc.freeze()
+    gc.set_threshold(GC_YOUNG, *gc.get_threshold()[1:])
 
 
 @click.command("ui")
@@ -155,6 +170,8 @@ def ui(env: Env, host: str, port: int, uds: str | None, tools_spec: str | None, 
 
             def ready(url: str) -> None:
                 click.echo(serving_line(url, token))
+
+            for_serving()
 
             try:
                 served = serve(app, host, port, ready, uds)

@@ -76,3 +76,18 @@ def test_a_run_decided_resumed_and_asking_again_shows_only_its_new_call(store: R
     shown = [(p.run.run_id, p.call.call_id) for p in console.inbox(store)]
     assert shown == [(other, "t2a"), (other, "t2b"), (asked, "t1c")]
     assert list(pending_approvals(store.get_run(asked))) == ["t1c"]
+
+
+def test_runner_ui_freezes_what_it_loaded_and_collects_young_objects_less_often() -> None:
+    import gc
+
+    from runner.cli.console import GC_YOUNG, for_serving
+
+    threshold = gc.get_threshold()
+    try:
+        for_serving()
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (GC_YOUNG, *threshold[1:])
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)
