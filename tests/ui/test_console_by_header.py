@@ -73,7 +73,7 @@ def test_the_decision_and_the_resume_after_it_are_the_headers_person(store: RunS
     assert 'resumed (awaiting_approval) by <b class="by">dana</b>' in page
     assert ' · by <span class="by">dana</span> <span class="dim process" title="the process driving it">' in page
     assert '<div class="limits dim">limits: max_steps 8, token_budget 4000, max_identical_calls 2, ' \
-           'max_parallel_tools 8</div>' in page
+           'max_parallel_tools 8, max_output_retries 2</div>' in page
 
 
 def test_a_form_decision_takes_the_header_and_utf8_names_read_as_sent(store: RunStore, proxied: TestClient,
