@@ -112,7 +112,7 @@ def usage_of(input_tokens: object, output_tokens: object, cache_read: object = N
         if (input_tokens is None or output_tokens is None) and all(
                 n is not None or raw is None for n, raw in zip(counts, sent, strict=True)):
             return None  # a count left out, and the rest counts: no usage reported
-        return Usage(*sent)  # type: ignore[arg-type]  # not counts: the loop refuses the reply
+        return Usage(*cast(tuple[int, int, int, int], sent))  # not counts, as sent: the loop refuses the reply
     inp, out, read, write = cast(tuple[int, int, int, int], counts)
     if cached_in_input:
         read = min(read, inp)
