@@ -123,11 +123,14 @@ class ToolSpec(TypedDict):
     parameters: dict[str, Any]
 
 
+DEFAULT_SYSTEM: Final = "You are a helpful assistant. Use the tools when they help, then give a final answer."
+
+
 class ToolTraits(TypedDict):
     """How a tool is to be treated beyond what the model sees.
 
     The traits are logged per tool, so a resume judges a call by what its tool was when the call started.
-    ``idempotent`` and ``exclusive`` are written only when true (a log from before them has none: false).
+    ``idempotent``, ``exclusive`` and ``subagent`` are written only when true (a log from before them has none: false).
     """
 
     side_effects: bool
@@ -135,6 +138,7 @@ class ToolTraits(TypedDict):
     idempotency_key: str | None
     idempotent: NotRequired[bool]
     exclusive: NotRequired[bool]
+    subagent: NotRequired[bool]
 
 
 # A tool registered with none of them: the log records only the tools whose traits differ.
@@ -152,7 +156,7 @@ def check_traits(traits: object) -> None:
             isinstance(name, str) and isinstance(one, dict) and isinstance(one.get("side_effects"), bool)
             and isinstance(one.get("needs_approval"), bool) and "idempotency_key" in one
             and isinstance(one["idempotency_key"], (str, type(None))) and isinstance(one.get("idempotent", False), bool)
-            and isinstance(one.get("exclusive", False), bool)
+            and isinstance(one.get("exclusive", False), bool) and isinstance(one.get("subagent", False), bool)
             for name, one in traits.items()):
         raise TypeError("tool_traits must map tool names to their side_effects, needs_approval and idempotency_key "
                         "(and idempotent and exclusive, when given)")

@@ -51,11 +51,13 @@ _STEP_IN_COLUMN: Final = frozenset({MessageAppended, ToolStarted, ToolFinished, 
 _OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "service_name", "attempt", "refused",
                               "decisions", "model", "provider", "tools_ref", "session_id", "tool_traits",
                               "mcp_servers", "by", "cost_usd", "price_source", "prompt_cost_usd", "completion_cost_usd",
-                              "output_schema", "output", "output_type"})
+                              "output_schema", "output", "output_type", "parent_call_id", "child_run_id",
+                              "child_tokens", "child_cost_usd"})
 _NAMES: Final[dict[type[Any], tuple[str, ...]]] = {cls: tuple(f.name for f in fields(cls)) for cls in KINDS.values()}
 _DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}, "cost_usd": None, "price_source": None,
                                     "prompt_cost_usd": None, "completion_cost_usd": None, "output_schema": None,
-                                    "output": None, "output_type": None}
+                                    "output": None, "output_type": None, "child_run_id": None, "child_tokens": 0,
+                                    "child_cost_usd": 0.0}
 
 
 # A tool message stored without its content names where the content is: its call's last ``tool_finished``.
@@ -167,6 +169,8 @@ def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") 
             values["reply"] = None if data.get("reply") is None else parse_reply(data["reply"])
             for name in ("cost_usd", "prompt_cost_usd", "completion_cost_usd"):
                 _check_cost(name, values.get(name))
+        if cls is ToolFinished:
+            _check_cost("child_cost_usd", values.get("child_cost_usd"))
         check_traits(values.get("tool_traits"))  # run_started's and run_resumed's
         check_mcp_refs(values.get("mcp_servers"))
         _check_output_schema(values.get("output_schema"))

@@ -40,11 +40,11 @@ class OutputSchema(TypedDict):
 class RunStarted:
     """A new run: what it was asked, of whom, under which limits.
 
-    ``origin`` says how a linked run came about: ``fork`` at ``forked_at_step``, or ``follow_up``.
-    ``session_id`` names a linked run's conversation: the id of the chain's first run.
-    ``tool_traits`` holds the tools registered with side effects, approval or an idempotency key, or None.
-    ``mcp_servers`` are the MCP servers whose tools were added beside ``tools_ref`` (``--mcp``), or None.
-    ``output_schema`` is the typed result the run must end with, or None for free text.
+    ``origin`` says how a linked run came about: ``fork`` at ``forked_at_step``, ``follow_up``, or ``subagent``
+    (a sub-agent's child run, serving the parent's call ``parent_call_id``). ``session_id`` names a linked
+    run's conversation: the id of the chain's first run. ``tool_traits`` holds the tools registered with side
+    effects, approval or an idempotency key, or None. ``mcp_servers`` are the MCP servers whose tools were
+    added beside ``tools_ref`` (``--mcp``), or None. ``output_schema``: the typed result due, or None.
     """
 
     run_id: str = ""
@@ -67,10 +67,13 @@ class RunStarted:
     mcp_servers: list[McpRef] | None = None
     output_schema: OutputSchema | None = None
     by: str | None = None  # the person who started it (``--by``, the OS user); None in older logs and pool runs
+    parent_call_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.by is not None and not isinstance(self.by, str):
             raise TypeError("by must be a string")
+        if self.parent_call_id is not None and not isinstance(self.parent_call_id, str):
+            raise TypeError("parent_call_id must be a string")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,6 +164,8 @@ class ToolFinished:
 
     ``refused`` names why a call did not run:
     ``unknown_tool``, ``invalid_args``, ``repeat``, ``denied`` or ``in_doubt``.
+    A sub-agent's call names its child run (``child_run_id``) and what the child's tree spent:
+    ``child_tokens`` and the known part of its cost, ``child_cost_usd`` (they count against the run's budgets).
     """
 
     step: int = 0
@@ -171,6 +176,17 @@ class ToolFinished:
     duration_s: float = 0.0
     ran: bool = True
     refused: str | None = None
+    child_run_id: str | None = None
+    child_tokens: int = 0
+    child_cost_usd: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.child_run_id is None and self.child_tokens == 0:
+            return
+        if self.child_run_id is not None and not isinstance(self.child_run_id, str):
+            raise TypeError("child_run_id must be a string")
+        if isinstance(self.child_tokens, bool) or not isinstance(self.child_tokens, int) or self.child_tokens < 0:
+            raise TypeError("child_tokens must be a non-negative integer")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

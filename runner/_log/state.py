@@ -65,11 +65,11 @@ class Repeats(NamedTuple):
 class RunState:
     """Hold one run's state.
 
-    ``reply`` is the reply whose calls are being worked through; ``next_call`` is its first call with no observation.
-    ``pending_approvals`` are the calls awaiting a decision; ``decisions`` are every decision logged.
-    ``tool_traits`` are the traits of the tools the run goes on with, or None when the log records none.
-    ``started_traits`` are those each started call ran under.
-    ``cost_usd`` adds up the model calls whose cost is known; ``costs_unknown`` counts the replies whose cost is not.
+    ``reply`` is the reply whose calls are being worked through, ``next_call`` its first call with no observation;
+    ``pending_approvals`` are the calls awaiting a decision, ``decisions`` every decision logged. ``tool_traits``
+    are the traits of the tools it goes on with (None: none logged), ``started_traits`` each started call's.
+    ``cost_usd`` adds up the model calls whose cost is known; ``costs_unknown`` counts the replies whose cost
+    is not; ``tree_spent`` and ``tree_cost_usd`` add the sub-agents' child runs: what the budgets count.
     """
 
     run_id: str = ""
@@ -80,6 +80,8 @@ class RunState:
     spent: int = 0
     cost_usd: float = 0.0
     costs_unknown: int = 0
+    children_spent: int = 0  # the tokens of the sub-agent calls answered (their child runs' trees)
+    children_cost_usd: float = 0.0  # and the known part of their cost
     tool_calls_run: int = 0  # tool functions started, a call run again counted again: what max_tool_calls limits
     tool_calls: int = 0  # calls that ran, each once however many attempts it took: what the run reports
     seen_ids: set[str] = field(default_factory=set)
@@ -124,6 +126,16 @@ class RunState:
         if self.reply is None:
             return []
         return list(self.reply.tool_calls[self.next_call:])
+
+    @property
+    def tree_spent(self) -> int:
+        """The run's tokens and those of the child runs its answered sub-agent calls made."""
+        return self.spent + self.children_spent
+
+    @property
+    def tree_cost_usd(self) -> float:
+        """The known cost of the run's model calls and of its answered sub-agent calls' child runs."""
+        return self.cost_usd + self.children_cost_usd
 
     def in_doubt(self, call_id: str) -> bool:
         return call_id in self.started_calls and call_id not in self.finished_calls
@@ -254,6 +266,9 @@ class RunState:
     def _tool_finished(self, event: ToolFinished) -> None:
         self.events += 1
         self.finished_calls[event.call_id] = event
+        if event.child_run_id is not None:
+            self.children_spent += event.child_tokens
+            self.children_cost_usd += event.child_cost_usd
 
     def _tool_returned_late(self, event: ToolReturnedLate) -> None:
         """A call cut short returned after all: a resume gives the model what it returned.

@@ -9,11 +9,14 @@ in modules named for them, so the loop's module holds decisions only.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._log.statuses import Status
 from .._tools.registry import Tool
 from ..messages import AnyModel, Message, ToolCall, ToolSpec
+
+if TYPE_CHECKING:
+    from .children import ChildCall
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,12 +33,14 @@ class CallTool:
     """Ask the driver to run ``tool`` on ``args``.
 
     ``args`` is a copy of the call's, so a tool that edits its arguments
-    cannot rewrite the assistant message already appended and logged.
+    cannot rewrite the assistant message already appended and logged. ``child``: a sub-agent's call,
+    which the driver runs as a child run (``children``) rather than with the tool's function.
     """
 
     tool: Tool
     call: ToolCall
     args: dict[str, Any]
+    child: ChildCall | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..recorder import sync_later
 from .actions import COMMITTED, GO_ON, Action, CallModel, CallTool, Checkpoint, Commit, Outcome, RunTools
+from .children import Children, atool_fn
 from .core import AgentCore
 from .drive import adrive, ended
 from .results import AgentResult
@@ -32,7 +33,7 @@ class AsyncDriver:
     def __init__(self, core: AgentCore) -> None:
         self.core = core
         self.waits = waits_of(core.limits, core.cancel, time.monotonic(), core.watch)
-        self.flight = TaskFlight(self.waits)
+        self.flight = TaskFlight(self.waits, core.children)
 
     async def perform(self, action: Action) -> Outcome:
         """The outcome of one of the core's actions."""
@@ -46,7 +47,8 @@ class AsyncDriver:
             case CallModel(model=model, messages=messages, specs=specs):
                 return await self.flight.one(model, (messages, specs), {}, None, False)
             case CallTool(tool=tool, args=args):
-                return await self.flight.one(tool.fn, (), args, tool.timeout_s, True)
+                return await self.flight.one(atool_fn(action, self.waits, self.core.children), (), args,
+                                             tool.timeout_s, True)
             case RunTools(start=start):
                 for call in start:
                     self.flight.start(call)
@@ -65,13 +67,13 @@ async def arun_core(core: AgentCore) -> AgentResult:
 class TaskFlight:
     """A run's calls running together, each an ``asyncio`` task (a plain tool on ``asyncio.to_thread``'s pool)."""
 
-    def __init__(self, waits: Waits) -> None:
-        self.waits = waits
+    def __init__(self, waits: Waits, children: Children | None = None) -> None:
+        self.waits, self.children = waits, children
         # Each call's task, in the order handed over: its call id, when it started, when its own timeout ends.
         self.running: dict[asyncio.Future[Returned], tuple[str | None, float, float]] = {}
 
     def start(self, action: CallTool) -> None:
-        self.call(action.call.id, action.tool.fn, (), action.args, action.tool.timeout_s)
+        self.call(action.call.id, atool_fn(action, self.waits, self.children), (), action.args, action.tool.timeout_s)
 
     def call(self, call_id: str | None, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
              timeout_s: float | None) -> None:

@@ -22,6 +22,7 @@ from ..events import ApprovalDecided, ApprovalRequested, MessageAppended, ToolFi
 from ..messages import ToolCall, tool_message
 from . import ending, observations, output
 from .actions import COMMIT, Action, CallTool, Checkpoint, EndRun, Outcome, RunTools, Stop
+from .children import ChildCall, ChildEnded, halt_of
 from .results import AgentResult
 from .tokens import cut_observation
 
@@ -129,16 +130,31 @@ class ToolCalls:
         if listening:
             yield COMMIT  # should this commit fail, the run is aborted with the tool never run (``abort``)
             self.starting = None
-        outcome = yield CallTool(tool, call, tool_args(tool, call.args, self.run_id, call.id))
+        outcome = yield self.call_tool(step, call, tool)
         if outcome.stop:
             self.cut_short(step, call, outcome)
             reason = outcome.reason or observations.stop_reason(outcome.stop, self.limits, f"tool {call.name}")
             return Stop(outcome.stop, reason)
+        halt = halt_of(outcome.value)
+        if halt is not None:  # the child waits (an approval, the tree's budget): the call stays open
+            return halt
         observation = self.settle(step, call, tool, outcome)
         self.emit(MessageAppended(step=step, index=len(self.state.messages), message=tool_message(call, observation)))
         if tool.side_effects and listening:  # its outcome is known now: never leave it in doubt
             yield COMMIT
         return None
+
+    def call_tool(self, step: int, call: ToolCall, tool: Tool) -> CallTool:
+        """The action that runs ``call`` with ``tool``: a sub-agent's carries its child, with the budget left."""
+        args = tool_args(tool, call.args, self.run_id, call.id)
+        agent = tool.agent
+        if agent is None:
+            return CallTool(tool, call, args)
+        s, limits = self.state, self.limits
+        cost_left = None if limits.max_cost_usd is None else max(limits.max_cost_usd - s.tree_cost_usd, 0.0)
+        child = ChildCall(agent, call, str(call.args.get("task", "")), self.run_id, step, s.segment,
+                          max(limits.token_budget - s.tree_spent, 0), cost_left)
+        return CallTool(tool, call, args, child)
 
     def announce(self, step: int, call: ToolCall) -> None:
         """Log that ``call`` is about to run (its attempt counts the starts the log holds)."""
@@ -153,6 +169,9 @@ class ToolCalls:
         """
         if outcome.observation is not None:  # logged as it was given: a recorded one was cut already
             return self.finished(step, call, outcome.observation, None, outcome.elapsed_s, cut=False)
+        if isinstance(outcome.value, ChildEnded):  # a sub-agent's call: its child's answer, and what the tree spent
+            ended = outcome.value
+            return self.finished(step, call, ended.observation, None, outcome.elapsed_s, child=ended)
         if outcome.timed_out:
             observation = timeout_observation(call.name, tool.timeout_s or 0.0)
         elif outcome.error is not None:
@@ -175,13 +194,21 @@ class ToolCalls:
         self.emit(MessageAppended(step=step, index=len(self.state.messages), message=tool_message(call, observation)))
 
     def finished(self, step: int, call: ToolCall, observation: str, refused: str | None,
-                 duration_s: float = 0.0, cut: bool = True) -> str:
-        """Log a call's ``tool_finished``; the observation as logged (cut to ``max_result_chars`` if ``cut``)."""
+                 duration_s: float = 0.0, cut: bool = True, child: ChildEnded | None = None) -> str:
+        """Log a call's ``tool_finished``; the observation as logged (cut to ``max_result_chars`` if ``cut``).
+
+        ``child``: a sub-agent's call's child run, whose tree's tokens and cost the fact carries.
+        """
         ok = not observation.startswith("ERROR:")  # judged on the whole text: a cut may shorten "ERROR:"
         if cut:
             observation = cut_observation(observation, self.limits.max_result_chars)
-        self.emit(ToolFinished(step=step, call_id=call.id, name=call.name, observation=observation,
-                               ok=ok, duration_s=duration_s, ran=refused is None, refused=refused))
+        if child is None:
+            self.emit(ToolFinished(step=step, call_id=call.id, name=call.name, observation=observation,
+                                   ok=ok, duration_s=duration_s, ran=refused is None, refused=refused))
+        else:
+            self.emit(ToolFinished(step=step, call_id=call.id, name=call.name, observation=observation, ok=ok,
+                                   duration_s=duration_s, child_run_id=child.run_id, child_tokens=child.tokens,
+                                   child_cost_usd=child.cost_usd))
         if self.output is not None and refused is not None:
             output.rejected(self.core, step, call, refused, observation)
         return observation

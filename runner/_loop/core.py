@@ -18,12 +18,13 @@ from .._log.statuses import Status
 from .._tools.output import OutputSpec
 from .._tools.registry import ToolRegistry
 from ..events import Event, MessageAppended, ModelCalled, ModelCallStarted, StepFinished, StepStarted
-from ..messages import NO_COST, AnyModel, Message, ModelReply, Usage, assistant_message
+from ..messages import DEFAULT_SYSTEM, NO_COST, AnyModel, Message, ModelReply, Usage, assistant_message
 from ..prices import Cost, Costing
 from ..recorder import Recorder
 from . import ending, observations, output
 from .actions import BEFORE_MODEL_CALL, COMMIT, Action, CallModel, Checkpoint, EndRun, Outcome, Stop
 from .calls import Approver, ToolCalls
+from .children import Children
 from .late import LateSink
 from .replies import failed_call, output_chars, unfinished_reply
 from .results import AgentResult
@@ -31,13 +32,15 @@ from .together import together
 from .tokens import TokenMeter, tokens_for_chars
 from .waits import Cancel, Watch
 
-DEFAULT_SYSTEM = "You are a helpful assistant. Use the tools when they help, then give a final answer."
+__all__ = ["DEFAULT_SYSTEM", "AgentCore"]
+
 
 
 class AgentCore:
     """One run's rules. ``opening`` are the facts that start (or restart) it.
 
-    ``watch``: a stored run's cancel requests (``runner cancel``); ``decided_by``: who owns ``approve``.
+    ``watch``: a stored run's cancel requests (``runner cancel``); ``decided_by``: who owns ``approve``;
+    ``children``: who runs its sub-agents' calls as child runs.
 
     ``checkpoints``: ask the driver at every checkpoint whether the run stops there, whatever
     the limits (replay, whose recording says where); else only where a deadline or a cancel may.
@@ -62,11 +65,13 @@ class AgentCore:
         checkpoints: bool = False,
         late: LateSink | None = None,
         output_spec: OutputSpec | None = None,
+        children: Children | None = None,
     ) -> None:
         self.model, self.registry, self.limits, self.recorder = model, registry, limits, recorder
         self.cancel, self.watch, self.approve, self.opening = cancel, watch, approve, list(opening)
         self.decided_by = decided_by  # who owns ``approve``, logged with each of its decisions
         self.late = late  # where the results of tool calls given up on go, should they come after all
+        self.children = children  # who runs its sub-agents' calls as child runs (None: their tools' own function)
         self.costs: Costing = costs if costs is not None else _no_cost
         self.run_id = run_id
         self.state = state if state is not None else RunState(run_id=run_id)
@@ -201,12 +206,14 @@ class AgentCore:
         if lim.max_context_chars is not None and self.meter.context_chars > lim.max_context_chars:
             return Stop(Status.CONTEXT_BUDGET, f"context holds {self.meter.context_chars} characters "
                                                f"(max_context_chars={lim.max_context_chars})")
-        if lim.max_cost_usd is not None and s.cost_usd >= lim.max_cost_usd:
-            return Stop(Status.COST_LIMIT, f"cost ${s.cost_usd:.4f} has reached max_cost_usd=${lim.max_cost_usd:g}")
+        if lim.max_cost_usd is not None and s.tree_cost_usd >= lim.max_cost_usd:
+            return Stop(Status.COST_LIMIT,
+                        f"cost ${s.tree_cost_usd:.4f} has reached max_cost_usd=${lim.max_cost_usd:g}")
         prompt = self.meter.prompt_tokens()
-        if s.spent + prompt > lim.token_budget:
+        spent = s.spent + s.children_spent  # its sub-agents' child runs count too
+        if spent + prompt > lim.token_budget:
             return Stop(Status.TOKEN_BUDGET, f"next prompt of ~{prompt} tokens would bring the run to "
-                                             f"{s.spent + prompt} (token_budget={lim.token_budget})")
+                                             f"{spent + prompt} (token_budget={lim.token_budget})")
         return None
 
     def _over_cost(self, reply: ModelReply, cost: Cost | None) -> Stop | None:
@@ -215,7 +222,7 @@ class AgentCore:
         A budget fails closed: a reply it cannot count (no usage reported, or no price) stops the run
         as one that crossed it does, a final answer too. The reply's calls do not run; a resume runs them.
         """
-        limit, spent = self.limits.max_cost_usd, self.state.cost_usd
+        limit, spent = self.limits.max_cost_usd, self.state.tree_cost_usd
         if limit is None:
             return None
         if cost is None:

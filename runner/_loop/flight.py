@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .actions import CallTool, Outcome, RunTools
+from .children import Children, tool_fn
 from .late import LateCall, LateLog
 from .waits import Waits, call_ends, expired, lock_timeout, next_wait
 
@@ -82,10 +83,14 @@ class Lane:
 
 
 class ThreadFlight:
-    """The calls of run ``run_id`` in flight, each on its own daemon thread; ``waits`` says how long to wait."""
+    """The calls of run ``run_id`` in flight, each on its own daemon thread; ``waits`` says how long to wait.
 
-    def __init__(self, run_id: str, waits: Waits, late: LateLog | None = None) -> None:
-        self.run_id, self.waits, self.late = run_id, waits, late
+    ``children`` runs a sub-agent's call as its child run (``_loop.children``).
+    """
+
+    def __init__(self, run_id: str, waits: Waits, late: LateLog | None = None,
+                 children: Children | None = None) -> None:
+        self.run_id, self.waits, self.late, self.children = run_id, waits, late, children
         self.running: dict[str | None, Running] = {}  # in the order they were handed over
         self.ended: queue.SimpleQueue[Running] = queue.SimpleQueue()
         self.ready: deque[Outcome] = deque()  # answered without running (replay serves a side effect's result)
@@ -117,7 +122,7 @@ class ThreadFlight:
     def start(self, action: CallTool) -> None:
         """Run ``action``'s tool on a new daemon thread."""
         call_id = action.call.id
-        self.call(call_id, action.tool.fn, (), action.args, action.tool.timeout_s,
+        self.call(call_id, tool_fn(action, self.waits, self.children), (), action.args, action.tool.timeout_s,
                   f"runner-{self.run_id[:8]}-{call_id[:16]}", self._late_call(action))
 
     def _late_call(self, tool: CallTool | None) -> LateCall | None:

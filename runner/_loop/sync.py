@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .actions import COMMITTED, GO_ON, Action, CallModel, CallTool, Checkpoint, Commit, Outcome, RunTools
+from .children import tool_fn
 from .core import AgentCore
 from .drive import drive, ended
 from .flight import ThreadFlight
@@ -36,7 +37,7 @@ class SyncDriver:
         self.here = not self.waits.needed_for(True)  # nothing can stop a tool call early: run it on this thread
         self.model_here = not self.waits.needed_for(False)
         self.late = LateLog(core.state, core.limits, core.late) if core.late is not None else None
-        self.flight = ThreadFlight(core.run_id, self.waits, self.late)
+        self.flight = ThreadFlight(core.run_id, self.waits, self.late, core.children)
 
     def perform(self, action: Action) -> Outcome:
         """The outcome of one of the core's actions."""
@@ -46,8 +47,8 @@ class SyncDriver:
                     return self.call(action.model, (action.messages, action.specs), _NO_KWARGS, None, False)
                 return self.flight.one(action.model, (action.messages, action.specs), _NO_KWARGS, None, False)
             case CallTool():
-                tool = action.tool
-                return self.call(tool.fn, _NO_ARGS, action.args, tool.timeout_s, True, action)
+                fn = tool_fn(action, self.waits, self.core.children)
+                return self.call(fn, _NO_ARGS, action.args, action.tool.timeout_s, True, action)
             case Commit():
                 self.sync()
                 return COMMITTED

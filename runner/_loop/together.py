@@ -14,13 +14,13 @@ from collections.abc import Generator
 from typing import NamedTuple
 
 from .._log.state import Repeats
-from .._tools.args import tool_args
 from .._tools.registry import Tool
 from ..events import StepFinished
 from ..messages import ToolCall
 from . import observations
 from .actions import COMMIT, Action, CallTool, Checkpoint, Outcome, RunTools, Stop
 from .calls import Refusal, ToolCalls
+from .children import halt_of
 
 
 class Plan(NamedTuple):
@@ -68,6 +68,7 @@ def together(calls: ToolCalls, step: int) -> Generator[Action, Outcome, Stop | N
         _, call = flying.pop(outcome.call_id)
         if call.id == alone:
             alone = None
+        halt = halt_of(outcome.value)
         if outcome.stop:
             calls.cut_short(step, call, outcome)
             cut.add(call.id)
@@ -76,6 +77,9 @@ def together(calls: ToolCalls, step: int) -> Generator[Action, Outcome, Stop | N
                 waited = f"tool{'s' * bool(flying)} {names}"
                 outside = Stop(outcome.stop, outcome.reason or observations.stop_reason(outcome.stop, calls.limits,
                                                                                         waited))
+        elif halt is not None:  # a child that waits (an approval, the tree's budget): its call stays open
+            cut.add(call.id)
+            outside = outside or halt
         else:
             calls.settle(step, call, tools[call.id], outcome)
         if calls.core.listening:  # each result is committed as its call returns
@@ -142,5 +146,4 @@ def _start(calls: ToolCalls, step: int, wave: list[tuple[ToolCall, Tool]]
         calls.starting = None
     for call, _ in wave:
         calls.flying[call.id] = (step, call)
-    run_id = calls.run_id
-    return tuple(CallTool(tool, call, tool_args(tool, call.args, run_id, call.id)) for call, tool in wave)
+    return tuple(calls.call_tool(step, call, tool) for call, tool in wave)

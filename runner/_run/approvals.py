@@ -15,6 +15,7 @@ from .._log.decisions import Decision
 from .._log.state import RunState
 from .._log.statuses import Status
 from .._tools.registry import ToolRegistry
+from ..messages import ToolTraits
 
 log = logging.getLogger("runner.resume")
 
@@ -28,8 +29,20 @@ def undecided(run_id: str, state: RunState, given: Mapping[str, Decision], asks:
         return None
     if any(call.id in state.decisions for call in state.remaining_calls):
         return None
+    if not state.pending_approvals and open_subagent_calls(state):
+        return None  # it waits on its sub-agents' child runs: their decisions tell (``children.undecided_below``)
     waiting = ", ".join(state.pending_approvals) or "none"
     return f"run {run_id} is awaiting approval of {waiting} and no decision was given or logged: nothing to resume"
+
+
+def open_subagent_calls(state: RunState) -> list[str]:
+    """The ids of the run's sub-agent calls started and not answered: each goes on in its child run on resume."""
+    return [call.id for call in state.remaining_calls
+            if state.in_doubt(call.id) and _subagent(state.started_traits.get(call.id))]
+
+
+def _subagent(traits: ToolTraits | None) -> bool:
+    return traits is not None and traits.get("subagent", False)
 
 
 def drift(run_id: str, state: RunState, registry: ToolRegistry) -> list[str]:

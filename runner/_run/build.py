@@ -27,6 +27,7 @@ from ..messages import AnyModel, McpRef, check_mcp_refs
 from ..prices import Costing, Price, PriceBook, price_book
 from ..recorder import Recorder
 from .cancels import StoreCancel
+from .children import TreeChildren
 from .identity import checked_run_id, model_identity
 from .opening import Lineage, new_run_opening
 from .wiring import RunWiring, build_recorder, late_sink
@@ -197,13 +198,15 @@ def core_for(model: AnyModel, registry: ToolRegistry, run_id: str, limits: Limit
         if isinstance(cancel, StoreCancel) and cancel.store is wiring.store and cancel.run_id == run_id:
             cancel, watch = None, cancel  # the pool's and the console's own: it is the watch
         else:
-            watch = StoreCancel(wiring.store, run_id, looked=fresh)
+            watch = StoreCancel(wiring.store, run_id, looked=fresh, above=wiring.above)
     approve = wiring.approve
     decided_by = (wiring.decided_by or decider()) if approve is not None else ""
-    return AgentCore(model, registry, run_id=run_id, limits=limits,
-                     recorder=build_recorder(wiring, state, link, watch), opening=first, state=state, cancel=cancel,
-                     watch=watch, approve=approve, decided_by=decided_by, costs=costs,
-                     checkpoints=wiring.checkpoints, late=late_sink(wiring.store, run_id), output_spec=output_spec)
+    recorder, tracing = build_recorder(wiring, state, link, watch)
+    children = TreeChildren(wiring, tracing) if registry.agents() else None
+    return AgentCore(model, registry, run_id=run_id, limits=limits, recorder=recorder, opening=first, state=state,
+                     cancel=cancel, watch=watch, approve=approve, decided_by=decided_by, costs=costs,
+                     checkpoints=wiring.checkpoints, late=late_sink(wiring.store, run_id), output_spec=output_spec,
+                     children=children)
 
 
 def native_model(model: AnyModel, spec: OutputSpec) -> AnyModel:

@@ -14,6 +14,7 @@ import time
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
+    from .._loop.waits import Watch
     from ..store import RunStore
 
 POLL_S: Final = 1.0  # the most a cancel request waits to be seen while nothing commits
@@ -26,18 +27,24 @@ class StoreCancel:
     (by this or by one of the run's commits, ``seen``). A running tool call is let finish
     (``lets_tools_finish``): the run stops before its next model or tool call, no call left in doubt.
     ``looked``: the store is as good as looked at now (a new run: nobody can have asked yet).
+    ``above``: a sub-agent's child run's parent's watch: a cancel of the parent cancels the child.
     """
 
     lets_tools_finish = True
 
-    def __init__(self, store: RunStore, run_id: str, every_s: float = POLL_S, *, looked: bool = False) -> None:
-        self.store, self.run_id, self.every_s = store, run_id, every_s
+    def __init__(self, store: RunStore, run_id: str, every_s: float = POLL_S, *, looked: bool = False,
+                 above: Watch | None = None) -> None:
+        self.store, self.run_id, self.every_s, self.above = store, run_id, every_s, above
         self.requested_by: str | None = None
         self._lock = threading.Lock()
         self._next = time.monotonic() + every_s if looked else 0.0
 
     def is_set(self) -> bool:
         if self.requested_by is not None:
+            return True
+        above = self.above
+        if above is not None and above.is_set():
+            self.requested_by = above.requested_by or "the parent run's cancel"
             return True
         with self._lock:
             now = time.monotonic()

@@ -30,8 +30,8 @@ def new_start(run_id: str, task: str, system: str, limits: Limits, registry: Too
               agent_name: str | None = None, labels: Mapping[str, str] | None = None, tools_ref: str | None = None,
               mcp_servers: Sequence[McpRef] | None = None, parent_run_id: str | None = None,
               origin: str | None = None, forked_at_step: int | None = None,
-              session_id: str | None = None, by: str | None = None, output: OutputSpec | None = None
-              ) -> RunStarted:
+              session_id: str | None = None, by: str | None = None, output: OutputSpec | None = None,
+              parent_call_id: str | None = None) -> RunStarted:
     """The ``run_started`` of a run: its task, limits, model, tools and their traits, and what names it."""
     model_name, provider = model_identity(model)
     return RunStarted(run_id=run_id, task=task, system=system, limits=limits.to_dict(), tool_specs=registry.specs(),
@@ -39,7 +39,7 @@ def new_start(run_id: str, task: str, system: str, limits: Limits, registry: Too
                       parent_run_id=parent_run_id, origin=origin, forked_at_step=forked_at_step, tools_ref=tools_ref,
                       session_id=session_id, tool_traits=registry.traits() or None,
                       mcp_servers=list(mcp_servers) if mcp_servers else None, by=by,
-                      output_schema=output.declared() if output is not None else None)
+                      output_schema=output.declared() if output is not None else None, parent_call_id=parent_call_id)
 
 
 def linked_start(parent: StoredRun, registry: ToolRegistry, model: AnyModel, limits: Limits, origin: str, *,
@@ -73,12 +73,16 @@ def new_run_opening(run_id: str, task: str, system: str, limits: Limits, registr
                     agent_name: str | None = None, labels: Mapping[str, str] | None = None,
                     tools_ref: str | None = None, mcp_servers: Sequence[McpRef] | None = None, *,
                     link: Lineage | None = None, by: str | None = None,
-                    output: OutputSpec | None = None) -> list[Event]:
-    """The facts a new run opens with: ``run_started``, the system prompt and the task (or ``link``'s messages)."""
+                    output: OutputSpec | None = None, parent_call_id: str | None = None) -> list[Event]:
+    """The facts a new run opens with: ``run_started``, the system prompt and the task (or ``link``'s messages).
+
+    ``parent_call_id``: a sub-agent's child run names the parent's call it serves (``link`` names the parent).
+    """
     started = new_start(run_id, task, system, limits, registry, model, agent_name=agent_name, labels=labels,
                         tools_ref=tools_ref, mcp_servers=mcp_servers,
                         parent_run_id=link.parent_run_id if link is not None else None,
-                        origin=link.origin if link is not None else None, by=by, output=output)
+                        origin=link.origin if link is not None else None, by=by, output=output,
+                        parent_call_id=parent_call_id)
     messages: Sequence[Message] = [{"role": "system", "content": system}, {"role": "user", "content": task}]
     if link is not None and link.messages is not None:
         messages = link.messages

@@ -29,11 +29,12 @@ from .._tools.registry import ToolRegistry
 from ..errors import CannotResume, RunNotFound
 from ..events import Event, MessageAppended, RunStarted, StepStarted
 from ..messages import AsyncModel, Message, Model
-from . import approvals
+from . import approvals, children
 from .build import ContinueOptions, core_for, costing, output_of, run_limits, wiring_of
 from .opening import linked_start, opening, resumed
 
 if TYPE_CHECKING:
+    from .._loop.waits import Watch
     from ..store import RunStore
     from ..tracing.live import TraceLink
 
@@ -94,9 +95,12 @@ def resume_stored(store: RunStore, run: StoredRun, model: Model, registry: ToolR
 
 def resumed_core(store: RunStore, run: StoredRun, model: Model | AsyncModel, registry: ToolRegistry, *,
                  decisions: Mapping[str, Decision] | None = None,
-                 max_steps: int | None = None, token_budget: int | None = None,
+                 max_steps: int | None = None, token_budget: int | None = None, above: Watch | None = None,
                  **options: Unpack[ContinueOptions]) -> AgentCore:
-    """The core that resumes ``run``, once checked and claimed: its decisions and ``run_resumed`` come first."""
+    """The core that resumes ``run``, once checked and claimed: its decisions and ``run_resumed`` come first.
+
+    ``above``: a sub-agent's child run resumed by its parent watches the parent's cancel too.
+    """
     if run.status == Status.DONE:
         raise CannotResume(f"run {run.run_id} is done; nothing to resume (fork it or follow it up instead)")
     state = fold(run.facts, run.run_id)
@@ -105,13 +109,16 @@ def resumed_core(store: RunStore, run: StoredRun, model: Model | AsyncModel, reg
     given = dict(decisions or {})
     checked = check_decisions(run.run_id, state, given)
     refusal = approvals.undecided(run.run_id, state, given, options.get("approve") is not None)
+    if refusal is None and not given:
+        refusal = children.undecided_below(store, run.run_id, state, options.get("approve") is not None)
     if refusal is not None:
         raise CannotResume(refusal)
     limits = _limits(state.limits or run.limits, max_steps, token_budget, options)
     approvals.report_drift(run.run_id, state, registry)
     spec = output_of(options, registry, state.output_schema)
     wiring = wiring_of(options, store)
-    wiring = replace(wiring, costs=costing(model, wiring.prices, limits))  # PriceUnknown before the takeover
+    # PriceUnknown before the takeover
+    wiring = replace(wiring, costs=costing(model, wiring.prices, limits), above=above)
     if run.status not in UNFINISHED:  # a request left from before it ended: it asked to stop that run, not this one
         store.clear_cancel(run.run_id)
     for fact in store.claim_run(run, after=run.events[-1].seq if run.events else 0):

@@ -20,9 +20,9 @@ if TYPE_CHECKING:
 
     from .._loop.calls import Approver
     from .._loop.late import LateSink
-    from .._loop.waits import Cancel
+    from .._loop.waits import Cancel, Watch
     from ..store import RunStore
-    from ..tracing.live import TraceLink
+    from ..tracing.live import TraceLink, TracingRecorder
     from .cancels import StoreCancel
 
 
@@ -30,11 +30,10 @@ if TYPE_CHECKING:
 class RunWiring:
     """Where a run's facts go (store, tracer, an extra recorder) and who may cancel it or approve its calls.
 
-    The run options that are neither limits nor the run's identity, split from them once.
-    ``prices`` cost each model call (None: genai-prices' table); ``costs`` overrides them
-    (replay serves the recorded costs). ``checkpoints``: the driver decides at every checkpoint
-    whether the run stops there (replay). ``decided_by`` owns ``approve`` (None: the OS user);
-    ``watches_cancels``: a stored run watches its store's cancel requests (not replay's).
+    ``prices`` cost each model call (None: genai-prices' table); ``costs`` overrides them (replay serves
+    the recorded costs). ``checkpoints``: the driver decides at every checkpoint whether the run stops
+    there (replay). ``decided_by`` owns ``approve`` (None: the OS user); ``watches_cancels``: a stored run
+    watches its store's cancel requests (not replay's); ``above``, its parent's (a sub-agent's child run).
     """
 
     store: RunStore | None = None
@@ -48,11 +47,12 @@ class RunWiring:
     checkpoints: bool = False
     decided_by: str | None = None
     watches_cancels: bool = True
+    above: Watch | None = None
 
 
 def build_recorder(wiring: RunWiring, state: RunState, link: TraceLink | None = None,
-                   watch: StoreCancel | None = None) -> Recorder:
-    """The recorders ``wiring`` asks for, as one.
+                   watch: StoreCancel | None = None) -> tuple[Recorder, TracingRecorder]:
+    """The recorders ``wiring`` asks for, as one; and its tracer among them.
 
     ``state`` is where the loop starts (a resumed run's holds its stored facts) and the state the
     loop goes on to advance: the store's recorder reads it as the run moves, and tells ``watch``
@@ -75,7 +75,7 @@ def build_recorder(wiring: RunWiring, state: RunState, link: TraceLink | None = 
                                                cancel_seen=watch.seen if watch is not None else None))
     if wiring.recorder is not None:
         recorders.append(wiring.recorder)
-    return recorders[0] if len(recorders) == 1 else FanoutRecorder(recorders)
+    return (recorders[0] if len(recorders) == 1 else FanoutRecorder(recorders)), tracing
 
 
 def late_sink(store: RunStore | None, run_id: str) -> LateSink | None:

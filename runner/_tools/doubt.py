@@ -20,6 +20,8 @@ class DoubtRule(StrEnum):
     IDEMPOTENCY_KEY = "runs again on resume with its idempotency key, so the side effect happens once"
     IDEMPOTENT = ("runs again on resume with the same arguments: its tool is idempotent, "
                   "so the side effect happens once")
+    SUBAGENT = ("goes on in its sub-agent's child run on resume: the child's own log decides what runs again, "
+                "and a finished child's answer is served")
     NOT_AGAIN = "not run again: the model is told it may have run (the tool has side effects)"
 
     @property
@@ -33,12 +35,15 @@ def doubt_rule(recorded: ToolTraits | None, tool: Tool | None = None) -> DoubtRu
 
     It runs again when its tool had no side effects when it started and has none now, or an
     idempotency key then and now, or is idempotent then and now (the same arguments again).
+    A sub-agent's call goes on in its child run.
     ``recorded`` None: ``tool`` tells; ``tool`` None (no registry at hand): the record tells alone.
     """
     traits = recorded if recorded is not None else tool.traits() if tool is not None else None
     if traits is None:  # a log from before traits were recorded, read without a registry
         return DoubtRule.NO_SIDE_EFFECTS
     now = tool.traits() if tool is not None else traits
+    if traits.get("subagent", False) and now.get("subagent", False):
+        return DoubtRule.SUBAGENT
     if not traits["side_effects"] and not now["side_effects"]:
         return DoubtRule.NO_SIDE_EFFECTS
     if traits["idempotency_key"] is not None and now["idempotency_key"] is not None:

@@ -15,13 +15,16 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .. import _jsontext
 from .._text import describe_exception
-from ..messages import DEFAULT_TRAITS, ToolSpec, ToolTraits
+from ..messages import DEFAULT_SYSTEM, DEFAULT_TRAITS, ToolSpec, ToolTraits
 from .schema import ArgsCheck, args_checker, check_schema
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 if TYPE_CHECKING:
+    from .._log.limits import Limits
     from ..mcp.servers import McpServer
+    from ..messages import AnyModel
+    from .agents import SubAgent
 
 
 class Observation(str):
@@ -36,7 +39,7 @@ class Tool:
     ``needs_approval`` makes the loop ask ``approve``, or wait for ``resume(decisions=...)``, before each call.
     ``idempotency_key`` names a parameter given a key stable across one call's attempts; the model never sees it;
     ``idempotent`` says a side effect happens once however often a call runs, so a call in doubt runs again;
-    ``exclusive``, that a call never runs beside another of its reply. A ``@registry.tool`` carries Pydantic's check.
+    ``exclusive``, that a call never runs beside another of its reply; ``agent``, a sub-agent's (``add_agent``).
     """
 
     name: str
@@ -51,6 +54,7 @@ class Tool:
     check_formats: bool = True
     idempotent: bool = False
     exclusive: bool = False
+    agent: SubAgent | None = field(default=None, repr=False, compare=False)
 
     def spec(self) -> ToolSpec:
         return {"name": self.name, "description": self.description, "parameters": self.parameters}
@@ -63,6 +67,8 @@ class Tool:
             traits["idempotent"] = True
         if self.exclusive:
             traits["exclusive"] = True
+        if self.agent is not None:
+            traits["subagent"] = True
         return traits
 
 
@@ -154,6 +160,24 @@ class ToolRegistry:
                        needs_approval=needs_approval, timeout_s=timeout_s, max_result_chars=max_result_chars,
                        exclusive=exclusive)
 
+    def add_agent(self, name: str, *, model: AnyModel, registry: ToolRegistry, system: str = DEFAULT_SYSTEM,
+                  description: str, limits: Limits | None = None, output_type: Any = None) -> Tool:
+        """Register sub-agent ``name``: a tool taking ``{"task": string}`` whose call runs a child run.
+
+        The child has ``model``, the tools of ``registry``, ``system`` and its own ``limits``, and ends
+        with ``output_type``'s typed result if one is given; the parent's model reads its final answer
+        (the result's JSON). The child is a run of its own in the parent's store, found again on resume;
+        the tree's tokens, cost and time count against the parent's limits (docs/subagents.md).
+        ``ValueError`` on any mistake.
+        """
+        from .agents import PARAMETERS, make_agent
+
+        if not isinstance(description, str) or not description.strip():
+            raise ValueError(f"sub-agent {name!r}: description must be a non-empty string")
+        agent = make_agent(name, model, registry, system, limits, output_type)
+        self._check_new(name, agent, None)
+        return self._add(Tool(name, description, dict(PARAMETERS), agent, agent=agent))
+
     def _check_new(self, name: str, fn: object, timeout_s: float | None) -> None:
         if not isinstance(name, str) or not name:
             raise ValueError("tool name must be a non-empty string")
@@ -190,6 +214,10 @@ class ToolRegistry:
 
     def names(self) -> list[str]:
         return sorted(self._tools)
+
+    def agents(self) -> list[Tool]:
+        """The sub-agents' tools (``add_agent``), in the order registered."""
+        return [tool for tool in self._tools.values() if tool.agent is not None]
 
     def get(self, name: object) -> Tool | None:
         """Exact lookup: attribute names, methods and "" are never tools."""

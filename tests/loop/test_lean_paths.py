@@ -107,10 +107,10 @@ def _actions(recorder_for: Any) -> list[str]:
 
 def test_an_idle_recorder_is_asked_to_commit_only_when_the_run_ends() -> None:
     def plain(state: RunState) -> Any:
-        return build_recorder(RunWiring(), state)
+        return build_recorder(RunWiring(), state)[0]
 
     def with_content(state: RunState) -> Any:
-        return build_recorder(RunWiring(record_content=True), state)
+        return build_recorder(RunWiring(record_content=True), state)[0]
 
     assert _actions(plain) == ["model", "tool", "model", "commit"]
     assert _actions(with_content) == ["commit", "model", "commit", "tool", "commit", "commit", "model", "commit"]

@@ -1,0 +1,90 @@
+"""A sub-agent as a tool (``ToolRegistry.add_agent``): what the parent's model is offered, and the child it runs.
+
+A call of a sub-agent's tool starts a child run in the parent's store (``runner._run.children``), whose
+id derives from the parent run's id and the call's, so a resumed parent finds its child instead of
+starting another. The tool's function only refuses: the loop's drivers run the child instead.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from .._log.limits import Limits
+from .output import FINAL_RESULT, OutputSpec, output_spec
+
+if TYPE_CHECKING:
+    from ..messages import AnyModel
+    from .registry import ToolRegistry
+
+SUBAGENT: Final = "subagent"  # the ``origin`` of a child run
+PARAMETERS: Final[Mapping[str, Any]] = {
+    "type": "object",
+    "properties": {"task": {"type": "string", "description": "What the sub-agent is to do, in full: it sees "
+                                                              "nothing of this conversation but this text."}},
+    "required": ["task"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SubAgent:
+    """A sub-agent: the child run's model, tools, system prompt, limits and typed result.
+
+    ``limits`` are the child's own (None: ``Limits()``'s defaults); a child also gets at most
+    what its parent has left of tokens, cost and time. ``output`` is its ``output_type``'s spec.
+    """
+
+    name: str
+    model: AnyModel
+    registry: ToolRegistry
+    system: str
+    limits: Limits | None = None
+    output: OutputSpec | None = field(default=None, compare=False)
+    output_type: Any = field(default=None, compare=False, repr=False)  # as given, for a resume to use again
+
+    def __call__(self, task: str) -> str:
+        """Refuse: a sub-agent's call is a child run, which only a run (``run_agent``, ``resume``...) can start."""
+        raise RuntimeError(f"sub-agent {self.name!r} runs as a child run of a run (run_agent, arun_agent, resume, "
+                           "the pool), not as a plain function")
+
+
+def make_agent(name: str, model: AnyModel, registry: ToolRegistry, system: str, limits: Limits | None,
+               output_type: Any) -> SubAgent:
+    """The ``SubAgent`` ``add_agent`` registers; ``ValueError`` for options it cannot run with."""
+    if limits is not None and not isinstance(limits, Limits):
+        raise ValueError(f"sub-agent {name!r}: limits must be a Limits, got {type(limits).__name__}")
+    if not isinstance(system, str) or not system:
+        raise ValueError(f"sub-agent {name!r}: system must be a non-empty string")
+    if not callable(model):
+        raise ValueError(f"sub-agent {name!r}: model must be callable")
+    from .registry import ToolRegistry
+
+    if not isinstance(registry, ToolRegistry):
+        raise ValueError(f"sub-agent {name!r}: registry must be a ToolRegistry, got {type(registry).__name__}")
+    spec = None
+    if output_type is not None:
+        try:
+            spec = output_spec(output_type)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"sub-agent {name!r}: output_type: {exc}") from None
+        if FINAL_RESULT in registry:
+            raise ValueError(f"sub-agent {name!r}: its registry has a tool named {FINAL_RESULT!r}, the name "
+                             "output_type= gives the typed result: rename that tool")
+    return SubAgent(name, model, registry, system, limits, spec, output_type)
+
+
+def child_run_id(parent_run_id: str, call_id: str) -> str:
+    """The id of the child run that serves call ``call_id`` of run ``parent_run_id``: the same on every resume.
+
+    32 hex digits (a valid run id and its own trace id's form), from both ids hashed.
+    """
+    digest = hashlib.sha256(f"{parent_run_id}\x00{call_id}".encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:32]
+
+
+def stopped_observation(name: str, status: str, error: str | None) -> str:
+    """What the parent's model reads of a child that stopped without finishing."""
+    return f"ERROR: sub-agent {name} stopped: {status}" + (f" ({error})" if error else "")
