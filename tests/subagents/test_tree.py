@@ -202,3 +202,31 @@ def test_children_nest_and_the_async_driver_runs_the_tree(store: RunStore) -> No
     inner_id = child_run_id(middle_id, "m1")
     assert store.get_run(inner_id).parent_run_id == middle_id
     assert store.get_run(inner_id).status == Status.DONE
+
+
+def test_the_parents_deadline_stops_a_slow_child_and_leaves_the_call_open_for_a_resume(store: RunStore) -> None:
+    tools = ToolRegistry()
+
+    @tools.tool
+    def wait_a_bit(n: int) -> str:
+        """Take a moment."""
+        time.sleep(0.1)
+        return "waited"
+
+    slow = ScriptedModel([calls((f"k{i}", "wait_a_bit", {"n": i})) for i in range(8)] + ["slow done"])
+    registry = ToolRegistry()
+    registry.add_agent("slow", model=slow, registry=tools, description="Slow.", limits=Limits(max_steps=20))
+    parent = ScriptedModel([calls(("p1", "slow", {"task": "go slowly"})), "parent done"])
+    result = run_agent("go", parent, registry, store=store, timeout_s=0.35)
+    child_id = child_run_id(result.run_id, "p1")
+    deadline = time.monotonic() + 10
+    while store.get_run(child_id).status == Status.RUNNING:  # the child logs its own stop, just after
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert (result.status, store.get_run(child_id).status) == (Status.DEADLINE, Status.DEADLINE)
+    parent_log = store.get_run(result.run_id)
+    assert not [f for f in parent_log.facts if isinstance(f, ToolFinished)]  # the call stays open
+    again = resume(store, result.run_id, parent, registry, timeout_s=30)
+    assert (again.status, again.answer) == (Status.DONE, "parent done")
+    assert store.get_run(child_id).status == Status.DONE
+    assert parent.seen[-1][-1]["content"] == "slow done"
