@@ -253,3 +253,23 @@ def stream_follow_up(store: RunStore, run_id: str, message: str, model: Model, r
 
 def _continue(wired: dict[str, Any]) -> ContinueOptions:
     return cast("ContinueOptions", wired)
+
+
+def astream_fork(store: RunStore, run_id: str, *, at_step: int, model: Model | AsyncModel, registry: ToolRegistry,
+                 observations: Mapping[str, str] | None = None, max_steps: int | None = None,
+                 token_budget: int | None = None, **options: Unpack[ContinueOptions]) -> AsyncIterator[StreamEvent]:
+    """``afork``, yielding the new run's events as ``astream_agent`` does."""
+    from .resume import forked_core
+
+    return _astreamed(lambda wired, listen: forked_core(store, run_id, at_step, model, registry, observations,
+                                                        max_steps, token_budget, _continue(wired), listen), options)
+
+
+def astream_follow_up(store: RunStore, run_id: str, message: str, model: Model | AsyncModel,
+                      registry: ToolRegistry, *, max_steps: int | None = None, token_budget: int | None = None,
+                      **options: Unpack[ContinueOptions]) -> AsyncIterator[StreamEvent]:
+    """``afollow_up``, yielding the new run's events as ``astream_agent`` does."""
+    from .resume import followed_core
+
+    return _astreamed(lambda wired, listen: followed_core(store, run_id, message, model, registry, max_steps,
+                                                          token_budget, _continue(wired), listen), options)
