@@ -170,3 +170,25 @@ def test_run_agent_streams_only_when_asked(store: RunStore) -> None:
 def test_delta_interval_s_outside_0_to_half_a_second_is_refused(every: Any) -> None:
     with pytest.raises(TypeError, match=r"delta_interval_s must be a number of seconds above 0 and at most 0\.5"):
         run_agent("x", ScriptedModel(["y"]), ToolRegistry(), stream=True, delta_interval_s=every)
+
+
+def test_a_streamed_runs_fixture_equals_a_plain_ones_and_replays_clean(store: RunStore, tmp_path: Any) -> None:
+    import json
+
+    from runner import replay
+
+    class Both(StreamingModel):
+        def __call__(self, messages: Any, tool_specs: Any) -> ModelReply:
+            return self.reply()
+
+    streamed = run_agent("say hi", Both(SCRIPT), echo_registry(), store=store, stream=True, run_id="streamed")
+    plain = run_agent("say hi", Both(SCRIPT), echo_registry(), store=store, run_id="plain")
+    assert [e.kind for e in store.get_run("streamed").events].count("model_delta") == 2  # one per reply
+    fixtures = []
+    for result in (streamed, plain):
+        store.export_fixture(result.run_id, tmp_path / f"{result.run_id}.json")
+        fixture = json.loads((tmp_path / f"{result.run_id}.json").read_text())
+        fixtures.append({key: value for key, value in fixture.items() if key != "run_id"})
+    assert fixtures[0] == fixtures[1]
+    report = replay("streamed", echo_registry(), source_store=store)
+    assert report.ok, report.explain()
