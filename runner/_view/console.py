@@ -16,11 +16,11 @@ from ..events import ApprovalRequested, RunResumed, RunStarted, StepStarted
 from ..store import RunStore
 from .activity import active_seconds
 from .continuation import pooled
-from .inherited import InheritedMessage
+from .inherited import InheritedMessage, inherited_shown
 from .lineage import Link, children, origin_text, parent_of, pending_approvals
 from .listing import RunFilter, runs_page
 from .summary import money, seconds, when
-from .timeline import Timeline, args_text, inherited_shown, timeline
+from .timeline import Timeline, args_text, timeline
 
 MORE_COUNTED = 1000  # the awaiting-approval badge counts this far ("1000+")
 INBOX_RUNS = 200  # runs awaiting approval the inbox reads at once
