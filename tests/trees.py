@@ -66,6 +66,11 @@ def tools() -> ToolRegistry:
     return tree_registry(approval=True)
 
 
+def deep_tools() -> ToolRegistry:
+    """``--tools tests.trees:deep_tools``: ``tools`` with the sub-agent's ``send`` one sub-agent further down."""
+    return tree_registry(approval=True, deeper=True)
+
+
 class Tree(NamedTuple):
     """A tree's parent run and its child run's ids, and how the parent ended."""
 
