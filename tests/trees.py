@@ -2,7 +2,8 @@
 
 The models answer from the conversation they are sent, not from a script's position, so a
 process that resumes a tree (``runner resume --tools tests.trees:tools``, the console) gets the
-same answers as the one that started it. ``SENT`` holds every ``send`` that really ran.
+same answers as the one that started it. ``SENT`` holds every ``send`` that really ran in this process
+(and ``console_tools.ran`` writes it down for a console's).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import NamedTuple
 
 from runner import ModelReply, RunStore, ToolCall, ToolRegistry, run_agent
 from runner.messages import Message, ToolSpec
+from tests.ui import console_tools
 
 SENT: list[str] = []
 AGENT = "research"
@@ -34,6 +36,7 @@ class Asks:
 
 def send(to: str) -> str:
     SENT.append(to)
+    console_tools.ran(f"send {to}")  # in a console's process: to the file a browser test reads
     return f"sent to {to}"
 
 

@@ -20,7 +20,7 @@ from ..errors import RunNotFound
 from ..store import RunStore
 from .lineage import pending_approvals
 from .summary import Totals
-from .timeline import ChildEntry, Entry, Timeline, ToolEntry, timeline
+from .timeline import ChildEntry, EndEntry, Entry, Timeline, ToolEntry, timeline
 
 MAX_DEPTH: Final = 16  # children nested deeper than this are not read: their parent's entry says what they spent
 
@@ -33,7 +33,7 @@ def subagent_children(store: RunStore, run_id: str) -> list[RunSummary]:
 def nest(store: RunStore, run: StoredRun, shown: Timeline, depth: int = 0) -> Timeline:
     """``shown`` (``run``'s timeline) with each sub-agent child's entry after its call's last entry, recursively.
 
-    A call its run stopped on while its child waits is ``waiting`` (not a crash's call in doubt).
+    A call its run stopped on (a ``run_finished``) while its child ran is ``waiting``, not a crash's call in doubt.
     """
     found = subagent_children(store, run.run_id) if depth < MAX_DEPTH else []
     if not found:
@@ -52,9 +52,13 @@ def nest(store: RunStore, run: StoredRun, shown: Timeline, depth: int = 0) -> Ti
         at = (call.step, call.at) if call is not None else (run.steps, child.started_at)
         entry = ChildEntry(*at, child.parent_call_id or "", child, shorts[child.run_id], below,
                            spent(child, below), tuple(pending_approvals(child).values()))
-        if isinstance(call, ToolEntry) and call.finished is None and run.status != Status.RUNNING:
-            call.waiting = True
-            waiting.add(call.call_id)
+        for start, end in zip(calls, [*calls[1:], len(entries)], strict=True):
+            started = entries[start]
+            # The run stopped (a run_finished, no crash) while the call waited on its child.
+            if isinstance(started, ToolEntry) and started.finished is None and \
+                    any(isinstance(later, EndEntry) for later in entries[start + 1:end]):
+                started.waiting = True
+                waiting.add(started.call_id)
         entries.insert(calls[-1] + 1 if calls else len(entries), entry)
     return replace(shown, entries=entries, doubts=[d for d in shown.doubts if d.call_id not in waiting])
 
