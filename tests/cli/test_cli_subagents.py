@@ -10,14 +10,18 @@ from __future__ import annotations
 import json
 import shlex
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from runner import open_store
+from runner import ToolRegistry, open_store
+from runner.pool.queued import record_queued
+from runner.pool.take import take
 from tests import trees
 from tests.cli.helpers import FakeOpenAI, at, completion, invoke, lines, rows, run_id_in
 
 TOOLS = "tests.trees:tools"
+NOWHERE = "amqp://guest:guest@127.0.0.1:1//"  # nothing listens on port 1: publishing fails at once
 
 
 @pytest.fixture(autouse=True)
@@ -135,3 +139,24 @@ def test_a_grandchild_is_nested_two_deep_and_its_resume_finishes_the_tree_from_t
     with open_store(store_url) as store:
         assert [store.get_run(run_id).status for run_id in (tree.parent, tree.child, grandchild)] == ["done"] * 3
         assert store.get_run(tree.child).answer == 'middle done: child done: "sent to bob"'
+
+
+def planner() -> tuple[Any, ToolRegistry, dict[str, Any]]:
+    """A pool's agent whose model calls the sub-agent ``research``, whose ``send`` waits for approval."""
+    return trees.Asks("research", {"task": "find X"}, "p1", "final"), trees.tools(), {}
+
+
+def test_a_pool_trees_child_gets_its_decision_and_the_root_goes_back_to_its_pool(store_url: str) -> None:
+    with open_store(store_url) as store:
+        root = record_queued(store, "top task", "planner")
+        assert take(store, root, {"planner": planner}) == "awaiting_approval"
+        (child,) = [run.run_id for run in store.children(root)]
+    result = invoke("resume", child[:8], "--approve", "c1", "--by", "alice", "--broker", NOWHERE, "--db", store_url)
+    assert result.exit_code == 3  # no --tools: the root's workers have them; the broker here takes nothing
+    assert result.stdout.splitlines() == [
+        f"sub-agent run {child[:8]}: c1 approved by alice; its tree goes back to its pool from its root run {root[:8]}"]
+    assert result.stderr.startswith(f"Error: run {root[:8]}: the decision is logged, but the broker did not take")
+    with open_store(store_url) as store:
+        assert [e.data["decided_by"] for e in store.get_run(child).events if e.kind == "approval_decided"] == ["alice"]
+        assert take(store, root, {"planner": planner}) == "done"  # a worker, given the root, finishes the tree
+        assert (store.get_run(child).status, trees.SENT) == ("done", ["bob"])
