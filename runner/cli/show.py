@@ -118,10 +118,10 @@ def waiting_notes(found: list[RunSummary], asking: Waiting, shorts: dict[str, st
 def show(env: Env, run_ref: str, full: bool) -> None:
     """Show one run as a timeline: model text, tool calls, observations, errors and how it stopped.
 
-    Also its parent and children, what a fork or follow-up inherited (swapped observations marked),
-    each resume, approval requests, calls left in doubt, and the `runner resume` command that answers
-    a run awaiting approval.
-    In "took 3m12s (active 4.10s)" the active time leaves out the waits for an approval or a resume.
+    Also its parent and children (each sub-agent's child run under its call, and what the tree spent),
+    what a fork or follow-up inherited (swapped observations marked), each resume, approval requests (its
+    sub-agents' too), calls left in doubt, and the `runner resume` command that answers a run awaiting
+    approval. In "took 3m12s (active 4.10s)" the active time leaves out the waits for an approval or a resume.
 
     RUN is a run id or any unique prefix of one, as `runner runs` prints.
     """
