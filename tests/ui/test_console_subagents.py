@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -20,7 +21,16 @@ from runner.ui import create_app
 from tests import trees
 from tests.cli.helpers import invoke
 from tests.trees import Asks, run_tree, tree_registry
-from tests.ui.test_console_app import until_done
+
+
+def until_done(store: RunStore, run_id: str, timeout_s: float = 20.0) -> str:
+    """The run's status once the console's background thread has finished it (bounded wait)."""
+    deadline = time.monotonic() + timeout_s
+    status = store.get_run(run_id).status
+    while status in ("running", "awaiting_approval") and time.monotonic() < deadline:
+        time.sleep(0.05)
+        status = store.get_run(run_id).status
+    return status
 
 
 @pytest.fixture(autouse=True)
