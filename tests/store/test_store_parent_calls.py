@@ -65,7 +65,8 @@ def test_upgrading_to_0007_fills_in_the_children_logged_before_it(store_url: str
             assert "parent_call_id" not in list(conn.execute(text("SELECT * FROM runs")).keys())
         migrate(engine)
         with engine.connect() as conn:
-            found: dict[str, str | None] = dict(conn.execute(text("SELECT run_id, parent_call_id FROM runs")).tuples())
+            rows = conn.execute(text("SELECT run_id, parent_call_id FROM runs")).all()
+        found: dict[str, str | None] = {str(row[0]): row[1] for row in rows}
         assert found == {tree.parent: None, tree.child: "p1", lone: None, later: None}
     finally:
         engine.dispose()
