@@ -69,6 +69,8 @@ class RunSummary:
     # What the model calls cost: the calls whose cost is known, added up, and how many are unknown.
     cost_known_usd: float = field(default=0.0, kw_only=True)
     costs_unknown: int = field(default=0, kw_only=True)
+    # A sub-agent's child run: the parent's call it serves (None: any other run, a fork or a follow-up too).
+    parent_call_id: str | None = field(default=None, kw_only=True)
     # When the row was read, by the database server's clock (PostgreSQL; None: this process's clock judges).
     read_at: datetime | None = field(default=None, kw_only=True, repr=False, compare=False)
     # How the store judged the run's process when it read the row (None: by the values alone).
@@ -164,7 +166,7 @@ def logged_text(facts: Iterable[Event]) -> dict[str, Any]:
     for fact in facts:
         if isinstance(fact, RunStarted):
             found.update(task=fact.task, system=fact.system, model=fact.model, provider=fact.provider,
-                         agent_name=fact.agent_name, labels=dict(fact.labels))
+                         agent_name=fact.agent_name, labels=dict(fact.labels), parent_call_id=fact.parent_call_id)
         elif isinstance(fact, RunFinished):
             found.update(answer=fact.answer, error=fact.error)
         elif isinstance(fact, RunResumed):

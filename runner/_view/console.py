@@ -1,12 +1,13 @@
 """What the console's pages show, as plain values read from the store: the runs, one run, the inbox.
 
 The templates draw these; the handlers in ``ui/pages.py`` only read the request and answer.
-A run's page shows its ``timeline`` (the entries ``runner show`` prints) and its lineage.
+A run's page shows its ``timeline`` (the entries ``runner show`` prints, its sub-agents' child runs nested
+under their calls) and its lineage.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .._log.records import LIVE, RunSummary, StoredRun, logged_text
 from .._log.state import fold
@@ -16,11 +17,12 @@ from ..events import ApprovalRequested, RunResumed, RunStarted, StepStarted
 from ..store import RunStore
 from .activity import active_seconds
 from .continuation import pooled
-from .inherited import InheritedMessage
+from .inherited import InheritedMessage, inherited_shown
 from .lineage import Link, children, origin_text, parent_of, pending_approvals
 from .listing import RunFilter, runs_page
-from .summary import money, seconds, when
-from .timeline import Timeline, args_text, inherited_shown, timeline
+from .summary import Totals, money, seconds, when
+from .timeline import ChildEntry, Timeline, args_text, timeline
+from .tree import children_in, nest, spent, waiting_below
 
 MORE_COUNTED = 1000  # the awaiting-approval badge counts this far ("1000+")
 INBOX_RUNS = 200  # runs awaiting approval the inbox reads at once
@@ -114,6 +116,8 @@ class RunView:
     pooled: bool
     cost: str
     driver: str | None = None  # who last resumed it (``--by``), when its log says
+    tree: Totals | None = None  # what it and its sub-agents' child runs spent, when it has any
+    below: list[ChildEntry] = field(default_factory=list)  # the children under it waiting for decisions
 
     @property
     def inherited(self) -> list[InheritedMessage]:
@@ -134,12 +138,13 @@ def run_view(store: RunStore, ref: str, registry: ToolRegistry | None = None) ->
     state = fold(run.facts, run.run_id)
     links = children(store, run.run_id)
     started = state.started
-    origins = {link.run_id: origin_text(link.origin, link.forked_at_step) for link in links}
+    origins = {link.run_id: origin_text(link.origin, link.forked_at_step, link.call_id) for link in links}
     if started is not None:
-        origins[run.run_id] = origin_text(started.origin, started.forked_at_step)
+        origins[run.run_id] = origin_text(started.origin, started.forked_at_step, started.parent_call_id)
+    shown = nest(store, run, timeline(run, parent_of(store, run), state=state, registry=registry))
     return RunView(
-        run=run, short=store.short_ids([run.run_id])[run.run_id],
-        timeline=timeline(run, parent_of(store, run), state=state, registry=registry),
+        run=run, short=store.short_ids([run.run_id])[run.run_id], timeline=shown,
+        tree=spent(run, shown) if children_in(shown) else None, below=list(waiting_below(shown)),
         links=links, origins=origins, pending=list(pending_approvals(run).values()),
         steps_made=max((f.step for f in run.facts if isinstance(f, StepStarted)), default=0),
         duration=duration(run), active=seconds(active_seconds(run.events, run.facts)), pooled=pooled(run),

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 from .._log.records import StoredRun
+from .._tools.agents import SUBAGENT
 from ..events import Event, MessageAppended, RunQueued, RunStarted
 from ..messages import Message
 from .lineage import RERUN
@@ -45,10 +46,11 @@ class Inherited(NamedTuple):
 def inherited(facts: Sequence[Event], parent: StoredRun | None) -> Inherited | None:
     """What the run of ``facts`` inherited from ``parent`` (None: not in the store).
 
-    None for a run with no parent, and for a rerun's candidate: it starts its baseline's work over, it inherits nothing.
+    None for a run with no parent, for a rerun's candidate (it starts its baseline's work over) and for a
+    sub-agent's child run (it starts from its own task): they inherit nothing.
     """
     started = next((fact for fact in facts if isinstance(fact, RunStarted)), None)
-    if started is None or started.parent_run_id is None or started.origin == RERUN:
+    if started is None or started.parent_run_id is None or started.origin in (RERUN, SUBAGENT):
         return None
     opening = _opening_messages(facts)
     if started.forked_at_step is None and opening:  # a follow-up: its last opening message is its own
@@ -99,3 +101,13 @@ def inherited_json(found: Inherited | None) -> dict[str, Any] | None:
             "parent_in_store": found.parent_in_store,
             "messages": [{"parent_step": m.parent_step, "message": m.message, "swapped": m.swapped,
                           "original": m.original} for m in found.messages]}
+
+
+def inherited_shown(carried: Inherited, task: str) -> list[InheritedMessage]:
+    """The inherited messages both faces show: the model's, the tools', and the user's but the run's own task.
+
+    The system message and the task (a fork's is its parent's) are left out: the header has the task.
+    """
+    return [item for item in carried.messages
+            if item.message["role"] in ("assistant", "tool")
+            or (item.message["role"] == "user" and item.message["content"] != task)]

@@ -12,7 +12,7 @@ from typing import NamedTuple
 from .._log.statuses import Status
 from ..store import RunFilter, RunStore, RunSummary
 
-__all__ = ["RunFilter", "RunsPage", "Waiting", "runs_page", "waiting"]
+__all__ = ["RunFilter", "RunsPage", "Waiting", "origins", "runs_page", "waiting"]
 
 
 class RunsPage(NamedTuple):
@@ -34,6 +34,12 @@ def runs_page(store: RunStore, where: RunFilter, *, limit: int, offset: int = 0,
     if count_more and len(found) == limit:
         more = max(0, store.count_runs(where, at_most=shown + count_more) - shown)
     return RunsPage(found, store.refused_calls([run.run_id for run in found]), more)
+
+
+def origins(store: RunStore, runs: list[RunSummary]) -> dict[str, str | None]:
+    """How each of ``runs`` came about (``run_started``'s ``origin``), read for the linked runs only."""
+    starts = store.run_starts([run.run_id for run in runs if run.parent_run_id is not None])
+    return {run.run_id: started.origin if (started := starts.get(run.run_id)) is not None else None for run in runs}
 
 
 class Waiting(NamedTuple):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,6 +12,34 @@ from ..events import ToolFinished
 
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
 SMALLEST_SHOWN = 0.00005  # below this, four decimals would round a cost to $0.0000
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """What a run, or a tree of runs, spent: tokens, the known part of the cost, the model calls of unknown cost."""
+
+    tokens: int = 0
+    cost_known_usd: float = 0.0
+    costs_unknown: int = 0
+
+    @classmethod
+    def of(cls, run: RunSummary) -> Totals:
+        """The run's own."""
+        return cls(run.tokens, run.cost_known_usd, run.costs_unknown)
+
+    @property
+    def cost_usd(self) -> float | None:
+        """The cost, or None while any model call's cost is unknown (``cost_known_usd`` is then a floor)."""
+        return None if self.costs_unknown else self.cost_known_usd
+
+    @property
+    def cost(self) -> str:
+        """The cost as ``money`` writes it."""
+        return money(self.cost_known_usd, self.costs_unknown)
+
+    def plus(self, other: Totals) -> Totals:
+        return Totals(self.tokens + other.tokens, self.cost_known_usd + other.cost_known_usd,
+                      self.costs_unknown + other.costs_unknown)
 
 
 def when(at: datetime | None) -> str:
@@ -43,11 +72,13 @@ def refused_in(run: StoredRun) -> int:
     return sum(1 for fact in run.facts if isinstance(fact, ToolFinished) and not fact.ran)
 
 
-def summary_json(run: RunSummary, refused: int) -> dict[str, Any]:
+def summary_json(run: RunSummary, refused: int, origin: str | None = None) -> dict[str, Any]:
     """A run's summary for ``--json``: plain values, times in ISO 8601 UTC.
 
     ``tool_calls`` counts the calls that ran, ``tool_calls_refused`` those refused before running.
     ``cost_usd`` is null while any model call's cost is unknown; ``cost_known_usd`` is then a floor.
+    ``origin``: how a linked run came about (``fork``, ``follow_up``, ``subagent``...); a sub-agent's
+    child run names the call it serves (``parent_call_id``).
     """
     duration = (run.finished_at - run.started_at).total_seconds() if run.finished_at is not None else None
     return {
@@ -57,7 +88,8 @@ def summary_json(run: RunSummary, refused: int) -> dict[str, Any]:
         "model": run.model,
         "provider": run.provider, "agent_name": run.agent_name, "labels": run.labels,
         "started_at": iso(run.started_at), "finished_at": iso(run.finished_at), "duration_s": duration,
-        "trace_id": run.trace_id, "parent_run_id": run.parent_run_id, "liveness": run.liveness,
+        "trace_id": run.trace_id, "parent_run_id": run.parent_run_id, "origin": origin,
+        "parent_call_id": run.parent_call_id, "liveness": run.liveness,
     }
 
 

@@ -2,9 +2,9 @@
 
 One entry per step, model call, tool call, approval asked, decision, resume, cancel request, requeue and end, in
 log order (a tool call where it started, with its result when it has one, and what it returned after it
-was given up on, when it did); what a fork or follow-up inherited;
-the calls a crash left in doubt, with the rule a resume applies (``_tools.doubt``). The CLI renders
-the entries as rich text, the console as HTML, so the two show the same things.
+was given up on, when it did); each sub-agent's child run under its call (``tree`` adds them, from the store);
+what a fork or follow-up inherited; the calls a crash left in doubt, with the rule a resume applies
+(``_tools.doubt``). The CLI renders the entries as rich text, the console as HTML: both show the same.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from ..events import (
     ToolStarted,
 )
 from ..messages import Message
-from .inherited import Inherited, InheritedMessage, inherited
+from .inherited import Inherited, inherited
+from .summary import Totals
 
 
 class Kind(StrEnum):
@@ -53,6 +54,7 @@ class Kind(StrEnum):
     REQUEUED = "requeued"
     REJECTED = "rejected"
     END = "end"
+    CHILD = "child"
 
 
 class CallOutcome(StrEnum):
@@ -64,6 +66,7 @@ class CallOutcome(StrEnum):
     IN_DOUBT = "in doubt"
     RUNNING = "running"
     RETURNED_LATE = "returned late"
+    WAITING = "waiting on its sub-agent"
 
 
 @dataclass(slots=True)
@@ -112,7 +115,8 @@ class ModelEntry:
 class ToolEntry:
     """A tool call: where it started (``started`` None: refused before starting) and its result, if any.
 
-    ``late``: what a call given up on (a deadline, a cancel, its timeout) returned after all.
+    ``late``: what a call given up on (a deadline, a cancel, its timeout) returned after all; ``waiting``: a
+    sub-agent's call its run stopped on (its child waits for a decision, or ran out): it goes on in the child.
     """
 
     kind: ClassVar[Kind] = Kind.TOOL
@@ -124,6 +128,7 @@ class ToolEntry:
     finished: ToolFinished | None = None
     live: bool = False  # the run's process still goes: an unfinished call is running, not in doubt
     late: ToolReturnedLate | None = None
+    waiting: bool = False
 
     @property
     def attempt(self) -> int:
@@ -135,7 +140,7 @@ class ToolEntry:
         if self.late is not None:
             return CallOutcome.RETURNED_LATE
         if found is None:
-            return CallOutcome.RUNNING if self.live else CallOutcome.IN_DOUBT
+            return CallOutcome.RUNNING if self.live else CallOutcome.WAITING if self.waiting else CallOutcome.IN_DOUBT
         if found.ran:
             return CallOutcome.OK if found.ok else CallOutcome.ERROR
         return CallOutcome.IN_DOUBT if found.refused == "in_doubt" else CallOutcome.REFUSED
@@ -239,8 +244,26 @@ class RejectedEntry:
     fact: OutputRejected
 
 
+@dataclass(frozen=True, slots=True)
+class ChildEntry:
+    """A sub-agent's child run under the call it serves: the run with its log, its own timeline, its tree's totals.
+
+    ``short``: its id as short as the store allows; ``pending``: the calls it waits on for a decision.
+    """
+
+    kind: ClassVar[Kind] = Kind.CHILD
+    step: int
+    at: datetime
+    call_id: str
+    run: StoredRun
+    short: str
+    timeline: Timeline
+    tree: Totals
+    pending: tuple[ApprovalRequested, ...] = ()
+
+
 Entry = (StepEntry | ModelEntry | ToolEntry | AskedEntry | DecidedEntry | ResumedEntry | CancelEntry | RequeuedEntry
-         | RejectedEntry | EndEntry)
+         | RejectedEntry | EndEntry | ChildEntry)
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,14 +398,3 @@ def in_doubt(run: StoredRun, state: RunState | None = None,
     return [InDoubt(call.id, call.name, doubt_rule(state.started_traits.get(call.id),
                                                    registry.get(call.name) if registry is not None else None))
             for call in state.remaining_calls if state.in_doubt(call.id)]
-
-
-
-def inherited_shown(carried: Inherited, task: str) -> list[InheritedMessage]:
-    """The inherited messages both faces show: the model's, the tools', and the user's but the run's own task.
-
-    The system message and the task (a fork's is its parent's) are left out: the header has the task.
-    """
-    return [item for item in carried.messages
-            if item.message["role"] in ("assistant", "tool")
-            or (item.message["role"] == "user" and item.message["content"] != task)]

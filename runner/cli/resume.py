@@ -30,6 +30,7 @@ from ..events import StepStarted
 from ..pool.submission import BROKER_ENV, broker_url
 from ..prices import Price
 from ..store import RunStore, StoredRun
+from . import trees
 from .costs import check_priced
 from .options import EXIT_NO, CliError, CliUsageError, Env, common, parse_pairs
 from .render import print_json
@@ -245,11 +246,11 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[s
            quiet: bool, record_content: bool) -> None:
     """Continue RUN where its log stops: after a limit, an error, a crash, or awaiting approval.
 
-    The same run goes on, with the same id. Calls that finished are not run again; a call the process
+    The same run goes on, with the same id; calls that finished are not run again, and a call the process
     died inside runs again only if its tool had no side effects, has an idempotency key or is idempotent.
-    The resume and each decision are logged with who made them (--by). A pool run awaiting approval, or
-    stopped on a limit or an error, goes back to its queue for a worker to resume (--here: resume it here).
-    Exit 3 for a done run, one a live process still drives, or one awaiting approval with no decision.
+    Each decision is logged with who made it (--by). A sub-agent's child run its parent waits on gets its
+    decisions, then its tree goes on from its root (--tools: the root's). A pool run awaiting approval, or
+    stopped on a limit or an error, goes back to its queue (--here: resumes it here). Exit 3: done, live, no decision.
 
     \b
       runner resume 1f2e3d4c --tools myapp.tools:registry --max-steps 12
@@ -271,8 +272,15 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[s
         check_resumable(run, short)
         state = fold(run.facts, run.run_id)
         check_given(state, short, decisions)
+        # A sub-agent's child run its parent waits on: its decisions are logged on it, and its tree's root goes on.
+        run, short, state, climb = trees.climbed(store, run, short, state, decisions)
+        if climb is not None:
+            check_resumable(run, short)
+            decisions = {}
         match continuation(run, here=here, tools_given=tools.given, short=short, requeues=True):
             case SendToPool(queue) if run.status == Status.AWAITING_APPROVAL:
+                trees.log_decisions(store, climb, by)
+                trees.say_sent_back(climb, by, short, env.as_json)
                 send_back(env, store, run, short, state, decisions, by, broker, queue)
                 return
             case SendToPool(queue):
@@ -288,6 +296,7 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[s
         model = continuing_model(model_spec, run, base_url, api_key)
         check_priced(model, prices, *limits.budget(recorded_limits(run, state)))
         with tools_for(tools, base) as registry:
+            trees.log_decisions(store, climb, by)  # all checked: a child's, then its root goes on
 
             def go(provider: TracerProvider) -> AgentResult:  # the decisions are logged with run_resumed, by --by
                 return resume_stored(store, run, model, registry, decisions=decisions, decided_by=by,
@@ -297,7 +306,8 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[s
             with warnings_printed():
                 result = traced(env, store, go, lambda: run.run_id)
         report(env, store, result, [f"runner replay tests/fixtures/run.json{tools.args()}"],
-               tools_spec=tools_spec, parent_run_id=run.parent_run_id, mcp=tools.refs())
+               tools_spec=tools_spec, parent_run_id=run.parent_run_id, mcp=tools.refs(),
+               lead=trees.lead(climb, by, short))
     finish(result)
 
 

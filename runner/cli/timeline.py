@@ -14,12 +14,14 @@ from rich.text import Text
 from .._log.statuses import STATUSES, Status
 from .._text import clean, plural, shown_name
 from .._view.activity import active_seconds
-from .._view.inherited import Inherited
+from .._view.inherited import Inherited, inherited_shown
 from .._view.lineage import Link, origin_text, parent_text
-from .._view.summary import money, refused_in, seconds, when
+from .._view.summary import Totals, money, refused_in, seconds, when
 from .._view.timeline import (
     AskedEntry,
+    CallOutcome,
     CancelEntry,
+    ChildEntry,
     DecidedEntry,
     EndEntry,
     InDoubt,
@@ -34,7 +36,6 @@ from .._view.timeline import (
     ends,
     entries,
     in_doubt,
-    inherited_shown,
 )
 from ..events import ApprovalDecided, Event, ModelCalled, RunFinished, RunStarted
 from ..messages import ToolCall
@@ -59,7 +60,9 @@ def status_label(run: RunSummary) -> str:
     return f"{run.status} ({run.liveness})" if run.gone else run.status
 
 
-def header(run: StoredRun, facts: Sequence[Event], children: Sequence[Link] = ()) -> Iterator[Text]:
+def header(run: StoredRun, facts: Sequence[Event], children: Sequence[Link] = (),
+           tree: Totals | None = None) -> Iterator[Text]:
+    """Its id and status, its figures (with its sub-agents' ``tree``, when it has any), model, lineage and task."""
     title = Text("run ", style="bold")
     title.append(shown_name(run.run_id), style="bold")
     title.append("  ")
@@ -75,6 +78,8 @@ def header(run: StoredRun, facts: Sequence[Event], children: Sequence[Link] = ()
     yield Text(f"started {when(run.started_at)} UTC, took {seconds(duration)} (active {active}); "
                f"{plural(run.steps, 'step')}, {calls}, {plural(run.tokens, 'token')}" + (f", {cost}" if cost else ""),
                style="dim")
+    if tree is not None:
+        yield Text(f"with its sub-agents: {spent_text(tree)}", style="dim")
     model = shown_name(run.model) + (f" ({shown_name(run.provider)})" if run.provider else "")
     extra = f", agent {shown_name(run.agent_name)}" if run.agent_name else ""
     started_by = next((f.by for f in facts if isinstance(f, RunStarted)), None)
@@ -87,9 +92,9 @@ def header(run: StoredRun, facts: Sequence[Event], children: Sequence[Link] = ()
     if run.parent_run_id:
         started = next((f for f in facts if isinstance(f, RunStarted)), None)
         origin, at = (started.origin, started.forked_at_step) if started is not None else (None, None)
-        yield Text(parent_text(run.parent_run_id, origin, at), style="dim")
+        yield Text(parent_text(run.parent_run_id, origin, at, run.parent_call_id), style="dim")
     for child in children:
-        how = origin_text(child.origin, child.forked_at_step)
+        how = origin_text(child.origin, child.forked_at_step, child.call_id)
         yield Text(f"child run {shown_name(child.run_id)} ({how + ', ' if how else ''}{clean(child.status)})",
                    style="dim")
     yield Text("task", style="bold")
@@ -105,10 +110,11 @@ def timeline(run: StoredRun, *, full: bool = False, children: Sequence[Link] = (
     yield from rendered(run, Timeline(entries(run), carried, in_doubt(run), ends(run)), full=full, children=children)
 
 
-def rendered(run: StoredRun, shown: Timeline, *, full: bool = False, children: Sequence[Link] = ()) -> Iterator[Text]:
-    """``run``'s header, then its timeline ``shown`` as lines."""
+def rendered(run: StoredRun, shown: Timeline, *, full: bool = False, children: Sequence[Link] = (),
+             tree: Totals | None = None) -> Iterator[Text]:
+    """``run``'s header, then its timeline ``shown`` as lines; ``tree``: what it and its sub-agents spent."""
     limit = None if full else SHOWN_CHARS
-    yield from header(run, run.facts, children)
+    yield from header(run, run.facts, children, tree)
     yield from doubts(shown.doubts)
     if shown.inherited is not None:
         yield from inherited_part(shown.inherited, run.task, limit)
@@ -145,9 +151,35 @@ def rendered(run: StoredRun, shown: Timeline, *, full: bool = False, children: S
                 yield from _block(cut(entry.fact.error, limit), "    ", "red")
             case EndEntry():
                 yield from stop(entry.fact)
+            case ChildEntry():
+                yield from child_lines(entry, "    ")
     if not shown.finished:
         yield Text(f"\nno run_finished event: the run is {run.liveness} "
                    f"(last event {when(run.events[-1].at) if run.events else '-'} UTC)", style="yellow")
+
+
+def child_lines(entry: ChildEntry, indent: str) -> Iterator[Text]:
+    """A sub-agent's child run under its call: its id, status and figures, the calls it waits on, its own children."""
+    run = entry.run
+    line = Text(f"{indent}↳ sub-agent {shown_name(run.agent_name or '?')}: run {shown_name(entry.short)} ", style="dim")
+    line.append(status_label(run), style=status_style(run.status, run.liveness))
+    own = Totals.of(run)
+    line.append(f"  {spent_text(own)}" + (f" (with its sub-agents: {spent_text(entry.tree)})"
+                                          if entry.tree != own else ""), style="dim")
+    yield line
+    for call in entry.pending:
+        asked = Text(f"{indent}  approval needed: {shown_name(call.name)}", style=WAITING_STYLE)
+        asked.append(f" [{shown_name(call.call_id)}] of run {shown_name(entry.short)}", style="dim")
+        yield asked
+    for below in entry.timeline.entries:
+        if isinstance(below, ChildEntry):
+            yield from child_lines(below, indent + "  ")
+
+
+def spent_text(spent: Totals) -> str:
+    """``1,234 tokens, $0.0120``: the cost left out when none of it is known."""
+    return plural(spent.tokens, "token") + (f", {spent.cost}" if spent.cost_known_usd or not spent.costs_unknown
+                                            else "")
 
 
 def doubts(found: Sequence[InDoubt]) -> Iterator[Text]:
@@ -228,6 +260,10 @@ def inherited_part(carried: Inherited, task: str, limit: int | None) -> Iterator
 def tool_call(entry: ToolEntry, limit: int | None) -> Iterator[Text]:
     """A tool call with its result; one without a result in the log says so."""
     finished = entry.finished
+    if finished is None and entry.outcome == CallOutcome.WAITING:
+        yield Text(f"  tool {shown_name(entry.name)} [{shown_name(entry.call_id)}] waits on its sub-agent's run",
+                   style=WAITING_STYLE)
+        return
     if finished is None:
         yield Text(f"  ! {shown_name(entry.name)} [{shown_name(entry.call_id)}] started but has no result in the log",
                    style=ERROR_STYLE)

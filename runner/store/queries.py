@@ -42,6 +42,8 @@ from .filters import RunFilter
 from .rows import NAME_WIDTH, column, event_data
 from .tables import events, run_labels, run_tools, runs
 
+# The ``runs`` columns later revisions added, with the revision that did.
+LATER_COLUMNS: Final = (("0005", ("cost_known_usd", "costs_unknown")), ("0007", ("parent_call_id",)))
 AMBIGUOUS_SHOWN: Final = 5  # run ids an ambiguous prefix's error names before "and N more"
 BATCH: Final = 500  # run ids per IN (...) list, well under SQLite's limit on bound parameters
 RUN_STARTED: Final = KIND_OF[RunStarted]
@@ -99,12 +101,20 @@ def _stored(value: _T, width: int | None = None) -> _T:
     return cast(_T, column(value, width)) if isinstance(value, str) else value
 
 
+def check_page(limit: int, offset: int) -> None:
+    """``ValueError`` unless ``limit`` and ``offset`` are non-negative integers."""
+    for name, value in (("limit", limit), ("offset", offset)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be a non-negative integer, got {value!r}")
+
+
 def matching(conn: Connection, query: Select[Any], where: RunFilter,
-             indexed: bool = True) -> tuple[Select[Any], FromClause]:
+             indexed: bool = True, parent_calls: bool = True) -> tuple[Select[Any], FromClause]:
     """``query`` (a select from ``runs``) narrowed by ``where``, and the table it walks.
 
     A text search first asks the text index which runs may match (``search``), on ``conn``,
-    when the store has one (``indexed``: at revision 0006 or later).
+    when the store has one (``indexed``: at revision 0006 or later). ``top`` keeps the runs with no
+    ``parent_call_id``, when the store has the column (``parent_calls``: 0007 or later; before, every run).
     """
     # Filters match the columns' rendering of what was recorded (``rows.column``).
     pairs = [(_stored(key, NAME_WIDTH), _stored(value)) for key, value in where.labels.items()]
@@ -134,6 +144,8 @@ def matching(conn: Connection, query: Select[Any], where: RunFilter,
         # Written into the SQL, not bound: PostgreSQL's generic plan for a prepared ``status IN ($1)``
         # guesses a sixth of the runs match and scans them all (psycopg prepares on a statement's 5th use).
         query = query.where(runs.c.status.in_([literal(str(s), literal_execute=True) for s in where.status]))
+    if where.top and parent_calls:
+        query = query.where(runs.c.parent_call_id.is_(None))
     if since is not None:
         query = query.where(driver.c.started_at >= since)
     if until is not None:
@@ -178,11 +190,15 @@ def labels_of(conn: Connection, run_ids: list[str]) -> dict[str, dict[str, str]]
 def run_columns(revision: str | None) -> tuple[Any, ...]:
     """The ``runs`` columns a store at ``revision`` has (None: the latest); the others keep their defaults.
 
-    A read-only store is read at the revision it is at; the cost columns came with 0005.
+    A read-only store is read at the revision it is at; the cost columns came with 0005, ``parent_call_id`` with 0007.
     """
-    if revision is None or revision >= "0005":
-        return tuple(runs.c)
-    return tuple(column for column in runs.c if column.name not in ("cost_known_usd", "costs_unknown"))
+    missing = {name for since, names in LATER_COLUMNS for name in names if revision is not None and revision < since}
+    return tuple(column for column in runs.c if column.name not in missing)
+
+
+def has_parent_calls(revision: str | None) -> bool:
+    """Whether a store at ``revision`` (None: the latest) knows its sub-agents' child runs (0007)."""
+    return revision is None or revision >= "0007"
 
 
 def text_indexed(revision: str | None) -> bool:

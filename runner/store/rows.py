@@ -18,7 +18,7 @@ from .._text import storable
 from ..errors import StoreError
 from ..events import RunQueued, RunStarted
 
-# The width of the name columns (runs.model, provider, agent_name; run_labels.key; run_tools.name).
+# The width of the name columns (runs.model, provider, agent_name, parent_call_id; run_labels.key; run_tools.name).
 NAME_WIDTH = 200
 
 
@@ -60,10 +60,12 @@ def run_row(run_id: str, opened: RunStarted | RunQueued, trace_id: str, owner: s
         case RunStarted():
             parent, system, model, provider, tool_specs = (opened.parent_run_id, opened.system, opened.model,
                                                            opened.provider, opened.tool_specs)
+            call = opened.parent_call_id
         case RunQueued():
-            parent, system, model, provider, tool_specs = None, "", "", None, []
+            parent, system, model, provider, tool_specs, call = None, "", "", None, [], None
     return {
-        "run_id": run_id, "parent_run_id": parent, "task": column(opened.task), "system": column(system),
+        "run_id": run_id, "parent_run_id": parent, "parent_call_id": column(call, NAME_WIDTH),
+        "task": column(opened.task), "system": column(system),
         "model": column(model, NAME_WIDTH), "provider": column(provider, NAME_WIDTH),
         "agent_name": column(opened.agent_name, NAME_WIDTH), "limits": dumps(opened.limits),
         "tool_specs": dumps(tool_specs), "trace_id": trace_id, "owner": owner, "started_at": started_at,

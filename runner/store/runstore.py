@@ -30,7 +30,7 @@ from ..events import Event, RunQueued, RunStarted, ToolReturnedLate
 from . import appending, forks, logs, queries, queue, shortids
 from .clock import database_clock
 from .engine import DEFAULT_BUSY_TIMEOUT_S, one_line, read_connection, shown
-from .filters import Label, RunFilter
+from .filters import Label, RunFilter, chosen
 from .group import GroupCommitter
 from .lease import Heartbeat, take_over
 from .owner import owner_id
@@ -59,6 +59,7 @@ class RunStore:
         self._clock = database_clock(engine.dialect.name)  # read with each run: its liveness's clock
         self._runs = queries.run_columns(revision)  # a store read at an older revision lacks some
         self._text_index = queries.text_indexed(revision)  # and, before 0006, the text index
+        self._parent_calls = queries.has_parent_calls(revision)  # and, before 0007, runs.parent_call_id
         # One writer for every run this store records: concurrent runs share its commits.
         self.committer = GroupCommitter(engine, lambda: statements(engine.dialect))
         forks.track(self)
@@ -174,25 +175,24 @@ class RunStore:
 
     def list_runs(self, where: RunFilter | None = None, *, status: str | Sequence[str] | None = None,
                   since: datetime | None = None, until: datetime | None = None, tool: str | None = None,
-                  text: str | None = None, label: Label | None = None, limit: int = 50,
+                  text: str | None = None, label: Label | None = None, top: bool = False, limit: int = 50,
                   offset: int = 0) -> list[RunSummary]:
         """Runs matching ``where`` (a ``RunFilter``), or the filters given as keywords, newest first.
 
         The keywords are ``RunFilter``'s fields: ``label`` a ``(key, value)`` pair or a mapping of them.
         """
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
-            raise ValueError(f"limit must be a non-negative integer, got {limit!r}")
-        if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-            raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
-        found = _filter(where, RunFilter.of(status, since, until, tool, text, label))
+        queries.check_page(limit, offset)
+        found = chosen(where, RunFilter.of(status, since, until, tool, text, label, top))
         with self.reading() as conn:
-            query, driver = queries.matching(conn, select(*self._runs, *self._clock), found, self._text_index)
+            query, driver = queries.matching(conn, select(*self._runs, *self._clock), found, self._text_index,
+                                             self._parent_calls)
             query = query.order_by(driver.c.started_at.desc(), driver.c.run_id.desc()).limit(limit).offset(offset)
             return queries.summaries(conn, query)
 
     def count_runs(self, where: RunFilter | None = None, *, status: str | Sequence[str] | None = None,
                    since: datetime | None = None, until: datetime | None = None, tool: str | None = None,
-                   text: str | None = None, label: Label | None = None, at_most: int | None = None) -> int:
+                   text: str | None = None, label: Label | None = None, top: bool = False,
+                   at_most: int | None = None) -> int:
         """How many runs ``list_runs`` with the same filters would find (no limit).
 
         ``at_most`` stops counting there: a bounded scan, for "over N more" on a big store
@@ -200,17 +200,18 @@ class RunStore:
         """
         if at_most is not None and (isinstance(at_most, bool) or not isinstance(at_most, int) or at_most < 0):
             raise ValueError(f"at_most must be a non-negative integer, got {at_most!r}")
-        found = _filter(where, RunFilter.of(status, since, until, tool, text, label))
+        found = chosen(where, RunFilter.of(status, since, until, tool, text, label, top))
         with self.reading() as conn:
-            query, _ = queries.matching(conn, select(runs.c.run_id), found, self._text_index)
+            query, _ = queries.matching(conn, select(runs.c.run_id), found, self._text_index, self._parent_calls)
             if at_most is not None:
                 query = query.limit(at_most)
             return int(conn.execute(select(func.count()).select_from(query.subquery())).scalar_one())
 
     def children(self, run_id: str) -> list[RunSummary]:
-        """The runs forked from or following up ``run_id`` (their ``parent_run_id``), oldest first.
+        """The runs forked from, following up or serving a sub-agent's call of ``run_id`` (their ``parent_run_id``).
 
-        Read through the index on ``parent_run_id``: ``show`` links a run to its children with it.
+        Oldest first, read through the index on ``parent_run_id``: ``show`` links a run to its children with it.
+        A sub-agent's child run names the call it serves (``parent_call_id``).
         """
         query = (select(*self._runs, *self._clock).where(runs.c.parent_run_id == run_id)
                  .order_by(runs.c.started_at, runs.c.run_id))
@@ -389,12 +390,3 @@ class RunStore:
                 yield conn
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot read store {shown(self.url)}: {one_line(exc)}") from None
-
-
-def _filter(where: RunFilter | None, keywords: RunFilter) -> RunFilter:
-    """``where``, or the filter the keywords make; both at once is a mistake."""
-    if where is None:
-        return keywords
-    if keywords != RunFilter():
-        raise TypeError("give the filters as a RunFilter or as keywords, not both")
-    return where

@@ -94,6 +94,8 @@ class Run(Base):
 
     run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     parent_run_id: Mapped[str | None] = mapped_column(ForeignKey("runs.run_id"), index=True)
+    # A sub-agent's child run: the parent's call it serves (None for every other run, forks and follow-ups too).
+    parent_call_id: Mapped[str | None] = mapped_column(String(200))
     task: Mapped[str] = mapped_column(Text)
     system: Mapped[str] = mapped_column(Text)
     model: Mapped[str] = mapped_column(String(200))

@@ -18,6 +18,7 @@ from .._log.decisions import Decision, decider, refusal
 from .._log.records import LIVE, StoredRun
 from .._log.state import fold
 from .._log.statuses import Status
+from .._run.children import undecided_below
 from .._run.resume import fork as fork_run
 from .._run.resume import resume_stored
 from .._text import plural
@@ -31,6 +32,7 @@ from .._view.continuation import (
     pooled,
     resume_command,
 )
+from .._view.tree import root_of
 from ..errors import ActionRefused, CannotResume, RunInUse
 from ..events import Event, RunStarted
 from ..messages import McpRef, Model
@@ -121,8 +123,18 @@ class Actions:
     def go_on(self, run: StoredRun, max_steps: int | None = None, by: str | None = None) -> Continued:
         """Continue a stopped run: here when its model and tools can be built, else to its pool, else a command.
 
-        ``by``: who resumes it here, as logged (None: the console's ``decided_by``).
+        ``by``: who resumes it here, as logged (None: the console's ``decided_by``). A sub-agent's child run its
+        parent waits on goes on as its tree does: from its root, whose resume drives it.
         """
+        child, run = run, root_of(self.store, run)
+        if run.run_id != child.run_id:
+            went = self.go_on(run, max_steps, by)
+            return went._replace(text=f"{went.text} (from run {self.store.short_ids([run.run_id])[run.run_id]}, "
+                                      "the root of its tree, whose resume drives it)")
+        if run.status == Status.AWAITING_APPROVAL and not fold(run.facts, run.run_id).pending_approvals:
+            below = undecided_below(self.store, run.run_id, fold(run.facts, run.run_id), False)
+            if below is not None:  # it waits on its sub-agents: their calls are decided on their own runs
+                raise ActionRefused(below)
         if run.status == Status.DONE:
             raise ActionRefused(f"run {run.run_id} is done; nothing to resume")
         if run.status == Status.RUNNING and run.liveness == LIVE:

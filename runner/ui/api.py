@@ -11,7 +11,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from .._log.decisions import Decision
-from .._view.listing import runs_page
+from .._view.listing import origins, runs_page
 from .._view.show import show_json
 from .._view.summary import summary_json
 from .http import bounded_body, decider_of, json_response, media_type
@@ -29,7 +29,8 @@ async def list_runs(request: Request) -> Response:
 
     def read() -> list[dict[str, Any]]:
         page = runs_page(console.store, query.where, limit=query.limit, offset=query.offset)
-        return [summary_json(run, page.refused[run.run_id]) for run in page.runs]
+        how = origins(console.store, page.runs)
+        return [summary_json(run, page.refused[run.run_id], how[run.run_id]) for run in page.runs]
 
     return json_response(await run_in_threadpool(read))
 

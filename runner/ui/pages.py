@@ -54,7 +54,7 @@ async def run_page(request: Request) -> Response:
                   view=view, run=run, note=note, live=view.live, stoppable=run.status in LIVE_STATUSES,
                   can_fork=console.actions.registry is not None,
                   resumable=run.status not in (Status.DONE, Status.QUEUED) and run.liveness != LIVE
-                  and not view.pending)
+                  and not view.pending and not view.below)
 
 
 async def fixture_file(request: Request) -> Response:
@@ -90,7 +90,9 @@ async def decide_form(request: Request) -> Response:
     page = "run" if fields.get("back") == "run" else "approvals"
     key = console.note(page, run_id=run_id, call_id=call_id, how=outcome.how, text=outcome.text,
                        command=outcome.command or "", verdict="approved" if decision is True else "denied")
-    return redirect(run_url(run_id, key) if page == "run" else f"/approvals?note={key}")
+    # A child's call decided on its parent's page goes back to that page (``page``: a run of the store).
+    shown = await run_in_threadpool(console.store.resolve_run_id, fields["page"]) if fields.get("page") else run_id
+    return redirect(run_url(shown, key) if page == "run" else f"/approvals?note={key}")
 
 
 async def cancel_form(request: Request) -> Response:

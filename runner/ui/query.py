@@ -33,6 +33,7 @@ class RunQuery(NamedTuple):
     page: int
     since_text: str = ""
     default_limit: int = PAGE_SIZE
+    top: bool = False  # only top-level runs: no sub-agent's child run
 
     @property
     def offset(self) -> int:
@@ -42,7 +43,7 @@ class RunQuery(NamedTuple):
     def where(self) -> RunFilter:
         """The runs asked for, as ``runner runs`` filters them."""
         return RunFilter(status=self.statuses or None, since=self.since, until=self.until, tool=self.tool,
-                         text=self.search, labels=self.labels)
+                         text=self.search, labels=self.labels, top=self.top)
 
     def link(self, page: int) -> str:
         """The query string of this query's page ``page``."""
@@ -51,6 +52,8 @@ class RunQuery(NamedTuple):
             if value:
                 pairs.append((name, value))
         pairs += [("label", f"{k}={v}") for k, v in self.labels.items()]
+        if self.top:
+            pairs.append(("top", "1"))
         if self.limit != self.default_limit:
             pairs.append(("limit", str(self.limit)))
         if page != 1:
@@ -99,4 +102,14 @@ def run_query(params: QueryParams, default_limit: int = PAGE_SIZE) -> RunQuery:
     return RunQuery(statuses, _when(params, "since"), _when(params, "until"),
                     params.get("tool", "").strip() or None, labels, params.get("search", "") or None,
                     _int(params, "limit", default_limit, 1, MAX_PAGE_SIZE), _int(params, "page", 1, 1, 1_000_000),
-                    params.get("since", "").strip(), default_limit)
+                    params.get("since", "").strip(), default_limit, _flag(params, "top"))
+
+
+def _flag(params: QueryParams, name: str) -> bool:
+    """A yes-or-no parameter: ``1``, ``true``, ``on`` (a checked box) or ``yes``; empty or absent is no."""
+    value = params.get(name, "").strip().lower()
+    if value in ("", "0", "false", "off", "no"):
+        return False
+    if value in ("1", "true", "on", "yes"):
+        return True
+    raise BadQuery(f"{name} must be 1 or 0, got {value!r}")

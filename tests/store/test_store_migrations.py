@@ -52,7 +52,7 @@ def version(engine: Engine) -> list[str]:
 
 def test_history_is_linear_with_a_single_head() -> None:
     script = ScriptDirectory.from_config(alembic_config())
-    assert script.get_heads() == [head_revision()] == ["0006"]
+    assert script.get_heads() == [head_revision()] == ["0007"]
     revisions = list(script.walk_revisions())
     assert [rev.down_revision for rev in revisions][-1] is None
     assert all(not rev.is_branch_point and not rev.is_merge_point for rev in revisions)
@@ -120,6 +120,6 @@ def test_current_revision_reads_without_migrating(store_url: str) -> None:
         assert current_revision(engine, url) is None
         assert tables(engine) == []
         open_store(store_url).close()
-        assert current_revision(engine, url) == "0006"
+        assert current_revision(engine, url) == "0007"
     finally:
         engine.dispose()

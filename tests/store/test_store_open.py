@@ -182,7 +182,7 @@ def test_a_database_from_a_newer_schema_is_refused_untouched(tmp_path: Path) -> 
     db.close()
     before = digest(path)
     with pytest.raises(StoreError, match=r"its schema is at revision 9999_future, unknown to this runner "
-                                         r"\(head 0006\); upgrade durable-agent-runner$"):
+                                         r"\(head 0007\); upgrade durable-agent-runner$"):
         open_store(path)
     assert digest(path) == before
 

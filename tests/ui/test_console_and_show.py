@@ -1,8 +1,9 @@
 """``runner show`` and the console's run page show the same entries: both render ``_view.timeline``.
 
-For a fork, a follow-up, a resumed run (asked, decided, resumed) and a call in doubt, the CLI's lines and
-the page's timeline are read back into (kind, call id or step) pairs, and what each says a run inherited and
-which calls are in doubt (with the rule a resume applies) are compared too.
+For a fork, a follow-up, a resumed run (asked, decided, resumed), a call in doubt and sub-agent trees (the
+child under its call; its own entries are the page's only), the CLI's lines and the page's timeline are read
+back into (kind, call id or step) pairs, and what each says a run inherited and which calls are in doubt
+(with the rule a resume applies) are compared too.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from runner.store import RunStore, open_store
 from runner.ui import create_app
 from tests.cli.helpers import invoke, record_dead_inside_pay
 from tests.loop.helpers import call, reply, weather_registry
+from tests.trees import run_tree
 from tests.ui.money import money
 
 Shown = tuple[list[tuple[str, str]], list[tuple[str, str]], list[tuple[str, str]]]  # entries, inherited, doubts
@@ -28,6 +30,8 @@ CLI_ENTRY: list[tuple[re.Pattern[str], str]] = [
     (re.compile(r"^  model  "), "model"),
     (re.compile(r"^  tool \S+ \[([^\]]+)\]  "), "tool"),
     (re.compile(r"^  ! \S+ \[([^\]]+)\] started but has no result in the log$"), "tool"),
+    (re.compile(r"^  tool \S+ \[([^\]]+)\] waits on its sub-agent's run$"), "tool"),
+    (re.compile(r"^    ↳ sub-agent "), "child"),
     (re.compile(r"^  approval needed: \S+ \[([^\]]+)\]$"), "asked"),
     (re.compile(r"^  decision: (\S+) "), "decided"),
     (re.compile(r"^resumed"), "resumed"),
@@ -82,6 +86,8 @@ def page_shown(store: RunStore, run_id: str) -> Shown:
     with TestClient(create_app(store), base_url="http://127.0.0.1") as client:
         page = client.get(f"/runs/{run_id}").text
     timeline = page[page.index('<ol id="timeline"'):]
+    # A child's own entries are nested on the page (``runner show`` gives its status): they are left out here.
+    timeline = re.sub(r'<ol class="timeline nested">.*?</ol>', "", timeline, flags=re.S)
     entries = [(kind, call_id) for kind, call_id in
                re.findall(r'<li class="entry [^"]*" data-kind="(\w+)"(?: data-(?:call-id|step)="([^"]*)")?', timeline)]
     inherited = re.findall(r'<li class="entry inherited [^"]*" data-role="(\w+)"(?: data-call-id="([^"]*)")?', page)
@@ -116,13 +122,22 @@ def a_resumed_run(store: RunStore) -> str:
     return done.run_id
 
 
+def a_waiting_tree(store: RunStore) -> str:
+    return run_tree(store, approval=True).parent
+
+
+def a_finished_tree(store: RunStore) -> str:
+    return run_tree(store).parent
+
+
 def a_call_in_doubt(store: RunStore, store_url: str) -> str:
     record_dead_inside_pay(store_url, "d" * 32, traits=True)
     return "d" * 32
 
 
 @pytest.mark.process  # the call in doubt: make_dead starts a process for a pid that is gone
-@pytest.mark.parametrize("make", [a_fork, a_follow_up, a_resumed_run, a_call_in_doubt])
+@pytest.mark.parametrize("make", [a_fork, a_follow_up, a_resumed_run, a_call_in_doubt, a_waiting_tree,
+                                  a_finished_tree])
 def test_the_cli_and_the_console_show_the_same_entries(store_url: str, make: Callable[..., str]) -> None:
     with open_store(store_url) as store:
         run_id = make(store, store_url) if make is a_call_in_doubt else make(store)
@@ -136,6 +151,9 @@ def test_the_cli_and_the_console_show_the_same_entries(store_url: str, make: Cal
     if make is a_resumed_run:
         assert [kind for kind, _ in entries if kind in ("asked", "decided", "resumed")] == [
             "asked", "decided", "resumed"]
+    if make in (a_waiting_tree, a_finished_tree):
+        assert entries[2:4] == [("tool", "p1"), ("child", "")]  # the child under its call
+        assert doubts == []  # a call waiting on its child was left by no crash
     if make is a_call_in_doubt:
         assert entries[-1] == ("tool", "p1")
         assert doubts == [("p1", "not run again: the model is told it may have run (the tool has side effects)")]
