@@ -41,5 +41,5 @@ def update_fixture(path: str | Path, registry: ToolRegistry, *, live_side_effect
     with tempfile.TemporaryDirectory(prefix="runner-update-") as folder, \
             open_store(f"sqlite:///{Path(folder) / 'update.db'}") as store:
         played = replay(fixture, registry, strict=False, live_side_effects=live_side_effects, store=store)
-        fixture_from_run(store.get_run(played.result.run_id)).write(path)
+        fixture_from_run(store.get_run(played.result.run_id), store).write(path)
     return Updated(before, True)
