@@ -181,8 +181,15 @@ class ToolCalls:
         return self.finished(step, call, observation, None, outcome.elapsed_s)
 
     def cut_short(self, step: int, call: ToolCall, outcome: Outcome) -> None:
-        """Log a call the driver gave up waiting on (a deadline, a cancel): its outcome is unknown."""
+        """Log a call the driver gave up waiting on (a deadline, a cancel): its outcome is unknown.
+
+        A sub-agent's call is left open instead: its child stops on the same deadline or cancel and
+        logs how, and a resume goes on in it.
+        """
         assert outcome.stop is not None
+        tool = self.registry.get(call.name)
+        if tool is not None and tool.agent is not None:
+            return
         self.emit(ToolFinished(step=step, call_id=call.id, name=call.name,
                                observation=observations.abandoned(call.name, outcome.stop), ok=False,
                                duration_s=outcome.elapsed_s))

@@ -1,0 +1,23 @@
+"""docs/subagents.md's example runs as printed: a planner, a researcher and a mailer whose mail needs approval."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_three_agent_example_waits_for_the_mailers_approval_then_finishes(tmp_path: Path) -> None:
+    text = (ROOT / "docs" / "subagents.md").read_text(encoding="utf-8")
+    found = re.search(r"```python\n(.*?)```", text, re.S)
+    assert found is not None
+    script = tmp_path / "example.py"
+    script.write_text(found.group(1), encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["awaiting_approval", "mailer awaiting_approval",
+                                        "done Researched Acme and mailed the boss."]
