@@ -3,18 +3,21 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
 
-from runner import Message, ModelReply, ToolSpec, resume, run_agent
+from runner import Limits, Message, ModelReply, ToolRegistry, ToolSpec, resume, run_agent
 from runner._replay.fixture import fixture_from_run, load_fixture
 from runner._replay.replayer import replay
 from runner._replay.update import update_fixture
 from runner._tools.agents import child_run_id
 from runner.errors import FixtureError
+from runner.messages import AnyModel
 from runner.store import RunStore
 from tests.loop.helpers import call, reply
 from tests.replay.trees import Counts, planner, scripted, unused
@@ -217,3 +220,70 @@ def test_a_replay_into_a_store_keeps_the_tree_and_an_update_rewrites_the_childs_
     assert child_fixture is not None
     assert child_fixture.replies[0]["observations"][0]["content"] == '{"ref": "x", "value": 7}'
     assert replay(path, planner(Counts(), unused(), value=7)).ok
+
+
+def _chatty() -> ToolRegistry:
+    tools = ToolRegistry()
+    tools.register("echo", "Echo.", {"type": "object", "properties": {"text": {"type": "string"}},
+                                     "required": ["text"]}, lambda text: text)
+    return tools
+
+
+def _talking(chatty: AnyModel) -> ToolRegistry:
+    registry = ToolRegistry()
+    registry.add_agent("chatty", model=chatty, registry=_chatty(), description="Talks a lot.",
+                       limits=Limits(token_budget=1_000_000, max_steps=100))
+    return registry
+
+
+def test_a_child_stopped_on_the_trees_budget_halts_its_parent_again_and_goes_on_after_the_resume(
+        store: RunStore) -> None:
+    chatty = scripted([reply("", call(f"k{i}", "echo", text="x" * 400)) for i in range(30)] + ["finally"])
+    parent = scripted([reply("", call("p1", "chatty", task="talk")), "done"])
+    halted = run_agent("talk", parent, _talking(chatty), store=store, token_budget=3000)
+    assert halted.status == "token_budget"
+    stopped = fixture_from_run(store.get_run(halted.run_id), store)
+    report = replay(stopped, _talking(unused()))
+    assert report.ok, report.explain()
+    assert report.result.status == "token_budget"
+
+    done = resume(store, halted.run_id, parent, _talking(chatty), token_budget=100_000)
+    assert done.status == "done"
+    resumed = fixture_from_run(store.get_run(done.run_id), store)
+    child = resumed.child("p1")
+    assert child is not None
+    assert [r["status"] for r in child.resumes] == ["token_budget"]
+    again = replay(resumed, _talking(unused()))
+    assert again.ok, again.explain()
+    assert again.result.answer == "done"
+
+
+def test_a_tree_cancelled_while_its_child_ran_replays_to_the_same_cancel(store: RunStore) -> None:
+    started = threading.Event()
+    tools = ToolRegistry()
+
+    def wait_a_bit(n: int) -> str:
+        started.set()
+        time.sleep(0.1)
+        return "waited"
+
+    tools.register("wait_a_bit", "Take a moment.", {"type": "object", "properties": {"n": {"type": "integer"}},
+                                                    "required": ["n"]}, wait_a_bit)
+
+    def registry(model: AnyModel) -> ToolRegistry:
+        made = ToolRegistry()
+        made.add_agent("slow", model=model, registry=tools, description="Slow.", limits=Limits(max_steps=50))
+        return made
+
+    slow = scripted([reply("", call(f"k{i}", "wait_a_bit", n=i)) for i in range(50)])
+    parent = scripted([reply("", call("p1", "slow", task="go slowly")), "never"])
+    worker = threading.Thread(target=run_agent, args=("go", parent, registry(slow)),
+                              kwargs={"store": store, "run_id": "cancel-tree"})
+    worker.start()
+    assert started.wait(10)
+    store.request_cancel("cancel-tree", by="bob")
+    worker.join(20)
+    assert store.get_run("cancel-tree").status == "cancelled"
+    report = replay(fixture_from_run(store.get_run("cancel-tree"), store), registry(unused()))
+    assert report.ok, report.explain()
+    assert report.result.status == "cancelled"
