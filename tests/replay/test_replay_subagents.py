@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel
 
 from runner import Limits, Message, ModelReply, ToolRegistry, ToolSpec, resume, run_agent
@@ -287,3 +289,15 @@ def test_a_tree_cancelled_while_its_child_ran_replays_to_the_same_cancel(store: 
     report = replay(fixture_from_run(store.get_run("cancel-tree"), store), registry(unused()))
     assert report.ok, report.explain()
     assert report.result.status == "cancelled"
+
+
+def test_a_replayed_childs_spans_are_under_its_parents_tool_span_in_one_trace(
+        store: RunStore, live: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = live
+    fixture = fixture_from_run(store.get_run(_recorded(store)), store)
+    assert replay(fixture, planner(Counts(), unused()), tracer_provider=provider).ok
+    spans = {span.name: span for span in exporter.get_finished_spans()}
+    child, call_span = spans["invoke_agent research"], spans["execute_tool research"]
+    assert child.parent is not None
+    assert child.parent.span_id == call_span.context.span_id
+    assert len({span.context.trace_id for span in exporter.get_finished_spans()}) == 1
