@@ -37,6 +37,7 @@ from .scripted import ReplayModel
 # Why a sub-agent's call is not run when the fixture has no recording of its child (an older fixture).
 NO_CHILD = ("the fixture holds no recording of the child run this sub-agent call ran (exported without its "
             "store, or by an older runner): export the run again")
+MISSING_CHILD = "children"  # the ``field`` of the divergence that says so
 
 
 class ReplayChildren:
@@ -81,7 +82,7 @@ class ReplayChildren:
         unrecorded = self.model.unrecorded(child.call) if self.model.strict else None
         if unrecorded is not None:
             return unrecorded
-        difference = ReplayDivergence(child.step, None, "children",
+        difference = ReplayDivergence(child.step, None, MISSING_CHILD,
                                       f"at step {child.step} the recording has no run of sub-agent {name} for call "
                                       f"{call_id}: {NO_CHILD}; nothing was run", None,
                                       {"id": call_id, "name": name})

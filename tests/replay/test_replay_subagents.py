@@ -301,3 +301,14 @@ def test_a_replayed_childs_spans_are_under_its_parents_tool_span_in_one_trace(
     assert child.parent is not None
     assert child.parent.span_id == call_span.context.span_id
     assert len({span.context.trace_id for span in exporter.get_finished_spans()}) == 1
+
+
+def test_an_update_of_a_fixture_without_its_childs_recording_refuses_and_leaves_the_file(
+        store: RunStore, tmp_path: Path) -> None:
+    path = fixture_from_run(store.get_run(_recorded(store))).write(tmp_path / "old.json")
+    before = path.read_bytes()
+    with pytest.raises(FixtureError, match=r"^fixture '.*old\.json' cannot be updated: at step 1 the recording has "
+                                           r"no run of sub-agent research for call p1: the fixture holds no "
+                                           r"recording of the child run"):
+        update_fixture(path, planner(Counts(), unused()))
+    assert path.read_bytes() == before
