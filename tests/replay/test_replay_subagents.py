@@ -12,6 +12,7 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from pydantic import BaseModel
+from starlette.testclient import TestClient
 
 from runner import Limits, Message, ModelReply, ToolRegistry, ToolSpec, resume, run_agent
 from runner._replay.fixture import fixture_from_run, load_fixture
@@ -20,7 +21,9 @@ from runner._replay.update import update_fixture
 from runner._tools.agents import child_run_id
 from runner.errors import FixtureError
 from runner.messages import AnyModel
-from runner.store import RunStore
+from runner.store import RunStore, open_store
+from runner.ui import create_app
+from tests.cli.helpers import invoke
 from tests.loop.helpers import call, reply
 from tests.replay.trees import Counts, planner, scripted, unused
 
@@ -312,3 +315,15 @@ def test_an_update_of_a_fixture_without_its_childs_recording_refuses_and_leaves_
                                            r"recording of the child run"):
         update_fixture(path, planner(Counts(), unused()))
     assert path.read_bytes() == before
+
+
+def test_runner_export_and_the_consoles_download_carry_the_children(store_url: str, tmp_path: Path) -> None:
+    with open_store(store_url) as store:
+        run_id = _recorded(store)
+        expected = store.export_fixture(run_id, tmp_path / "api.json").read_text(encoding="utf-8")
+        with TestClient(create_app(store), base_url="http://127.0.0.1:8000") as client:
+            assert client.get(f"/runs/{run_id}/fixture.json").text == expected
+    exported = invoke("export", run_id, "-o", "-", "--db", store_url)
+    assert exported.exit_code == 0
+    assert exported.output == expected
+    assert list(json.loads(expected)["children"]) == ["p1"]
