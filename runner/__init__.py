@@ -23,6 +23,19 @@ from ._replay.scripted import ReplayModel, ScriptedModel
 from ._run.agent import arun_agent, run_agent
 from ._run.build import RunOptions
 from ._run.resume import afollow_up, afork, aresume, follow_up, fork, resume
+from ._run.streaming import (
+    RunEnded,
+    StreamEvent,
+    TextDelta,
+    astream_agent,
+    astream_follow_up,
+    astream_fork,
+    astream_resume,
+    stream_agent,
+    stream_follow_up,
+    stream_fork,
+    stream_resume,
+)
 from ._tools.registry import Tool, ToolRegistry
 from ._tools.schema import validate_args
 from .errors import (
@@ -90,6 +103,7 @@ __all__ = [
     "ReplayModel",
     "ReplayReport",
     "RerunReport",
+    "RunEnded",
     "RunInUse",
     "RunNotFound",
     "RunOptions",
@@ -106,6 +120,8 @@ __all__ = [
     "StoreError",
     "StoredEvent",
     "StoredRun",
+    "StreamEvent",
+    "TextDelta",
     "Tool",
     "ToolCall",
     "ToolRegistry",
@@ -117,6 +133,10 @@ __all__ = [
     "afork",
     "aresume",
     "arun_agent",
+    "astream_agent",
+    "astream_follow_up",
+    "astream_fork",
+    "astream_resume",
     "configure_tracing",
     "export_run",
     "fold",
@@ -130,6 +150,10 @@ __all__ = [
     "resume",
     "run_agent",
     "run_plan",
+    "stream_agent",
+    "stream_follow_up",
+    "stream_fork",
+    "stream_resume",
     "submit",
     "validate_args",
 ]

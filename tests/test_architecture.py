@@ -33,6 +33,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "demo": KERNEL | {"_tools", "_loop", "_run", "_replay"},
     "pool": KERNEL | {"_tools", "_loop", "_run", "recorder", "store"},
     "testing": KERNEL | {"_tools", "_loop", "_run", "_replay", "recorder", "store"},
+    "streaming": KERNEL | {"_run"},  # the public names of stream_agent's events
     "_view": KERNEL | {"_tools", "store"},
     "_rerun": KERNEL | {"_tools", "_loop", "_run", "recorder", "store", "tracing", "prices", "_view"},
     "ui": KERNEL | {"_view", "_tools", "_loop", "_run", "_replay", "recorder", "store", "tracing", "pool", "adapters"},

@@ -21,7 +21,8 @@ EXPECTED = {
     "TracingSetupError", "Usage", "afollow_up", "afork", "aresume", "arun_agent", "configure_tracing", "export_run",
     "fold", "follow_up", "fork",
     "load_fixture", "open_store", "rebuild_spans", "replay", "rerun", "resume", "run_agent", "run_plan", "submit",
-    "validate_args",
+    "validate_args", "RunEnded", "StreamEvent", "TextDelta", "astream_agent", "astream_follow_up", "astream_fork",
+    "astream_resume", "stream_agent", "stream_follow_up", "stream_fork", "stream_resume",
 }
 
 

@@ -25,6 +25,7 @@ from .facts import (
     MessageAppended,
     ModelCalled,
     ModelCallStarted,
+    ModelDelta,
     OutputRejected,
     RunFinished,
     RunQueued,
@@ -46,18 +47,18 @@ if TYPE_CHECKING:
 # Kinds whose step is the row's ``step`` column only (the log's original shape).
 _STEP_IN_COLUMN: Final = frozenset({MessageAppended, ToolStarted, ToolFinished, ApprovalRequested,
                                     ApprovalDecided, RunStarted, RunFinished, RunResumed, RunQueued,
-                                    RunRequeued, ToolReturnedLate, CancelRequested, OutputRejected})
+                                    RunRequeued, ToolReturnedLate, CancelRequested, OutputRejected, ModelDelta})
 # Fields written only when they differ from their default (added after the first release).
 _OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "service_name", "attempt", "refused",
                               "decisions", "model", "provider", "tools_ref", "session_id", "tool_traits",
                               "mcp_servers", "by", "cost_usd", "price_source", "prompt_cost_usd", "completion_cost_usd",
                               "output_schema", "output", "output_type", "parent_call_id", "child_run_id",
-                              "child_tokens", "child_cost_usd"})
+                              "child_tokens", "child_cost_usd", "first_chunk_s"})
 _NAMES: Final[dict[type[Any], tuple[str, ...]]] = {cls: tuple(f.name for f in fields(cls)) for cls in KINDS.values()}
 _DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}, "cost_usd": None, "price_source": None,
                                     "prompt_cost_usd": None, "completion_cost_usd": None, "output_schema": None,
                                     "output": None, "output_type": None, "child_run_id": None, "child_tokens": 0,
-                                    "child_cost_usd": 0.0}
+                                    "child_cost_usd": 0.0, "first_chunk_s": None}
 
 
 # A tool message stored without its content names where the content is: its call's last ``tool_finished``.
@@ -214,7 +215,7 @@ def span_key(event: Event, segment: int = 0) -> str:
 def _base_key(event: Event) -> str:
     if isinstance(event, (StepStarted, StepFinished, ApprovalRequested)):
         return f"step:{event.step}"
-    if isinstance(event, (ModelCallStarted, ModelCalled)):
+    if isinstance(event, (ModelCallStarted, ModelCalled, ModelDelta)):
         return f"chat:{event.step}"
     if isinstance(event, (ToolStarted, ToolFinished, ToolReturnedLate)):
         return f"tool:{event.call_id}"

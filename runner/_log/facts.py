@@ -104,6 +104,7 @@ class ModelCalled:
     An ``error`` beside a reply means the loop refused that reply.
     ``cost_usd`` is what the call cost, worked out when it returned, and ``price_source`` where its
     price came from; both None when the provider reported no usage or the model has no known price.
+    ``first_chunk_s``: a streamed reply's time to its first piece of text (None: not streamed, or no text).
     """
 
     step: int
@@ -117,6 +118,7 @@ class ModelCalled:
     price_source: str | None = None
     prompt_cost_usd: float | None = None
     completion_cost_usd: float | None = None
+    first_chunk_s: float | None = None
 
     @property
     def usage(self) -> Usage | None:
@@ -247,6 +249,23 @@ class StepFinished:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ModelDelta:
+    """A piece of a reply's text as it streamed, committed in batches while the model still writes.
+
+    ``offset`` is where ``text`` starts in the reply's text so far. Not conversation: the finished
+    reply is logged as ``model_call``; a resume asks again, and replay and export leave deltas out.
+    """
+
+    step: int
+    text: str
+    offset: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.text, str) or isinstance(self.offset, bool) or not isinstance(self.offset, int):
+            raise TypeError("text must be a string and offset an integer")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class OutputRejected:
     """A failed attempt at the run's typed result: ``final_result`` called with invalid arguments, or plain text.
 
@@ -356,25 +375,15 @@ class CancelRequested:
 
 Event = (RunStarted | MessageAppended | StepStarted | ModelCallStarted | ModelCalled | ToolStarted
          | ToolFinished | ApprovalRequested | ApprovalDecided | StepFinished | RunFinished | RunResumed | RunQueued
-         | RunRequeued | ToolReturnedLate | CancelRequested | OutputRejected)
+         | RunRequeued | ToolReturnedLate | CancelRequested | OutputRejected | ModelDelta)
 
 KINDS: Final[dict[str, type[Any]]] = {
-    "run_started": RunStarted,
-    "message": MessageAppended,
-    "step_started": StepStarted,
-    "model_call": ModelCalled,
-    "tool_started": ToolStarted,
-    "tool_finished": ToolFinished,
-    "approval_requested": ApprovalRequested,
-    "approval_decided": ApprovalDecided,
-    "step_finished": StepFinished,
-    "run_finished": RunFinished,
-    "run_resumed": RunResumed,
-    "run_queued": RunQueued,
-    "run_requeued": RunRequeued,
-    "tool_returned_late": ToolReturnedLate,
-    "cancel_requested": CancelRequested,
-    "output_rejected": OutputRejected,
+    "run_started": RunStarted, "message": MessageAppended, "step_started": StepStarted, "model_call": ModelCalled,
+    "tool_started": ToolStarted, "tool_finished": ToolFinished, "approval_requested": ApprovalRequested,
+    "approval_decided": ApprovalDecided, "step_finished": StepFinished, "run_finished": RunFinished,
+    "run_resumed": RunResumed, "run_queued": RunQueued, "run_requeued": RunRequeued,
+    "tool_returned_late": ToolReturnedLate, "cancel_requested": CancelRequested, "output_rejected": OutputRejected,
+    "model_delta": ModelDelta,
 }
 KIND_OF: Final[dict[type[Any], str]] = {cls: kind for kind, cls in KINDS.items()}
 

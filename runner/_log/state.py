@@ -22,6 +22,7 @@ from .facts import (
     MessageAppended,
     ModelCalled,
     ModelCallStarted,
+    ModelDelta,
     OutputRejected,
     OutputSchema,
     RunFinished,
@@ -331,6 +332,7 @@ _APPLY: dict[type, Callable[[RunState, Any], None]] = {
     CancelRequested: RunState._cancel_requested,
     OutputRejected: RunState._output_rejected,
     RunStarted: RunState._run_started,
+    ModelDelta: RunState._not_folded,  # live text, not conversation: a resume asks the model again
 }
 
 

@@ -21,11 +21,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, slots=True)
 class CallModel:
-    """Ask ``model`` for a reply: the driver calls it (and awaits it, for ``arun_agent``)."""
+    """Ask ``model`` for a reply: the driver calls it (and awaits it, for ``arun_agent``), for step ``step``.
+
+    With streaming on, a model that streams is consumed piece by piece (``stream``).
+    """
 
     model: AnyModel
     messages: list[Message]
     specs: list[ToolSpec]
+    step: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +100,7 @@ class Outcome:
     is a stop); ``reason``: why, when the driver knows better than the loop (replay, reproducing a
     recorded stop). ``observation``: a tool call's observation as it is to be logged, for a call
     answered without running (replay serves a side effect's recorded one). ``call_id``: the call
-    a ``RunTools`` outcome is about.
+    a ``RunTools`` outcome is about; ``first_chunk_s``: a streamed reply's time to its first text.
     """
 
     value: Any = None
@@ -107,6 +111,7 @@ class Outcome:
     reason: str | None = None
     observation: str | None = None
     call_id: str | None = None
+    first_chunk_s: float | None = None
 
 
 COMMITTED = Outcome()  # what a driver sends back for ``Commit``

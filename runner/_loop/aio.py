@@ -10,6 +10,8 @@ and the cancel event cancel the awaited calls (but tool calls under a cancel tha
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import inspect
 import math
 import time
@@ -22,6 +24,7 @@ from .children import Children, atool_fn
 from .core import AgentCore
 from .drive import adrive, ended
 from .results import AgentResult
+from .stream import DeltaSink, Streaming, aconsume, astream_of, consume, stream_of
 from .waits import Waits, call_ends, expired, next_wait, task_timeout, waits_of
 
 
@@ -45,6 +48,8 @@ class AsyncDriver:
                     await committed
                 return COMMITTED
             case CallModel(model=model, messages=messages, specs=specs):
+                if self.core.streaming is not None and (astream_of(model) or stream_of(model)):
+                    return await self.streamed(action, self.core.streaming)
                 return await self.flight.one(model, (messages, specs), {}, None, False)
             case CallTool(tool=tool, args=args):
                 return await self.flight.one(atool_fn(action, self.waits, self.core.children), (), args,
@@ -56,6 +61,44 @@ class AsyncDriver:
             case Checkpoint():
                 status = self.waits.stop(time.monotonic())
                 return Outcome(stop=status) if status else GO_ON
+
+
+    async def streamed(self, action: CallModel, streaming: Streaming) -> Outcome:
+        """A model call consumed piece by piece: ``astream`` on this loop, or ``stream`` on a worker thread.
+
+        The pieces are told and logged on the loop's thread; a delta's commit is awaited with the call.
+        """
+        commits: list[asyncio.Future[None]] = []
+        sink = DeltaSink(self.core, action.step, streaming, lambda: commits.extend(sync_later(self.core.recorder)))
+        astream, loop = astream_of(action.model), asyncio.get_running_loop()
+        if astream is not None:
+            fn: Callable[..., Any] = functools.partial(aconsume, astream, sink.piece)
+        else:
+            stream = stream_of(action.model)
+            assert stream is not None
+
+            def put(text: str) -> None:  # from the worker thread: told on the loop's, in order
+                loop.call_soon_threadsafe(sink.piece, text)
+
+            fn = functools.partial(consume, stream, put)
+        ticker = asyncio.ensure_future(_tick(sink))
+        try:
+            outcome = await self.flight.one(fn, (action.messages, action.specs), {}, None, False)
+        finally:
+            ticker.cancel()
+        first = sink.close()
+        for committed in commits:
+            await committed
+        return outcome if first is None else dataclasses.replace(outcome, first_chunk_s=first)
+
+
+async def _tick(sink: DeltaSink) -> None:
+    """Log a streamed reply's text held once it is due, while no new piece comes to do it."""
+    while True:
+        due = sink.due
+        await asyncio.sleep(sink.every_s if due is None else max(due - time.monotonic(), 0.0))
+        if (due := sink.due) is not None and time.monotonic() >= due:
+            sink.flush()
 
 
 async def arun_core(core: AgentCore) -> AgentResult:

@@ -28,6 +28,7 @@ from .children import Children
 from .late import LateSink
 from .replies import failed_call, output_chars, unfinished_reply
 from .results import AgentResult
+from .stream import Streaming
 from .together import together
 from .tokens import TokenMeter, tokens_for_chars
 from .waits import Cancel, Watch
@@ -40,7 +41,7 @@ class AgentCore:
     """One run's rules. ``opening`` are the facts that start (or restart) it.
 
     ``watch``: a stored run's cancel requests (``runner cancel``); ``decided_by``: who owns ``approve``;
-    ``children``: who runs its sub-agents' calls as child runs.
+    ``children``: who runs its sub-agents' calls as child runs; ``streaming``: how a streaming model streams.
 
     ``checkpoints``: ask the driver at every checkpoint whether the run stops there, whatever
     the limits (replay, whose recording says where); else only where a deadline or a cancel may.
@@ -66,12 +67,14 @@ class AgentCore:
         late: LateSink | None = None,
         output_spec: OutputSpec | None = None,
         children: Children | None = None,
+        streaming: Streaming | None = None,
     ) -> None:
         self.model, self.registry, self.limits, self.recorder = model, registry, limits, recorder
         self.cancel, self.watch, self.approve, self.opening = cancel, watch, approve, list(opening)
         self.decided_by = decided_by  # who owns ``approve``, logged with each of its decisions
         self.late = late  # where the results of tool calls given up on go, should they come after all
         self.children = children  # who runs its sub-agents' calls as child runs (None: their tools' own function)
+        self.streaming = streaming  # how a model that streams is consumed (None: called for its whole reply)
         self.costs: Costing = costs if costs is not None else _no_cost
         self.run_id = run_id
         self.state = state if state is not None else RunState(run_id=run_id)
@@ -125,7 +128,7 @@ class AgentCore:
                 if self.listening:  # the one fact only recorders read (the tracer opens the chat span)
                     self.emit(ModelCallStarted(step=step, prompt_tokens=prompt_tokens))
                     yield COMMIT
-                outcome = yield CallModel(self.model, s.messages, self.specs)
+                outcome = yield CallModel(self.model, s.messages, self.specs, step)
                 reply, stop = self._take_reply(step, prompt_tokens, outcome)
                 if stop:
                     return (yield from ending.finish(self, *stop, exception=outcome.error))
@@ -251,7 +254,8 @@ class AgentCore:
         cost = self.costs(reply.usage)
         self.emit(ModelCalled(step=step, prompt_tokens=prompt_tokens,
                                reply_tokens=tokens_for_chars(self.meter.last_chars),  # its JSON, measured once
-                               latency_s=outcome.elapsed_s, reply=reply, **(cost.facts() if cost else NO_COST)))
+                               latency_s=outcome.elapsed_s, reply=reply, first_chunk_s=outcome.first_chunk_s,
+                               **(cost.facts() if cost else NO_COST)))
         over = self._over_cost(reply, cost)
         if over is not None:
             return reply, over

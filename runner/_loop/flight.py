@@ -22,6 +22,7 @@ from typing import Any
 from .actions import CallTool, Outcome, RunTools
 from .children import Children, tool_fn
 from .late import LateCall, LateLog
+from .stream import DeltaSink, Piece
 from .waits import Waits, call_ends, expired, lock_timeout, next_wait
 
 
@@ -41,7 +42,7 @@ class Running:
         self.lock = threading.Lock()
         self.done = self.given_up = False
 
-    def finish(self, ended: queue.SimpleQueue[Running]) -> bool:
+    def finish(self, ended: queue.SimpleQueue[Running | Piece]) -> bool:
         """The call ended: report it on ``ended``, unless it was given up on (True then)."""
         with self.lock:
             self.done = True
@@ -92,7 +93,7 @@ class ThreadFlight:
                  children: Children | None = None) -> None:
         self.run_id, self.waits, self.late, self.children = run_id, waits, late, children
         self.running: dict[str | None, Running] = {}  # in the order they were handed over
-        self.ended: queue.SimpleQueue[Running] = queue.SimpleQueue()
+        self.ended: queue.SimpleQueue[Running | Piece] = queue.SimpleQueue()  # and a streamed reply's pieces
         self.ready: deque[Outcome] = deque()  # answered without running (replay serves a side effect's result)
         self.lane: Lane | None = None  # the single calls' thread, made at the first
 
@@ -108,8 +109,11 @@ class ThreadFlight:
         return self.next()
 
     def one(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], timeout_s: float | None,
-            in_tool: bool, tool: CallTool | None = None) -> Outcome:
-        """A single model or ``tool`` call, as a flight of one: its outcome (no ``call_id``)."""
+            in_tool: bool, tool: CallTool | None = None, sink: DeltaSink | None = None) -> Outcome:
+        """A single model or ``tool`` call, as a flight of one: its outcome (no ``call_id``).
+
+        ``sink``: a streamed reply's, told each piece the call hands over (``piece``) on this thread.
+        """
         lane = None
         if not in_tool:  # a model call: given up on, it ends the run, so nothing waits behind it on the lane
             if self.lane is None:
@@ -117,7 +121,11 @@ class ThreadFlight:
                 weakref.finalize(self, self.lane.close)
             lane = None if self.lane.busy else self.lane
         self.call(None, fn, args, kwargs, timeout_s, f"runner-{self.run_id[:8]}", self._late_call(tool), lane)
-        return self.next(in_tool)
+        return self.next(in_tool, sink)
+
+    def piece(self, text: str) -> None:
+        """Hand a piece of a streamed reply to the driver's thread (from the model call's worker)."""
+        self.ended.put(Piece(text))
 
     def start(self, action: CallTool) -> None:
         """Run ``action``'s tool on a new daemon thread."""
@@ -159,25 +167,36 @@ class ThreadFlight:
         """Report ``outcome`` (its ``call_id`` set) as the next to end, without running anything."""
         self.ready.append(outcome)
 
-    def next(self, in_tool: bool = True) -> Outcome:
+    def next(self, in_tool: bool = True, sink: DeltaSink | None = None) -> Outcome:
         """The outcome of the next call to end; one cut short when the deadline or a cancel ends the wait.
 
         A call past its tool's ``timeout_s`` is reported timed out. A call that raised ``SystemExit``
-        or ``KeyboardInterrupt`` raises it here, as if on this thread.
+        or ``KeyboardInterrupt`` raises it here, as if on this thread. A streamed reply's pieces go to
+        ``sink`` as they come (pieces of a call given up on are dropped), logged when due.
         """
         if self.ready:
             return self.ready.popleft()
         waits = self.waits
         while True:
             ends = min((running.ends_by for running in self.running.values()), default=math.inf)
-            try:
-                running = self.ended.get(timeout=lock_timeout(next_wait(waits, ends, time.monotonic(), in_tool)))
-            except queue.Empty:
-                pass
-            else:
-                del self.running[running.call_id]
-                return _outcome(running, time.monotonic() - running.started)
             now = time.monotonic()
+            wait = next_wait(waits, ends, now, in_tool)
+            due = sink.due if sink is not None else None
+            if due is not None:
+                wait = min(wait, due - now)
+            try:
+                item = self.ended.get(timeout=lock_timeout(wait))
+            except queue.Empty:
+                item = None
+            if isinstance(item, Running):
+                del self.running[item.call_id]
+                return _outcome(item, time.monotonic() - item.started)
+            now = time.monotonic()
+            if sink is not None:
+                if item is not None:
+                    sink.piece(item.text)
+                if (due := sink.due) is not None and now >= due:
+                    sink.flush()
             stop = waits.stop(now, in_tool)
             for running in self.running.values():
                 cut = expired(stop, running.started, running.ends_by, now, running.call_id)

@@ -9,8 +9,10 @@ logged once the run has ended (``late``).
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from .actions import COMMITTED, GO_ON, Action, CallModel, CallTool, Checkpoint, Commit, Outcome, RunTools
@@ -20,6 +22,7 @@ from .drive import drive, ended
 from .flight import ThreadFlight
 from .late import LateLog
 from .results import AgentResult
+from .stream import DeltaSink, Streaming, consume, stream_of
 from .waits import waits_of
 
 _NO_ARGS: tuple[Any, ...] = ()
@@ -43,6 +46,11 @@ class SyncDriver:
         """The outcome of one of the core's actions."""
         match action:
             case CallModel():
+                streaming = self.core.streaming
+                stream = stream_of(action.model) if streaming is not None else None
+                if stream is not None:
+                    assert streaming is not None
+                    return self.streamed(action, stream, streaming)
                 if self.model_here:
                     return self.call(action.model, (action.messages, action.specs), _NO_KWARGS, None, False)
                 return self.flight.one(action.model, (action.messages, action.specs), _NO_KWARGS, None, False)
@@ -68,6 +76,14 @@ class SyncDriver:
                 return Outcome(error=exc, elapsed_s=time.monotonic() - started)
             return Outcome(value=value, elapsed_s=time.monotonic() - started)
         return self.flight.one(fn, args, kwargs, timeout_s, in_tool, tool)
+
+    def streamed(self, action: CallModel, stream: Callable[..., Iterator[object]], streaming: Streaming) -> Outcome:
+        """A model call consumed piece by piece on the flight's lane, its pieces told and logged on this thread."""
+        sink = DeltaSink(self.core, action.step, streaming, self.sync)
+        fn = functools.partial(consume, stream, self.flight.piece)
+        outcome = self.flight.one(fn, (action.messages, action.specs), _NO_KWARGS, None, False, sink=sink)
+        first = sink.close()
+        return outcome if first is None else dataclasses.replace(outcome, first_chunk_s=first)
 
     def ended(self) -> None:
         """The run has ended: the results of calls given up on may be logged as they come."""

@@ -18,6 +18,7 @@ from .._log.limits import Limits, limit_names
 from .._log.state import RunState
 from .._loop.calls import Approver
 from .._loop.core import AgentCore
+from .._loop.stream import DELTA_EVERY_S, MAX_DELTA_EVERY_S, Listen, Streaming
 from .._loop.waits import Cancel
 from .._tools.output import FINAL_RESULT, OutputSpec, output_by_ref, output_from_log, output_spec
 from .._tools.registry import ToolRegistry
@@ -84,6 +85,8 @@ class ContinueOptions(TypedDict, total=False):
     max_output_retries: int
     output_type: Any  # the typed result: a type, a JSON Schema dict, or "module:attr" (docs/output.md)
     output_mode: str  # "tool" (final_result, the default) or "native" (the provider's structured output)
+    stream: bool  # consume a model that streams piece by piece, logging model_delta facts (docs/streaming.md)
+    delta_interval_s: float  # how often a streamed reply's text is committed (0 < s <= 0.5; default 0.2)
 
 
 class RunOptions(ContinueOptions, total=False):
@@ -95,11 +98,13 @@ class RunOptions(ContinueOptions, total=False):
 
 def build_core(
     task: str, model: AnyModel, registry: ToolRegistry, system: str, max_steps: int | NotGiven,
-    token_budget: int | NotGiven, *, link: Lineage | None = None, **options: Unpack[RunOptions],
+    token_budget: int | NotGiven, *, link: Lineage | None = None, listen: Listen | None = None,
+    **options: Unpack[RunOptions],
 ) -> AgentCore:
     """The core of a new run: it opens with ``run_started`` and the system and user messages.
 
-    ``link`` makes it a linked run (a rerun's candidate names its baseline), which may open with other messages.
+    ``link`` makes it a linked run (a rerun's candidate names its baseline), which may open with other messages;
+    ``listen`` hears each piece of a streamed reply as it comes (``stream_agent``).
     """
     given = {"max_steps": max_steps, "token_budget": token_budget}
     limits = run_limits({}, options, {name: value for name, value in given.items() if value is not NOT_GIVEN})
@@ -108,7 +113,7 @@ def build_core(
     first = new_run_opening(run_id, task, system, limits, registry, model, options.get("agent_name"),
                             options.get("labels"), options.get("tools_ref"), options.get("mcp_servers"), link=link,
                             by=options.get("decided_by") or decider(), output=spec)
-    return core_for(model, registry, run_id, limits, first, None, wiring_of(options, options.get("store")),
+    return core_for(model, registry, run_id, limits, first, None, wiring_of(options, options.get("store"), listen),
                     output_spec=spec)
 
 
@@ -149,6 +154,10 @@ def check_options(options: Mapping[str, Any]) -> None:
         raise TypeError(f"tools_ref must be a string like 'myapp.tools:registry', got {type(tools_ref).__name__}")
     mcp_servers = options.get("mcp_servers")
     check_mcp_refs(None if mcp_servers is None else list(mcp_servers))
+    every = options.get("delta_interval_s", DELTA_EVERY_S)
+    if isinstance(every, bool) or not isinstance(every, (int, float)) or not 0 < every <= MAX_DELTA_EVERY_S:
+        raise TypeError(f"delta_interval_s must be a number of seconds above 0 and at most {MAX_DELTA_EVERY_S:g}, "
+                        f"got {every!r}")
 
 
 def run_limits(base: Mapping[str, Any], options: ContinueOptions, given: Mapping[str, object]) -> Limits:
@@ -172,12 +181,19 @@ def run_limits(base: Mapping[str, Any], options: ContinueOptions, given: Mapping
     return chosen
 
 
-def wiring_of(options: ContinueOptions, store: RunStore | None = None) -> RunWiring:
-    """The wiring ``options`` ask for; ``store`` is the run's (a continued run's is its parent's)."""
+def wiring_of(options: ContinueOptions, store: RunStore | None = None, listen: Listen | None = None) -> RunWiring:
+    """The wiring ``options`` ask for; ``store`` is the run's (a continued run's is its parent's).
+
+    ``listen``: streaming on, with each piece of a reply told to it as it comes.
+    """
     given = options.get("prices")
+    streaming = None
+    if options.get("stream", False) or listen is not None:
+        streaming = Streaming(options.get("delta_interval_s", DELTA_EVERY_S), listen)
     return RunWiring(store, options.get("tracer_provider"), options.get("record_content", False),
                      options.get("recorder"), options.get("cancel"), options.get("approve"),
-                     price_book(given) if given is not None else None, decided_by=options.get("decided_by"))
+                     price_book(given) if given is not None else None, decided_by=options.get("decided_by"),
+                     streaming=streaming)
 
 
 def core_for(model: AnyModel, registry: ToolRegistry, run_id: str, limits: Limits, first: Sequence[Event],
@@ -206,7 +222,7 @@ def core_for(model: AnyModel, registry: ToolRegistry, run_id: str, limits: Limit
     return AgentCore(model, registry, run_id=run_id, limits=limits, recorder=recorder, opening=first, state=state,
                      cancel=cancel, watch=watch, approve=approve, decided_by=decided_by, costs=costs,
                      checkpoints=wiring.checkpoints, late=late_sink(wiring.store, run_id), output_spec=output_spec,
-                     children=children)
+                     children=children, streaming=wiring.streaming)
 
 
 def native_model(model: AnyModel, spec: OutputSpec) -> AnyModel:

@@ -34,6 +34,7 @@ from .build import ContinueOptions, core_for, costing, output_of, run_limits, wi
 from .opening import linked_start, opening, resumed
 
 if TYPE_CHECKING:
+    from .._loop.stream import Listen
     from .._loop.waits import Watch
     from ..store import RunStore
     from ..tracing.live import TraceLink
@@ -96,10 +97,11 @@ def resume_stored(store: RunStore, run: StoredRun, model: Model, registry: ToolR
 def resumed_core(store: RunStore, run: StoredRun, model: Model | AsyncModel, registry: ToolRegistry, *,
                  decisions: Mapping[str, Decision] | None = None,
                  max_steps: int | None = None, token_budget: int | None = None, above: Watch | None = None,
-                 **options: Unpack[ContinueOptions]) -> AgentCore:
+                 listen: Listen | None = None, **options: Unpack[ContinueOptions]) -> AgentCore:
     """The core that resumes ``run``, once checked and claimed: its decisions and ``run_resumed`` come first.
 
-    ``above``: a sub-agent's child run resumed by its parent watches the parent's cancel too.
+    ``above``: a sub-agent's child run resumed by its parent watches the parent's cancel too;
+    ``listen`` hears each piece of a streamed reply (``stream_resume``).
     """
     if run.status == Status.DONE:
         raise CannotResume(f"run {run.run_id} is done; nothing to resume (fork it or follow it up instead)")
@@ -116,7 +118,7 @@ def resumed_core(store: RunStore, run: StoredRun, model: Model | AsyncModel, reg
     limits = _limits(state.limits or run.limits, max_steps, token_budget, options)
     approvals.report_drift(run.run_id, state, registry)
     spec = output_of(options, registry, state.output_schema)
-    wiring = wiring_of(options, store)
+    wiring = wiring_of(options, store, listen)
     # PriceUnknown before the takeover
     wiring = replace(wiring, costs=costing(model, wiring.prices, limits), above=above)
     if run.status not in UNFINISHED:  # a request left from before it ended: it asked to stop that run, not this one
@@ -156,7 +158,7 @@ async def afork(store: RunStore, run_id: str, *, at_step: int, model: Model | As
 
 def forked_core(store: RunStore, run_id: str, at_step: int, model: Model | AsyncModel, registry: ToolRegistry,
                 observations: Mapping[str, str] | None, max_steps: int | None, token_budget: int | None,
-                options: ContinueOptions) -> AgentCore:
+                options: ContinueOptions, listen: Listen | None = None) -> AgentCore:
     """The core of a fork of ``run_id`` before step ``at_step`` (see ``fork``)."""
     parent = store.get_run(run_id)
     messages = _messages_before_step(parent.run_id, parent.facts, at_step)
@@ -166,7 +168,7 @@ def forked_core(store: RunStore, run_id: str, at_step: int, model: Model | Async
     spec = output_of(options, registry, state.output_schema)  # a fork ends as its parent did, unless told
     started = _linked_start(store, parent, model, registry, limits, "fork", options, forked_at_step=at_step,
                             output=spec)
-    return _linked_core(store, parent, started, messages, model, registry, limits, options, spec)
+    return _linked_core(store, parent, started, messages, model, registry, limits, options, spec, listen)
 
 
 def follow_up(store: RunStore, run_id: str, message: str, model: Model, registry: ToolRegistry, *,
@@ -187,7 +189,8 @@ async def afollow_up(store: RunStore, run_id: str, message: str, model: Model | 
 
 
 def followed_core(store: RunStore, run_id: str, message: str, model: Model | AsyncModel, registry: ToolRegistry,
-                  max_steps: int | None, token_budget: int | None, options: ContinueOptions) -> AgentCore:
+                  max_steps: int | None, token_budget: int | None, options: ContinueOptions,
+                  listen: Listen | None = None) -> AgentCore:
     """The core of a follow-up of ``run_id`` with ``message`` (see ``follow_up``)."""
     parent = store.get_run(run_id)
     if parent.status == Status.RUNNING:
@@ -206,15 +209,15 @@ def followed_core(store: RunStore, run_id: str, message: str, model: Model | Asy
     limits = _limits(state.limits or parent.limits, max_steps, token_budget, options)
     spec = output_of(options, registry)  # a new question: typed only when output_type= is given again
     started = _linked_start(store, parent, model, registry, limits, "follow_up", options, task=message, output=spec)
-    return _linked_core(store, parent, started, messages, model, registry, limits, options, spec)
+    return _linked_core(store, parent, started, messages, model, registry, limits, options, spec, listen)
 
 
 def _linked_core(store: RunStore, parent: StoredRun, started: RunStarted, messages: list[Message],
                  model: Model | AsyncModel, registry: ToolRegistry, limits: Limits,
-                 options: ContinueOptions, spec: OutputSpec | None) -> AgentCore:
+                 options: ContinueOptions, spec: OutputSpec | None, listen: Listen | None = None) -> AgentCore:
     link = _link_to(parent, joins=False)
     return core_for(model, registry, started.run_id, limits, opening(started, messages), None,
-                    wiring_of(options, store), link, output_spec=spec)
+                    wiring_of(options, store, listen), link, output_spec=spec)
 
 
 def _linked_start(store: RunStore, parent: StoredRun, model: Model | AsyncModel, registry: ToolRegistry,

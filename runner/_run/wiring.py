@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from .._loop.calls import Approver
     from .._loop.late import LateSink
+    from .._loop.stream import Streaming
     from .._loop.waits import Cancel, Watch
     from ..store import RunStore
     from ..tracing.live import TraceLink, TracingRecorder
@@ -33,7 +34,8 @@ class RunWiring:
     ``prices`` cost each model call (None: genai-prices' table); ``costs`` overrides them (replay serves
     the recorded costs). ``checkpoints``: the driver decides at every checkpoint whether the run stops
     there (replay). ``decided_by`` owns ``approve`` (None: the OS user); ``watches_cancels``: a stored run
-    watches its store's cancel requests (not replay's); ``above``, its parent's (a sub-agent's child run).
+    watches its store's cancel requests (not replay's); ``above``, its parent's (a sub-agent's child run);
+    ``streaming``: how a model that streams is consumed (None: for its whole reply).
     """
 
     store: RunStore | None = None
@@ -48,6 +50,7 @@ class RunWiring:
     decided_by: str | None = None
     watches_cancels: bool = True
     above: Watch | None = None
+    streaming: Streaming | None = None
 
 
 def build_recorder(wiring: RunWiring, state: RunState, link: TraceLink | None = None,

@@ -29,6 +29,7 @@ from ..events import (
     MessageAppended,
     ModelCalled,
     ModelCallStarted,
+    ModelDelta,
     RunFinished,
     RunResumed,
     RunStarted,
@@ -291,7 +292,8 @@ class StoreRecorder:
 
 # Facts that leave the run's row as it is: only its log and progress columns change.
 _PLAIN_FACTS: frozenset[type] = frozenset({StepStarted, StepFinished, MessageAppended, ModelCalled, ToolStarted,
-                                           ToolFinished, ApprovalRequested, ApprovalDecided, CancelRequested})
+                                           ToolFinished, ApprovalRequested, ApprovalDecided, CancelRequested,
+                                           ModelDelta})
 _STATEMENTS: dict[str, dict[str, Prepared]] = {}
 SUMMARY_COLUMNS = ("status", "answer", "error", "steps", "tokens", "tool_calls", "cost_known_usd", "costs_unknown",
                    "updated_at", "heartbeat_at", "finished_at")
