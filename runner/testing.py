@@ -144,7 +144,7 @@ class RunnerReplay:
             recording: RunOptions = {**options}
             recording["store"] = store
             result = run_agent(task, model, registry, **recording)
-            fixture_from_run(store.get_run(result.run_id)).write(path)
+            fixture_from_run(store.get_run(result.run_id), store).write(path)
 
 
 @pytest.fixture

@@ -1,9 +1,9 @@
 """Perform the loop's actions from a recording: the replay driver, beside the sync and async ones.
 
 The ``ReplayModel`` answers ``CallModel`` with the recorded reply, once what the loop shows matches.
-``CallTool`` runs the tool for real; a tool with side effects gets its recorded observation instead.
-The approver's answers are the recording's (``recorded_approver``, wired into the core), and a
-``Checkpoint`` stops where the recorded part stopped. A divergence is returned, never raised: the
+``CallTool`` runs the tool for real; a side effect gets its recorded observation, a sub-agent's call its
+child's recording replayed (``subagents``). The approver's answers are the recording's (``recorded_approver``),
+and a ``Checkpoint`` stops where the recorded part stopped. A divergence is returned, never raised: the
 driver ends the run there with an ``EndRun``, through the one drive loop.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from .._log.statuses import Status
 from .._loop import observations
@@ -29,6 +29,9 @@ from ..messages import Message, ModelReply, ToolCall, ToolSpec
 from .fixture import CRASHED, INTERRUPTIBLE
 from .parts import PartEnd
 from .scripted import RecordedStop, ReplayModel
+
+if TYPE_CHECKING:
+    from .subagents import ReplayChildren
 
 # Why a crashed part is stopped without a call in doubt: the recorded process stopped there.
 CRASH_REASON = "the recorded process stopped here"
@@ -59,10 +62,15 @@ class DueStop(NamedTuple):
 
 
 class ReplayDriver:
-    """Drives one part of a replay: ``core`` until it ends as the recording's part did (``end``)."""
+    """Drives one part of a replay: ``core`` until it ends as the recording's part did (``end``).
 
-    def __init__(self, core: AgentCore, model: ReplayModel, end: PartEnd, live_side_effects: bool = False) -> None:
+    ``children`` answers the run's sub-agent calls by replaying their children's recordings.
+    """
+
+    def __init__(self, core: AgentCore, model: ReplayModel, end: PartEnd, live_side_effects: bool = False,
+                 children: ReplayChildren | None = None) -> None:
         self.core, self.model, self.end, self.live_side_effects = core, model, end, live_side_effects
+        self.children = children
         self.due = due_stop(model, end)
         self.sync = SyncDriver(core)  # the replay's own deadline and cancel event, and its calls in flight
         self.flight = self.sync.flight
@@ -99,6 +107,9 @@ class ReplayDriver:
                     return None  # the recorded process died with this call handed over
                 if self._cut_in_recording(call):
                     return self._cut_short()
+                if self._replays_child(action):  # it checks the call was recorded: it may have been left open
+                    assert self.children is not None
+                    return self.children.answer(self.core, action, self.sync.waits)
                 unrecorded = self.model.unrecorded(call) if self.model.strict else None
                 if unrecorded is not None:
                     return unrecorded
@@ -113,16 +124,26 @@ class ReplayDriver:
     def _together(self, start: tuple[CallTool, ...]) -> Outcome | ReplayDivergence | None:
         """``RunTools`` as the recording had it: a call the recorded process died in never ends.
 
-        A call the recording did not make diverges before any of ``start`` runs. Once only
-        such never-ending calls are left, the replay gives up there, as the process died.
+        A call the recording did not make diverges before any of ``start`` runs, and so does a
+        sub-agent's child (their replays come first, one after another). Once only such
+        never-ending calls are left, the replay gives up there, as the process died.
         """
+        children = [action for action in start if self._replays_child(action)]
+        replayed = {action.call.id for action in children}
         if self.model.strict:
             for action in start:
-                unrecorded = None if self._died_in(action.call) else self.model.unrecorded(action.call)
+                skip = self._died_in(action.call) or action.call.id in replayed
+                unrecorded = None if skip else self.model.unrecorded(action.call)
                 if unrecorded is not None:
                     return unrecorded
+        for action in children:
+            assert self.children is not None
+            found = self.children.answer(self.core, action, self.sync.waits)
+            if isinstance(found, ReplayDivergence):
+                return found
+            self.flight.answer(with_call(found, action.call.id))
         for action in start:
-            if self._died_in(action.call):
+            if self._died_in(action.call) or action.call.id in replayed:
                 continue
             if self._cut_in_recording(action.call):
                 self.flight.answer(with_call(self._cut_short(), action.call.id))
@@ -131,6 +152,11 @@ class ReplayDriver:
             else:
                 self.flight.start(self._keyed(action))
         return self.flight.next() if self.flight.busy else None
+
+    def _replays_child(self, action: CallTool) -> bool:
+        """Whether ``action`` is a sub-agent's call that its child's recording answers, replayed."""
+        return self.children is not None and action.child is not None and not self._died_in(action.call) \
+            and not self._cut_in_recording(action.call)
 
     def _cut_in_recording(self, call: ToolCall) -> bool:
         """Whether the recorded deadline or cancel cut ``call`` short while it ran (its observation says so).

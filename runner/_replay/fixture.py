@@ -1,9 +1,9 @@
 """Turn a stored run into a replay fixture: a versioned, diff-friendly JSON file.
 
 A fixture holds what a replay needs and nothing that changes between exports of the same run.
-Keys are sorted and each reply is its own block, so a re-recorded fixture diffs cleanly.
-Loading one needs no database.
-A resumed run adds ``resumes``, and a forked or followed-up run adds ``history``.
+Keys are sorted and each reply is its own block, so a re-recorded fixture diffs cleanly; loading one needs
+no database. A resumed run adds ``resumes``, a forked or followed-up run ``history``, a run with sub-agents
+``children`` (each sub-agent call's child run as a fixture of its own, read from the store).
 The fixture is read from the log through the event codec, like everything else that reads a run.
 """
 
@@ -18,7 +18,7 @@ import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final, cast
 
 from .._log.facts import OutputSchema
 from .._log.records import StoredRun
@@ -38,6 +38,10 @@ from ..events import (
 )
 from ..messages import Cost, Message, ModelReply, ToolCall, Usage, assistant_message, reply_data
 from .fixture_shape import FORMAT, VERSION, ShapeError, check_fixture
+from .tree import child_runs
+
+if TYPE_CHECKING:
+    from ..store import RunStore
 
 INTERRUPTIBLE: Final = (Status.DEADLINE, Status.CANCELLED)
 
@@ -112,6 +116,11 @@ class Fixture:
         if found is None:
             return [{"role": "system", "content": self.system}, {"role": "user", "content": self.task}]
         return [cast(Message, dict(m)) for m in found]
+
+    def child(self, call_id: str) -> Fixture | None:
+        """The recording of the child run that sub-agent call ``call_id`` ran, or None when the fixture has none."""
+        found = (self.data.get("children") or {}).get(call_id)
+        return None if found is None else Fixture(found)
 
     def reply(self, index: int) -> ModelReply:
         block = self.data["replies"][index]
@@ -235,8 +244,11 @@ def load_fixture(path: str | Path) -> Fixture:
         raise exc.at(str(file)) from None
 
 
-def fixture_from_run(run: StoredRun) -> Fixture:
-    """Build the fixture of a stored run from its event log (a finished run only)."""
+def fixture_from_run(run: StoredRun, store: RunStore | None = None) -> Fixture:
+    """Build the fixture of a stored run from its event log (a finished run only).
+
+    With the ``store`` it is in, the fixture holds its sub-agents' child runs too (``children``).
+    """
     if run.status == Status.RUNNING:
         raise FixtureError(f"run {run.run_id} has not finished (status running, {run.liveness}); "
                            "only a finished run can become a fixture")
@@ -302,6 +314,10 @@ def fixture_from_run(run: StoredRun) -> Fixture:
     if output is not None:
         data["output_schema"] = output
         data["outcome"]["output"] = run.output
+    children = {call_id: fixture_from_run(child, store).data
+                for call_id, child in (child_runs(run, store) if store is not None else {}).items()}
+    if children:
+        data["children"] = children
     return Fixture(data)
 
 

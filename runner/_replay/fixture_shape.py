@@ -219,12 +219,22 @@ RESUME: Final = obj(
     {"error": nullable(string), "stopped_before_call": nullable(string), "in_doubt": array(string),
      "in_model_call": anything},
 )
+
+
+def children(value: Any, path: str) -> None:
+    """The fixtures of a run's sub-agent calls' child runs, by call id: each checked as a whole fixture is."""
+    if not isinstance(value, dict):
+        raise _wrong(path, "an object", value)
+    for call_id, child in value.items():
+        TOP(child, f"{path}.{call_id}")
+
+
 TOP: Final = obj(
     {"format": one_of(FORMAT), "version": version, "task": string, "system": string, "limits": LIMITS,
      "tool_specs": array(SPEC), "replies": array(reply_block), "outcome": OUTCOME},
     {"model": nullable(string), "provider": nullable(string), "run_id": nullable(string),
      "history": array(MESSAGE), "forked_at_step": nullable(positive_count), "resumes": array(RESUME),
-     "output_schema": OUTPUT_SCHEMA},
+     "output_schema": OUTPUT_SCHEMA, "children": children},
 )
 
 

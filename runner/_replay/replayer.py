@@ -9,26 +9,25 @@ The driver plays one part of a recording; this module plays the parts in turn an
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
 
 from .._log.records import StoredRun
-from .._log.statuses import Status
 from .._loop.core import AgentCore
 from .._loop.results import AgentResult
 from .._run.build import RunOptions, core_for, output_of, run_limits, wiring_of
 from .._run.identity import checked_run_id
-from .._run.opening import new_start, opening, resumed
+from .._run.opening import new_start, opening
 from .._run.wiring import RunWiring
 from .._tools.registry import ToolRegistry
 from ..errors import ReplayDivergence
-from .divergence import compare_messages, compare_output, compare_specs, shown
-from .driver import ReplayDriver, recorded_approver
-from .fixture import CRASHED, Fixture, fixture_from_run, load_fixture
-from .parts import PartEnd, Resumption, part_ends, resumptions
+from .divergence import shown
+from .driver import recorded_approver
+from .fixture import Fixture, fixture_from_run, load_fixture
+from .playback import Playback
 from .scripted import ReplayModel
+from .subagents import ReplayChildren, json_value
 
 if TYPE_CHECKING:
     from ..store import RunStore
@@ -53,7 +52,7 @@ class ReplayReport:
     def same_answer(self) -> bool:
         if self.result.answer == self.recorded_answer:
             return True
-        return self.typed and _json_value(self.result.answer) == _json_value(self.recorded_answer)
+        return self.typed and json_value(self.result.answer) == json_value(self.recorded_answer)
 
     @property
     def ok(self) -> bool:
@@ -94,21 +93,14 @@ class ReplayReport:
         return self
 
 
-def _json_value(text: str | None) -> Any:
-    try:
-        return json.loads(text) if text is not None else None
-    except ValueError:
-        return text
-
-
 def as_fixture(source: str | Path | Fixture | StoredRun, store: RunStore | None = None) -> Fixture:
     if isinstance(source, Fixture):
         return source
     if isinstance(source, (str, Path)):
         if store is not None:
-            return fixture_from_run(store.find_run(str(source)))
+            return fixture_from_run(store.find_run(str(source)), store)
         return load_fixture(source)
-    return fixture_from_run(source)
+    return fixture_from_run(source, store)
 
 
 REPLAY_DECIDER = "replay"  # who a replay's decisions are logged as taken by (the recording's approver's answers)
@@ -151,20 +143,12 @@ def replay(
                      approve=recorded_approver(model), checkpoints=True, watches_cancels=False,
                      decided_by=REPLAY_DECIDER)
     core = _first_core(fixture, model, registry, task, system, max_steps, token_budget, options, wiring)
-    ends, resumed = part_ends(fixture), resumptions(fixture)
-    divergence: ReplayDivergence | None = None
-    for part, end in enumerate(ends):
-        if part > 0:
-            core = _resumed_core(core, model, registry, resumed[part - 1], wiring)
-        result, divergence = ReplayDriver(core, model, end, live_side_effects).drive()
-        if divergence is None and part < len(ends) - 1:
-            divergence = _part_divergence(part, end, result, model)
-        if divergence is not None:
-            break
-    final = result if result is not None else core.result
-    assert final is not None
+    children = ReplayChildren(fixture, model, wiring, live_side_effects) if registry.agents() else None
+    playback = Playback(fixture, model, registry, wiring, core, live_side_effects, children)
+    final = playback.play_all()
+    divergence = playback.divergence
     if divergence is None and strict:
-        divergence = _final_divergence(fixture, model, core, final)
+        divergence = playback.final_divergence(final)
     outcome = fixture.outcome
     return ReplayReport(final, divergence, outcome["status"], outcome["answer"], model.differences,
                         typed=fixture.output_schema is not None)
@@ -190,44 +174,3 @@ def _first_core(fixture: Fixture, model: ReplayModel, tools: ToolRegistry, task:
                         labels=options.get("labels"), forked_at_step=fixture.data.get("forked_at_step"),
                         output=spec)
     return core_for(model, tools, run_id, lim, opening(started, history), None, wiring, output_spec=spec)
-
-
-def _resumed_core(before: AgentCore, model: ReplayModel, tools: ToolRegistry, resumption: Resumption,
-                  wiring: RunWiring) -> AgentCore:
-    """The recording's next part: the same loop resumed with the limits and decisions it was resumed with."""
-    state = before.state
-    taken = resumed(before.run_id, state.steps, "replay", resumption.reason, resumption.limits, resumption.decisions,
-                    tools, model)
-    return core_for(model, tools, before.run_id, resumption.limits, [taken], state, wiring, output_spec=before.output)
-
-
-def _part_divergence(part: int, end: PartEnd, result: AgentResult | None,
-                     model: ReplayModel) -> ReplayDivergence | None:
-    """Whether the replay's part ``part`` ended where and as the recording's did (before a resume)."""
-    status = CRASHED if result is None else result.status  # None: it gave up where the recorded process died
-    want = Status.CANCELLED if end.crashed and result is not None else end.status
-    steps = result.steps if result is not None else 0
-    if status != want:
-        return ReplayDivergence(steps, None, "resumes",
-                                f"part {part + 1} of the replay ended with {status}, the recording's with "
-                                f"{end.status} (where it was resumed)")
-    if model.calls != end.after_replies:
-        return ReplayDivergence(steps, None, "resumes",
-                                f"part {part + 1} of the replay ended after {model.calls} model replies, the "
-                                f"recording's after {end.after_replies} (where it was resumed)")
-    return None
-
-
-def _final_divergence(fixture: Fixture, model: ReplayModel, core: AgentCore, result: AgentResult
-                      ) -> ReplayDivergence | None:
-    if model.calls == 0:  # the loop stopped before showing the model anything: still compare the tools
-        specs = compare_specs(fixture.first_step, fixture.tool_specs, core.specs)
-        if specs is not None:
-            return specs
-    left = len(fixture.replies) - model.calls
-    if left > 0:
-        return ReplayDivergence(result.steps, None, "replies",
-                                f"the replay stopped with {result.status} after step {result.steps}, "
-                                f"but the recording has {left} more model repl{'y' if left == 1 else 'ies'}")
-    return compare_messages(result.steps, fixture.messages(), result.messages) or compare_output(
-        result.steps, fixture.outcome.get("output"), core.output_data)

@@ -115,7 +115,7 @@ class ReplayModel(ScriptedModel):
     @classmethod
     def from_run(cls, store: RunStore, run_id: str, strict: bool = True) -> ReplayModel:
         """Play back a stored run's replies (``run_id`` may be a unique prefix)."""
-        return ReplayModel(fixture_from_run(store.find_run(run_id)), strict=strict)
+        return ReplayModel(fixture_from_run(store.find_run(run_id), store), strict=strict)
 
     def with_output_schema(self, schema: dict[str, Any], name: str) -> ReplayModel:
         """Itself: the recording's replies already hold the structured output (``output_mode="native"``)."""

@@ -13,9 +13,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .._tools.registry import ToolRegistry
+from ..errors import FixtureError
 from ..store import open_store
 from .fixture import fixture_from_run, load_fixture
 from .replayer import ReplayReport, replay
+from .subagents import MISSING_CHILD
 
 HINT_CLI = "if the change is intended, --update rewrites the fixture from the current tools (the model's replies kept)"
 HINT_PYTEST = "if the change is intended, pytest --runner-update rewrites the fixture from the current tools " \
@@ -32,7 +34,8 @@ class Updated(NamedTuple):
 def update_fixture(path: str | Path, registry: ToolRegistry, *, live_side_effects: bool = False) -> Updated:
     """Replay the fixture at ``path``; when it differs, rewrite it from the current tools and the recorded replies.
 
-    A fixture that still matches is left as it is.
+    A fixture that still matches is left as it is. One missing a sub-agent's child recording (an older
+    export) is left too, with a ``FixtureError``: no replay can make that recording.
     """
     before = replay(path, registry, live_side_effects=live_side_effects)
     if before.ok:
@@ -41,5 +44,8 @@ def update_fixture(path: str | Path, registry: ToolRegistry, *, live_side_effect
     with tempfile.TemporaryDirectory(prefix="runner-update-") as folder, \
             open_store(f"sqlite:///{Path(folder) / 'update.db'}") as store:
         played = replay(fixture, registry, strict=False, live_side_effects=live_side_effects, store=store)
-        fixture_from_run(store.get_run(played.result.run_id)).write(path)
+        missing = next((d for d in played.differences if d.field == MISSING_CHILD), None)
+        if missing is not None:
+            raise FixtureError(f"fixture {str(path)!r} cannot be updated: {missing.sentence}")
+        fixture_from_run(store.get_run(played.result.run_id), store).write(path)
     return Updated(before, True)

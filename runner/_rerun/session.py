@@ -31,6 +31,7 @@ from .._view.lineage import RERUN
 from ..events import RunStarted
 from ..messages import Message, Model, ToolCall
 from ..prices import Price, PriceBook, price_book
+from .agents import every_agent, recorded_agents
 from .diff import figures
 from .recording import Baseline, read_baseline
 from .report import NO_BASELINES, Case, RerunReport, make_case, skipped_note
@@ -120,11 +121,13 @@ class Rerun:
         self.store, self.baselines, self.model, self.registry = store, baselines, model, registry
         self.samples, self.system, self.tracer_provider = samples, system, tracer_provider
         self.prices = price_book(prices) if prices is not None else None
-        self.recorded = [RecordedTools(b.specs, b.traits) for b in baselines]  # read only: shared by the samples
+        agents = [recorded_agents(store, [b.run]) for b in baselines]  # their sub-agents: a rerun reruns the tree
+        self.recorded = [RecordedTools(b.specs, b.traits, found, model, registry)  # read only: shared by the samples
+                         for b, found in zip(baselines, agents, strict=True)]
         self.limits = [b.limits if max_cost_usd is None else dataclasses.replace(b.limits, max_cost_usd=max_cost_usd)
                        for b in baselines]
-        for limits in self.limits:  # a budget that cannot be counted is refused before any candidate starts
-            costing(model, self.prices, limits)
+        for limits in [*self.limits, *(a.baseline.limits for found in agents for a in every_agent(found))]:
+            costing(model, self.prices, limits)  # a budget that cannot be counted is refused before any candidate
         self.rerun_id = new_rerun_id()
         self.stop = threading.Event()
         self.finished: dict[int, dict[int, Finished]] = {i: {} for i in range(len(baselines))}

@@ -8,15 +8,16 @@ starting another. The tool's function only refuses: the loop's drivers run the c
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from .._log.limits import Limits
+from ..events import Event, RunResumed, RunStarted, ToolStarted
 from .output import FINAL_RESULT, OutputSpec, output_spec
 
 if TYPE_CHECKING:
-    from ..messages import AnyModel
+    from ..messages import AnyModel, ToolTraits
     from .registry import ToolRegistry
 
 SUBAGENT: Final = "subagent"  # the ``origin`` of a child run
@@ -88,3 +89,20 @@ def child_run_id(parent_run_id: str, call_id: str) -> str:
 def stopped_observation(name: str, status: str, error: str | None) -> str:
     """What the parent's model reads of a child that stopped without finishing."""
     return f"ERROR: sub-agent {name} stopped: {status}" + (f" ({error})" if error else "")
+
+
+def subagent_calls(facts: Iterable[Event]) -> dict[str, str]:
+    """The sub-agent calls a run's log started, call id to sub-agent name, in the order first started.
+
+    A call is a sub-agent's when its tool's traits, as the log last recorded them, say ``subagent``.
+    """
+    traits: Mapping[str, ToolTraits] = {}
+    found: dict[str, str] = {}
+    for fact in facts:
+        if isinstance(fact, RunStarted | RunResumed):
+            traits = fact.tool_traits or {}
+        elif isinstance(fact, ToolStarted):
+            recorded = traits.get(fact.name)
+            if recorded is not None and recorded.get("subagent", False):
+                found.setdefault(fact.call_id, fact.name)
+    return found

@@ -25,7 +25,7 @@ from .tooling import ToolsGiven, base_tools, check, mcp_options, tools_for
 def export(env: Env, run_ref: str, output: str) -> None:
     """Export a run as a replay fixture: a JSON file a test can replay without a database."""
     with env.store() as store:
-        fixture = fixture_from_run(store.find_run(run_ref))
+        fixture = fixture_from_run(store.find_run(run_ref), store)
     if output == "-":
         click.echo(fixture.dumps(), nl=False)
         return
@@ -48,7 +48,7 @@ def source_fixture(env: Env, source: str) -> Fixture:
     if source.endswith(".json") or "/" in source:
         return load_fixture(source)  # a missing file: say so, rather than "no run"
     with env.store() as store:
-        return fixture_from_run(store.find_run(source))
+        return fixture_from_run(store.find_run(source), store)
 
 
 @click.command()

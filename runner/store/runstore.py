@@ -288,12 +288,12 @@ class RunStore:
     def export_fixture(self, run_id: str, path: str | Path) -> Path:
         """Write the run (``run_id`` may be a unique prefix) as a replay fixture file.
 
-        The write is atomic: if it fails, an existing file at ``path`` is left as it was.
+        Atomic: a failed write leaves an existing file at ``path`` as it was. Sub-agents' child runs come along.
         Replay owns the file's format (``runner._replay.fixture``); this is a shortcut to it.
         """
         from .._replay.fixture import fixture_from_run  # lazily: _replay sits above the store (docs/architecture.md)
 
-        return fixture_from_run(self.find_run(run_id)).write(path)
+        return fixture_from_run(self.find_run(run_id), self).write(path)
 
     # -- a worker pool's queue ---------------------------------------------------
 

@@ -61,7 +61,8 @@ async def fixture_file(request: Request) -> Response:
     """``GET /runs/{ref}/fixture.json``: what ``runner export`` writes."""
     console: Console = request.state.console
     run = await run_in_threadpool(console.store.find_run, ref_of(request))
-    text = fixture_from_run(run).dumps()
+    fixture = await run_in_threadpool(fixture_from_run, run, console.store)  # with its sub-agents' child runs
+    text = fixture.dumps()
     return Response(text, media_type="application/json", headers=attachment(f"run-{run.run_id[:12]}.json"))
 
 

@@ -234,3 +234,46 @@ def test_weather(runner_replay):
 def said(replies: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """What the model said in each reply (a reply in a fixture also keeps what its calls returned)."""
     return [{key: value for key, value in reply.items() if key != "observations"} for reply in replies]
+
+
+TREE = '''
+from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry
+
+REF = {"type": "object", "properties": {"ref": {"type": "string"}}, "required": ["ref"]}
+
+def registry(value=1, research=None):
+    below = ToolRegistry()
+    below.register("lookup", "Look up (reads).", REF, lambda ref: {"ref": ref, "value": value})
+    top = ToolRegistry()
+    top.add_agent("research", model=research or ScriptedModel([]), registry=below, description="Researches.")
+    return top
+
+def real_models():
+    research = ScriptedModel([ModelReply("", [ToolCall("k1", "lookup", {"ref": "x"})]), "found x"])
+    planner = ScriptedModel([ModelReply("", [ToolCall("p1", "research", {"task": "Find x."})]), "done"])
+    return planner, registry(research=research)
+'''
+
+
+def test_the_plugin_records_a_tree_and_replays_it_naming_a_change_inside_the_child(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytester.makepyfile(tree=TREE, test_tree='''
+import os
+from tree import real_models, registry
+
+def test_tree(runner_replay):
+    if os.path.exists("fixtures/tree.json"):
+        runner_replay("fixtures/tree.json", registry(value=int(os.environ.get("VALUE", "1"))))
+    else:
+        planner, tools = real_models()
+        runner_replay("fixtures/tree.json", tools, planner, task="Find x.")
+''')
+    pytester.runpytest("--runner-record").assert_outcomes(passed=1)
+    assert list(load_fixture(pytester.path / "fixtures" / "tree.json").data["children"]) == ["p1"]
+    pytester.runpytest().assert_outcomes(passed=1)
+    monkeypatch.setenv("VALUE", "2")
+    changed = pytester.runpytest()
+    changed.assert_outcomes(failed=1)
+    changed.stdout.fnmatch_lines(["*in sub-agent research (call p1), at step 2 the result of call k1 (lookup) "
+                                  "differs: recorded '{\"ref\": \"x\", \"value\": 1}', got '{\"ref\": \"x\", "
+                                  "\"value\": 2}'*"])
