@@ -129,11 +129,13 @@ def given(store: RunStore, refs: tuple[str, ...]) -> list[str]:
 
 def selected(store: RunStore, statuses: tuple[str, ...], since: datetime | None, labels: dict[str, str],
              tool: str | None, limit: int) -> list[str]:
-    """The runs the filters select, as ``runner runs`` lists them, less those still going and earlier candidates.
+    """The runs the filters select, as ``runner runs --top`` lists them, less those still going and earlier candidates.
 
-    An earlier rerun's candidates are kept when the filters ask for them by their ``rerun`` label.
+    An earlier rerun's candidates are kept when the filters ask for them by their ``rerun`` label. A
+    sub-agent's child run is never a baseline: its tree is rerun from its root.
     """
-    found = store.list_runs(status=list(statuses) or None, since=since, tool=tool, label=labels or None, limit=limit)
+    found = store.list_runs(status=list(statuses) or None, since=since, tool=tool, label=labels or None, limit=limit,
+                            top=True)
     candidates_too = RERUN in labels  # asked for by their label: an earlier rerun's candidates are the baselines
     going = [(run.run_id, run.status) for run in found if run.status in UNSETTLED]
     earlier = sum(1 for run in found if run.status not in UNSETTLED and not candidates_too and RERUN in run.labels)

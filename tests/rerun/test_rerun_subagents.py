@@ -135,3 +135,11 @@ def test_a_subagent_the_baseline_never_called_is_not_run(store: RunStore) -> Non
     assert observation.endswith("research is a sub-agent none of whose runs the baseline holds, so its tools are "
                                 "not recorded")
     assert store.children(case.candidates[0].run_id) == []
+
+
+def test_the_cli_selects_a_trees_root_as_a_baseline_never_its_children(store: RunStore) -> None:
+    from runner.cli.rerun import selected
+
+    root = _baseline(store, Counts())
+    assert child_run_id(root, "p1") in {run.run_id for run in store.list_runs()}
+    assert selected(store, (), None, {}, None, 20) == [root]

@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.process
 def test_the_three_agent_example_waits_for_the_mailers_approval_then_finishes(tmp_path: Path) -> None:
     text = (ROOT / "docs" / "subagents.md").read_text(encoding="utf-8")
     found = re.search(r"```python\n(.*?)```", text, re.S)
