@@ -33,7 +33,7 @@ def per_step_us(steps: int, meter: type[TokenMeter]) -> float:
         # The core ``run_agent`` builds, with the token meter swapped: a run's default recorder
         # traces through the global (no-op) provider.
         model, limits, state = script(steps), Limits(max_steps=steps, token_budget=10**12), RunState(run_id="bench")
-        default = build_recorder(RunWiring(), state)
+        default, _ = build_recorder(RunWiring(), state)
         core = AgentCore(model, reg, run_id=state.run_id, limits=limits, recorder=default, state=state,
                          opening=new_run_opening(state.run_id, "bench", "s", limits, reg, model), meter=meter)
         started = time.perf_counter()
