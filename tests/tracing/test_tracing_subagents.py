@@ -6,6 +6,7 @@ same: ids, names and parents; the call's span names the agent it hands the task 
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 from pathlib import Path
@@ -23,6 +24,7 @@ from runner import (
     StoredRun,
     ToolCall,
     ToolRegistry,
+    arun_agent,
     open_store,
     rebuild_spans,
     run_agent,
@@ -215,3 +217,20 @@ def test_runner_spans_sends_a_run_with_its_sub_agents_runs_as_one_trace(
                                "--endpoint", f"{receiver.url}/v1/traces").stdout)
     assert [(item["run_id"], item["subagent_of"]) for item in listed] == [(child.run_id, None),
                                                                            (result.run_id, None)]
+
+
+def test_a_child_run_by_the_async_driver_hangs_under_its_call_too(
+        store: RunStore, live: tuple[TracerProvider, InMemorySpanExporter]) -> None:
+    provider, exporter = live
+    result = asyncio.run(arun_agent("Mail Bob.", ScriptedModel([delegate(), "Mailed."]),
+                                    planner([mail_bob(), "Sent."]), store=store, approve=lambda call: True,
+                                    tracer_provider=provider))
+    assert result.status == "done"
+    (child,) = store.children(result.run_id)
+    spans = list(exporter.get_finished_spans())
+    (call,) = [s for s in spans if s.name == "execute_tool mailer"]
+    (root,) = [s for s in spans if s.name == "invoke_agent mailer"]
+    assert parent_id(root) == span_id(call)
+    assert len({s.context.trace_id for s in spans if s.context}) == 1
+    rebuilt = rebuild_spans(store.get_run(result.run_id)) + rebuild_spans(store.get_run(child.run_id))
+    assert ids_of(rebuilt) == ids_of(spans)
