@@ -1,4 +1,4 @@
-"""The bundled example: an 18% tip on a EUR 127.50 bill split 4 ways, in USD.
+"""The bundled example: an 18% tip on a EUR 127.50 bill split 4 ways, in USD; and its sub-agents' variant.
 
 Two tools a reader can trust: ``calculate`` walks the expression's AST and
 allows only numbers, + - * / ** and parentheses (never ``eval``), and
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ._replay.scripted import ScriptedModel
 from ._tools.registry import ToolRegistry
-from .messages import ModelReply, ToolCall
+from .messages import Message, ModelReply, ToolCall, ToolSpec
 
 DEMO_TASK = "What does each person pay, in USD, for an 18% tip on a EUR 127.50 bill split 4 ways?"
 RATES_LABEL = "fixed demo rates, not live market data"
@@ -106,6 +106,82 @@ def demo_typed_model() -> ScriptedModel:
     *work, _ = demo_model().replies
     split = {"people": 4, "total_eur": 150.45, "each_eur": 37.61, "each_usd": 40.62}
     return ScriptedModel([*work, ModelReply("", [ToolCall("call_3", "final_result", split)])])
+
+
+# ``runner demo --subagents``: a planner with two sub-agents, the mailer's ``send_mail`` waiting for approval.
+TEAM_TASK = "Work out what each person pays for tonight's dinner (the tip split) and mail it to the team."
+TEAM = "team@example.com"
+OUTBOX_LABEL = "demo outbox: nothing leaves this machine"
+
+
+def send_mail(to: str, subject: str, body: str) -> dict[str, Any]:
+    """Put the mail in the demo's outbox (no network): what a real mailer would confirm."""
+    return {"queued_for": to, "subject": subject, "chars": len(body), "outbox": OUTBOX_LABEL}
+
+
+class TurnModel:
+    """Scripted replies by turn: the reply for the conversation's n-th model call (its assistant messages so far).
+
+    A resumed run asks again for the turn where it stopped, so a demo run goes on in another process.
+    ``answer`` gives the last turn's reply from the last tool result (a denied mail is not "sent").
+    """
+
+    model_name = "scripted"
+    provider_name = "scripted"
+
+    def __init__(self, replies: list[ModelReply], answer: Callable[[str], str]) -> None:
+        self.replies, self.answer = replies, answer
+
+    def __call__(self, messages: Sequence[Message], tool_specs: Sequence[ToolSpec]) -> ModelReply:
+        turn = sum(1 for m in messages if m["role"] == "assistant")
+        if turn < len(self.replies):
+            return self.replies[turn]
+        last = next((m["content"] for m in reversed(messages) if m["role"] == "tool"), "")
+        return ModelReply(self.answer(last))
+
+
+def researcher_model() -> TurnModel:
+    """``demo_model``'s work, by turn: the sub-agent that works the numbers out."""
+    *work, answer = demo_model().replies
+    return TurnModel(work, lambda last: answer.content)
+
+
+def mailer_model() -> TurnModel:
+    body = "Each person pays $40.62 (EUR 37.61) for dinner, an 18% tip on EUR 127.50 included."
+    mail = ModelReply("", [ToolCall("mail_1", "send_mail", {"to": TEAM, "subject": "Dinner", "body": body})])
+    return TurnModel([mail], lambda last: (f"Not sent: {last.removeprefix('ERROR: ')}" if last.startswith("ERROR")
+                                           else f"Sent to {TEAM}."))
+
+
+def planner_model() -> TurnModel:
+    """The planner: asks the researcher, hands the mail to the mailer, then reports."""
+    research = ModelReply("First the numbers.", [ToolCall("call_1", "researcher", {"task": DEMO_TASK})])
+    mail = ModelReply("Now the mail.", [ToolCall("call_2", "mailer", {
+        "task": f"Mail {TEAM}, subject Dinner: each person pays $40.62 (EUR 37.61), an 18% tip on EUR 127.50 "
+                "included."})])
+
+    def answer(last: str) -> str:
+        if last.startswith(("Not sent", "ERROR")):
+            return f"Each person pays $40.62 (EUR 37.61), but the team was not mailed. {last}"
+        return f"Each person pays $40.62 (EUR 37.61); the team has it by mail ({TEAM})."
+
+    return TurnModel([research, mail], answer)
+
+
+def subagents_registry() -> ToolRegistry:
+    """The planner's tools: the sub-agents ``researcher`` (the demo's tools) and ``mailer`` (``send_mail``)."""
+    mail = ToolRegistry()
+    mail.register("send_mail", f"Send a mail ({OUTBOX_LABEL}).",
+                  {"type": "object", "properties": {"to": {"type": "string"}, "subject": {"type": "string"},
+                                                    "body": {"type": "string"}},
+                   "required": ["to", "subject", "body"]},
+                  send_mail, side_effects=True, needs_approval=True)
+    planner = ToolRegistry()
+    planner.add_agent("researcher", model=researcher_model(), registry=demo_registry(),
+                      description="Works out sums and currency conversions; give it the whole question.")
+    planner.add_agent("mailer", model=mailer_model(), registry=mail,
+                      description="Sends one mail; give it the recipient, the subject and the text.")
+    return planner
 
 
 def main() -> None:

@@ -9,6 +9,7 @@ that may be megabytes; ``decode_all`` folds it back. Its public path is ``runner
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any, Final
@@ -53,13 +54,15 @@ _OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "serv
                               "decisions", "model", "provider", "tools_ref", "session_id", "tool_traits",
                               "mcp_servers", "by", "cost_usd", "price_source", "prompt_cost_usd", "completion_cost_usd",
                               "output_schema", "output", "output_type", "parent_call_id", "child_run_id",
-                              "child_tokens", "child_cost_usd", "first_chunk_s"})
+                              "child_tokens", "child_cost_usd", "first_chunk_s", "parent_span_id"})
 _NAMES: Final[dict[type[Any], tuple[str, ...]]] = {cls: tuple(f.name for f in fields(cls)) for cls in KINDS.values()}
 _DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}, "cost_usd": None, "price_source": None,
                                     "prompt_cost_usd": None, "completion_cost_usd": None, "output_schema": None,
                                     "output": None, "output_type": None, "child_run_id": None, "child_tokens": 0,
                                     "child_cost_usd": 0.0, "first_chunk_s": None}
 
+
+_SPAN_ID: Final = re.compile(r"[0-9a-f]{16}")
 
 # A tool message stored without its content names where the content is: its call's last ``tool_finished``.
 CONTENT_FROM: Final = "content_from"
@@ -175,6 +178,7 @@ def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") 
         check_traits(values.get("tool_traits"))  # run_started's and run_resumed's
         check_mcp_refs(values.get("mcp_servers"))
         _check_output_schema(values.get("output_schema"))
+        _check_span_id(values.get("parent_span_id"))
         event: Event = cls(**values)
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
         raise EventDecodeError(f"{kind} event is malformed: {exc}") from None
@@ -191,6 +195,12 @@ def _check_output_schema(declared: object) -> None:
         raise ValueError("output_schema needs 'wrapped' (a bool) and 'mode' ('tool' or 'native')")
     if not isinstance(declared.get("ref"), (str, type(None))):
         raise ValueError("output_schema's 'ref' must be a string or null")
+
+
+def _check_span_id(span_id: object) -> None:
+    """A logged parent span is None or 16 lowercase hex digits, as OpenTelemetry writes a span id."""
+    if span_id is not None and not (isinstance(span_id, str) and _SPAN_ID.fullmatch(span_id)):
+        raise ValueError(f"parent_span_id must be 16 lowercase hex digits, got {span_id!r}")
 
 
 def _check_cost(name: str, cost: object) -> None:

@@ -41,10 +41,10 @@ class RunStarted:
     """A new run: what it was asked, of whom, under which limits.
 
     ``origin`` says how a linked run came about: ``fork`` at ``forked_at_step``, ``follow_up``, or ``subagent``
-    (a sub-agent's child run, serving the parent's call ``parent_call_id``). ``session_id`` names a linked
-    run's conversation: the id of the chain's first run. ``tool_traits`` holds the tools registered with side
-    effects, approval or an idempotency key, or None. ``mcp_servers`` are the MCP servers whose tools were
-    added beside ``tools_ref`` (``--mcp``), or None. ``output_schema``: the typed result due, or None.
+    (a sub-agent's child run, serving the parent's call ``parent_call_id``, its root under ``parent_span_id``, the
+    call's span). ``session_id`` names a linked run's conversation: the id of the chain's first run. ``tool_traits``
+    holds the tools registered with side effects, approval or an idempotency key, or None. ``mcp_servers``: the MCP
+    servers whose tools were added beside ``tools_ref`` (``--mcp``), or None. ``output_schema``: the typed result.
     """
 
     run_id: str = ""
@@ -68,6 +68,7 @@ class RunStarted:
     output_schema: OutputSchema | None = None
     by: str | None = None  # the person who started it (``--by``, the OS user); None in older logs and pool runs
     parent_call_id: str | None = None
+    parent_span_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.by is not None and not isinstance(self.by, str):

@@ -3,7 +3,7 @@
 The store and tracing both use them, so they always agree, and rebuilding a run gives the same trace.
 The ids come from the run id and a span key: ``run``, ``step:N``, ``chat:N`` or ``tool:CALL_ID``.
 An assistant message belongs to ``chat:N``, a tool message to ``tool:CALL_ID``,
-and a system or user message to ``run``.
+and a system or user message to ``run``. A sub-agent's child run has its id from its parent's and the call's.
 """
 
 from __future__ import annotations
@@ -28,3 +28,12 @@ def derived_span_id(run_id: str, key: str) -> str:
     their code points (``surrogatepass``), which leaves every valid string's id unchanged.
     """
     return hashlib.sha256(f"{run_id}:{key}".encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def child_run_id(parent_run_id: str, call_id: str) -> str:
+    """The id of the child run that serves call ``call_id`` of run ``parent_run_id``: the same on every resume.
+
+    32 hex digits (a valid run id and its own trace id's form), from both ids hashed.
+    """
+    digest = hashlib.sha256(f"{parent_run_id}\x00{call_id}".encode("utf-8", "surrogatepass"))
+    return digest.hexdigest()[:32]

@@ -7,14 +7,16 @@ starting another. The tool's function only refuses: the loop's drivers run the c
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from .._log.ids import child_run_id
 from .._log.limits import Limits
 from ..events import Event, RunResumed, RunStarted, ToolStarted
 from .output import FINAL_RESULT, OutputSpec, output_spec
+
+__all__ = ["PARAMETERS", "SUBAGENT", "SubAgent", "child_run_id", "make_agent", "stopped_observation", "subagent_calls"]
 
 if TYPE_CHECKING:
     from ..messages import AnyModel, ToolTraits
@@ -75,15 +77,6 @@ def make_agent(name: str, model: AnyModel, registry: ToolRegistry, system: str, 
             raise ValueError(f"sub-agent {name!r}: its registry has a tool named {FINAL_RESULT!r}, the name "
                              "output_type= gives the typed result: rename that tool")
     return SubAgent(name, model, registry, system, limits, spec, output_type)
-
-
-def child_run_id(parent_run_id: str, call_id: str) -> str:
-    """The id of the child run that serves call ``call_id`` of run ``parent_run_id``: the same on every resume.
-
-    32 hex digits (a valid run id and its own trace id's form), from both ids hashed.
-    """
-    digest = hashlib.sha256(f"{parent_run_id}\x00{call_id}".encode("utf-8", "surrogatepass"))
-    return digest.hexdigest()[:32]
 
 
 def stopped_observation(name: str, status: str, error: str | None) -> str:

@@ -18,7 +18,7 @@ from .._run.agent import run_agent
 from .._run.resume import follow_up
 from .._tools.output import OutputSpec, output_by_ref
 from .._tools.registry import ToolRegistry
-from ..demo import DEMO_TASK, demo_model, demo_registry, demo_typed_model
+from ..demo import DEMO_TASK, demo_model, demo_registry, demo_typed_model, planner_model
 from ..messages import McpRef, Model
 from ..prices import Price
 from ..recorder import Recorder
@@ -77,19 +77,34 @@ def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolReg
 @max_cost_option("Stop (cost_limit, resumable) once the model calls cost this much, in USD.")
 @PRICES
 @click.option("--typed", is_flag=True, help="End with a typed result (runner.demo:TipSplit), printed as JSON.")
+@click.option("--subagents", is_flag=True,
+              help="A planner with two sub-agents: a researcher (the example's tools) and a mailer whose send_mail "
+                   "waits for approval (scripted models; the mail stays on this machine).")
+@click.option("--resume", "resume_ref", metavar="RUN",
+              help="With --subagents: go on with the planner's run RUN, after the decisions given.")
+@click.option("--approve", "approved", metavar="CALL_ID", multiple=True,
+              help="With --resume: approve this call of a sub-agent's (repeatable).")
+@click.option("--deny", "denied", metavar="CALL_ID", multiple=True,
+              help="With --resume: refuse this call of a sub-agent's (repeatable).")
 @PARALLEL
 @QUIET
 @RECORD_CONTENT
 @common
 def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, max_cost_usd: float | None,
-         prices: dict[str, Price] | None, typed: bool, max_parallel_tools: int | None, quiet: bool,
+         prices: dict[str, Price] | None, typed: bool, subagents: bool, resume_ref: str | None,
+         approved: tuple[str, ...], denied: tuple[str, ...], max_parallel_tools: int | None, quiet: bool,
          record_content: bool) -> None:
     """Run the bundled example: an 18% tip on a EUR 127.50 bill split 4 ways, in USD.
 
     Two safe tools (arithmetic on an AST walk, never eval; currency over a fixed,
     labelled rate table); recorded in the store and traced (OTLP when
-    OTEL_EXPORTER_OTLP_ENDPOINT is set).
+    OTEL_EXPORTER_OTLP_ENDPOINT is set). With --subagents a planner hands the sums to
+    a researcher and the mail to a mailer, and stops (exit 0) while the mail waits.
     """
+    if subagents or resume_ref or approved or denied:
+        demo_tree(env, model_spec, max_cost_usd, prices, typed, subagents, resume_ref, approved, denied,
+                  max_parallel_tools, quiet, record_content)
+        return
     scripted = demo_typed_model() if typed else demo_model()
     model = scripted if model_spec == "scripted" else build_model(model_spec, base_url, api_key)
     check_priced(model, prices, max_cost_usd, given=True)
@@ -101,6 +116,33 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, m
         replay = "runner replay tests/fixtures/run.json --tools runner.demo:demo_registry"
         report(env, store, result, [replay], tools_spec="runner.demo:demo_registry")
     if result.status != Status.DONE:
+        raise click.exceptions.Exit(EXIT_NO)
+
+
+def demo_tree(env: Env, model_spec: str, max_cost_usd: float | None, prices: dict[str, Price] | None, typed: bool,
+              subagents: bool, resume_ref: str | None, approved: tuple[str, ...], denied: tuple[str, ...],
+              max_parallel_tools: int | None, quiet: bool, record_content: bool) -> None:
+    """``runner demo --subagents``: start the planner, or go on with one (``--resume``); exit 1 on any other end."""
+    from . import demo_subagents
+
+    if not subagents:
+        raise CliUsageError("--resume, --approve and --deny go with --subagents")
+    if model_spec != "scripted" or typed:
+        raise CliUsageError("--subagents runs on the demo's scripted models: leave out --model and --typed")
+    if (approved or denied) and resume_ref is None:
+        raise CliUsageError("--approve and --deny decide on a run: give it with --resume RUN")
+    if set(approved) & set(denied):
+        raise CliUsageError(f"call {sorted(set(approved) & set(denied))[0]!r} is both approved and denied")
+    with env.store(create=True) as store:
+        if resume_ref is None:
+            limits = GivenLimits(max_cost_usd=max_cost_usd, max_parallel_tools=max_parallel_tools).limits()
+            check_priced(planner_model(), prices, max_cost_usd, given=True)
+            result = demo_subagents.start(env, store, limits, progress(quiet), record_content)
+        else:
+            decisions = {**dict.fromkeys(approved, True), **dict.fromkeys(denied, False)}
+            result = demo_subagents.go_on(env, store, resume_ref, decisions, progress(quiet), record_content)
+        demo_subagents.show(env, store, result)
+    if result.status != Status.DONE and (resume_ref is not None or result.status != Status.AWAITING_APPROVAL):
         raise click.exceptions.Exit(EXIT_NO)
 
 

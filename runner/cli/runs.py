@@ -184,13 +184,16 @@ def result_cost(result: AgentResult) -> str | None:
 
 
 def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str], *, tools_spec: str | None = None,
-           parent_run_id: str | None = None, lead: str | None = None, mcp: Sequence[McpRef] = ()) -> None:
-    """The answer (or the stop), the run id, and the commands to try next.
+           parent_run_id: str | None = None, lead: str | None = None, mcp: Sequence[McpRef] = (),
+           shown: Sequence[Text] = (), first_next: Sequence[str] = (), more_json: Mapping[str, Any] | None = None
+           ) -> None:
+    """The answer (or the stop), the run id, and the commands to try next (``first_next`` first).
 
     A run that stopped short names the ``runner resume`` command that continues it
     (``tools_spec`` and the ``mcp`` servers in it); one awaiting approval lists the calls it waits on.
     The cost is the result's; the run is read again only for what the result cannot say (the
-    calls it awaits; for ``--json``, how many model calls have no known cost).
+    calls it awaits; for ``--json``, how many model calls have no known cost). ``shown`` goes before
+    the commands (``--json``: ``more_json``'s keys join the object).
     """
     awaiting = result.status == Status.AWAITING_APPROVAL
     limited = result.status in RAISES  # its resume needs a larger limit
@@ -202,7 +205,8 @@ def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]
                     "tool_calls": result.tool_calls, "cost_usd": result.cost_usd,
                     "cost_known_usd": result.cost_known_usd, "costs_unknown": run.costs_unknown if run else 0,
                     "parent_run_id": parent_run_id, "awaiting_approval": pending,
-                    "output": json.loads(result.answer or "null") if result.output is not None else None})
+                    "output": json.loads(result.answer or "null") if result.output is not None else None,
+                    **(more_json or {})})
         return
     out = console()
     if result.status == Status.DONE and result.output is not None:
@@ -221,7 +225,9 @@ def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]
                    style=status_style(result.status)))
     if lead:
         out.print(Text(clean(lead), style="dim"))
-    first = []
+    for line in shown:
+        out.print(line)
+    first = list(first_next)
     if (tools_spec is not None or mcp) and result.status != Status.DONE:
         more = going_on(run, prices_file()) if run is not None and limited else ""
         first.append(resume_command(short, tools_spec, pending, more + env.hint(), mcp))

@@ -1,4 +1,8 @@
-"""``runner spans RUN...``: rebuild runs' spans from the log and send them over OTLP."""
+"""``runner spans RUN...``: rebuild runs' spans from the log and send them over OTLP, sub-agents' runs too.
+
+A sub-agent's child run is a run of its own, whose spans go in its parent's trace under the parent's
+span of the call: sending the parent alone would leave that trace without them.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,10 @@ import click
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from rich.text import Text
 
+from .._log.facts import RunStarted
+from .._log.records import StoredRun
 from .._text import plural
+from .._tools.agents import SUBAGENT
 from ..tracing import otlp_exporter, rebuild_spans
 from ..tracing.otlp import export_timeout_s, otlp_setting
 from .options import CliError, Env, common
@@ -21,6 +28,8 @@ from .specs import CLI_EXPORT_TIMEOUT_S
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import ReadableSpan
+
+    from ..store import RunStore
 
 EXPORT_GRACE_S = 1.0  # past the exporter's own timeout, before an export counts as hung
 
@@ -84,6 +93,28 @@ def exporter_logs() -> Iterator[list[str]]:
         logger.propagate = propagate
 
 
+def with_subagents(store: RunStore, runs: Sequence[StoredRun]) -> list[tuple[StoredRun, str | None]]:
+    """``runs``, each followed by its sub-agents' child runs and theirs, depth first, each once.
+
+    With each run, the run it was found under (None: one of ``runs``).
+    """
+    found: dict[str, tuple[StoredRun, str | None]] = {}
+    pending: list[tuple[StoredRun, str | None]] = [(run, None) for run in reversed(runs)]
+    while pending:
+        run, above = pending.pop()
+        if run.run_id in found:
+            continue
+        found[run.run_id] = (run, above)
+        below = [store.get_run(child.run_id) for child in store.children(run.run_id)]
+        pending.extend((child, run.run_id) for child in reversed(below) if _origin(child) == SUBAGENT)
+    return list(found.values())
+
+
+def _origin(run: StoredRun) -> str | None:
+    started = next((fact for fact in run.facts if isinstance(fact, RunStarted)), None)
+    return started.origin if started is not None else None
+
+
 @click.command()
 @click.argument("run_refs", metavar="RUN...", nargs=-1, required=True)
 @click.option("--endpoint", metavar="URL",
@@ -95,14 +126,15 @@ def exporter_logs() -> Iterator[list[str]]:
 def spans(env: Env, run_refs: tuple[str, ...], endpoint: str | None, record_content: bool) -> None:
     """Rebuild the spans of stored runs from their log and export them over OTLP.
 
+    A run's sub-agents' runs go too (their spans are in its trace, under its calls).
     The spans keep the ids and the service name the live run had (or ids derived
     from the run id), so a backend that already has them deduplicates. Standard
     OTEL_* variables apply; OTEL_SERVICE_NAME names only runs no tracer recorded
     (default: runner).
     """
     with env.store() as store:
-        stored = [store.find_run(ref) for ref in run_refs]
-    built = [(run.run_id, rebuild_spans(run, record_content=record_content)) for run in stored]
+        stored = with_subagents(store, [store.find_run(ref) for ref in run_refs])
+    built = [(run.run_id, rebuild_spans(run, record_content=record_content)) for run, _ in stored]
     exporter = exporter_for(endpoint)
     deadline_s = export_timeout_s(CLI_EXPORT_TIMEOUT_S) + EXPORT_GRACE_S
     hung = False
@@ -119,11 +151,12 @@ def spans(env: Env, run_refs: tuple[str, ...], endpoint: str | None, record_cont
     finally:
         if not hung:  # a hung export holds the exporter: its shutdown would wait on it
             exporter.shutdown()
-    sent = [{"run_id": run_id, "trace_id": f"{s[0].context.trace_id:032x}" if s else None, "spans": len(s)}
-            for run_id, s in built]
+    sent = [{"run_id": run_id, "trace_id": f"{s[0].context.trace_id:032x}" if s else None, "spans": len(s),
+             "subagent_of": above} for (run_id, s), (_, above) in zip(built, stored, strict=True)]
     if env.as_json:
         print_json(sent)
         return
     out = console()
-    for item, (_, run_spans) in zip(sent, built, strict=True):
-        out.print(Text(f"sent {plural(len(run_spans), 'span')} of run {item['run_id']} (trace {item['trace_id']})"))
+    for item, (_, run_spans), (_, above) in zip(sent, built, stored, strict=True):
+        of = f", sub-agent of run {above}" if above else ""
+        out.print(Text(f"sent {plural(len(run_spans), 'span')} of run {item['run_id']}{of} (trace {item['trace_id']})"))

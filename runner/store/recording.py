@@ -60,8 +60,9 @@ class SpanSource(Protocol):
     """What the tracing recorder offers: the run's trace id and each span key's span id.
 
     A source may also have a ``service_name`` (the ``service.name`` the live spans
-    went out under, None when nothing recorded them); it is logged with
-    ``run_started`` so spans rebuilt later go out under the same name.
+    went out under, None when nothing recorded them) and a ``parent_span_id`` (the span a
+    sub-agent's child run went under): both are logged with ``run_started``, so spans
+    rebuilt later go out under the same name and parent.
     """
 
     trace_id: str
@@ -168,7 +169,7 @@ class StoreRecorder:
         self.flush()
 
     def _run_started(self, run: RunStarted, now: datetime | str) -> RunStarted:
-        """Prepare the run's row; the fact as logged (with the live service name, if any)."""
+        """Prepare the run's row; the fact as logged (with the live service name and parent span, if any)."""
         self.run_id = self.state.run_id
         if self.span_source is not None:
             self.trace_id = self.span_source.trace_id
@@ -180,7 +181,10 @@ class StoreRecorder:
             self.heartbeat.add(self.run_id)
         self._labels = label_rows(self.run_id, run.labels, now)
         service = getattr(self.span_source, "service_name", None)
-        return replace(run, service_name=service) if service and not run.service_name else run
+        if service and not run.service_name:
+            run = replace(run, service_name=service)
+        parent = getattr(self.span_source, "parent_span_id", None)
+        return replace(run, parent_span_id=parent) if parent and not run.parent_span_id else run
 
     def _span_id(self, key: str) -> str:
         if self.span_source is not None:

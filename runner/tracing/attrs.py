@@ -39,6 +39,10 @@ INPUT_MESSAGES: Final = "gen_ai.input.messages"
 OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 TOOL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
 TOOL_RESULT: Final = "gen_ai.tool.call.result"
+# The agent-as-a-tool refinement of execute_tool (semantic-conventions-genai, gen-ai-agent-spans.md#agent-as-a-tool)
+TRANSFER_MODE: Final = "gen_ai.transfer.mode"
+TRANSFER_TARGET: Final = "gen_ai.transfer.target.name"
+RETURN_TO_CALLER: Final = "return_to_caller"  # the caller goes on with the sub-agent's answer (else pass_control)
 ERROR_TYPE: Final = "error.type"
 SERVICE_NAME: Final = "service.name"  # a resource attribute, not a span's
 
@@ -52,6 +56,7 @@ ESTIMATED_OUTPUT_TOKENS: Final = "runner.usage.estimated_output_tokens"
 TOOL_RAN: Final = "runner.tool.ran"
 RESUMED_FROM: Final = "runner.resumed_from"
 PARENT_RUN_ID: Final = "runner.parent_run_id"
+CHILD_RUN_ID: Final = "runner.child_run_id"
 
 # OpenInference (https://github.com/Arize-ai/openinference, spec/semantic_conventions.md)
 OI_KIND: Final = "openinference.span.kind"
@@ -222,6 +227,22 @@ def chat_cost(total: float | None, prompt: float | None, completion: float | Non
 def tool_start(ids: Attrs, step: int, name: str, call_id: str) -> Attrs:
     return {OI_KIND: "TOOL", OPERATION: "execute_tool", **ids, STEP: step, TOOL_NAME: name,
             TOOL_CALL_ID: call_id, TOOL_TYPE: "function"}
+
+
+def transfer(agent_name: str, child_run_id: str | None) -> Attrs:
+    """What a sub-agent's call adds to its tool span: the agent it hands the task to, who returns, and its run.
+
+    ``child_run_id`` is None for a call refused before it ran (no child run was started).
+    """
+    attrs: Attrs = {TRANSFER_MODE: RETURN_TO_CALLER, TRANSFER_TARGET: agent_name}
+    if child_run_id is not None:
+        attrs[CHILD_RUN_ID] = child_run_id
+    return attrs
+
+
+def subagents(traits: Mapping[str, Mapping[str, object]] | None) -> frozenset[str]:
+    """The names of the tools that are sub-agents (``add_agent``), from a run's logged ``tool_traits``."""
+    return frozenset(name for name, one in (traits or {}).items() if one.get("subagent"))
 
 
 def tool_end(name: str, observation: str, ok: bool, ran: bool, *, content: bool) -> tuple[Attrs, trace.Status]:

@@ -16,7 +16,7 @@ from typing import Any
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags, Tracer, TracerProvider
 
-from .._log.ids import derived_span_id, derived_trace_id
+from .._log.ids import child_run_id, derived_span_id, derived_trace_id
 from ..events import (
     Event,
     MessageAppended,
@@ -80,6 +80,7 @@ class TracingRecorder:
         self.record_content = record_content
         self.trace_id = ""
         self.service_name: str | None = None
+        self.parent_span_id: str | None = None  # the span a started run's root joined (a child's: its call's)
         self._link = link
         self._segment = segment
         self._live = False
@@ -96,6 +97,7 @@ class TracingRecorder:
         self._shown_count = 0
         self._task = task
         self._tool_specs: list[Mapping[str, Any]] = list(tool_specs)
+        self._subagents: frozenset[str] = frozenset()  # the tools whose calls run a child run
         self._labels: Mapping[str, str] = {}
         self._parent: str | None = None
         self._session: str | None = None
@@ -166,8 +168,10 @@ class TracingRecorder:
         elif isinstance(event, ModelCalled):
             self._model_called(event)
         elif isinstance(event, ToolStarted):
-            span = self._child(self._step, attrs.tool_name(event.name),
-                               attrs.tool_start(self._common, event.step, event.name, event.call_id), attrs.KIND_TOOL)
+            values = attrs.tool_start(self._common, event.step, event.name, event.call_id)
+            if event.name in self._subagents:
+                values.update(attrs.transfer(event.name, child_run_id(self._run_id, event.call_id)))
+            span = self._child(self._step, attrs.tool_name(event.name), values, attrs.KIND_TOOL)
             self._tools[event.call_id] = span
             self._remember(self._key(event), span)
         elif isinstance(event, ToolFinished):
@@ -187,6 +191,7 @@ class TracingRecorder:
         self._model, self._provider, self._agent = started.model, started.provider, started.agent_name
         self._task, self._tool_specs = started.task, list(started.tool_specs)
         self._labels, self._parent, self._session = started.labels, started.parent_run_id, started.session_id
+        self._subagents = attrs.subagents(started.tool_traits)
 
     def _open_root(self, event: RunStarted | RunResumed) -> None:
         self._ids, self._tools, self._step, self._chat, self._step_context = {}, {}, None, None, None
@@ -197,6 +202,8 @@ class TracingRecorder:
             self._segment += 1
             if event.model is not None:
                 self._model, self._provider = event.model, event.provider
+            if event.tool_traits is not None:
+                self._subagents = attrs.subagents(event.tool_traits)
         provider = self.tracer_provider if self.tracer_provider is not None else trace.get_tracer_provider()
         self._tracer = provider.get_tracer(attrs.SCOPE)
         parent, links = None, None
@@ -205,6 +212,8 @@ class TracingRecorder:
             context = SpanContext(int(link.trace_id, 16), int(link.span_id, 16), True, TraceFlags(TraceFlags.SAMPLED))
             if link.joins:
                 parent = trace.set_span_in_context(NonRecordingSpan(context))
+                if isinstance(event, RunStarted):  # a child run: logged, so its rebuilt root has this parent too
+                    self.parent_span_id = link.span_id
             else:
                 links = [Link(context)]
         self._common = attrs.run_ids(self._run_id, self._session)
@@ -255,8 +264,10 @@ class TracingRecorder:
     def _tool_finished(self, event: ToolFinished) -> None:
         span = self._tools.pop(event.call_id, None)
         if span is None:  # refused before running: a span of zero length marks the attempt
-            span = self._child(self._step, attrs.tool_name(event.name),
-                               attrs.tool_start(self._common, event.step, event.name, event.call_id), attrs.KIND_TOOL)
+            values = attrs.tool_start(self._common, event.step, event.name, event.call_id)
+            if event.name in self._subagents:
+                values.update(attrs.transfer(event.name, None))
+            span = self._child(self._step, attrs.tool_name(event.name), values, attrs.KIND_TOOL)
             self._remember(self._key(event), span)
         attributes, status = attrs.tool_end(event.name, event.observation, event.ok, event.ran,
                                             content=self.record_content)

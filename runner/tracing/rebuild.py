@@ -20,7 +20,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import SpanContext, SpanKind, Status, TraceFlags
 
-from .._log.ids import derived_span_id, derived_trace_id
+from .._log.ids import child_run_id, derived_span_id, derived_trace_id
 from .._log.records import StoredEvent, StoredRun
 from ..events import (
     Event,
@@ -81,6 +81,7 @@ class _Builder:
         self.offered: attrs.Attrs = {}
         self.top_start: attrs.Attrs = {}
         self.agent = run.agent_name
+        self.subagents: frozenset[str] = frozenset()
         self.segment = 0
         self.last = self.last_event = 0
 
@@ -88,8 +89,9 @@ class _Builder:
         return event.span_id or derived_span_id(self.run_id, key)
 
     def open(self, key: str, name: str, kind: SpanKind, event: StoredEvent, parent: str | None,
-             values: attrs.Attrs, start: int | None = None) -> _Span:
-        parent_id = self.spans[parent].span_id if parent in self.spans else None
+             values: attrs.Attrs, start: int | None = None, parent_id: str | None = None) -> _Span:
+        """A span under the span of key ``parent``, or under span ``parent_id`` of another run (a child's root)."""
+        parent_id = self.spans[parent].span_id if parent in self.spans else parent_id
         span = _Span(key, name, kind, self.id_for(key, event), parent_id,
                      _ns(event.at) if start is None else start, values)
         self.spans[key] = span
@@ -120,11 +122,13 @@ class _Builder:
             self.agent = fact.agent_name or self.run.agent_name
             self.service_name = fact.service_name or None
             self.task, self.tool_specs = fact.task, list(fact.tool_specs)
+            self.subagents = attrs.subagents(fact.tool_traits)
             self.offer()
             self.common = attrs.run_ids(self.run_id, fact.session_id)
             self.context = attrs.run_context(self.common, fact.labels, fact.parent_run_id)
             self.top_start = {**self.root_start(), **self.run_input()}
-            self.open(key, attrs.run_name(self.agent), attrs.KIND_RUN, event, None, dict(self.top_start))
+            self.open(key, attrs.run_name(self.agent), attrs.KIND_RUN, event, None, dict(self.top_start),
+                      parent_id=fact.parent_span_id)
         elif isinstance(fact, MessageAppended):
             message = fact.message
             self.shown.append(dict(message))
@@ -138,8 +142,10 @@ class _Builder:
         elif isinstance(fact, ModelCalled):
             self.model_call(fact, key, event)
         elif isinstance(fact, ToolStarted):
-            self.open(key, attrs.tool_name(fact.name), attrs.KIND_TOOL, event, self.step_key(fact.step),
-                      attrs.tool_start(self.common, fact.step, fact.name, fact.call_id))
+            values = attrs.tool_start(self.common, fact.step, fact.name, fact.call_id)
+            if fact.name in self.subagents:
+                values.update(attrs.transfer(fact.name, child_run_id(self.run_id, fact.call_id)))
+            self.open(key, attrs.tool_name(fact.name), attrs.KIND_TOOL, event, self.step_key(fact.step), values)
         elif isinstance(fact, ToolFinished):
             self.tool_finished(fact, key, event)
         elif isinstance(fact, StepFinished):
@@ -170,6 +176,8 @@ class _Builder:
                 span.end = self.last_event
         self.segment += 1
         self.model, self.provider = fact.model or self.model, fact.provider or self.provider
+        if fact.tool_traits is not None:
+            self.subagents = attrs.subagents(fact.tool_traits)
         self.offer()
         values = self.root_start()
         values[attrs.RESUMED_FROM] = fact.reason
@@ -209,8 +217,10 @@ class _Builder:
 
     def tool_finished(self, fact: ToolFinished, key: str, event: StoredEvent) -> None:
         if key not in self.spans:  # refused before running: a span of zero length
-            self.open(key, attrs.tool_name(fact.name), attrs.KIND_TOOL, event, self.step_key(fact.step),
-                      attrs.tool_start(self.common, fact.step, fact.name, fact.call_id))
+            values = attrs.tool_start(self.common, fact.step, fact.name, fact.call_id)
+            if fact.name in self.subagents:
+                values.update(attrs.transfer(fact.name, None))
+            self.open(key, attrs.tool_name(fact.name), attrs.KIND_TOOL, event, self.step_key(fact.step), values)
         values, status = attrs.tool_end(fact.name, fact.observation, fact.ok, fact.ran, content=self.record_content)
         if self.record_content:
             values.update(attrs.tool_content(self.args.get(fact.call_id), fact.observation))

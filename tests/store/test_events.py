@@ -33,6 +33,8 @@ EVERY_KIND: list[Event] = [
                tool_specs=[{"name": "x", "description": "d", "parameters": {}}], model="m",
                provider="p", agent_name="a", labels={"k": "v"}, parent_run_id="parent", origin="fork",
                forked_at_step=2, service_name="svc"),
+    RunStarted(task="t", system="s", limits={}, tool_specs=[], model="m", parent_run_id="parent", origin="subagent",
+               parent_call_id="c9", parent_span_id="00f067aa0ba902b7"),
     MessageAppended(step=1, index=2, message={"role": "assistant", "content": "", "tool_calls": []}),
     StepStarted(step=1),
     ModelCalled(step=1, prompt_tokens=10, reply_tokens=3, latency_s=0.5,
@@ -93,6 +95,9 @@ FORGED_TRAITS: list[object] = [{"pay": {}}, {"pay": "x"}, ["pay"], "x",
       for kind, fields in (("run_started", {"task": "t", "system": "s", "limits": {}, "tool_specs": [], "model": "m"}),
                            ("run_resumed", {"owner": "o", "reason": "running", "limits": {}}))
       for traits in FORGED_TRAITS],
+    *[("run_started", {"task": "t", "system": "s", "limits": {}, "tool_specs": [], "model": "m",
+                       "parent_span_id": forged}, "run_started event is malformed: parent_span_id must be 16")
+      for forged in ("00F067AA0BA902B7", "00f067aa0ba902", 7, "00f067aa0ba902b7\n")],
 ])
 def test_a_row_that_is_not_one_of_our_facts_is_one_store_error_line(kind: str, data: Any, message: str) -> None:
     with pytest.raises(StoreError) as caught:
