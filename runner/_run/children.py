@@ -83,7 +83,8 @@ class TreeChildren:
 
         agent, store = child.agent, self.wiring.store
         run_id = child_run_id(child.parent_run_id, child.call.id)
-        found = _stored(self.wiring, run_id)
+        # A parent never resumed performs each call once: its child cannot exist yet (a read spared per call).
+        found = _stored(self.wiring, run_id) if child.segment else None
         state = fold(found.facts, run_id) if found is not None else None
         limits, bound = child_limits(agent, child, waits, state)
         wiring = dataclasses.replace(self.wiring, above=waits.watch, cancel=waits.cancel, costs=None)
