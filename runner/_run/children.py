@@ -13,10 +13,11 @@ import dataclasses
 import json
 import math
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 from .. import _jsontext
-from .._log.decisions import decider
+from .._log.decisions import Decision, decider
 from .._log.limits import Limits
 from .._log.records import StoredRun
 from .._log.state import RunState, fold
@@ -236,3 +237,38 @@ def undecided_below(store: RunStore, run_id: str, state: RunState, asks: bool) -
         if refusal is not None:
             return f"run {run_id} waits on sub-agent run {child_id} (call {call_id}): {refusal}"
     return None
+
+
+def route_decisions(store: RunStore, run_id: str, state: RunState, given: Mapping[str, Decision],
+                    by: str) -> dict[str, Decision]:
+    """Log on the child (or deeper) each decision ``given`` to a resume that names a call a sub-agent waits on.
+
+    So ``resume(ROOT, decisions={CALL: True})`` and ``runner resume ROOT --approve CALL`` decide a
+    child's call as ``RunStore.decide(CHILD, ...)`` would. The decisions for the run's own calls are returned.
+    """
+    own = {call.id for call in state.remaining_calls}
+    left = {call_id: verdict for call_id, verdict in given.items() if call_id not in own}
+    if not left:
+        return dict(given)
+    for child_id, child_state in waiting_children(store, run_id, state):
+        for call_id in [call_id for call_id in left if call_id in child_state.pending_approvals]:
+            verdict = left.pop(call_id)
+            store.decide(child_id, call_id, verdict is True, verdict if isinstance(verdict, str) else None,
+                         decided_by=by)
+    return {call_id: verdict for call_id, verdict in given.items() if call_id in own or call_id in left}
+
+
+def waiting_children(store: RunStore, run_id: str, state: RunState) -> list[tuple[str, RunState]]:
+    """The child runs (and theirs, depth first) that ``run_id``'s open sub-agent calls wait on for a decision."""
+    found: list[tuple[str, RunState]] = []
+    for call_id in approvals.open_subagent_calls(state):
+        child_id = child_run_id(run_id, call_id)
+        try:
+            child = store.get_run(child_id)
+        except RunNotFound:
+            continue
+        if child.status == Status.AWAITING_APPROVAL:
+            below = fold(child.facts, child_id)
+            found.append((child_id, below))
+            found.extend(waiting_children(store, child_id, below))
+    return found

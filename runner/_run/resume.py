@@ -109,6 +109,8 @@ def resumed_core(store: RunStore, run: StoredRun, model: Model | AsyncModel, reg
     if state.started is None:
         raise CannotResume(f"run {run.run_id} has not started ({run.status}); a worker of its pool starts it")
     given = dict(decisions or {})
+    if given and state.status == Status.AWAITING_APPROVAL:  # a call its sub-agent waits on is decided on the child
+        given = children.route_decisions(store, run.run_id, state, given, options.get("decided_by") or decider())
     checked = check_decisions(run.run_id, state, given)
     refusal = approvals.undecided(run.run_id, state, given, options.get("approve") is not None)
     if refusal is None and not given:

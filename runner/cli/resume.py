@@ -271,6 +271,7 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[s
         short = store.short_ids([run.run_id])[run.run_id]
         check_resumable(run, short)
         state = fold(run.facts, run.run_id)
+        run, short, state = trees.descended(store, run, short, state, decisions)  # a child's call given to its root
         check_given(state, short, decisions)
         # A sub-agent's child run its parent waits on: its decisions are logged on it, and its tree's root goes on.
         run, short, state, climb = trees.climbed(store, run, short, state, decisions)

@@ -14,6 +14,7 @@ import click
 
 from .._log.decisions import Decision, describe
 from .._log.state import RunState, fold
+from .._run.children import waiting_children
 from .._text import clean
 from .._view.tree import root_of
 from ..store import RunStore, StoredRun
@@ -25,6 +26,25 @@ class Climbed(NamedTuple):
     child: StoredRun
     short: str
     decisions: dict[str, Decision]
+
+
+def descended(store: RunStore, run: StoredRun, short: str, state: RunState,
+              decisions: dict[str, Decision]) -> tuple[StoredRun, str, RunState]:
+    """The sub-agent's child run the decisions given for ``run`` are for, when it is one of its children that waits.
+
+    ``runner resume ROOT --approve CALL`` with CALL a call a child (or deeper) waits on is ``runner resume
+    CHILD --approve CALL``. ``run`` itself when the decisions name its own calls (or none is waiting below).
+    """
+    own = {call.id for call in state.remaining_calls}
+    below = [call_id for call_id in decisions if call_id not in own]
+    if not below:
+        return run, short, state
+    holders = {child_id: child_state for child_id, child_state in waiting_children(store, run.run_id, state)
+               if any(call_id in child_state.pending_approvals for call_id in below)}
+    if len(holders) != 1 or len(below) != len(decisions):
+        return run, short, state  # the usual checks say what is wrong with them
+    child_id, child_state = next(iter(holders.items()))
+    return store.get_run(child_id), store.short_ids([child_id])[child_id], child_state
 
 
 def climbed(store: RunStore, run: StoredRun, short: str, state: RunState,

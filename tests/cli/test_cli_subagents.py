@@ -102,6 +102,20 @@ def test_resume_of_the_child_logs_its_decision_and_finishes_the_tree_from_its_ro
     assert invoke("resume", child[:8], "--tools", TOOLS, "--db", store_url).exit_code == 3  # done: nothing to do
 
 
+def test_resume_of_the_root_with_its_childs_call_decides_it_on_the_child_and_finishes_the_tree(store_url: str) -> None:
+    parent, child = waiting_tree(store_url)
+    with FakeOpenAI(completion("All done.")) as server:
+        result = invoke("resume", parent[:8], "--tools", TOOLS, "--approve", "c1", "--by", "dana", *at(server),
+                        "--db", store_url)
+    assert result.exit_code == 0, result.output
+    assert trees.SENT == ["bob"]
+    with open_store(store_url) as store:
+        statuses = {run.run_id: run.status for run in store.list_runs()}
+        decided = [e.data for e in store.get_run(child).events if e.kind == "approval_decided"]
+    assert (statuses[parent], statuses[child]) == ("done", "done")
+    assert decided == [{"call_id": "c1", "approved": True, "reason": None, "decided_by": "dana"}]
+
+
 def test_show_json_lists_the_sub_agents_child_with_what_it_and_the_tree_spent(store_url: str) -> None:
     parent, child = waiting_tree(store_url)
     with FakeOpenAI(completion("All done.")) as server:

@@ -230,3 +230,24 @@ def test_the_parents_deadline_stops_a_slow_child_and_leaves_the_call_open_for_a_
     assert (again.status, again.answer) == (Status.DONE, "parent done")
     assert store.get_run(child_id).status == Status.DONE
     assert parent.seen[-1][-1]["content"] == "slow done"
+
+
+def test_a_decision_given_to_the_parents_resume_is_logged_on_the_child_that_waits_for_it(store: RunStore) -> None:
+    from runner.events import ApprovalDecided
+
+    paid: list[str] = []
+    inner = paying(paid, needs_approval=True)
+    middle = ToolRegistry()
+    middle.add_agent("inner", model=ScriptedModel([calls(("k1", "pay", {"ref": "deep"})), "inner paid"]),
+                     registry=inner, description="Inner.")
+    registry = ToolRegistry()
+    registry.add_agent("middle", model=ScriptedModel([calls(("m1", "inner", {"task": "pay"})), "middle done"]),
+                       registry=middle, description="Middle.")
+    parent = ScriptedModel([calls(("p1", "middle", {"task": "pay deep"})), "top done"])
+    first = run_agent("pay", parent, registry, store=store)
+    inner_id = child_run_id(child_run_id(first.run_id, "p1"), "m1")
+    assert (first.status, store.get_run(inner_id).status) == (Status.AWAITING_APPROVAL, Status.AWAITING_APPROVAL)
+    result = resume(store, first.run_id, parent, registry, decisions={"k1": True}, decided_by="carol")
+    assert (result.status, paid) == (Status.DONE, ["deep"])
+    decided = [f for f in store.get_run(inner_id).facts if isinstance(f, ApprovalDecided)]
+    assert [(d.call_id, d.approved, d.decided_by) for d in decided] == [("k1", True, "carol")]
