@@ -55,6 +55,7 @@ ESTIMATED_INPUT_TOKENS: Final = "runner.usage.estimated_input_tokens"
 ESTIMATED_OUTPUT_TOKENS: Final = "runner.usage.estimated_output_tokens"
 TOOL_RAN: Final = "runner.tool.ran"
 RESUMED_FROM: Final = "runner.resumed_from"
+TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"  # a streamed reply's, in seconds
 PARENT_RUN_ID: Final = "runner.parent_run_id"
 CHILD_RUN_ID: Final = "runner.child_run_id"
 
@@ -216,6 +217,11 @@ def chat_end(
         attrs.update({ESTIMATED_INPUT_TOKENS: prompt_tokens, ESTIMATED_OUTPUT_TOKENS: reply_tokens,
                       USAGE_ESTIMATED: True})
     return attrs, UNSET
+
+
+def chat_streamed(first_chunk_s: float | None) -> Attrs:
+    """A streamed reply's time to its first piece of text, in seconds (none for a reply not streamed)."""
+    return {} if first_chunk_s is None else {TIME_TO_FIRST_CHUNK: first_chunk_s}
 
 
 def chat_cost(total: float | None, prompt: float | None, completion: float | None) -> Attrs:

@@ -254,6 +254,7 @@ class TracingRecorder:
                                             event.error, event.error_type, content=self.record_content)
         if event.cost_usd is not None:
             attributes.update(attrs.chat_cost(event.cost_usd, event.prompt_cost_usd, event.completion_cost_usd))
+        attributes.update(attrs.chat_streamed(event.first_chunk_s))
         if self.record_content:
             attributes.update(content.chat_content(self._shown[:self._shown_count], described, self._offered))
         span.set_attributes(attributes)

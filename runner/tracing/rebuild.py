@@ -208,6 +208,7 @@ class _Builder:
                                         reply, fact.error, fact.error_type, content=self.record_content)
         if fact.cost_usd is not None:
             values.update(attrs.chat_cost(fact.cost_usd, fact.prompt_cost_usd, fact.completion_cost_usd))
+        values.update(attrs.chat_streamed(fact.first_chunk_s))
         if self.record_content:
             shown = self.shown[:self.shown_at_step.get(step, len(self.shown))]
             values.update(content.chat_content(shown, reply, self.offered))
