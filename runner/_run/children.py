@@ -14,7 +14,7 @@ import json
 import math
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 from .. import _jsontext
 from .._log.decisions import Decision, decider
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ..tracing.live import TraceLink, TracingRecorder
     from .wiring import RunWiring
 
+MAX_DEPTH: Final = 10  # sub-agents within sub-agents: deeper than this, a call is refused (a cycle of agents)
 # The stops of a child that halt its parent when the parent's budget, not the child's own, was the one that ran out.
 _TREE_LIMITS = {Status.TOKEN_BUDGET: "token_budget", Status.COST_LIMIT: "max_cost_usd", Status.DEADLINE: "timeout_s"}
 
@@ -84,11 +85,20 @@ class TreeChildren:
 
         agent, store = child.agent, self.wiring.store
         run_id = child_run_id(child.parent_run_id, child.call.id)
+        depth = self.wiring.depth + 1
+        if depth > MAX_DEPTH:  # a sub-agent that (through others) calls itself: the tree stops growing here
+            return Plan(None, frozenset(), ChildEnded(run_id, Status.INVALID_REPLY, f"ERROR: sub-agent {agent.name} "
+                                                      f"was not run: the tree of sub-agents is {MAX_DEPTH} deep "
+                                                      "already", 0, 0.0))
         # A parent never resumed performs each call once: its child cannot exist yet (a read spared per call).
         found = _stored(self.wiring, run_id) if child.segment else None
         state = fold(found.facts, run_id) if found is not None else None
         limits, bound = child_limits(agent, child, waits, state)
-        wiring = dataclasses.replace(self.wiring, above=waits.watch, cancel=waits.cancel, costs=None)
+        # The child is logged, traced, approved and cancelled as its parent is; the caller's own recorder and
+        # stream listener hear the parent's run alone.
+        streaming = self.wiring.streaming._replace(listen=None) if self.wiring.streaming is not None else None
+        wiring = dataclasses.replace(self.wiring, above=waits.watch, cancel=waits.cancel, costs=None, depth=depth,
+                                     recorder=None, streaming=streaming)
         if found is None or state is None or state.started is None:
             by = self.wiring.decided_by or decider()
             first = new_run_opening(run_id, child.task, agent.system, limits, agent.registry, agent.model,
@@ -102,11 +112,10 @@ class TreeChildren:
         assert store is not None
         from .resume import resumed_core
 
-        core = resumed_core(store, found, agent.model, agent.registry, limits=limits, above=wiring.above,
+        core = resumed_core(store, found, agent.model, agent.registry, limits=limits, child_of=wiring,
                             cancel=wiring.cancel, approve=wiring.approve, decided_by=wiring.decided_by,
-                            recorder=wiring.recorder, tracer_provider=wiring.tracer_provider,
-                            record_content=wiring.record_content, agent_name=agent.name,
-                            output_type=agent.output_type)  # None: the typed result its log records
+                            tracer_provider=wiring.tracer_provider, record_content=wiring.record_content,
+                            agent_name=agent.name, output_type=agent.output_type)  # None: the typed result logged
         return Plan(core, bound, None)
 
     def link(self, child: ChildCall) -> TraceLink | None:

@@ -32,10 +32,10 @@ from ..messages import AsyncModel, Message, Model
 from . import approvals, children
 from .build import ContinueOptions, core_for, costing, output_of, run_limits, wiring_of
 from .opening import linked_start, opening, resumed
+from .wiring import RunWiring
 
 if TYPE_CHECKING:
     from .._loop.stream import Listen
-    from .._loop.waits import Watch
     from ..store import RunStore
     from ..tracing.live import TraceLink
 
@@ -96,12 +96,12 @@ def resume_stored(store: RunStore, run: StoredRun, model: Model, registry: ToolR
 
 def resumed_core(store: RunStore, run: StoredRun, model: Model | AsyncModel, registry: ToolRegistry, *,
                  decisions: Mapping[str, Decision] | None = None,
-                 max_steps: int | None = None, token_budget: int | None = None, above: Watch | None = None,
+                 max_steps: int | None = None, token_budget: int | None = None, child_of: RunWiring | None = None,
                  listen: Listen | None = None, **options: Unpack[ContinueOptions]) -> AgentCore:
     """The core that resumes ``run``, once checked and claimed: its decisions and ``run_resumed`` come first.
 
-    ``above``: a sub-agent's child run resumed by its parent watches the parent's cancel too;
-    ``listen`` hears each piece of a streamed reply (``stream_resume``).
+    ``child_of``: a sub-agent's child run resumed by its parent: the parent's cancel watch, the tree's depth
+    and streaming, as its parent hands them down; ``listen`` hears each piece of a streamed reply.
     """
     if run.status == Status.DONE:
         raise CannotResume(f"run {run.run_id} is done; nothing to resume (fork it or follow it up instead)")
@@ -122,7 +122,9 @@ def resumed_core(store: RunStore, run: StoredRun, model: Model | AsyncModel, reg
     spec = output_of(options, registry, state.output_schema)
     wiring = wiring_of(options, store, listen)
     # PriceUnknown before the takeover
-    wiring = replace(wiring, costs=costing(model, wiring.prices, limits), above=above)
+    wiring = replace(wiring, costs=costing(model, wiring.prices, limits))
+    if child_of is not None:
+        wiring = replace(wiring, above=child_of.above, depth=child_of.depth, streaming=child_of.streaming)
     if run.status not in UNFINISHED:  # a request left from before it ended: it asked to stop that run, not this one
         store.clear_cancel(run.run_id)
     for fact in store.claim_run(run, after=run.events[-1].seq if run.events else 0):

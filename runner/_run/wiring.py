@@ -51,6 +51,7 @@ class RunWiring:
     watches_cancels: bool = True
     above: Watch | None = None
     streaming: Streaming | None = None
+    depth: int = 0  # how deep in a tree of sub-agents the run is (its root: 0)
 
 
 def build_recorder(wiring: RunWiring, state: RunState, link: TraceLink | None = None,

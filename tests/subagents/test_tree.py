@@ -251,3 +251,40 @@ def test_a_decision_given_to_the_parents_resume_is_logged_on_the_child_that_wait
     assert (result.status, paid) == (Status.DONE, ["deep"])
     decided = [f for f in store.get_run(inner_id).facts if isinstance(f, ApprovalDecided)]
     assert [(d.call_id, d.approved, d.decided_by) for d in decided] == [("k1", True, "carol")]
+
+
+def test_a_sub_agent_that_calls_itself_stops_growing_the_tree_ten_deep(store: RunStore) -> None:
+    registry = ToolRegistry()
+    again = ModelReply("", [ToolCall("again", "myself", {"task": "go deeper"})])
+    deeper = ScriptedModel([again] * 11 + ["bottom"] * 11)
+    registry.add_agent("myself", model=deeper, registry=registry, description="Calls itself.",
+                       limits=Limits(token_budget=10**9))
+    parent = ScriptedModel([calls(("p1", "myself", {"task": "go deep"})), "top"])
+    result = run_agent("go", parent, registry, store=store, token_budget=10**9)
+    assert result.status == Status.DONE
+    run_id, depth = result.run_id, 0
+    while below := store.children(run_id):
+        run_id, depth = below[0].run_id, depth + 1
+    assert depth == 10
+    deepest = store.get_run(run_id)
+    assert deepest.messages[3]["content"] == "ERROR: sub-agent myself was not run: the tree of sub-agents is 10 deep " \
+        "already"
+
+
+def test_the_callers_recorder_and_stream_hear_the_parent_alone() -> None:
+    from runner.streaming import ToolStarted as Started
+    from runner.streaming import stream_agent
+
+    tools = ToolRegistry()
+
+    @tools.tool
+    def note(text: str) -> str:
+        """Note."""
+        return text
+
+    registry = ToolRegistry()
+    registry.add_agent("child", model=ScriptedModel([calls(("k1", "note", {"text": "x"})), "child done"]),
+                       registry=tools, description="A child.")
+    parent = ScriptedModel([calls(("p1", "child", {"task": "note x"})), "parent done"])
+    started = [event.call.id for event in stream_agent("go", parent, registry) if isinstance(event, Started)]
+    assert started == ["p1"]
