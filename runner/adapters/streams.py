@@ -8,7 +8,9 @@ own connection error, as a request that failed on the wire does, never a half re
 
 from __future__ import annotations
 
+import asyncio
 import sys
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable, Iterator
 from types import ModuleType
 from typing import Any, Protocol, TypeVar
@@ -62,12 +64,18 @@ def _sdk_error(gather: Gather[object], name: str, message: str | None = None) ->
 
 
 def pieces(events: Iterable[Any], gather: Gather[object]) -> Iterator[str]:
-    """Each piece of text the events bring, as they come; transport failures become the SDK's errors."""
+    """Each piece of text the events bring, as they come; transport failures become the SDK's errors.
+
+    After each piece this thread lets go of the GIL (``time.sleep(0)``): when the events come faster
+    than they are parsed, the thread waiting for the piece (a run's driver) would otherwise wait
+    for the interpreter's switch interval (5 ms) at each hand-over (docs/benchmarks.md, Streaming).
+    """
     try:
         for event in events:
             text = gather.add(event)
             if text:
                 yield text
+                time.sleep(0)
     except Exception as exc:
         mapped = transport_error(gather, exc)
         if mapped is None:
@@ -76,12 +84,17 @@ def pieces(events: Iterable[Any], gather: Gather[object]) -> Iterator[str]:
 
 
 async def apieces(events: AsyncIterable[Any], gather: Gather[object]) -> AsyncIterator[str]:
-    """``pieces`` of an async stream."""
+    """``pieces`` of an async stream; after each piece the event loop runs the tasks waiting for it.
+
+    Events already read come without a pause at which the loop could switch tasks, so without
+    ``sleep(0)`` a task waiting for the first piece (``astream_agent``'s caller) got it after the last.
+    """
     try:
         async for event in events:
             text = gather.add(event)
             if text:
                 yield text
+                await asyncio.sleep(0)
     except Exception as exc:
         mapped = transport_error(gather, exc)
         if mapped is None:

@@ -234,3 +234,39 @@ def test_an_async_stream_cut_mid_way_is_a_model_error(serve: Serve, chunked: boo
     assert last.result.status == Status.MODEL_ERROR
     assert (last.result.error or "").startswith("APIConnectionError: ")
 
+
+
+def test_astream_lets_other_tasks_run_between_pieces_already_read(serve: Serve) -> None:
+    """A burst read at once still reaches a task waiting for it piece by piece (``astream_agent``'s caller)."""
+    words = [f"w{i} " for i in range(100)]
+    release = threading.Event()
+    burst = b"".join(chunk({"content": word}) for word in words[1:])  # one write
+    server = serve([chunk({"role": "assistant", "content": words[0]}), burst, release,
+                    *openai_stream()[1:]])
+    read: list[str] = []
+    seen: list[int] = []  # how many pieces the other task found read each time it ran
+
+    async def other() -> None:
+        while len(read) < len(words):
+            seen.append(len(read))
+            await asyncio.sleep(0)
+
+    async def go() -> None:
+        async with async_model(server) as model:
+            stream = model.astream(START, [])
+            read.append(str(await anext(stream)))
+            await asyncio.sleep(0.3)  # the whole burst is in this machine's socket buffer by now
+            task = asyncio.ensure_future(other())
+            async for item in stream:
+                if isinstance(item, str):
+                    read.append(item)
+                if len(read) == len(words):
+                    release.set()
+            await task
+
+    try:
+        asyncio.run(go())
+    finally:
+        release.set()
+    assert read == words
+    assert [n for n in seen if 1 < n < len(words)], f"the other task ran only at {sorted(set(seen))}"
