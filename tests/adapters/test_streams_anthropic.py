@@ -189,3 +189,16 @@ def test_an_async_stream_cut_mid_way_is_a_model_error(serve: Serve, chunked: boo
     assert isinstance(last, RunEnded)
     assert last.result.status == Status.MODEL_ERROR
     assert isinstance(last.result.exception, anthropic.APIConnectionError)
+
+
+def test_a_stream_that_stalls_past_the_clients_timeout_is_the_sdks_timeout_error(serve: Serve) -> None:
+    stalled = threading.Event()
+    server = serve([*anthropic_stream([("text", PARIS)])[:4], stalled])
+    client = anthropic.Anthropic(api_key="test", base_url=server.address, max_retries=0, timeout=0.3)
+    try:
+        with AnthropicModel(client, ANTHROPIC_MODEL) as model:
+            result = run_agent("Weather in Paris?", model, ToolRegistry(), stream=True)
+    finally:
+        stalled.set()
+    assert result.status == Status.MODEL_ERROR
+    assert isinstance(result.exception, anthropic.APITimeoutError)
