@@ -90,6 +90,25 @@ def test_the_stop_reason_and_usage_come_as_a_call_maps_them(serve: Serve, connec
     assert "".join(pieces) == expected.content
 
 
+def test_call_fragments_that_repeat_the_id_and_name_or_send_an_object_are_gathered_as_sent(
+        serve: Serve, connect: Connect) -> None:
+    def call(**fields: Any) -> bytes:
+        return chunk({"tool_calls": [{"index": 0, **fields}]})
+
+    repeated = [chunk({"role": "assistant"}),
+                call(id="call_1", type="function", function={"name": "get_weather", "arguments": '{"city"'}),
+                call(id="call_1", type="function", function={"name": "get_weather", "arguments": ': "Oslo"}'}),
+                *openai_stream(finish_reason="tool_calls")[1:]]
+    whole = [chunk({"role": "assistant"}),
+             call(id="call_2", type="function", function={"name": "get_weather", "arguments": {"city": "Paris"}}),
+             *openai_stream(finish_reason="tool_calls")[1:]]
+    model = connect(serve(repeated, whole))
+    assert split(list(model.stream(START, SPECS)))[1].tool_calls == [ToolCall("call_1", "get_weather",
+                                                                              {"city": "Oslo"})]
+    assert split(list(model.stream(START, SPECS)))[1].tool_calls == [ToolCall("call_2", "get_weather",
+                                                                              {"city": "Paris"})]
+
+
 def test_a_stream_that_asks_with_stream_options_keeps_them_and_adds_the_usage(serve: Serve, connect: Connect) -> None:
     server = serve(openai_stream(["ok"]))
     split(list(connect(server, stream_options={"include_obfuscation": False}).stream(START, [])))
