@@ -89,7 +89,8 @@ class AsyncDriver:
         first = sink.close()
         for committed in commits:
             await committed
-        return outcome if first is None else dataclasses.replace(outcome, first_chunk_s=first)
+        # Timed on this thread after the hand-over: never past the call's own latency.
+        return outcome if first is None else dataclasses.replace(outcome, first_chunk_s=min(first, outcome.elapsed_s))
 
 
 async def _tick(sink: DeltaSink) -> None:

@@ -83,7 +83,8 @@ class SyncDriver:
         fn = functools.partial(consume, stream, self.flight.piece)
         outcome = self.flight.one(fn, (action.messages, action.specs), _NO_KWARGS, None, False, sink=sink)
         first = sink.close()
-        return outcome if first is None else dataclasses.replace(outcome, first_chunk_s=first)
+        # Timed on this thread after the hand-over: never past the call's own latency.
+        return outcome if first is None else dataclasses.replace(outcome, first_chunk_s=min(first, outcome.elapsed_s))
 
     def ended(self) -> None:
         """The run has ended: the results of calls given up on may be logged as they come."""

@@ -12,12 +12,14 @@ from __future__ import annotations
 import importlib
 import json
 import os
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Callable, Generator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, AbstractContextManager
 from types import ModuleType
 from typing import Any, Generic, NamedTuple, Protocol, Self, TypeVar, cast
 
 from ..errors import RunnerError
 from ..messages import CUT_OFF_STOP_REASONS, REFUSAL_STOP_REASONS, Message, ModelReply, ToolSpec, Usage
+from .streams import Gather, apieces, pieces
 
 STOP_LENGTH = "length"
 STOP_REFUSAL = "refusal"
@@ -158,12 +160,14 @@ class Wire(NamedTuple, Generic[ResponseT]):
     """A provider's half of an adapter: the options it sets itself, its request's body, its response as a reply.
 
     The sync and the async model of one provider share it; ``Adapter`` is what every provider shares.
+    ``gather`` makes, from the SDK's stream, what turns its events into pieces of text and the response.
     ``check`` sees the fields the model fixes and the options given, and raises ``ValueError`` on a mistake.
     """
 
     reserved: frozenset[str]
     body: Callable[[Sequence[Message], Sequence[ToolSpec]], dict[str, Any]]
     reply: Callable[[ResponseT], ModelReply]
+    gather: Callable[[Any], Gather[ResponseT]]
     check: Callable[[Mapping[str, Any]], None] = _no_check
 
 
@@ -226,8 +230,28 @@ class SyncAdapter(Adapter[SyncClientT, ResponseT]):
             raise
         return self.wire.reply(response)
 
+    def stream(self, messages: Sequence[Message],
+               tool_specs: Sequence[ToolSpec]) -> Generator[str | ModelReply, None, None]:
+        """The reply streamed: each piece of its text as it comes, then the ``ModelReply`` a call would return.
+
+        Errors are the SDK's, as a call's are; closing the generator early closes the response.
+        """
+        try:
+            with self._open(self._request(messages, tool_specs)) as events:
+                gather = self.wire.gather(events)
+                yield from pieces(events, gather)
+                response = gather.result()
+        except Exception as exc:
+            self._say_where(exc)
+            raise
+        yield self.wire.reply(response)
+
     def _send(self, request: dict[str, Any]) -> ResponseT:
         """Send the request through the client; the provider's model says how."""
+        raise NotImplementedError
+
+    def _open(self, request: dict[str, Any]) -> AbstractContextManager[Any]:
+        """Send the request for a stream: the SDK's stream of events, closed on leaving it."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -252,8 +276,26 @@ class AsyncAdapter(Adapter[AsyncClientT, ResponseT]):
             raise
         return self.wire.reply(response)
 
+    async def astream(self, messages: Sequence[Message],
+                      tool_specs: Sequence[ToolSpec]) -> AsyncGenerator[str | ModelReply, None]:
+        """``SyncAdapter.stream`` over the async client."""
+        try:
+            async with await self._open(self._request(messages, tool_specs)) as events:
+                gather = self.wire.gather(events)
+                async for text in apieces(events, gather):
+                    yield text
+                response = gather.result()
+        except Exception as exc:
+            self._say_where(exc)
+            raise
+        yield self.wire.reply(response)
+
     async def _send(self, request: dict[str, Any]) -> ResponseT:
         """Send the request through the client; the provider's model says how."""
+        raise NotImplementedError
+
+    async def _open(self, request: dict[str, Any]) -> AbstractAsyncContextManager[Any]:
+        """Send the request for a stream: the SDK's stream of events, closed on leaving it."""
         raise NotImplementedError
 
     async def close(self) -> None:

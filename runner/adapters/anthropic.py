@@ -1,4 +1,4 @@
-"""Models over the official ``anthropic`` client's Messages API.
+"""Models over the official ``anthropic`` client's Messages API, called whole or streamed.
 
 The system prompt goes apart, tool calls become ``tool_use`` blocks, and the results of
 one reply's calls go back as ``tool_result`` blocks in one user message, in call order.
@@ -24,9 +24,16 @@ from ._common import (
     require,
     usage_of,
 )
+from .streams import cut_short
 
 if TYPE_CHECKING:
     from anthropic import Anthropic, AsyncAnthropic
+    from anthropic.lib.streaming import (
+        AsyncMessageStream,
+        AsyncMessageStreamManager,
+        MessageStream,
+        MessageStreamManager,
+    )
     from anthropic.types import (
         ContentBlockParam,
         MessageParam,
@@ -145,7 +152,38 @@ def check_request(request: Mapping[str, Any]) -> None:
         raise ValueError(f"max_tokens must be a positive integer, got {max_tokens!r}")
 
 
-MESSAGES: Wire[AnthropicMessage] = Wire(RESERVED_OPTIONS, messages_body, reply_from_message, check_request)
+class MessageGather:
+    """A streamed message's events, read off the SDK's ``MessageStream``, which gathers the ``Message`` itself.
+
+    The text comes as the SDK's ``text`` events (a text block's deltas); the message is whole, its
+    ``stop_reason`` and usage with it, once ``message_stop`` has come.
+    """
+
+    def __init__(self, stream: MessageStream[Any] | AsyncMessageStream[Any]) -> None:
+        self.sdk = require("anthropic", "anthropic")
+        self.stream = stream
+        self.response: Any = stream.response
+        self.stopped = False
+
+    def add(self, event: Any) -> str | None:
+        """Take in one event: the text it brings, or None."""
+        match event.type:
+            case "text":
+                text: str = event.text
+                return text
+            case "message_stop":
+                self.stopped = True
+        return None
+
+    def result(self) -> AnthropicMessage:
+        """The message the events made; the SDK's connection error when ``message_stop`` did not come."""
+        if not self.stopped:
+            raise cut_short(self, "message_stop")
+        return self.stream.current_message_snapshot
+
+
+MESSAGES: Wire[AnthropicMessage] = Wire(RESERVED_OPTIONS, messages_body, reply_from_message, MessageGather,
+                                        check_request)
 
 
 class AnthropicModel(SyncAdapter["Anthropic", "AnthropicMessage"]):
@@ -165,6 +203,9 @@ class AnthropicModel(SyncAdapter["Anthropic", "AnthropicMessage"]):
         reply: AnthropicMessage = self.client.messages.create(**request)
         return reply
 
+    def _open(self, request: dict[str, Any]) -> MessageStreamManager[Any]:
+        return self.client.messages.stream(**request)
+
 
 class AsyncAnthropicModel(AsyncAdapter["AsyncAnthropic", "AnthropicMessage"]):
     """``AnthropicModel`` over ``AsyncAnthropic``: ``await model(messages, tool_specs)``."""
@@ -177,6 +218,9 @@ class AsyncAnthropicModel(AsyncAdapter["AsyncAnthropic", "AnthropicMessage"]):
     async def _send(self, request: dict[str, Any]) -> AnthropicMessage:
         reply: AnthropicMessage = await self.client.messages.create(**request)
         return reply
+
+    async def _open(self, request: dict[str, Any]) -> AsyncMessageStreamManager[Any]:
+        return self.client.messages.stream(**request)
 
 
 def anthropic_model(model: str, max_tokens: int = DEFAULT_MAX_TOKENS, *, api_key: str | None = None,

@@ -1,4 +1,4 @@
-"""Models over the official ``openai`` client's Chat Completions API.
+"""Models over the official ``openai`` client's Chat Completions API, called whole or streamed.
 
 It works with OpenAI and any compatible server: pass a client built with its ``base_url``.
 The client is the caller's, so keys, retries and timeouts are set the usual way; ``openai_model`` builds one.
@@ -25,14 +25,17 @@ from ._common import (
     require,
     usage_of,
 )
+from .streams import cut_short
 
 if TYPE_CHECKING:
-    from openai import AsyncOpenAI, OpenAI
+    from openai import AsyncOpenAI, AsyncStream, OpenAI, Stream
     from openai.types.chat import (
         ChatCompletion,
+        ChatCompletionChunk,
         ChatCompletionFunctionToolParam,
         ChatCompletionMessageParam,
     )
+    from openai.types.chat.chat_completion_chunk import ChoiceDeltaToolCall
 
 PROVIDER = "openai"
 # Set by the adapter itself; a request option with one of these names is a mistake.
@@ -116,7 +119,82 @@ def chat_body(messages: Sequence[Message], specs: Sequence[ToolSpec]) -> dict[st
     return body
 
 
-CHAT: Wire[ChatCompletion] = Wire(RESERVED_OPTIONS, chat_body, reply_from_completion)
+class ChatGather:
+    """A streamed completion's chunks, gathered into the ``ChatCompletion`` the call would have returned unstreamed.
+
+    The text (or a refusal) comes in pieces, each tool call in fragments under its index: its id and
+    name in the first, its arguments spread over many. The finish reason comes with the choice's last
+    chunk, the usage in a chunk of its own after it (``stream_options.include_usage``).
+    """
+
+    def __init__(self, stream: Stream[ChatCompletionChunk] | AsyncStream[ChatCompletionChunk]) -> None:
+        self.sdk = require("openai", "openai")
+        self.response: Any = stream.response
+        self.head: dict[str, Any] = {}
+        self.content: list[str] = []
+        self.refusal: list[str] = []
+        self.calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        self.usage: Any = None
+
+    def add(self, chunk: ChatCompletionChunk) -> str | None:
+        """Take in one chunk: the text it brings (a refusal's too), or None."""
+        if not self.head:
+            self.head = {"id": chunk.id, "created": chunk.created, "model": chunk.model}
+        if chunk.usage is not None:
+            self.usage = chunk.usage
+        text = None
+        for choice in chunk.choices:
+            if choice.index != 0:  # one choice is asked for ("n" is the adapter's)
+                continue
+            if choice.finish_reason is not None:
+                self.finish_reason = choice.finish_reason
+            delta = choice.delta
+            for fragment in delta.tool_calls or ():
+                self._fragment(fragment)
+            if delta.content:
+                self.content.append(delta.content)
+            if delta.refusal:
+                self.refusal.append(delta.refusal)
+            text = (delta.content or "") + (delta.refusal or "")
+        return text
+
+    def _fragment(self, fragment: ChoiceDeltaToolCall) -> None:
+        """A piece of a tool call: its id and name once (some servers send them again), its arguments appended."""
+        call = self.calls.setdefault(fragment.index, {"id": "", "type": "function",
+                                                      "function": {"name": "", "arguments": ""}})
+        call["id"] = call["id"] or fragment.id or ""
+        function = fragment.function
+        if function is None:
+            return
+        call["function"]["name"] = call["function"]["name"] or function.name or ""
+        arguments = function.arguments
+        if isinstance(arguments, str) and isinstance(call["function"]["arguments"], str):
+            call["function"]["arguments"] += arguments
+        elif arguments is not None:  # an object, not the documented JSON string: kept as sent, as unstreamed
+            call["function"]["arguments"] = arguments
+
+    def result(self) -> ChatCompletion:
+        """The completion the chunks make; the SDK's connection error when no finish reason came."""
+        if self.finish_reason is None:
+            raise cut_short(self, "finish_reason")
+        from openai.types.chat import ChatCompletion
+
+        message: dict[str, Any] = {"role": "assistant", "content": "".join(self.content) or None,
+                                   "refusal": "".join(self.refusal) or None}
+        if self.calls:
+            message["tool_calls"] = [self.calls[index] for index in sorted(self.calls)]
+        choice = {"index": 0, "message": message, "finish_reason": self.finish_reason, "logprobs": None}
+        return ChatCompletion.construct(**self.head, object="chat.completion", choices=[choice], usage=self.usage)
+
+
+CHAT: Wire[ChatCompletion] = Wire(RESERVED_OPTIONS, chat_body, reply_from_completion, ChatGather)
+
+
+def streamed(request: dict[str, Any]) -> dict[str, Any]:
+    """The request for a stream whose last chunk carries the usage."""
+    return {**request, "stream": True,
+            "stream_options": {**(request.get("stream_options") or {}), "include_usage": True}}
 
 
 def response_format(schema: dict[str, Any], name: str) -> dict[str, Any]:
@@ -146,6 +224,10 @@ class OpenAIModel(SyncAdapter["OpenAI", "ChatCompletion"]):
         completion: ChatCompletion = self.client.chat.completions.create(**request)
         return completion
 
+    def _open(self, request: dict[str, Any]) -> Stream[ChatCompletionChunk]:
+        stream: Stream[ChatCompletionChunk] = self.client.chat.completions.create(**streamed(request))
+        return stream
+
 
 class AsyncOpenAIModel(AsyncAdapter["AsyncOpenAI", "ChatCompletion"]):
     """``OpenAIModel`` over ``AsyncOpenAI``: ``await model(messages, tool_specs)``."""
@@ -162,6 +244,10 @@ class AsyncOpenAIModel(AsyncAdapter["AsyncOpenAI", "ChatCompletion"]):
     async def _send(self, request: dict[str, Any]) -> ChatCompletion:
         completion: ChatCompletion = await self.client.chat.completions.create(**request)
         return completion
+
+    async def _open(self, request: dict[str, Any]) -> AsyncStream[ChatCompletionChunk]:
+        stream: AsyncStream[ChatCompletionChunk] = await self.client.chat.completions.create(**streamed(request))
+        return stream
 
 
 def openai_model(model: str, base_url: str | None = None, api_key: str | None = None, *,

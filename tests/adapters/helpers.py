@@ -100,15 +100,25 @@ def sdk_connections(sdk_client: Callable[..., Any], base_path: str,
     return connections(build)
 
 
+LOOPBACK = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
 def block_network(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make any real connection attempt raise, so a test can never reach the network."""
+    """Make any connection attempt but to this machine's loopback raise, so a test can never reach the network.
 
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise AssertionError(f"a test tried to open a real network connection: {args!r}")
+    The streaming tests' servers listen on 127.0.0.1 (tests/adapters/sse.py).
+    """
+    create_connection, connect, connect_ex = socket.create_connection, socket.socket.connect, socket.socket.connect_ex
 
-    monkeypatch.setattr(socket, "create_connection", refuse)
-    monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(socket.socket, "connect_ex", refuse)
+    def local(address: Any) -> Any:
+        if not (isinstance(address, tuple) and address[0] in LOOPBACK):
+            raise AssertionError(f"a test tried to open a real network connection: {address!r}")
+        return address
+
+    monkeypatch.setattr(socket, "create_connection",
+                        lambda address, *args, **kwargs: create_connection(local(address), *args, **kwargs))
+    monkeypatch.setattr(socket.socket, "connect", lambda self, address: connect(self, local(address)))
+    monkeypatch.setattr(socket.socket, "connect_ex", lambda self, address: connect_ex(self, local(address)))
 
 
 class Ran:

@@ -225,7 +225,8 @@ def test_anthropic_model_without_the_sdk_gives_the_install_hint(monkeypatch: pyt
 
 
 def test_the_network_guard_refuses_real_connections() -> None:
-    with openai.OpenAI(api_key="t", base_url="http://127.0.0.1:9/v1", max_retries=0) as client, \
+    # 192.0.2.1 is TEST-NET-1 (documentation only); the guard lets 127.0.0.1 through for the local SSE servers.
+    with openai.OpenAI(api_key="t", base_url="http://192.0.2.1:9/v1", max_retries=0) as client, \
             pytest.raises(AssertionError, match="a test tried to open a real network connection"):
         client.models.list()
 
