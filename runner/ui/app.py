@@ -24,7 +24,7 @@ from .._view.timeline import args_text
 from ..messages import McpRef, Model
 from ..pool.agents import Factory
 from ..store import RunStore
-from . import api, http, pages, refs
+from . import api, follow, http, pages, refs
 from .actions import Actions
 from .guard import Guard
 from .state import Console, State
@@ -82,6 +82,7 @@ def create_app(store: RunStore, *, registry: ToolRegistry | None = None, agents:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[State]:
         yield {"console": console}
+        console.stopping.set()
         actions.wait(SHUTDOWN_GRACE_S)
 
     routes: list[Any] = [
@@ -96,6 +97,7 @@ def create_app(store: RunStore, *, registry: ToolRegistry | None = None, agents:
         Route("/runs/{ref}/fork", pages.fork_form, methods=["POST"]),
         Route("/api/runs", api.list_runs),
         Route("/api/runs/{ref}", api.show_run),
+        Route("/api/runs/{ref}/events", follow.run_events),
         Route("/api/runs/{ref}/decisions", api.decide, methods=["POST"]),
         Route("/api/runs/{ref}/cancel", api.cancel, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
@@ -103,4 +105,5 @@ def create_app(store: RunStore, *, registry: ToolRegistry | None = None, agents:
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=http.HANDLERS,
                     middleware=[Middleware(Guard, token=token, read_only=read_only),
                                 Middleware(refs.RawRunRef)])
+    app.state.stopping = console.stopping  # ``serve`` sets it first as it stops: the open event streams end
     return app
