@@ -22,7 +22,7 @@ from .rows import event_data
 from .tables import events, runs
 
 PAGE: Final = 200  # events per read: a follower's memory is bounded by a page, not by the run's log
-LOOK_BACK: Final = 50  # results read at a time when a message refers to an observation before the page
+LOOK_BACK: Final = 10  # results read at a time when a message refers to an observation before the page
 TOOL_FINISHED: Final = KIND_OF[ToolFinished]
 
 
