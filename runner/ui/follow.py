@@ -14,7 +14,7 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator
-from typing import Final
+from typing import Final, NamedTuple
 
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
@@ -25,6 +25,7 @@ from .._text import one_line
 from .._view.console import LIVE_STATUSES
 from .._view.summary import event_json
 from ..errors import StoreError
+from ..events import KIND_OF, ModelCalled, ModelDelta, RunFinished
 from ..store import StoredEvent, Tail
 from .refs import ref_of
 from .state import Console
@@ -37,11 +38,24 @@ SEQ: Final = re.compile(r"[0-9]{1,18}")
 MEDIA_TYPE: Final = "text/event-stream"
 
 
+class Followed(NamedTuple):
+    """The kinds the run page's script listens for: a piece of a reply, a reply logged whole, the end, all of them."""
+
+    delta: str
+    reply: str
+    end: str
+    every: str  # space-separated
+
+
+FOLLOWED: Final = Followed(KIND_OF[ModelDelta], KIND_OF[ModelCalled], KIND_OF[RunFinished],
+                           " ".join(sorted(KIND_OF.values())))
+
+
 def resume_point(request: Request) -> int:
     """The ``seq`` the client saw last: its ``Last-Event-ID`` header, else ``?after=``, else 0 (the whole log)."""
     given = request.headers.get("last-event-id")
     name = "Last-Event-ID"
-    if given is None:
+    if given is None or not given.strip():  # a browser that saw no event yet sends none
         given, name = request.query_params.get("after"), "after"
     if given is None or not given.strip():
         return 0

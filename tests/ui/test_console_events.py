@@ -13,7 +13,6 @@ import logging
 import threading
 import time
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
@@ -23,7 +22,7 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from runner import AgentResult, ModelReply, RunNotFound, Status, run_agent
+from runner import ModelReply, Status, run_agent
 from runner.events import KIND_OF, ModelDelta, RunFinished, RunQueued
 from runner.store import RunStore
 from runner.ui import create_app, follow
@@ -32,6 +31,7 @@ from runner.ui.serve import Server
 from tests.cli.helpers import invoke
 from tests.loop.helpers import weather_registry
 from tests.streaming.helpers import StreamingModel, call
+from tests.ui.helpers import streaming
 
 RUN = "e" * 32
 DELTA = KIND_OF[ModelDelta]
@@ -83,24 +83,6 @@ def serving(app: Starlette) -> Iterator[tuple[str, Server]]:
         assert not thread.is_alive(), "the server did not stop"
 
 
-@contextmanager
-def running(store: RunStore, model: StreamingModel, run_id: str = RUN) -> Iterator[Future[AgentResult]]:
-    """``run_agent(..., stream=True)`` in a thread; yields once the run is logged, running."""
-    with ThreadPoolExecutor(1) as pool:
-        done = pool.submit(run_agent, "Weather in Paris?", model, weather_registry(), store=store, stream=True,
-                           run_id=run_id, delta_interval_s=0.05)
-        deadline = time.monotonic() + WAIT_S
-        while time.monotonic() < deadline and not done.done():
-            try:
-                if store.get_run(run_id).status == Status.RUNNING:
-                    break
-            except RunNotFound:
-                pass
-            time.sleep(0.01)
-        yield done
-        done.result(WAIT_S)
-
-
 def finished(store: RunStore) -> str:
     """A streamed run, done: its log holds each reply's deltas."""
     result = run_agent("Weather in Paris?", StreamingModel(SCRIPT, pause_s=0.01), weather_registry(), store=store,
@@ -125,7 +107,8 @@ def texts(events: list[Sse], step: int) -> str:
 def test_a_client_that_leaves_after_four_events_and_comes_back_gets_the_whole_log_once_in_order(
         store: RunStore, store_url: str, resume: str, page: int, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(follow, "PAGE", page)  # 3: the log is read a few events at a time
-    with serving(create_app(store)) as (url, _), running(store, StreamingModel(SCRIPT, pause_s=0.1)) as done, \
+    model = StreamingModel(SCRIPT, pause_s=0.1)
+    with serving(create_app(store)) as (url, _), streaming(store, model, weather_registry(), RUN) as done, \
             httpx.Client(base_url=url, timeout=WAIT_S) as client:
         with client.stream("GET", f"/api/runs/{RUN}/events") as first:
             assert first.status_code == 200
@@ -168,6 +151,8 @@ def test_a_finished_runs_stream_sends_its_whole_log_and_ends_and_past_its_end_th
         last = got[-1].id
         tail = client.get(f"/api/runs/{run_id}/events", params={"after": "5"})
         assert [e.data for e in sse(iter(tail.text.splitlines()))] == printed[5:]
+        no_id = client.get(f"/api/runs/{run_id}/events", params={"after": "5"}, headers={"Last-Event-ID": " "})
+        assert no_id.text == tail.text  # an empty Last-Event-ID (no event seen yet) says nothing
         header_wins = client.get(f"/api/runs/{run_id}/events", params={"after": "0"}, headers={"Last-Event-ID": "7"})
         assert [e.id for e in sse(iter(header_wins.text.splitlines()))] == list(range(8, last + 1))
         for ended in ({"Last-Event-ID": str(last)}, {"Last-Event-ID": str(last + 100)}):
@@ -236,7 +221,7 @@ def test_a_client_that_goes_away_leaves_no_request_behind_and_nothing_logged(
         store: RunStore, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING)
     model = StreamingModel(["word " * 30], pause_s=0.1)
-    with serving(create_app(store)) as (url, server), running(store, model) as done:
+    with serving(create_app(store)) as (url, server), streaming(store, model, weather_registry(), RUN) as done:
         with httpx.Client(base_url=url, timeout=WAIT_S) as client:
             for _ in range(3):
                 with client.stream("GET", f"/api/runs/{RUN}/events") as response:
@@ -251,7 +236,7 @@ def test_a_client_that_goes_away_leaves_no_request_behind_and_nothing_logged(
 
 def test_the_console_stops_at_once_while_a_client_follows_a_live_run(store: RunStore) -> None:
     model = StreamingModel(["word " * 40], pause_s=0.1)
-    with running(store, model) as done:
+    with streaming(store, model, weather_registry(), RUN) as done:
         with serving(create_app(store)) as (url, server), httpx.Client(base_url=url, timeout=WAIT_S) as client, \
                 client.stream("GET", f"/api/runs/{RUN}/events") as response:
             lines = response.iter_lines()
