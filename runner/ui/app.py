@@ -39,6 +39,7 @@ def templates() -> Environment:
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
                       trim_blocks=True, lstrip_blocks=True)
     env.globals["STATUS"] = Status
+    env.globals["FOLLOWED"] = follow.FOLLOWED  # the event kinds the run page's script follows
     env.filters["seconds"] = seconds  # the CLI's way of writing a duration
     env.filters["money"] = money  # and of writing a cost
     env.filters["args"] = args_text  # a call's arguments as JSON
