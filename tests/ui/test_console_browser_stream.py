@@ -124,3 +124,25 @@ def test_a_page_whose_event_stream_is_refused_fetches_its_live_part_every_two_se
     assert len(refused) == 1  # a refused stream is not asked again
     assert time.monotonic() - started < SETTLE_S
     assert page.locator("pre.answer").inner_text() == "Done."
+
+
+def test_a_parents_page_follows_its_sub_agents_child_while_its_own_log_is_quiet(
+        store: RunStore, store_url: str, page: Page, console: Start) -> None:
+    ui = console(store_url)
+    release = threading.Event()
+    child = StreamingModel([call("k1", "get_weather", "Checking.", city="Paris"), " ".join(["sunny"] * 60)],
+                           pause_s=0.1)
+    tools = ToolRegistry()
+    tools.add_agent("research", model=child, registry=slow_weather(release), description="Finds things out.")
+    parent = StreamingModel([call("p1", "research", "Asking.", task="weather in Paris"), "Done."], pause_s=0.01)
+    with streaming(store, parent, tools, RUN):
+        page.goto(ui.at(f"/runs/{RUN}"))
+        nested = page.locator('li.entry[data-kind="child"] li.entry[data-kind="tool"][data-call-id="k1"]')
+        expect(nested).to_have_attribute("data-outcome", "running", timeout=SETTLE_S * 1000)
+        quiet = store.get_run(RUN).events[-1].seq
+        release.set()
+        expect(nested).to_have_attribute("data-outcome", "ok", timeout=SETTLE_S * 1000)
+        assert store.get_run(RUN).events[-1].seq == quiet  # no event of its own told the page
+        expect(page.locator("section#run-header")).to_have_attribute("data-status", Status.DONE,
+                                                                     timeout=SETTLE_S * 1000)
+    assert page.locator("pre.answer").last.inner_text() == "Done."
