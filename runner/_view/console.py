@@ -20,6 +20,7 @@ from .continuation import pooled
 from .inherited import InheritedMessage, inherited_shown
 from .lineage import Link, children, origin_text, parent_of, pending_approvals
 from .listing import RunFilter, runs_page
+from .partial import Partial, partial_reply
 from .summary import Totals, money, seconds, when
 from .timeline import ChildEntry, Timeline, args_text, timeline
 from .tree import children_in, nest, spent, waiting_below
@@ -118,6 +119,12 @@ class RunView:
     driver: str | None = None  # who last resumed it (``--by``), when its log says
     tree: Totals | None = None  # what it and its sub-agents' child runs spent, when it has any
     below: list[ChildEntry] = field(default_factory=list)  # the children under it waiting for decisions
+    partial: Partial | None = None  # the reply its model is writing (or was, when cut off), not logged whole yet
+
+    @property
+    def seq(self) -> int:
+        """The last event the page was drawn from: a follower of the run's events goes on after it."""
+        return self.run.events[-1].seq if self.run.events else 0
 
     @property
     def inherited(self) -> list[InheritedMessage]:
@@ -148,5 +155,5 @@ def run_view(store: RunStore, ref: str, registry: ToolRegistry | None = None) ->
         links=links, origins=origins, pending=list(pending_approvals(run).values()),
         steps_made=max((f.step for f in run.facts if isinstance(f, StepStarted)), default=0),
         duration=duration(run), active=seconds(active_seconds(run.events, run.facts)), pooled=pooled(run),
-        cost=money(run.cost_known_usd, run.costs_unknown),
+        cost=money(run.cost_known_usd, run.costs_unknown), partial=partial_reply(run),
         driver=next((f.by for f in reversed(run.facts) if isinstance(f, (RunResumed, RunStarted))), None))

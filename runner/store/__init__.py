@@ -15,6 +15,7 @@ from .queries import Activity, CallCost, Timed
 from .queue import DEFAULT_QUEUE, Touched
 from .recording import StoreRecorder
 from .runstore import RunStore
+from .tail import Tail
 
 __all__ = [
     "DEFAULT_QUEUE",
@@ -30,6 +31,7 @@ __all__ = [
     "StoreRecorder",
     "StoredEvent",
     "StoredRun",
+    "Tail",
     "Timed",
     "Touched",
     "derived_span_id",

@@ -27,7 +27,7 @@ from .._log.state import RunState
 from .._log.statuses import Status
 from ..errors import AmbiguousRunId, RunInUse, RunNotFound, StoreError
 from ..events import Event, RunQueued, RunStarted, ToolReturnedLate
-from . import appending, forks, logs, queries, queue, shortids
+from . import appending, forks, logs, queries, queue, shortids, tail
 from .clock import database_clock
 from .engine import DEFAULT_BUSY_TIMEOUT_S, one_line, read_connection, shown
 from .filters import Label, RunFilter, chosen
@@ -279,6 +279,11 @@ class RunStore:
         """Each run's facts, decoded as ``get_run`` decodes them, for many runs in a few statements."""
         with self.reading() as conn:
             return logs.facts_of(conn, run_ids)
+
+    def events_after(self, run_id: str, after: int = 0, limit: int = tail.PAGE) -> tail.Tail:
+        """Run ``run_id``'s status, then up to ``limit`` of its events past ``after`` (``tail``); ``RunNotFound``."""
+        with self.reading() as conn:
+            return tail.events_after(conn, run_id, after, limit, shown(self.url))
 
     def run_starts(self, run_ids: list[str]) -> dict[str, RunStarted]:
         """The ``run_started`` fact of each of ``run_ids`` that has started (how it came about)."""

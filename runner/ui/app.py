@@ -24,7 +24,7 @@ from .._view.timeline import args_text
 from ..messages import McpRef, Model
 from ..pool.agents import Factory
 from ..store import RunStore
-from . import api, http, pages, refs
+from . import api, follow, http, pages, refs
 from .actions import Actions
 from .guard import Guard
 from .state import Console, State
@@ -39,6 +39,7 @@ def templates() -> Environment:
     env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=select_autoescape(default=True),
                       trim_blocks=True, lstrip_blocks=True)
     env.globals["STATUS"] = Status
+    env.globals["FOLLOWED"] = follow.FOLLOWED  # the event kinds the run page's script follows
     env.filters["seconds"] = seconds  # the CLI's way of writing a duration
     env.filters["money"] = money  # and of writing a cost
     env.filters["args"] = args_text  # a call's arguments as JSON
@@ -82,6 +83,7 @@ def create_app(store: RunStore, *, registry: ToolRegistry | None = None, agents:
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[State]:
         yield {"console": console}
+        console.stopping.set()
         actions.wait(SHUTDOWN_GRACE_S)
 
     routes: list[Any] = [
@@ -96,6 +98,7 @@ def create_app(store: RunStore, *, registry: ToolRegistry | None = None, agents:
         Route("/runs/{ref}/fork", pages.fork_form, methods=["POST"]),
         Route("/api/runs", api.list_runs),
         Route("/api/runs/{ref}", api.show_run),
+        Route("/api/runs/{ref}/events", follow.run_events),
         Route("/api/runs/{ref}/decisions", api.decide, methods=["POST"]),
         Route("/api/runs/{ref}/cancel", api.cancel, methods=["POST"]),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
@@ -103,4 +106,5 @@ def create_app(store: RunStore, *, registry: ToolRegistry | None = None, agents:
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=http.HANDLERS,
                     middleware=[Middleware(Guard, token=token, read_only=read_only),
                                 Middleware(refs.RawRunRef)])
+    app.state.stopping = console.stopping  # ``serve`` sets it first as it stops: the open event streams end
     return app

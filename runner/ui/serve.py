@@ -6,18 +6,25 @@ import contextlib
 import os
 import socket
 import stat
+import threading
 from collections.abc import Callable
 
 import uvicorn
 from starlette.applications import Starlette
 
 
-class _Server(uvicorn.Server):
-    """A uvicorn server that calls ``ready(url)`` once it is listening (port 0 resolved to the real one)."""
+class Server(uvicorn.Server):
+    """A uvicorn server that calls ``ready(url)`` once it is listening (port 0 resolved to the real one).
 
-    def __init__(self, config: uvicorn.Config, ready: Callable[[str], None]) -> None:
+    As it stops it sets ``stopping`` (the console's, when its app has one) before waiting for the
+    answers under way: an event stream of a run still going would otherwise keep it waiting.
+    """
+
+    def __init__(self, config: uvicorn.Config, ready: Callable[[str], None],
+                 stopping: threading.Event | None = None) -> None:
         super().__init__(config)
         self.ready = ready
+        self.stopping = stopping
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
@@ -31,6 +38,11 @@ class _Server(uvicorn.Server):
         shown = f"[{host}]" if ":" in host else host
         self.ready(f"http://{shown}:{port}")
 
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.stopping is not None:
+            self.stopping.set()
+        await super().shutdown(sockets)
+
 
 def serve(app: Starlette, host: str, port: int, ready: Callable[[str], None], uds: str | None = None) -> bool:
     """Serve ``app`` until Ctrl-C or SIGTERM; whether it served at all (False: the address was not free).
@@ -39,7 +51,8 @@ def serve(app: Starlette, host: str, port: int, ready: Callable[[str], None], ud
     """
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on", access_log=False,
                             server_header=False, proxy_headers=False)
-    server = _Server(config, ready)
+    stopping = getattr(app.state, "stopping", None)
+    server = Server(config, ready, stopping if isinstance(stopping, threading.Event) else None)
     sockets = [private_socket(uds)] if uds is not None else None
     try:
         with contextlib.suppress(KeyboardInterrupt):  # uvicorn raises the signal again once it has shut down

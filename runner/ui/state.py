@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -37,6 +38,7 @@ class Console:
     read_only: bool
     by_header: str | None = None  # the request header a trusted proxy names the decider in
     notes: OrderedDict[str, Note] = field(default_factory=OrderedDict)
+    stopping: threading.Event = field(default_factory=threading.Event)  # set as the server stops: streams end
 
     def note(self, page: str, **values: str) -> str:
         """Keep a message to show once on ``page`` after a redirect; its key for the URL (no text goes in URLs)."""

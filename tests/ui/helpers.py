@@ -15,7 +15,9 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, Any, NamedTuple
@@ -24,10 +26,12 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import Locator, Page
 
-from runner import StoredEvent, open_store
+from runner import AgentResult, RunNotFound, StoredEvent, ToolRegistry, open_store, run_agent
 from runner._log.statuses import Status
+from runner.store import RunStore
 from tests.cli.helpers import FakeOpenAI, at, completion, installed_runner, invoke, run_id_in
 from tests.helpers import Answer
+from tests.streaming.helpers import StreamingModel
 from tests.ui.console_tools import RAN_ENV
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -261,3 +265,25 @@ def decide(page: Page, run_id: str, call_id: str, verdict: str, reason: str = ""
 def kinds(page: Page) -> list[str | None]:
     """The ``data-kind`` of each entry of a run page's timeline, in order."""
     return [entry.get_attribute("data-kind") for entry in page.locator("ol#timeline > li.entry").all()]
+
+
+@contextmanager
+def streaming(store: RunStore, model: StreamingModel, registry: ToolRegistry, run_id: str,
+              task: str = "Weather in Paris?") -> Iterator[Future[AgentResult]]:
+    """``run_agent(..., stream=True)`` in a thread of the test; yields once the run is logged as running.
+
+    Its deltas are committed every 50 ms. Leaving waits for the run to end (at most ``SETTLE_S``).
+    """
+    with ThreadPoolExecutor(1) as pool:
+        done = pool.submit(run_agent, task, model, registry, store=store, stream=True, run_id=run_id,
+                           delta_interval_s=0.05)
+        deadline = time.monotonic() + SETTLE_S
+        while time.monotonic() < deadline and not done.done():
+            try:
+                if store.get_run(run_id).status == Status.RUNNING:
+                    break
+            except RunNotFound:
+                pass
+            time.sleep(0.01)
+        yield done
+        done.result(SETTLE_S)
