@@ -83,7 +83,7 @@ class Axis:
                 self.parts.append(Part(start, end, left, width, idle=True))
                 left += width
             at = end
-        self.gaps = [Gap(p.start_ms, p.end_ms, p.left, p.width) for p in self.parts if p.idle]
+        self.gaps = [Gap(p.start_ms, p.end_ms, round(p.left, 3), round(p.width, 3)) for p in self.parts if p.idle]
         self._starts = [p.start_ms for p in self.parts]
 
     def at(self, ms: float) -> float:
@@ -115,7 +115,7 @@ class Axis:
                         continue
                     found.pop()  # the first tick after an idle stretch, which says where the axis is, stays
                 label = clock(ms) if first or n == 0 else "+" + clock(n * step)
-                found.append(Tick(left, label))
+                found.append(Tick(round(left, 3), label))
             first = False
         return found
 

@@ -330,6 +330,6 @@ def placed(spans: Sequence[Span], moments: Sequence[datetime], end: datetime, re
         if i in following:  # drawn wider to be seen, a step stops short of the next
             width = max(min(width, axis.at(round(ms(spans[following[i]].start), 3)) - left), right - left)
         bars.append(Bar(s.kind, s.label, first, round(max(final - first, 0.0), 3), s.depth, s.outcome, s.anchor,
-                        left, width, s.tokens, s.cost_usd, s.call_id, s.child))
-    markers = [Marker(round(ms(r.at), 3), axis.at(ms(r.at)), r.label) for r in resumes]
+                        round(left, 3), round(width, 3), s.tokens, s.cost_usd, s.call_id, s.child))
+    markers = [Marker(round(ms(r.at), 3), round(axis.at(ms(r.at)), 3), r.label) for r in resumes]
     return Waterfall(bars, round(total, 3), markers, axis.gaps, axis.ticks())

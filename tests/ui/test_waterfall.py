@@ -8,6 +8,7 @@ and labelled; a sub-agent's call is its child's bar; each outcome colours its ba
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 import time
 from dataclasses import replace
@@ -15,7 +16,7 @@ from datetime import timedelta
 
 import pytest
 
-from runner import ModelReply, ScriptedModel, ToolRegistry, resume, run_agent
+from runner import ModelReply, ScriptedModel, ToolRegistry, Usage, resume, run_agent
 from runner._log.records import StoredRun
 from runner._log.statuses import Liveness, Status
 from runner._view.axis import GAP_PCT, IDLE_MIN_MS, Axis, clock, nice
@@ -110,6 +111,35 @@ def test_each_bar_names_its_entry_in_the_timeline_the_page_shows(store: RunStore
         entry = shown.entries[int(bar.anchor.removeprefix("entry-")) - 1]
         assert str(entry.kind) == str(bar.kind)
         assert getattr(entry, "call_id", None) == bar.call_id
+
+
+PRICES = {"scripted": {"input_mtok": 1.0, "output_mtok": 2.0}}
+
+
+def test_a_bars_tooltip_says_its_name_duration_outcome_tokens_and_cost(store: RunStore) -> None:
+    replies = [ModelReply("", [call("n1", "nap", ref="1")], Usage(1000, 500)),
+               ModelReply("Rested.", [], Usage(2000, 10))]
+    result = run_agent("Nap", ScriptedModel(replies), tools(), store=store, prices=PRICES)
+    step, model, tool, _, last = of(store, result.run_id).bars
+    assert model.tokens == 1500
+    assert model.cost_usd == pytest.approx(0.002)
+    assert re.fullmatch(r"model call · [0-9.]+(µs|ms) · ok · 1,500 tokens · \$0\.0020", model.title), model.title
+    assert re.fullmatch(r"nap \(n1\) · [0-9.]+m?s · ok", tool.title), tool.title  # a tool spends no tokens
+    assert step.tokens == 1500  # its model calls'
+    assert step.cost_usd == pytest.approx(0.002)
+    assert last.tokens == 2010
+    assert last.cost_usd == pytest.approx(0.00202)
+
+
+def test_a_log_whose_clock_went_back_still_draws_every_bar_on_the_axis(store: RunStore) -> None:
+    run_id = awaiting(store)
+    resume(store, run_id, ScriptedModel([naps(1, 2), "Sent."]), tools(), decisions={"t1": True})
+    found = waterfall(later(store.get_run(run_id), "run_resumed", -timedelta(minutes=5)))  # resumed on a slow clock
+    assert found is not None
+    assert len(found.bars) == len(of(store, run_id).bars)
+    for bar in found.bars:
+        assert bar.duration_ms >= 0
+        assert 0 <= bar.left <= bar.left + bar.width <= 100 + 1e-9
 
 
 def awaiting(store: RunStore) -> str:
