@@ -122,7 +122,7 @@ def pages(store: RunStore, built: Built) -> list[Page]:
              listing(store, status=Status.DONE, text="weather"), rows, done),
         Page("runs, search, no match", "/?search=zanzibar", listing(store, text="zanzibar"), rows, 0),
         Page("approvals inbox", "/approvals", lambda: console.inbox(store), 'class="pending card"', calls),
-        Page("200-step run", f"/runs/{built.long_run}", lambda: store.get_run(built.long_run), 'data-kind="tool"',
+        Page("200-step run", f"/runs/{built.long_run}", lambda: store.get_run(built.long_run), '<li class="entry tool',
              LONG_STEPS),
     ]
 

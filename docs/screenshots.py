@@ -1,11 +1,11 @@
 """Take the console's screenshots for the docs: docs/img/console-runs.png, console-run.png, console-approvals.png,
-console-run-tree.png.
+console-run-tree.png, console-waterfall.png.
 
-Run it from the checkout, after `make`: `.venv/bin/python docs/screenshots.py`. It records four runs
+Run it from the checkout, after `make`: `.venv/bin/python docs/screenshots.py`. It records five runs
 in a temporary SQLite store (the demo, a refund awaiting approval, a search stopped at its step
-limit, a trip plan whose sub-agent's child run waits for approval), starts the installed `runner ui`
-on it and has the system Chromium take each page, as the browser tests do (`RUNNER_TEST_CHROMIUM`
-names another Chromium).
+limit, a trip plan whose sub-agent's child run waits for approval, a booking whose searches run
+together and whose payment waited for approval), starts the installed `runner ui` on it and has the
+system Chromium take each page, as the browser tests do (`RUNNER_TEST_CHROMIUM` names another Chromium).
 """
 
 from __future__ import annotations
@@ -13,14 +13,16 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the tests' helpers and tools, and this checkout's runner
 
 from playwright.sync_api import ViewportSize, sync_playwright  # noqa: E402
 
-from runner import ModelReply, ScriptedModel, ToolCall, open_store, run_agent  # noqa: E402
+from runner import ModelReply, RunStore, ScriptedModel, ToolCall, ToolRegistry, open_store, resume, run_agent  # noqa: E402
 from tests import trees  # noqa: E402
 from tests.cli.helpers import installed_runner  # noqa: E402
 from tests.ui import console_tools  # noqa: E402
@@ -28,10 +30,48 @@ from tests.ui.helpers import CHROMIUM_ARGS, chromium_path, start_console  # noqa
 
 OUT = ROOT / "docs" / "img"
 VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
+WAITED_S = 3.0  # how long the booking's payment waits for its approval
 
 
-def record(db: str) -> tuple[str, str]:
-    """Fill the store with the runs; the demo's run id and the tree's parent's (the run pages to show)."""
+def taking(seconds: float, answer: Any) -> Any:
+    """A tool that takes ``seconds`` and answers ``answer``."""
+    def tool(**args: Any) -> Any:
+        time.sleep(seconds)
+        return answer
+    return tool
+
+
+def booking(store: RunStore) -> str:
+    """A booking run, its id: three searches run together, a sub-agent's reviews, a payment approved later.
+
+    The payment waits ``WAITED_S`` for its approval: the waterfall draws that wait narrow, and marks the resume.
+    """
+    where = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    tools = ToolRegistry()
+    tools.register("search_flights", "Find flights.", where, taking(0.6, "TP 1351, EUR 89"))
+    tools.register("search_hotels", "Find hotels.", where, taking(0.45, "Alfama Suites, EUR 140/night"))
+    tools.register("get_weather", "The forecast.", where, taking(0.2, "sunny, 24C"))
+    tools.register("pay", "Pay for the booking.", where, taking(0.3, "paid"), side_effects=True, needs_approval=True)
+    reading = ToolRegistry()
+    reading.register("read_reviews", "Read a hotel's reviews.", where, taking(0.35, "4.6/5 from 812 reviews"))
+    reviews = ScriptedModel([ModelReply("", [ToolCall("r1", "read_reviews", {"city": "Alfama Suites"})]),
+                             "Guests love the terrace; some find the street noisy."])
+    tools.add_agent("reviewer", model=reviews, registry=reading, description="Reads and sums up hotel reviews.")
+    search = ModelReply("Searching.", [ToolCall("c1", "search_flights", {"city": "Lisbon"}),
+                                       ToolCall("c2", "search_hotels", {"city": "Lisbon"}),
+                                       ToolCall("c3", "get_weather", {"city": "Lisbon"})])
+    review = ModelReply("", [ToolCall("c4", "reviewer", {"task": "Sum up the reviews of Alfama Suites"})])
+    pay = ModelReply("Booking it.", [ToolCall("c5", "pay", {"city": "Lisbon"})])
+    waiting = run_agent("Book a weekend in Lisbon for two", ScriptedModel([search, review, pay]), tools, store=store,
+                        labels={"env": "prod"})
+    time.sleep(WAITED_S)
+    resume(store, waiting.run_id, ScriptedModel(["Booked: TP 1351 and two nights at Alfama Suites."]), tools,
+           decisions={"c5": True}, decided_by="alice")
+    return waiting.run_id
+
+
+def record(db: str) -> tuple[str, str, str]:
+    """Fill the store with the runs; the demo's run id, the tree's parent's and the booking's (the pages to show)."""
     subprocess.run([installed_runner(), "demo", "--quiet", "--db", db], check=True, capture_output=True)
     with open_store(db) as store:
         demo = store.list_runs(limit=1)[0].run_id
@@ -45,14 +85,15 @@ def record(db: str) -> tuple[str, str]:
                   max_steps=1, labels={"env": "dev"})
         tree = trees.run_tree(store, approval=True, task="Plan a weekend in Lisbon for two and send the plan",
                               child_task="Find three well-reviewed restaurants near Alfama and send the list")
-    return demo, tree.parent
+        booked = booking(store)
+    return demo, tree.parent, booked
 
 
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         db = f"sqlite:///{tmp}/runs.db"
-        demo, tree = record(db)
+        demo, tree, booked = record(db)
         console = start_console(db, ran=Path(tmp) / "ran.txt", logs=Path(tmp))
         try:
             with sync_playwright() as playwright:
@@ -63,6 +104,9 @@ def main() -> None:
                     page.goto(console.at(path))
                     page.screenshot(path=str(OUT / name), full_page=True)
                     print(f"wrote {(OUT / name).relative_to(ROOT)}")
+                page.goto(console.at(f"/runs/{booked}"))
+                page.locator("#waterfall").screenshot(path=str(OUT / "console-waterfall.png"))
+                print(f"wrote {(OUT / 'console-waterfall.png').relative_to(ROOT)}")
                 browser.close()
         finally:
             console.stop()

@@ -8,6 +8,7 @@ under their calls) and its lineage.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 
 from .._log.records import LIVE, RunSummary, StoredRun, logged_text
 from .._log.state import fold
@@ -24,6 +25,7 @@ from .partial import Partial, partial_reply
 from .summary import Totals, money, seconds, when
 from .timeline import ChildEntry, Timeline, args_text, timeline
 from .tree import children_in, nest, spent, waiting_below
+from .waterfall import Waterfall, waterfall
 
 MORE_COUNTED = 1000  # the awaiting-approval badge counts this far ("1000+")
 INBOX_RUNS = 200  # runs awaiting approval the inbox reads at once
@@ -120,6 +122,7 @@ class RunView:
     tree: Totals | None = None  # what it and its sub-agents' child runs spent, when it has any
     below: list[ChildEntry] = field(default_factory=list)  # the children under it waiting for decisions
     partial: Partial | None = None  # the reply its model is writing (or was, when cut off), not logged whole yet
+    waterfall: Waterfall | None = None  # its steps and calls on a time axis, above the timeline
 
     @property
     def seq(self) -> int:
@@ -156,4 +159,5 @@ def run_view(store: RunStore, ref: str, registry: ToolRegistry | None = None) ->
         steps_made=max((f.step for f in run.facts if isinstance(f, StepStarted)), default=0),
         duration=duration(run), active=seconds(active_seconds(run.events, run.facts)), pooled=pooled(run),
         cost=money(run.cost_known_usd, run.costs_unknown), partial=partial_reply(run),
-        driver=next((f.by for f in reversed(run.facts) if isinstance(f, (RunResumed, RunStarted))), None))
+        driver=next((f.by for f in reversed(run.facts) if isinstance(f, (RunResumed, RunStarted))), None),
+        waterfall=waterfall(run, shown, now=datetime.now(UTC)))

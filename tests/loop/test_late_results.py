@@ -202,7 +202,7 @@ def test_the_console_shows_the_call_returned_late_with_its_result(store: RunStor
     with TestClient(create_app(store), base_url="http://127.0.0.1") as client:
         page = client.get(f"/runs/{run_id}").text
     entry = re.search(r'<li class="entry tool [^"]*" data-kind="tool" data-call-id="c1" '
-                      r'data-outcome="([^"]+)">(.*?)</li>', page, re.S)
+                      r'data-outcome="([^"]+)"[^>]*>(.*?)</li>', page, re.S)
     assert entry is not None
     text = html.unescape(re.sub(r"<[^>]+>", " ", entry.group(2)))
     assert entry.group(1) == "returned late"
