@@ -1,11 +1,10 @@
 """A run's timeline as plain entries, built once from its log for ``runner show`` and the console's run page.
 
 One entry per step, model call, tool call, approval asked, decision, resume, cancel request, requeue and end, in
-log order (a tool call where it started, with its result when it has one, and what it returned after it
-was given up on, when it did; a reply's text being written, or cut off, with no reply logged after it);
-each sub-agent's child run under its call (``tree`` adds them, from the store); what a fork or follow-up
-inherited; the calls a crash left in doubt (``doubts``). The CLI renders the entries as rich text, the console
-as HTML: both show the same.
+log order (a tool call where it started, with its result when it has one or returned late; a reply's text being
+written, or cut off, with no reply logged after it); each sub-agent's child run under its call (``tree`` adds
+them); what a fork or follow-up inherited; the calls a crash left in doubt (``doubts``). The CLI renders the
+entries as rich text, the console as HTML: both show the same.
 """
 
 from __future__ import annotations
