@@ -22,7 +22,7 @@ from sqlalchemy import update
 
 from runner import Limits, ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
 from runner.cli import cli
-from runner.events import MessageAppended, ModelCalled, RunStarted, StepStarted, ToolStarted
+from runner.events import Event, MessageAppended, ModelCalled, ModelDelta, RunStarted, StepStarted, ToolStarted
 from runner.store import RunStore, open_store
 from runner.store.tables import runs
 from tests.cli import resume_tools
@@ -280,3 +280,35 @@ def waiting_at(gate: Path) -> None:
     while not Path(str(gate) + ".waiting").exists():
         assert time.monotonic() < deadline, "the model never reached its gate"
         time.sleep(0.01)
+
+
+def opening(run_id: str) -> list[Event]:
+    """A run's first facts, up to its first step: a log to add a test's facts to."""
+    return [RunStarted(run_id=run_id, task="Write", system="s", limits={}, tool_specs=[], model="fake",
+                       provider="openai"),
+            MessageAppended(index=0, message={"role": "system", "content": "s"}),
+            MessageAppended(index=1, message={"role": "user", "content": "Write"}),
+            StepStarted(step=1)]
+
+
+def logged(store: RunStore, facts: list[Event], *, dead: bool = True) -> str:
+    """A run whose log is ``facts`` (its process gone unless not ``dead``): its id."""
+    started = facts[0]
+    assert isinstance(started, RunStarted)
+    recorder = store.recorder()
+    for fact in facts:
+        recorder.record(fact)
+    recorder.sync()
+    if dead:
+        make_dead(store, started.run_id)
+    return started.run_id
+
+
+def deltas(step: int, *texts: str) -> list[Event]:
+    """``model_delta`` facts of step ``step``, one per text, as a reply streamed them."""
+    found: list[Event] = []
+    offset = 0
+    for text in texts:
+        found.append(ModelDelta(step=step, text=text, offset=offset))
+        offset += len(text)
+    return found

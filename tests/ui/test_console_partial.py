@@ -11,45 +11,17 @@ import html
 import json
 import re
 
+import pytest
 from starlette.testclient import TestClient
 
-from runner.events import Event, MessageAppended, ModelCalled, ModelDelta, RunResumed, RunStarted, StepStarted
+from runner.events import MessageAppended, ModelCalled, RunResumed, StepStarted
 from runner.messages import ModelReply
 from runner.store import RunStore, open_store
 from runner.ui import create_app
-from tests.cli.helpers import invoke, make_dead
+from tests.cli.helpers import deltas, invoke, logged, opening
 
+pytestmark = pytest.mark.process  # its runs' processes are gone: a pid that was (tests.cli.helpers.make_dead)
 HOSTILE = "<script>alert(1)</script> & \x1b[31mred"
-
-
-def opening(run_id: str) -> list[Event]:
-    return [RunStarted(run_id=run_id, task="Write", system="s", limits={}, tool_specs=[], model="fake",
-                       provider="openai"),
-            MessageAppended(index=0, message={"role": "system", "content": "s"}),
-            MessageAppended(index=1, message={"role": "user", "content": "Write"}),
-            StepStarted(step=1)]
-
-
-def logged(store: RunStore, facts: list[Event], *, dead: bool = True) -> str:
-    """A run whose log is ``facts`` (its process gone unless not ``dead``): its id."""
-    started = facts[0]
-    assert isinstance(started, RunStarted)
-    recorder = store.recorder()
-    for fact in facts:
-        recorder.record(fact)
-    recorder.sync()
-    if dead:
-        make_dead(store, started.run_id)
-    return started.run_id
-
-
-def deltas(step: int, *texts: str) -> list[Event]:
-    found: list[Event] = []
-    offset = 0
-    for text in texts:
-        found.append(ModelDelta(step=step, text=text, offset=offset))
-        offset += len(text)
-    return found
 
 
 def page_entries(store: RunStore, run_id: str) -> list[tuple[str, str]]:
