@@ -269,7 +269,7 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[s
                          max_output_retries=max_output_retries)
     by = decided_by if decided_by is not None else decider()
     with env.store(create=True) as store:
-        run = store.find_run(run_ref)  # the one read before the run goes on: resume_stored takes it over as read
+        run = store.find_run(run_ref)  # the one read before the run goes on: resumed_core takes it over as read
         short = store.short_ids([run.run_id])[run.run_id]
         check_resumable(run, short)
         state = fold(run.facts, run.run_id)

@@ -9,6 +9,7 @@ as before streaming existed. A model without ``stream`` prints nothing until the
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -18,7 +19,7 @@ from .._log.statuses import Status
 from .._loop.results import AgentResult
 from .._run.build import ContinueOptions
 from .._text import clean
-from ..events import Event, ModelCalled
+from ..events import Event, ModelCalled, RunFinished, RunResumed, RunStarted
 from ..recorder import Recorder
 
 R = TypeVar("R")
@@ -50,9 +51,10 @@ class Inline:
 class Shown:
     """Prints each streamed reply's text on stdout, piece by piece, and hands every fact to ``progress``.
 
-    A recorder and a listener at once: both are told on the run's own thread, in order. ``last`` is
-    the text printed of the latest model call's reply, for ``report`` to tell whether the answer was
-    shown already.
+    A recorder and a listener at once: both are told on the run's thread (``drive``'s), in order. A
+    sub-agent's child run has them too, driven inside its parent's call (its facts between its own
+    start and end) or on a thread of its own: its text is left to its log (``runner watch CHILD``), its
+    progress lines printed as ever. ``last``: the run's latest reply's text, for ``report``.
     """
 
     def __init__(self, progress: Recorder | None, *, stream: bool = True, as_json: bool = False) -> None:
@@ -61,6 +63,8 @@ class Shown:
         self.inline = Inline()
         self.reply: list[str] = []  # the pieces of the reply under way
         self.last = ""
+        self.thread = threading.get_ident()  # the run's own (drive's)
+        self.depth = 0  # on that thread: 1 inside the run's own facts, more inside a child's
 
     @property
     def recorder(self) -> Recorder | None:
@@ -78,6 +82,8 @@ class Shown:
 
     def piece(self, step: int, text: str) -> None:
         """A piece of a reply's text, printed at once (terminal control sequences dropped)."""
+        if threading.get_ident() != self.thread or self.depth != 1:  # a sub-agent's child run's
+            return
         self.reply.append(text)
         if self.prints:
             try:
@@ -86,10 +92,18 @@ class Shown:
                 self.prints = False
 
     def record(self, event: Event) -> None:
-        if isinstance(event, ModelCalled):  # its reply is in: its line ends before the progress line
-            self.end_line()
-            self.last = "".join(self.reply)
-            self.reply.clear()
+        if threading.get_ident() == self.thread:
+            match event:
+                case RunStarted() | RunResumed():
+                    self.depth += 1
+                case RunFinished():
+                    self.depth -= 1
+                case ModelCalled() if self.depth == 1:  # its reply is in: its line ends before the progress line
+                    self.end_line()
+                    self.last = "".join(self.reply)
+                    self.reply.clear()
+                case _:
+                    pass
         if self.progress is not None:
             self.progress.record(event)
 
@@ -112,7 +126,8 @@ class Shown:
 
 
 def drive(shown: Shown, go: Callable[[], R]) -> R:
-    """``go()`` (the run), ending the line its streamed text left open however it ends (a Ctrl-C too)."""
+    """``go()`` (the run) on this thread, ending the line its streamed text left open however it ends (Ctrl-C too)."""
+    shown.thread = threading.get_ident()
     try:
         return go()
     finally:

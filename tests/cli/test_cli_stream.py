@@ -18,6 +18,7 @@ import pytest
 from runner import Status, open_store
 from runner.events import ModelDelta
 from tests.cli.helpers import STREAM_CLI, WAIT_S, invoke, start_runner, waiting_at
+from tests.cli.stream_tools import CHILD_SAYS
 
 ANSWER = "The answer is forty-two, as the tool computed."
 WEATHER = "tests.loop.helpers:weather_registry"
@@ -186,3 +187,25 @@ def test_a_run_killed_mid_reply_shows_its_partial_text_and_resume_fork_and_follo
                                    tmp_path / "gate4")
     assert followed.startswith(f"{ANSWER}\n\nrun id: ")
     assert followed.count(ANSWER) == 1
+
+
+@pytest.mark.process
+@pytest.mark.parametrize("calls", [1, 2], ids=["one-child", "two-children-together"])
+def test_a_sub_agents_text_is_left_to_its_own_log(tmp_path: Path, calls: int) -> None:
+    """Its child runs stream into their own logs (``runner watch CHILD``), not into the parent's terminal."""
+    db = f"sqlite:///{tmp_path / 'runs.db'}"
+    asks = {"content": "Asking.", "calls": [[f"a{i}", "research", {"task": f"find {i}"}] for i in range(calls)]}
+    code, out, err = start_runner(STREAM_CLI, "run", "Find it", "--model", "openai:fake", "--tools",
+                                  "tests.cli.stream_tools:tools", "--db", db, script=[asks, "Done."]).ended()
+    assert code == 0, err
+    assert out.startswith("Asking.\nDone.\n\nrun id: ")
+    assert CHILD_SAYS not in out
+    assert len(re.findall(r"^step 1  tool research  \S+  ok$", err, re.M)) == calls  # its progress lines, as ever
+    with open_store(db) as store:
+        children = store.children(run_id_of(out))
+    assert len(children) == calls
+    for child in children:
+        assert "".join(d.text for d in deltas(db, child.run_id)) == CHILD_SAYS
+        watched = invoke("watch", child.run_id, "--db", db)
+        assert watched.exit_code == 0
+        assert f"\n{CHILD_SAYS}\n" in watched.stdout
