@@ -7,6 +7,7 @@ under their calls) and its lineage.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -23,7 +24,7 @@ from .lineage import Link, children, origin_text, parent_of, pending_approvals
 from .listing import RunFilter, runs_page
 from .partial import Partial, partial_reply
 from .summary import Totals, money, seconds, when
-from .timeline import ChildEntry, Timeline, args_text, timeline
+from .timeline import ChildEntry, PartialEntry, Timeline, args_text, timeline
 from .tree import children_in, nest, spent, waiting_below
 from .waterfall import Waterfall, waterfall
 
@@ -152,12 +153,17 @@ def run_view(store: RunStore, ref: str, registry: ToolRegistry | None = None) ->
     if started is not None:
         origins[run.run_id] = origin_text(started.origin, started.forked_at_step, started.parent_call_id)
     shown = nest(store, run, timeline(run, parent_of(store, run), state=state, registry=registry))
+    partial = partial_reply(run)
+    if partial is not None:  # the reply still being written (or cut off last) is drawn apart, where the page grows it
+        shown = dataclasses.replace(shown, entries=[entry for entry in shown.entries
+                                                    if not (isinstance(entry, PartialEntry)
+                                                            and entry.step == partial.step)])
     return RunView(
         run=run, short=store.short_ids([run.run_id])[run.run_id], timeline=shown,
         tree=spent(run, shown) if children_in(shown) else None, below=list(waiting_below(shown)),
         links=links, origins=origins, pending=list(pending_approvals(run).values()),
         steps_made=max((f.step for f in run.facts if isinstance(f, StepStarted)), default=0),
         duration=duration(run), active=seconds(active_seconds(run.events, run.facts)), pooled=pooled(run),
-        cost=money(run.cost_known_usd, run.costs_unknown), partial=partial_reply(run),
+        cost=money(run.cost_known_usd, run.costs_unknown), partial=partial,
         driver=next((f.by for f in reversed(run.facts) if isinstance(f, (RunResumed, RunStarted))), None),
         waterfall=waterfall(run, shown, now=datetime.now(UTC)))

@@ -1,10 +1,10 @@
 """A run's timeline as plain entries, built once from its log for ``runner show`` and the console's run page.
 
 One entry per step, model call, tool call, approval asked, decision, resume, cancel request, requeue and end, in
-log order (a tool call where it started, with its result when it has one, and what it returned after it
-was given up on, when it did); each sub-agent's child run under its call (``tree`` adds them, from the store);
-what a fork or follow-up inherited; the calls a crash left in doubt, with the rule a resume applies
-(``_tools.doubt``). The CLI renders the entries as rich text, the console as HTML: both show the same.
+log order (a tool call where it started, with its result when it has one or returned late; a reply's text being
+written, or cut off, with no reply logged after it); each sub-agent's child run under its call (``tree`` adds
+them); what a fork or follow-up inherited; the calls a crash left in doubt (``doubts``). The CLI renders the
+entries as rich text, the console as HTML: both show the same.
 """
 
 from __future__ import annotations
@@ -12,12 +12,10 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
 from typing import Any, ClassVar
 
 from .._log.records import LIVE, StoredRun
-from .._log.state import RunState, fold
-from .._tools.doubt import DoubtRule, doubt_rule
+from .._log.state import RunState
 from .._tools.registry import ToolRegistry
 from ..events import (
     ApprovalDecided,
@@ -25,6 +23,7 @@ from ..events import (
     CancelRequested,
     MessageAppended,
     ModelCalled,
+    ModelDelta,
     OutputRejected,
     RunFinished,
     RunRequeued,
@@ -37,36 +36,10 @@ from ..events import (
     ToolStarted,
 )
 from ..messages import Message
+from .doubts import InDoubt, ends, in_doubt
 from .inherited import Inherited, inherited
+from .kinds import CallOutcome, Kind
 from .summary import Totals
-
-
-class Kind(StrEnum):
-    """What an entry is: the template picks how to draw it by this."""
-
-    STEP = "step"
-    MODEL = "model"
-    TOOL = "tool"
-    ASKED = "asked"
-    DECIDED = "decided"
-    RESUMED = "resumed"
-    CANCEL = "cancel"
-    REQUEUED = "requeued"
-    REJECTED = "rejected"
-    END = "end"
-    CHILD = "child"
-
-
-class CallOutcome(StrEnum):
-    """How a tool call came out, as both faces label it."""
-
-    OK = "ok"
-    ERROR = "error"
-    REFUSED = "refused"
-    IN_DOUBT = "in doubt"
-    RUNNING = "running"
-    RETURNED_LATE = "returned late"
-    WAITING = "waiting on its sub-agent"
 
 
 @dataclass(slots=True)
@@ -109,6 +82,25 @@ class ModelEntry:
     @property
     def outcome(self) -> CallOutcome:
         return CallOutcome.ERROR if self.call.error else CallOutcome.OK
+
+
+@dataclass(slots=True)
+class PartialEntry:
+    """The text a model was writing (its ``model_delta`` facts) with no reply logged after it.
+
+    ``live``: the run's process still goes and this is its latest reply: it is being written.
+    Else it was cut off: the process died, or the call failed or was given up on.
+    """
+
+    kind: ClassVar[Kind] = Kind.PARTIAL
+    step: int
+    at: datetime
+    pieces: list[str]
+    live: bool = False
+
+    @property
+    def text(self) -> str:
+        return "".join(self.pieces)
 
 
 @dataclass(slots=True)
@@ -262,17 +254,8 @@ class ChildEntry:
     pending: tuple[ApprovalRequested, ...] = ()
 
 
-Entry = (StepEntry | ModelEntry | ToolEntry | AskedEntry | DecidedEntry | ResumedEntry | CancelEntry | RequeuedEntry
-         | RejectedEntry | EndEntry | ChildEntry)
-
-
-@dataclass(frozen=True, slots=True)
-class InDoubt:
-    """A call a crash left in doubt, and what a resume will do with it."""
-
-    call_id: str
-    name: str
-    rule: DoubtRule
+Entry = (StepEntry | ModelEntry | PartialEntry | ToolEntry | AskedEntry | DecidedEntry | ResumedEntry | CancelEntry
+         | RequeuedEntry | RejectedEntry | EndEntry | ChildEntry)
 
 
 @dataclass(frozen=True, slots=True)
@@ -324,6 +307,7 @@ def entries(run: StoredRun) -> list[Entry]:
     sent: list[MessageAppended] = []  # the messages logged since the last model call
     seen = 0  # the messages logged so far: the next call is sent them all
     live = run.liveness == LIVE
+    partial: PartialEntry | None = None  # the reply being written, as its model_delta facts tell
     for event, fact in zip(run.events, run.facts, strict=True):
         at = event.at
         match fact:
@@ -332,7 +316,15 @@ def entries(run: StoredRun) -> list[Entry]:
                 found.append(steps[step])
             case StepFinished(step=step) if step in steps:
                 steps[step].seconds = (at - steps[step].at).total_seconds()
+            case ModelDelta(step=step, text=text, offset=offset):
+                if partial is None or partial.step != step or offset == 0:  # a reply (or its new attempt) begins
+                    partial = PartialEntry(step, at, [])
+                    found.append(partial)
+                partial.pieces.append(text)
             case ModelCalled():
+                if partial is not None and fact.error is None:  # the reply came: the model entry has its text
+                    _drop(found, partial)
+                partial = None
                 if fact.step in steps:
                     tokens = fact.tokens
                     steps[fact.step].tokens, steps[fact.step].estimated = tokens.total, tokens.estimated
@@ -372,29 +364,14 @@ def entries(run: StoredRun) -> list[Entry]:
                 found.append(EndEntry(fact.step, at, fact))
             case _:
                 pass
+    if partial is not None:
+        partial.live = live
     return found
 
 
-def ends(run: StoredRun) -> bool:
-    """Whether the log ends with the run's end: no resume after its last ``run_finished``."""
-    finished = False
-    for fact in run.facts:
-        match fact:
-            case RunFinished():
-                finished = True
-            case RunResumed():
-                finished = False
-            case _:
-                pass
-    return finished
-
-
-def in_doubt(run: StoredRun, state: RunState | None = None,
-             registry: ToolRegistry | None = None) -> list[InDoubt]:
-    """The calls a crash left in doubt (started, never finished, the process gone), with their rule."""
-    if run.liveness == LIVE:
-        return []
-    state = state if state is not None else fold(run.facts, run.run_id)
-    return [InDoubt(call.id, call.name, doubt_rule(state.started_traits.get(call.id),
-                                                   registry.get(call.name) if registry is not None else None))
-            for call in state.remaining_calls if state.in_doubt(call.id)]
+def _drop(found: list[Entry], entry: Entry) -> None:
+    """Take ``entry`` out of ``found``: it is the last one, or near it."""
+    for i in range(len(found) - 1, -1, -1):
+        if found[i] is entry:
+            del found[i]
+            return

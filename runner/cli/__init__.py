@@ -1,4 +1,4 @@
-"""The ``runner`` command: query, show, export, replay, rerun, spans, stats, db, demo, run, resume, fork, prune, ui.
+"""The ``runner`` command: run, watch, show, resume, fork, replay, export, and the rest ``runner --help`` lists.
 
 Every command is a thin layer over the Python API. Failures are one line on
 stderr, never a traceback; set ``RUNNER_DEBUG=1`` to see the traceback of an
@@ -104,6 +104,7 @@ COMMANDS = {
     "stats": "stats:stats",
     "submit": "pool:submit",
     "ui": "console:ui",
+    "watch": "watch:watch",
     "worker": "pool:worker",
 }
 

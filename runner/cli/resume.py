@@ -21,9 +21,9 @@ from .._log.records import LIVE
 from .._log.state import RunState, fold
 from .._log.statuses import Status
 from .._loop.results import AgentResult
+from .._loop.sync import run_core
 from .._run import approvals
-from .._run.resume import fork as fork_run
-from .._run.resume import resume_stored
+from .._run.resume import forked_core, resumed_core
 from .._text import clean, plural
 from .._view.continuation import RecordOnly, SendToPool, continuation, pooled
 from ..events import StepStarted
@@ -46,6 +46,7 @@ from .runs import (
     traced,
 )
 from .specs import MODEL_HELP, continuing_model, load_tools, model_options
+from .streamed import NO_STREAM, Shown, continue_options, drive
 from .tooling import ToolsGiven, base_tools, check, mcp_options, tools_for
 
 if TYPE_CHECKING:
@@ -235,6 +236,7 @@ def finish(result: AgentResult) -> None:
 @click.option("--broker", metavar="URL", envvar=BROKER_ENV, show_envvar=True,
               help="The pool's Celery broker, to send a pool run back to its queue.")
 @QUIET
+@NO_STREAM
 @RECORD_CONTENT
 @common
 def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[str, ...], mcp_urls: tuple[str, ...],
@@ -243,7 +245,7 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[s
            prices: dict[str, Price] | None, max_parallel_tools: int | None, max_output_retries: int | None,
            approve: tuple[str, ...],
            deny: tuple[str, ...], reason: tuple[str, ...], decided_by: str | None, here: bool, broker: str | None,
-           quiet: bool, record_content: bool) -> None:
+           quiet: bool, no_stream: bool, record_content: bool) -> None:
     """Continue RUN where its log stops: after a limit, an error, a crash, or awaiting approval.
 
     The same run goes on, with the same id; calls that finished are not run again, and a call the process
@@ -267,7 +269,7 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[s
                          max_output_retries=max_output_retries)
     by = decided_by if decided_by is not None else decider()
     with env.store(create=True) as store:
-        run = store.find_run(run_ref)  # the one read before the run goes on: resume_stored takes it over as read
+        run = store.find_run(run_ref)  # the one read before the run goes on: resumed_core takes it over as read
         short = store.short_ids([run.run_id])[run.run_id]
         check_resumable(run, short)
         state = fold(run.facts, run.run_id)
@@ -296,19 +298,21 @@ def resume(env: Env, run_ref: str, tools_spec: str | None, mcp_commands: tuple[s
                                     "pool, or --here).")
         model = continuing_model(model_spec, run, base_url, api_key)
         check_priced(model, prices, *limits.budget(recorded_limits(run, state)))
+        shown = Shown(progress(quiet), stream=not no_stream, as_json=env.as_json)
         with tools_for(tools, base) as registry:
             trees.log_decisions(store, climb, by)  # all checked: a child's, then its root goes on
 
             def go(provider: TracerProvider) -> AgentResult:  # the decisions are logged with run_resumed, by --by
-                return resume_stored(store, run, model, registry, decisions=decisions, decided_by=by,
-                                     tracer_provider=provider, recorder=progress(quiet),
-                                     record_content=record_content, prices=prices, **limits.options())
+                core = resumed_core(store, run, model, registry, decisions=decisions, decided_by=by,
+                                    tracer_provider=provider, listen=shown.listen, record_content=record_content,
+                                    prices=prices, **limits.options(), **shown.options())
+                return drive(shown, lambda: run_core(core))
 
             with warnings_printed():
                 result = traced(env, store, go, lambda: run.run_id)
         report(env, store, result, [f"runner replay tests/fixtures/run.json{tools.args()}"],
                tools_spec=tools_spec, parent_run_id=run.parent_run_id, mcp=tools.refs(),
-               lead=trees.lead(climb, by, short))
+               lead=trees.lead(climb, by, short), streamed=shown.showed(result))
     finish(result)
 
 
@@ -330,13 +334,15 @@ def model_calls(run: StoredRun) -> int:
 @tools_and_model
 @limit_options
 @QUIET
+@NO_STREAM
 @RECORD_CONTENT
 @common
 def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], tools_spec: str | None,
          mcp_commands: tuple[str, ...], mcp_urls: tuple[str, ...], model_spec: str | None, base_url: str | None,
          api_key: str | None, max_steps: int | None, token_budget: int | None, max_tool_calls: int | None,
          timeout_s: float | None, max_cost_usd: float | None, prices: dict[str, Price] | None,
-         max_parallel_tools: int | None, max_output_retries: int | None, quiet: bool, record_content: bool) -> None:
+         max_parallel_tools: int | None, max_output_retries: int | None, quiet: bool, no_stream: bool,
+         record_content: bool) -> None:
     """Branch RUN into a new, linked run from before its STEP-th model call; RUN is untouched.
 
     Steps before STEP are not run again. --observation swaps a tool result the new run
@@ -361,20 +367,23 @@ def fork(env: Env, run_ref: str, at_step: int, observations: dict[str, str], too
         model = continuing_model(model_spec, parent, base_url, api_key)
         check_priced(model, prices, *limits.budget(recorded_limits(parent)))
         known = {child.run_id for child in store.children(parent.run_id)}
+        shown = Shown(progress(quiet), stream=not no_stream, as_json=env.as_json)
         with tools_for(tools, base) as registry:
 
             def go(provider: TracerProvider) -> AgentResult:
+                max_steps, token_budget, options = continue_options(
+                    {**limits.options(), **shown.options(), "tracer_provider": provider, "tools_ref": tools_spec,
+                     "mcp_servers": tools.refs(), "record_content": record_content, "prices": prices})
                 try:
-                    return fork_run(store, parent.run_id, at_step=at_step, model=model, registry=registry,
-                                    observations=observations, tracer_provider=provider, tools_ref=tools_spec,
-                                    mcp_servers=tools.refs(), recorder=progress(quiet),
-                                    record_content=record_content, prices=prices, **limits.options())
+                    core = forked_core(store, parent.run_id, at_step, model, registry, observations, max_steps,
+                                       token_budget, options, shown.listen)
                 except ValueError as exc:  # an --observation for a call with no result before that step
                     raise CliUsageError(f"--observation: {exc}") from None
+                return drive(shown, lambda: run_core(core))
 
             result = traced(env, store, go, lambda: new_child(store, parent.run_id, known))
         report(env, store, result, [f"runner replay tests/fixtures/run.json{tools.args()}"],
                tools_spec=tools_spec, parent_run_id=parent.run_id, lead=f"fork of run {short} at step {at_step}",
-               mcp=tools.refs())
+               mcp=tools.refs(), streamed=shown.showed(result))
     finish(result)
 

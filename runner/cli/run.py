@@ -14,14 +14,14 @@ from .._log.limits import Limits
 from .._log.statuses import Status
 from .._loop.core import DEFAULT_SYSTEM
 from .._loop.results import AgentResult
-from .._run.agent import run_agent
-from .._run.resume import follow_up
+from .._loop.sync import run_core
+from .._run.build import NOT_GIVEN, build_core
+from .._run.resume import followed_core
 from .._tools.output import OutputSpec, output_by_ref
 from .._tools.registry import ToolRegistry
 from ..demo import DEMO_TASK, demo_model, demo_registry, demo_typed_model, planner_model
 from ..messages import McpRef, Model
 from ..prices import Price
-from ..recorder import Recorder
 from ..store import RunStore
 from .costs import PRICES, check_priced, max_cost_option
 from .options import EXIT_NO, CliUsageError, Env, common, label_option
@@ -42,6 +42,7 @@ from .runs import (
     traced,
 )
 from .specs import MODEL_HELP, build_model, continuing_model, model_options
+from .streamed import NO_STREAM, Shown, continue_options, drive
 from .tooling import ToolsGiven, check, mcp_options, tools_for
 
 if TYPE_CHECKING:
@@ -51,21 +52,22 @@ TIP_SPLIT = "runner.demo:TipSplit"
 
 
 def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolRegistry, labels: dict[str, str], *,
-           system: str = DEFAULT_SYSTEM, limits: Limits | None = None, recorder: Recorder | None = None,
-           record_content: bool = False, tools_ref: str | None = None,
-           prices: dict[str, Price] | None = None, mcp_servers: Sequence[McpRef] | None = None,
-           decided_by: str | None = None, output: OutputSpec | None = None) -> AgentResult:
-    """``run_agent`` recorded in ``store`` and traced (see ``traced``); ``limits`` None: the defaults.
+           shown: Shown, system: str = DEFAULT_SYSTEM, limits: Limits | None = None, record_content: bool = False,
+           tools_ref: str | None = None, prices: dict[str, Price] | None = None,
+           mcp_servers: Sequence[McpRef] | None = None, decided_by: str | None = None,
+           output: OutputSpec | None = None) -> AgentResult:
+    """A new run recorded in ``store`` and traced (see ``traced``), its replies printed by ``shown``.
 
-    The run id is chosen here, so that a Ctrl-C can still say which run it stopped.
+    ``limits`` None: the defaults. The run id is chosen here, so that a Ctrl-C can still say which run it stopped.
     """
     run_id = uuid.uuid4().hex
 
     def go(provider: TracerProvider) -> AgentResult:
-        return run_agent(task, model, registry, system, store=store, run_id=run_id, tracer_provider=provider,
-                         labels=labels, limits=limits, recorder=recorder, record_content=record_content,
-                         tools_ref=tools_ref, prices=prices, mcp_servers=mcp_servers, decided_by=decided_by,
-                         output_type=output)
+        core = build_core(task, model, registry, system, NOT_GIVEN, NOT_GIVEN, listen=shown.listen, store=store,
+                          run_id=run_id, tracer_provider=provider, labels=labels, limits=limits,
+                          record_content=record_content, tools_ref=tools_ref, prices=prices, mcp_servers=mcp_servers,
+                          decided_by=decided_by, output_type=output, **shown.options())
+        return drive(shown, lambda: run_core(core))
 
     return traced(env, store, go, lambda: run_id)
 
@@ -88,18 +90,21 @@ def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolReg
               help="With --resume: refuse this call of a sub-agent's (repeatable).")
 @PARALLEL
 @QUIET
+@NO_STREAM
 @RECORD_CONTENT
 @common
 def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, max_cost_usd: float | None,
          prices: dict[str, Price] | None, typed: bool, subagents: bool, resume_ref: str | None,
          approved: tuple[str, ...], denied: tuple[str, ...], max_parallel_tools: int | None, quiet: bool,
+         no_stream: bool,
          record_content: bool) -> None:
     """Run the bundled example: an 18% tip on a EUR 127.50 bill split 4 ways, in USD.
 
     Two safe tools (arithmetic on an AST walk, never eval; currency over a fixed,
     labelled rate table); recorded in the store and traced (OTLP when
-    OTEL_EXPORTER_OTLP_ENDPOINT is set). With --subagents a planner hands the sums to
-    a researcher and the mail to a mailer, and stops (exit 0) while the mail waits.
+    OTEL_EXPORTER_OTLP_ENDPOINT is set). A real model that streams prints its text as it writes it.
+    With --subagents a planner hands the sums to a researcher and the mail to a mailer, and
+    stops (exit 0) while the mail waits.
     """
     if subagents or resume_ref or approved or denied:
         demo_tree(env, model_spec, max_cost_usd, prices, typed, subagents, resume_ref, approved, denied,
@@ -108,13 +113,14 @@ def demo(env: Env, model_spec: str, base_url: str | None, api_key: str | None, m
     scripted = demo_typed_model() if typed else demo_model()
     model = scripted if model_spec == "scripted" else build_model(model_spec, base_url, api_key)
     check_priced(model, prices, max_cost_usd, given=True)
+    shown = Shown(progress(quiet), stream=not no_stream, as_json=env.as_json)
     with env.store(create=True) as store:
-        result = record(env, store, DEMO_TASK, model, demo_registry(), {"example": "demo"}, recorder=progress(quiet),
+        result = record(env, store, DEMO_TASK, model, demo_registry(), {"example": "demo"}, shown=shown,
                         record_content=record_content, tools_ref="runner.demo:demo_registry",
                         limits=GivenLimits(max_cost_usd=max_cost_usd, max_parallel_tools=max_parallel_tools).limits(),
                         prices=prices, output=output_by_ref(TIP_SPLIT) if typed else None)
         replay = "runner replay tests/fixtures/run.json --tools runner.demo:demo_registry"
-        report(env, store, result, [replay], tools_spec="runner.demo:demo_registry")
+        report(env, store, result, [replay], tools_spec="runner.demo:demo_registry", streamed=shown.showed(result))
     if result.status != Status.DONE:
         raise click.exceptions.Exit(EXIT_NO)
 
@@ -171,6 +177,7 @@ def demo_tree(env: Env, model_spec: str, max_cost_usd: float | None, prices: dic
 @PARALLEL
 @click.option("--by", "started_by", metavar="NAME", help="Who runs it, logged in run_started (default: the OS user).")
 @QUIET
+@NO_STREAM
 @RECORD_CONTENT
 @common
 def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ...], mcp_urls: tuple[str, ...],
@@ -179,13 +186,14 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
         timeout_s: float | None, max_cost_usd: float | None, prices: dict[str, Price] | None,
         labels: dict[str, str], output_schema_file: Path | None, output_type_ref: str | None,
         max_output_retries: int | None, max_parallel_tools: int | None, started_by: str | None, quiet: bool,
-        record_content: bool) -> None:
+        no_stream: bool, record_content: bool) -> None:
     """Run TASK with your tools and a real model, recorded and traced; exit 1 unless it ends done.
 
     The tools come from --tools, from MCP servers (--mcp, --mcp-url), or both.
     With --follow-up RUN, TASK is the next user message of RUN's conversation: a new
     run linked to RUN, starting from its messages. Limits not given keep RUN's.
     With --output-schema or --output-type the run ends with a typed result, printed as JSON.
+    A model that streams prints its text on stdout as it writes it (--no-stream: the answer at the end).
     """
     tools = ToolsGiven(tools_spec, mcp_commands, mcp_urls)
     check(tools)
@@ -196,9 +204,10 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
     if started_by is not None and not started_by.strip():
         raise click.BadParameter("must name who runs it", param_hint="--by")
     by = started_by or decider()
+    shown = Shown(progress(quiet), stream=not no_stream, as_json=env.as_json)
     if parent_ref is not None:
-        follow(env, parent_ref, task, tools, model_spec, base_url, api_key, system, given, labels,
-               progress(quiet), record_content, prices, output, by)
+        follow(env, parent_ref, task, tools, model_spec, base_url, api_key, system, given, labels, shown,
+               record_content, prices, output, by)
         return
     if model_spec is None:
         raise CliUsageError(f"runner run needs --model ({MODEL_HELP}); a scripted model cannot answer a new task")
@@ -207,19 +216,18 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
     model = build_model(model_spec, base_url, api_key)
     check_priced(model, prices, max_cost_usd, given=True)
     with tools_for(tools) as registry, env.store(create=True) as store:
-        result = record(env, store, task, model, registry, labels, system=system or DEFAULT_SYSTEM,
-                        limits=given.limits(), recorder=progress(quiet), record_content=record_content,
-                        tools_ref=tools_spec, prices=prices, mcp_servers=tools.refs(), output=output,
-                        decided_by=by)
+        result = record(env, store, task, model, registry, labels, shown=shown, system=system or DEFAULT_SYSTEM,
+                        limits=given.limits(), record_content=record_content, tools_ref=tools_spec, prices=prices,
+                        mcp_servers=tools.refs(), output=output, decided_by=by)
         report(env, store, result, [f"runner replay tests/fixtures/run.json{tools.args()}"],
-               tools_spec=tools_spec, mcp=tools.refs())
+               tools_spec=tools_spec, mcp=tools.refs(), streamed=shown.showed(result))
     if result.status != Status.DONE:
         raise click.exceptions.Exit(EXIT_NO)
 
 
 def follow(env: Env, parent_ref: str, message: str, tools: ToolsGiven, model_spec: str | None,
            base_url: str | None, api_key: str | None, system: str | None, limits: GivenLimits,
-           labels: dict[str, str], recorder: Recorder | None = None, record_content: bool = False,
+           labels: dict[str, str], shown: Shown, record_content: bool = False,
            prices: dict[str, Price] | None = None, output: OutputSpec | None = None,
            by: str | None = None) -> None:
     """``runner run --follow-up RUN MESSAGE``: a new run continuing RUN's conversation."""
@@ -232,15 +240,18 @@ def follow(env: Env, parent_ref: str, message: str, tools: ToolsGiven, model_spe
         known = {child.run_id for child in store.children(parent.run_id)}
 
         def go(provider: TracerProvider) -> AgentResult:
-            return follow_up(store, parent.run_id, message, model, registry, tracer_provider=provider,
-                             labels=labels or None, recorder=recorder, record_content=record_content,
-                             tools_ref=tools.spec, mcp_servers=tools.refs(), prices=prices, output_type=output,
-                             decided_by=by,
-                             **limits.options())
+            max_steps, token_budget, options = continue_options(
+                {**limits.options(), **shown.options(), "tracer_provider": provider, "labels": labels or None,
+                 "record_content": record_content, "tools_ref": tools.spec, "mcp_servers": tools.refs(),
+                 "prices": prices, "output_type": output, "decided_by": by})
+            core = followed_core(store, parent.run_id, message, model, registry, max_steps, token_budget, options,
+                                 shown.listen)
+            return drive(shown, lambda: run_core(core))
 
         result = traced(env, store, go, lambda: new_child(store, parent.run_id, known))
         short = store.short_ids([parent.run_id])[parent.run_id]
         report(env, store, result, [f"runner replay tests/fixtures/run.json{tools.args()}"],
-               tools_spec=tools.spec, parent_run_id=parent.run_id, lead=f"follow-up of run {short}", mcp=tools.refs())
+               tools_spec=tools.spec, parent_run_id=parent.run_id, lead=f"follow-up of run {short}", mcp=tools.refs(),
+               streamed=shown.showed(result))
     if result.status != Status.DONE:
         raise click.exceptions.Exit(EXIT_NO)

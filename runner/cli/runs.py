@@ -185,15 +185,15 @@ def result_cost(result: AgentResult) -> str | None:
 
 def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str], *, tools_spec: str | None = None,
            parent_run_id: str | None = None, lead: str | None = None, mcp: Sequence[McpRef] = (),
-           shown: Sequence[Text] = (), first_next: Sequence[str] = (), more_json: Mapping[str, Any] | None = None
-           ) -> None:
+           shown: Sequence[Text] = (), first_next: Sequence[str] = (), more_json: Mapping[str, Any] | None = None,
+           streamed: bool = False) -> None:
     """The answer (or the stop), the run id, and the commands to try next (``first_next`` first).
 
-    A run that stopped short names the ``runner resume`` command that continues it
-    (``tools_spec`` and the ``mcp`` servers in it); one awaiting approval lists the calls it waits on.
-    The cost is the result's; the run is read again only for what the result cannot say (the
-    calls it awaits; for ``--json``, how many model calls have no known cost). ``shown`` goes before
-    the commands (``--json``: ``more_json``'s keys join the object).
+    A run that stopped short names the ``runner resume`` command that continues it (``tools_spec``,
+    ``mcp``); one awaiting approval lists the calls it waits on. The run is read again only for what
+    the result cannot say (the calls it awaits; for ``--json``, model calls of unknown cost). ``shown``
+    goes before the commands (``--json``: ``more_json``'s keys join the object); ``streamed``: the
+    answer was printed as the model wrote it, and is not printed again.
     """
     awaiting = result.status == Status.AWAITING_APPROVAL
     limited = result.status in RAISES  # its resume needs a larger limit
@@ -212,7 +212,8 @@ def report(env: Env, store: RunStore, result: AgentResult, extra_next: list[str]
     if result.status == Status.DONE and result.output is not None:
         click.echo(shown_output(result.answer))
     elif result.status == Status.DONE:
-        out.print(Text(clean(result.answer or "")))
+        if not streamed:  # else it was printed as the model wrote it
+            out.print(Text(clean(result.answer or "")))
     else:
         out.print(Text(f"stopped: {result.status}: {clean(result.error or '')}", style="bold red"))
     short = store.short_ids([result.run_id])[result.run_id]

@@ -14,18 +14,19 @@ from rich.text import Text
 from .._log.statuses import STATUSES, Status
 from .._text import clean, plural, shown_name
 from .._view.activity import active_seconds
+from .._view.doubts import InDoubt, ends, in_doubt
 from .._view.inherited import Inherited, inherited_shown
+from .._view.kinds import CallOutcome
 from .._view.lineage import Link, origin_text, parent_text
 from .._view.summary import Totals, money, refused_in, seconds, when
 from .._view.timeline import (
     AskedEntry,
-    CallOutcome,
     CancelEntry,
     ChildEntry,
     DecidedEntry,
     EndEntry,
-    InDoubt,
     ModelEntry,
+    PartialEntry,
     RejectedEntry,
     RequeuedEntry,
     ResumedEntry,
@@ -33,9 +34,7 @@ from .._view.timeline import (
     Timeline,
     ToolEntry,
     args_text,
-    ends,
     entries,
-    in_doubt,
 )
 from ..events import ApprovalDecided, Event, ModelCalled, RunFinished, RunStarted
 from ..messages import ToolCall
@@ -127,6 +126,8 @@ def rendered(run: StoredRun, shown: Timeline, *, full: bool = False, children: S
                 yield line
             case ModelEntry():
                 yield from model_call(entry.call, limit)
+            case PartialEntry():
+                yield from partial_reply(entry)
             case ToolEntry():
                 yield from tool_call(entry, limit)
             case AskedEntry():
@@ -206,6 +207,15 @@ def model_call(call: ModelCalled, limit: int | None) -> Iterator[Text]:
     yield from reply_lines(reply.content, reply.tool_calls, limit)
     if reply.stop_reason:
         yield Text(f"    stop reason: {clean(reply.stop_reason)}", style="dim")
+
+
+def partial_reply(entry: PartialEntry) -> Iterator[Text]:
+    """The text of a reply still being written, or cut off before it came: what was logged of it."""
+    line = Text("  model", style="bold cyan")
+    line.append("  streaming: the reply so far" if entry.live else
+                "  interrupted: the reply so far (it never came; a resume asks the model again)", style=WAITING_STYLE)
+    yield line
+    yield from _block(entry.text, "    ")
 
 
 def reply_lines(content: str, calls: Sequence[ToolCall], limit: int | None) -> Iterator[Text]:

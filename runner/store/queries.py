@@ -222,9 +222,13 @@ def read_run(conn: Connection, run_id: str, columns: tuple[Any, ...] | None = No
     return StoredRun(**fields, events=stored, messages=messages, facts=facts, judged=judged(row))
 
 
-def logged_rows(run_id: str, rows: Iterable[Sequence[Any]]) -> list[StoredEvent]:
-    """A run's ``events`` rows as it logged them: a tool message stored as a reference gets its content back."""
-    observations: dict[str, str] = {}
+def logged_rows(run_id: str, rows: Iterable[Sequence[Any]],
+                observations: dict[str, str] | None = None) -> list[StoredEvent]:
+    """A run's ``events`` rows as it logged them: a tool message stored as a reference gets its content back.
+
+    ``observations``: the calls' observations logged before these rows (and it learns theirs).
+    """
+    observations = {} if observations is None else observations
     stored = []
     for seq, at, step, kind, data, span_id in rows:
         try:

@@ -31,6 +31,7 @@ from . import appending, forks, logs, queries, queue, shortids, tail
 from .clock import database_clock
 from .engine import DEFAULT_BUSY_TIMEOUT_S, one_line, read_connection, shown
 from .filters import Label, RunFilter, chosen
+from .following import Following
 from .group import GroupCommitter
 from .lease import Heartbeat, take_over
 from .owner import owner_id
@@ -40,7 +41,7 @@ from .recording import CancelSeen, SpanSource, StoreRecorder, statements
 from .tables import runs
 
 
-class RunStore:
+class RunStore(Following):
     """The runs and events of one database; close it when done.
 
     Thread-safe on a file or a server. An in-memory store (``sqlite://``) is one

@@ -1,18 +1,20 @@
 """Shared by the CLI tests: a store of known runs, an invoker, table parsing, a fake OpenAI server,
-the installed script, and runs stopped awaiting approval for the resume tests."""
+the installed script, runs stopped awaiting approval for the resume tests, and processes read as they print."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
 import subprocess
 import sys
 import threading
+import time
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, NamedTuple
 
 import pytest
 from click.testing import CliRunner, Result
@@ -20,7 +22,7 @@ from sqlalchemy import update
 
 from runner import Limits, ModelReply, ScriptedModel, ToolCall, ToolRegistry, run_agent
 from runner.cli import cli
-from runner.events import MessageAppended, ModelCalled, RunStarted, StepStarted, ToolStarted
+from runner.events import Event, MessageAppended, ModelCalled, ModelDelta, RunStarted, StepStarted, ToolStarted
 from runner.store import RunStore, open_store
 from runner.store.tables import runs
 from tests.cli import resume_tools
@@ -202,3 +204,111 @@ def record_dead_inside_pay(url: str, run_id: str, model: str = "fake", provider:
         recorder.record(ToolStarted(step=1, call_id="p1", name="pay", args={"ref": "x"}))
         recorder.sync()
         make_dead(store, run_id)
+
+
+ROOT = Path(__file__).resolve().parents[2]
+STREAM_CLI = [sys.executable, "-m", "tests.cli.stream_cli"]
+"""``runner`` whose ``--model openai:NAME`` streams a script (``tests/cli/stream_cli.py``)."""
+WAIT_S = 30.0  # a bound, not an expectation: how long a test waits for a process's output or its end
+
+
+class Output:
+    """A process's stdout (or stderr), read on a thread of its own as it comes, for a test to wait on."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self.data = b""
+        self.changed = threading.Condition()
+        self.thread = threading.Thread(target=self.read, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def read(self, stream: IO[bytes]) -> None:
+        with stream:
+            while chunk := stream.read(4096):  # unbuffered: what has come, at most this much
+                with self.changed:
+                    self.data += chunk
+                    self.changed.notify_all()
+
+    @property
+    def text(self) -> str:
+        with self.changed:
+            return self.data.decode("utf-8", "replace")
+
+    def wait_for(self, needle: str, timeout_s: float = WAIT_S) -> str:
+        """The output so far, once it holds ``needle`` (the test fails when it does not in time)."""
+        with self.changed:
+            found = self.changed.wait_for(lambda: needle.encode() in self.data, timeout_s)
+            assert found, f"{needle!r} never came; output so far: {self.data!r}"
+            return self.data.decode("utf-8", "replace")
+
+    def whole(self) -> str:
+        """All of it, once the process closed it."""
+        self.thread.join(WAIT_S)
+        assert not self.thread.is_alive()
+        return self.text
+
+
+class Streaming(NamedTuple):
+    """A ``runner`` process, its stdout and stderr read as they come."""
+
+    proc: subprocess.Popen[bytes]
+    out: Output
+    err: Output
+
+    def ended(self) -> tuple[int, str, str]:
+        """Its exit status, stdout and stderr, once it exits."""
+        code = self.proc.wait(WAIT_S)
+        return code, self.out.whole(), self.err.whole()
+
+
+def start_runner(command: list[str], *args: str, script: list[Any] | None = None, gate: Path | None = None,
+                 pause_s: float = 0.0, merged: bool = False) -> Streaming:
+    """``command ARGS`` (``STREAM_CLI`` streams ``script``, held at ``gate``: see ``tests/cli/stream_cli.py``).
+
+    ``merged``: its stderr goes to its stdout's pipe, so the order of the two can be read.
+    """
+    env = {**os.environ, "STREAM_CLI_SCRIPT": json.dumps(script or []), "STREAM_CLI_PAUSE_S": str(pause_s),
+           "STREAM_CLI_GATE": str(gate) if gate is not None else "", "COLUMNS": "200"}
+    proc = subprocess.Popen([*command, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, bufsize=0,
+                            stderr=subprocess.STDOUT if merged else subprocess.PIPE)
+    assert proc.stdout is not None
+    return Streaming(proc, Output(proc.stdout), Output(proc.stderr if proc.stderr is not None else io.BytesIO()))
+
+
+def waiting_at(gate: Path) -> None:
+    """Wait until the model of a ``STREAM_CLI`` run waits at ``gate``."""
+    deadline = time.monotonic() + WAIT_S
+    while not Path(str(gate) + ".waiting").exists():
+        assert time.monotonic() < deadline, "the model never reached its gate"
+        time.sleep(0.01)
+
+
+def opening(run_id: str) -> list[Event]:
+    """A run's first facts, up to its first step: a log to add a test's facts to."""
+    return [RunStarted(run_id=run_id, task="Write", system="s", limits={}, tool_specs=[], model="fake",
+                       provider="openai"),
+            MessageAppended(index=0, message={"role": "system", "content": "s"}),
+            MessageAppended(index=1, message={"role": "user", "content": "Write"}),
+            StepStarted(step=1)]
+
+
+def logged(store: RunStore, facts: list[Event], *, dead: bool = True) -> str:
+    """A run whose log is ``facts`` (its process gone unless not ``dead``): its id."""
+    started = facts[0]
+    assert isinstance(started, RunStarted)
+    recorder = store.recorder()
+    for fact in facts:
+        recorder.record(fact)
+    recorder.sync()
+    if dead:
+        make_dead(store, started.run_id)
+    return started.run_id
+
+
+def deltas(step: int, *texts: str) -> list[Event]:
+    """``model_delta`` facts of step ``step``, one per text, as a reply streamed them."""
+    found: list[Event] = []
+    offset = 0
+    for text in texts:
+        found.append(ModelDelta(step=step, text=text, offset=offset))
+        offset += len(text)
+    return found
