@@ -84,9 +84,9 @@ class AsyncDriver:
         ticker = asyncio.ensure_future(_tick(sink))
         try:
             outcome = await self.flight.one(fn, (action.messages, action.specs), {}, None, False)
-        finally:
+        finally:  # a cancelled caller too: the text that came is logged, committed as the run closes
             ticker.cancel()
-        first = sink.close()
+            first = sink.close()
         for committed in commits:
             await committed
         # Timed on this thread after the hand-over: never past the call's own latency.

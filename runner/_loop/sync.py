@@ -81,8 +81,10 @@ class SyncDriver:
         """A model call consumed piece by piece on the flight's lane, its pieces told and logged on this thread."""
         sink = DeltaSink(self.core, action.step, streaming, self.sync)
         fn = functools.partial(consume, stream, self.flight.piece)
-        outcome = self.flight.one(fn, (action.messages, action.specs), _NO_KWARGS, None, False, sink=sink)
-        first = sink.close()
+        try:
+            outcome = self.flight.one(fn, (action.messages, action.specs), _NO_KWARGS, None, False, sink=sink)
+        finally:  # Ctrl-C too: the text that came is logged, committed as the run closes
+            first = sink.close()
         # Timed on this thread after the hand-over: never past the call's own latency.
         return outcome if first is None else dataclasses.replace(outcome, first_chunk_s=min(first, outcome.elapsed_s))
 
