@@ -192,3 +192,19 @@ def test_a_streamed_runs_fixture_equals_a_plain_ones_and_replays_clean(store: Ru
     assert fixtures[0] == fixtures[1]
     report = replay("streamed", echo_registry(), source_store=store)
     assert report.ok, report.explain()
+
+
+def test_text_that_came_before_ctrl_c_is_logged_as_the_run_closes(store: RunStore) -> None:
+    class Interrupted:
+        def __call__(self, messages: Any, specs: Any) -> ModelReply:
+            raise AssertionError
+
+        def stream(self, messages: Any, specs: Any) -> Any:
+            yield "Hello "
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run_agent("x", Interrupted(), ToolRegistry(), store=store, stream=True, run_id="interrupted")
+    run = store.get_run("interrupted")
+    assert run.status == Status.CANCELLED
+    assert [e.data["text"] for e in run.events if e.kind == "model_delta"] == ["Hello "]
