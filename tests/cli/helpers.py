@@ -107,9 +107,35 @@ def completion(content: str = "", calls: list[tuple[str, str, dict[str, Any]]] |
             "usage": {"prompt_tokens": usage[0], "completion_tokens": usage[1], "total_tokens": sum(usage)}}
 
 
+def sse_of(body: dict[str, Any], usage: bool) -> bytes:
+    """A chat completion as the server-sent events of its stream: its text, each call, its end, its usage.
+
+    What a server sends for a request with ``"stream": true`` (``usage``: it asked for the usage,
+    ``stream_options.include_usage``, which comes in a last chunk of its own).
+    """
+    choice = body["choices"][0]
+    message = choice["message"]
+    head = {"id": body["id"], "object": "chat.completion.chunk", "created": body["created"], "model": body["model"]}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+
+    chunks = [chunk({"role": "assistant", "content": ""})]
+    for field in ("content", "refusal"):
+        if message.get(field):
+            chunks += [chunk({field: word}) for word in re.findall(r"\S+\s*|\s+", message[field])]
+    for i, tool_call in enumerate(message.get("tool_calls") or []):
+        chunks.append(chunk({"tool_calls": [{"index": i, **tool_call}]}))
+    chunks.append(chunk({}, choice["finish_reason"]))
+    if usage and body.get("usage") is not None:
+        chunks.append({**head, "choices": [], "usage": body["usage"]})
+    return b"".join(f"data: {json.dumps(c)}\n\n".encode() for c in chunks) + b"data: [DONE]\n\n"
+
+
 class FakeOpenAI(LocalServer):
     """A real HTTP server on 127.0.0.1 answering /v1/chat/completions with scripted completions.
 
+    A request that asks for a stream gets the completion as server-sent events (``sse_of``).
     With ``hang``, it records each request and never answers (until it shuts down).
     """
 
@@ -122,11 +148,15 @@ class FakeOpenAI(LocalServer):
         self.url = f"{self.address}/v1"
 
     def answer(self, request: BaseHTTPRequestHandler, body: bytes) -> Answer | None:
-        self.requests.append(json.loads(body))
+        asked = json.loads(body)
+        self.requests.append(asked)
         if self.hang:
             self.closing.wait(60)
             return None
         status, out = (200, self.bodies.pop(0)) if self.bodies else (400, {"error": {"message": "no more"}})
+        if status == 200 and asked.get("stream"):
+            usage = bool((asked.get("stream_options") or {}).get("include_usage"))
+            return Answer(status, "text/event-stream", sse_of(out, usage))
         return Answer(status, "application/json", json.dumps(out).encode())
 
     def __enter__(self) -> FakeOpenAI:

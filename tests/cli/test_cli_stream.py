@@ -13,11 +13,12 @@ import signal
 import time
 from pathlib import Path
 
+import openai
 import pytest
 
 from runner import Status, open_store
 from runner.events import ModelDelta
-from tests.cli.helpers import STREAM_CLI, WAIT_S, invoke, start_runner, waiting_at
+from tests.cli.helpers import STREAM_CLI, WAIT_S, FakeOpenAI, completion, invoke, start_runner, waiting_at
 from tests.cli.stream_tools import CHILD_SAYS
 
 ANSWER = "The answer is forty-two, as the tool computed."
@@ -209,3 +210,25 @@ def test_a_sub_agents_text_is_left_to_its_own_log(tmp_path: Path, calls: int) ->
         watched = invoke("watch", child.run_id, "--db", db)
         assert watched.exit_code == 0
         assert f"\n{CHILD_SAYS}\n" in watched.stdout
+
+
+def test_the_fake_servers_stream_gathers_into_the_completion_it_sends_whole() -> None:
+    """``FakeOpenAI`` answers a request for a stream as a server streams (what ``runner run`` asks a model that can)."""
+    body = completion("Let me check it.", [("c1", "get_weather", {"city": "Paris"}), ("c2", "c_to_f", {"celsius": 3})],
+                      usage=(12, 7))
+    with FakeOpenAI(body, body) as server:
+        client = openai.OpenAI(base_url=server.url, api_key="k", max_retries=0)
+        whole = client.chat.completions.create(model="fake", messages=[{"role": "user", "content": "hi"}])
+        chunks = list(client.chat.completions.create(model="fake", messages=[{"role": "user", "content": "hi"}],
+                                                     stream=True, stream_options={"include_usage": True}))
+        client.close()
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    calls = [(t.id, t.function.name if t.function else None, t.function.arguments if t.function else None)
+             for c in chunks if c.choices for t in c.choices[0].delta.tool_calls or []]
+    message = whole.choices[0].message
+    assert len([c for c in chunks if c.choices and c.choices[0].delta.content]) == 4  # word by word
+    assert text == message.content
+    assert calls == [(t.id, t.function.name, t.function.arguments) for t in message.tool_calls or []
+                     if isinstance(t, openai.types.chat.ChatCompletionMessageFunctionToolCall)]
+    assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == whole.choices[0].finish_reason
+    assert chunks[-1].usage == whole.usage
