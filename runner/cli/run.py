@@ -204,7 +204,8 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
     if started_by is not None and not started_by.strip():
         raise click.BadParameter("must name who runs it", param_hint="--by")
     by = started_by or decider()
-    shown = Shown(progress(quiet), stream=not no_stream, as_json=env.as_json)
+    # A typed result is stdout's JSON, as --json's is: the text streams into the log alone.
+    shown = Shown(progress(quiet), stream=not no_stream, as_json=env.as_json or output is not None)
     if parent_ref is not None:
         follow(env, parent_ref, task, tools, model_spec, base_url, api_key, system, given, labels, shown,
                record_content, prices, output, by)

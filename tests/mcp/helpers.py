@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from runner import Message, ModelReply, ToolCall, ToolSpec
-from tests.cli.helpers import FakeOpenAI, completion
+from tests.cli.helpers import FakeOpenAI, completion, sse_of
 from tests.helpers import Answer
 
 SERVER = Path(__file__).resolve().parent / "server.py"
@@ -84,7 +84,11 @@ class ReadingOpenAI(FakeOpenAI):
     def answer(self, request: BaseHTTPRequestHandler, body: bytes) -> Answer | None:
         sent = json.loads(body)
         self.requests.append(sent)
-        return Answer(200, "application/json", json.dumps(self.reply(sent["messages"])).encode())
+        out = self.reply(sent["messages"])
+        if sent.get("stream"):  # runner run streams the adapter's model unless --no-stream
+            return Answer(200, "text/event-stream",
+                          sse_of(out, bool((sent.get("stream_options") or {}).get("include_usage"))))
+        return Answer(200, "application/json", json.dumps(out).encode())
 
 
 def tool_results(messages: list[dict[str, Any]]) -> list[str]:
