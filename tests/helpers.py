@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, NamedTuple
 
 
@@ -62,3 +66,19 @@ def default_sigint() -> None:
     and Python then never raises ``KeyboardInterrupt``: a test that sends SIGINT restores the default first.
     """
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def run_docs_example(page: str, workdir: Path) -> list[str]:
+    """Run the first Python block of ``docs/PAGE`` as a script in ``workdir``: the lines it printed.
+
+    A failing script fails the test with its stderr.
+    """
+    root = Path(__file__).resolve().parents[1]
+    found = re.search(r"```python\n(.*?)```", (root / "docs" / page).read_text(encoding="utf-8"), re.S)
+    assert found is not None, f"docs/{page} has no Python example"
+    script = workdir / "example.py"
+    script.write_text(found.group(1), encoding="utf-8")
+    done = subprocess.run([sys.executable, str(script)], cwd=workdir, capture_output=True, text=True, timeout=120,
+                          env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert done.returncode == 0, done.stderr
+    return done.stdout.splitlines()
