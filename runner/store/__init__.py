@@ -11,7 +11,6 @@ from .filters import RunFilter
 from .migrate import NoStoreError, SchemaState, schema_state
 from .opening import open_store
 from .prune import PRUNABLE, PruneResult
-from .queries import Activity, CallCost, Timed
 from .queue import DEFAULT_QUEUE, Touched
 from .recording import StoreRecorder
 from .runstore import RunStore
@@ -20,8 +19,6 @@ from .tail import Tail
 __all__ = [
     "DEFAULT_QUEUE",
     "PRUNABLE",
-    "Activity",
-    "CallCost",
     "NoStoreError",
     "PruneResult",
     "RunFilter",
@@ -32,7 +29,6 @@ __all__ = [
     "StoredEvent",
     "StoredRun",
     "Tail",
-    "Timed",
     "Touched",
     "derived_span_id",
     "derived_trace_id",

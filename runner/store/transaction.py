@@ -41,6 +41,7 @@ class Parts:
     progress: list[Row]  # progress columns only
     events: list[tuple[Any, ...]]  # ``events`` rows in the insert's column order
     tools: list[Row]
+    rollups: list[Row] = field(default_factory=list)  # the stats' rollups, added to in key order
     watched: list[str] = field(default_factory=list)  # runs whose cancel request the transaction reads
 
 
@@ -166,6 +167,8 @@ class Writer:
         sql["events"].run_values(cursor, parts.events)
         if parts.tools:
             sql["run_tools"].run(cursor, parts.tools)
+        if parts.rollups:
+            sql["rollups"].run(cursor, parts.rollups)
         requests: dict[str, str] = {}
         if parts.watched:
             cursor.execute(f"SELECT run_id, requested_by FROM run_cancels WHERE run_id IN "
