@@ -1,11 +1,8 @@
 """What runs add to the stats' rollups: counts, tokens, cost and latency histograms, per kind and name.
 
-``runner stats`` reads hourly rollups instead of every event. A run's share of them comes
-from its facts alone, through one ``Tally``: the store's recorder feeds it each fact as it
-logs it (and commits the rows in the same transaction), a read of the log feeds it a stored
-run's facts (a window's ragged edges, a filtered query, a prune, the migration's fill).
-Both therefore count alike. Latencies go in buckets (``bucket_of``), so p50/p95 come from
-the rollups too, each as its bucket's upper bound: at most 9% above the value.
+A run's share comes from its facts alone, through one ``Tally``: the recorder feeds it each fact
+as it logs it, a read of the log feeds it a stored run's facts; both therefore count alike.
+Latencies go in buckets (``bucket_of``): a p50 or p95 is its bucket's upper bound, at most 9% high.
 """
 
 from __future__ import annotations
@@ -142,10 +139,10 @@ class Tally:
             for i, value in enumerate(figures):
                 row[i] += value
 
-    def take(self) -> dict[Key, Figures]:
-        """The rows added since the last ``take`` (then none)."""
+    def take(self) -> dict[Key, list[int]]:
+        """The rows added since the last ``take`` (then none), each as its ``Figures``' values."""
         rows, self.rows = self.rows, {}
-        return {key: Figures(*row) for key, row in rows.items()}
+        return rows
 
     def _row(self, key: Key) -> list[int]:
         row = self.rows.get(key)

@@ -41,7 +41,7 @@ class Batch:
     queued: bool = False  # ``new_run`` fills in the row a queued run already has (runner.pool)
     full_update: bool = True  # ``update`` holds the whole summary, not just the progress columns
     cancel_seen: Callable[[str | None], None] | None = None  # told who asked to cancel the run, after its commit
-    rollups: list[Row] = field(default_factory=list)  # the run's additions to the stats' rollups
+    rollups: list[tuple[Any, ...]] = field(default_factory=list)  # the run's additions to the stats' rollups
     future: asyncio.Future[None] | None = None  # the submitting event loop's, for ``submit``
     taken: bool = False  # a leader has it in its group
     waiter: threading.Condition | None = None  # the waiting thread's own condition, if a thread waits

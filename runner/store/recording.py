@@ -112,6 +112,7 @@ class StoreRecorder:
         # and tool calls counted so far (a new row starts from none, a stored one from its own).
         self._tally = Tally(self.state.model)
         self._ran = (self.state.spent, self.state.tool_calls)
+        self._names: dict[str, str] = {}  # each tool and model name as the rollups' column keeps it
         self._now = clock_for(engine.dialect.name)  # timestamps as the store keeps them (text on SQLite)
         self._started_at = self._now()
         self._summary: dict[str, Any] = {"status": Status.RUNNING, "answer": None, "error": None, "finished_at": None}
@@ -290,7 +291,7 @@ class StoreRecorder:
             update = dict(progress, _run_id=self.run_id, _owner=owner_id())  # the progress columns only
         batch = Batch(self.run_id, new_run, self._labels, update, rows, self._tools, queued=self._queued,
                       full_update=full, cancel_seen=self.cancel_seen,
-                      rollups=rollups.recorded(self.run_id, self._tally.take()))
+                      rollups=rollups.recorded(self.run_id, self._tally.take(), self._names))
         self._summary_changed = False
         self._unsent = (self._new_run, self._pending)
         self._new_run = None
@@ -355,6 +356,7 @@ def statements(dialect: Dialect) -> dict[str, Prepared]:
             "start_queued": prepared(runs.update().where(runs.c.run_id == bindparam("_run_id")).values(
                 values(c.name for c in runs.c if c.name != "run_id")))}
         assert tuple(found["events"].names) == EVENT_COLUMNS  # the order the recorder builds its rows in
+        assert tuple(found["rollups"].names) == rollups.PARAMETERS
     return found
 
 

@@ -85,20 +85,32 @@ def upsert(dialect: Dialect) -> Insert:
     return _adding(dialect, query)
 
 
-def recorded(run_id: str, rows: Mapping[Key, Figures]) -> list[dict[str, Any]]:
-    """A tally's rows as ``upsert``'s parameters, in key order (the order rows are locked in)."""
-    found = [{"run_id": run_id, **stored(key)._asdict(), **figures._asdict()} for key, figures in rows.items()]
-    return sorted(found, key=lock_order)
+# ``upsert``'s parameters, in the order its compiled statement takes them.
+PARAMETERS: Final = ("kind", "name", "bucket", *FIELDS, "run_id")
 
 
-def lock_order(row: Mapping[str, Any]) -> tuple[str, str, int]:
-    """Where ``upsert``'s parameters ``row`` comes in the order every writer adds rows in."""
-    return row["kind"], row["name"], row["bucket"]
+def recorded(run_id: str, rows: Mapping[Key, Sequence[int]], names: dict[str, str]) -> list[tuple[Any, ...]]:
+    """A tally's rows as ``upsert``'s parameters (``PARAMETERS``), in key order: the order rows are locked in.
+
+    ``names`` remembers each name as its column keeps it (a run names the same few again and again).
+    """
+    found = []
+    for key, figures in sorted(rows.items()):
+        name = names.get(key.name)
+        if name is None:
+            name = names[key.name] = column(key.name, NAME_WIDTH)
+        found.append((key.kind, name, key.bucket, *figures, run_id))
+    return found
 
 
-def figures_of(rows: Sequence[Mapping[str, Any]]) -> dict[Key, Figures]:
-    """``recorded``'s parameters as a tally's rows again (a failed commit's, to be committed later)."""
-    return {Key(row["kind"], row["name"], row["bucket"]): Figures(*(row[name] for name in FIELDS)) for row in rows}
+def lock_order(row: Sequence[Any]) -> tuple[Any, ...]:
+    """Where ``recorded``'s row comes in the order every writer adds rows in."""
+    return tuple(row[:3])
+
+
+def figures_of(rows: Sequence[Sequence[Any]]) -> dict[Key, Figures]:
+    """``recorded``'s rows as a tally's rows again (a failed commit's, to be committed later)."""
+    return {Key(row[0], row[1], row[2]): Figures(*row[3:3 + len(FIELDS)]) for row in rows}
 
 
 def add(conn: Connection, rows: Sequence[HourRow], sign: int = 1) -> None:
@@ -142,7 +154,7 @@ def scan(conn: Connection, run_ids: Select[Any], *, statuses: bool = True) -> li
     """
     found: dict[tuple[datetime, Key], list[int]] = {}
 
-    def put(hour: datetime, rows: Mapping[Key, Figures]) -> None:
+    def put(hour: datetime, rows: Mapping[Key, Sequence[int]]) -> None:
         for key, figures in rows.items():
             key = stored(key)
             row = found.get((hour, key))
@@ -161,7 +173,7 @@ def scan(conn: Connection, run_ids: Select[Any], *, statuses: bool = True) -> li
         run.ran(int(tokens or 0), int(tool_calls or 0))
         rows = run.take()
         if statuses:
-            rows[Key(tally.STATUS, str(status))] = Figures(number=1)
+            rows[Key(tally.STATUS, str(status))] = list(Figures(number=1))
         put(hour, rows)
     for run_id, facts in _facts(conn, sorted(hours)):
         run = Tally()
