@@ -7,8 +7,10 @@ nothing), the approvals inbox (``GET /approvals``) and the page of the 200-step 
 ``runner.ui.create_app(store)`` in this process (Starlette's TestClient) and through a real
 ``runner ui`` process (uvicorn on 127.0.0.1, httpx), each in turn with a call of the store methods
 that read the same data: ``list_runs`` + ``count_runs(at_most=)`` for a list, ``get_run`` for a run,
-``inbox`` for the inbox. It prints the store's size per run too. The goal (issues 22 and 31): each page
-within 150 ms at the 95th percentile, at 1,000,000 runs too. Read the ratios (machines are noisy).
+``inbox`` for the inbox, ``stats.gather`` for ``/stats`` and for ``runner stats --json`` (run in this
+process: no interpreter start). It prints the store's size per run too. The goal (issues 22 and 31): each
+page within 150 ms at the 95th percentile, at 1,000,000 runs too; the stats within 300 ms (issue 35).
+Read the ratios (machines are noisy).
 ``--profile DIR`` writes a pyinstrument profile of each page (``pip install pyinstrument``).
 
     .venv/bin/python bench/ui.py [--runs 100000|1000000] [--requests 100] [--db URL | --pg] [--profile DIR]
@@ -29,22 +31,27 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, NamedTuple
 from unittest import mock
 
 import httpx
+from click.testing import CliRunner
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 from ui_store import LONG_STEPS, Built, build, built_before, scratch_pg, store_bytes
 
 from runner._log.statuses import Status
 from runner._view import console
-from runner.store import RunStore, open_store
+from runner._view import stats as view_stats
+from runner.cli import cli
+from runner.store import RunFilter, RunStore, open_store
 from runner.ui import create_app
 from runner.ui import pages as ui_pages
 
 GOAL_MS = 150.0
+STATS_GOAL_MS = 300.0  # /stats and `runner stats` (issue 35)
 PAGE_SIZE = 50  # the console's default ?limit=
 WARM_UP = 5
 CLIENT_TIMEOUT_S = 120.0  # a search reading 1,000,000 runs took 5 s: past httpx's default timeout
@@ -52,13 +59,14 @@ HOST = "http://127.0.0.1"  # the console refuses any other Host header when it h
 
 
 class Page(NamedTuple):
-    """A page to time: its name, its path, the store calls that read its data, and what it must show."""
+    """A page to time: its name, its path, the store calls that read its data, what it must show, its goal."""
 
     name: str
     path: str
     query: Callable[[], object]
     marker: str  # counted in the HTML: the rows of a list, the tool calls of a run
     expected: int
+    goal_ms: float = GOAL_MS
 
 
 class Times(NamedTuple):
@@ -75,6 +83,7 @@ class Row(NamedTuple):
     via: str
     page: Times
     query: Times
+    goal_ms: float
 
 
 def percentiles(seconds: list[float]) -> Times:
@@ -124,7 +133,16 @@ def pages(store: RunStore, built: Built) -> list[Page]:
         Page("approvals inbox", "/approvals", lambda: console.inbox(store), 'class="pending card"', calls),
         Page("200-step run", f"/runs/{built.long_run}", lambda: store.get_run(built.long_run), '<li class="entry tool',
              LONG_STEPS),
+        Page("stats", "/stats", lambda: view_stats.gather(store), "<svg data-chart=", 4, STATS_GOAL_MS),
+        Page("stats, last 7 days", "/stats?since=7d", lambda: view_stats.gather(store, week()), "<svg data-chart=", 4,
+             STATS_GOAL_MS),
+        Page("runner stats --json", "cli:stats --json", lambda: view_stats.gather(store), '"runs": ', 1,
+             STATS_GOAL_MS),
     ]
+
+
+def week() -> RunFilter:
+    return RunFilter(since=datetime.now(UTC) - timedelta(days=7))
 
 
 def check(page: Page, status: int, html: str) -> None:
@@ -136,7 +154,16 @@ def check(page: Page, status: int, html: str) -> None:
         raise SystemExit(f"GET {page.path}: {shown} x {page.marker!r}, expected {page.expected}")
 
 
-def fetcher(client: httpx.Client | TestClient, page: Page) -> Callable[[], object]:
+def fetcher(client: httpx.Client | TestClient, page: Page, url: str) -> Callable[[], object]:
+    """A request of ``page``; a ``cli:`` page is that ``runner`` command run in this process on the store at ``url``."""
+    if page.path.startswith("cli:"):
+        args = [*page.path.removeprefix("cli:").split(), "--db", url]
+
+        def command() -> object:
+            result = CliRunner().invoke(cli, args, catch_exceptions=False)
+            check(page, (result.exit_code and 500) or 200, result.stdout)
+            return result
+        return command
     first = client.get(page.path)
     check(page, first.status_code, first.text)
     return lambda: client.get(page.path)
@@ -234,15 +261,16 @@ def main() -> None:
         measured = pages(store, built)
         app = create_app(store)
         with TestClient(app, base_url=HOST) as client:
-            rows += [Row(page.name, "in-process", *timed(fetcher(client, page), page.query, n)) for page in measured]
+            rows += [Row(page.name, "in-process", *timed(fetcher(client, page, url), page.query, n), page.goal_ms)
+                     for page in measured]
         if args.profile:
             args.profile.mkdir(parents=True, exist_ok=True)
             for page in measured:
                 print(f"profile of GET {page.path}: {profile(app, page, n, args.profile)}")
         if not args.no_server:
             with served(url) as base, httpx.Client(base_url=base, timeout=CLIENT_TIMEOUT_S) as http:
-                rows += [Row(page.name, "runner ui", *timed(fetcher(http, page), page.query, n))
-                         for page in measured]
+                rows += [Row(page.name, "runner ui", *timed(fetcher(http, page, url), page.query, n), page.goal_ms)
+                         for page in measured if not page.path.startswith("cli:")]
         size = store_bytes(store)
     report(store.engine.dialect.name, built, measured, rows, n)
     print(f"store: {size / 1e6:,.1f} MB, {size / built.runs / 1e3:.2f} KB per run")
@@ -255,20 +283,22 @@ def report(backend: str, built: Built, measured: list[Page], rows: list[Row], n:
     print(f"\n{built.runs:,} runs on {backend}; {n} warm requests per page; times in ms; "
           f"query = the store's own reads for the same data")
     print(f"{'page':<24} {'via':<11} {'p50':>7} {'p95':>7} {'query p50':>10} {'query p95':>10} {'page/query':>11}"
-          f"  p95 <= {GOAL_MS:.0f} ms")
+          f"  p95 <= goal")
     for row in rows:
         print(f"{row.name:<24} {row.via:<11} {row.page.p50:>7.1f} {row.page.p95:>7.1f} {row.query.p50:>10.1f} "
               f"{row.query.p95:>10.1f} {row.page.p50 / row.query.p50:>10.1f}x  "
-              f"{'ok' if row.page.p95 <= GOAL_MS else 'MISSED'}")
+              f"{'ok' if row.page.p95 <= row.goal_ms else 'MISSED'} ({row.goal_ms:.0f})")
     for page in measured:
-        print(f"  {page.name}: GET {page.path}")
-    missed = [row for row in rows if row.page.p95 > GOAL_MS]
+        command = page.path.removeprefix("cli:")
+        shown = f"runner {command} (in this process)" if command != page.path else f"GET {page.path}"
+        print(f"  {page.name}: {shown}")
+    missed = [row for row in rows if row.page.p95 > row.goal_ms]
     if not missed:
-        print(f"goal: every page p95 <= {GOAL_MS:.0f} ms -> ok")
+        print(f"goal: every page p95 <= its goal ({GOAL_MS:.0f} ms; stats {STATS_GOAL_MS:.0f} ms) -> ok")
     for row in missed:
-        why = ("its query alone misses too: the store's reads, not the page" if row.query.p95 > GOAL_MS
+        why = ("its query alone misses too: the store's reads, not the page" if row.query.p95 > row.goal_ms
                else "its query alone is within it: the page's own work")
-        print(f"goal: {row.name} via {row.via}: p95 {row.page.p95:.1f} ms > {GOAL_MS:.0f} ms -> MISSED ({why})")
+        print(f"goal: {row.name} via {row.via}: p95 {row.page.p95:.1f} ms > {row.goal_ms:.0f} ms -> MISSED ({why})")
 
 
 if __name__ == "__main__":

@@ -2,9 +2,10 @@
 
 ``runner stats`` read every event of the runs in its window: 111 s over a store of 1,000,000
 runs. ``rollups`` holds what the runs started in each hour add up to, by kind, name and
-latency bucket (``runner._log.tally``): the recorder adds its rows in the transaction of the
-facts they count, and these triggers on ``runs`` keep the ``status`` rows (a run inserted, its
-status or start changed, its row deleted). On PostgreSQL the trigger's rows are written in
+latency bucket (``runner._log.tally``). The recorder adds a run's rows in the transaction of
+the facts they count, a second's worth at a time and at every change of status, and moves
+``runs.rolled`` (the last event counted) with them; these triggers on ``runs`` keep the
+``status`` rows (a run inserted, its status or start changed, its row deleted). On PostgreSQL the trigger's rows are written in
 key order, as the recorder writes its own, so writers lock them in one order.
 
 The migration fills the table from the runs already stored through ``runner.store.rollups.refill``
@@ -89,6 +90,7 @@ def upgrade() -> None:
           for name in ("number", "errors", "tokens", "cost_nusd", "unknown", "micros")),
         sa.PrimaryKeyConstraint("hour", "kind", "name", "bucket", name="pk_rollups"),
     )
+    op.add_column("runs", sa.Column("rolled", sa.Integer(), server_default="0", nullable=False))
     bind = op.get_bind()
     for statement in PG_UP if bind.dialect.name == "postgresql" else SQLITE_UP:
         op.execute(statement)
@@ -101,3 +103,4 @@ def downgrade() -> None:
     for statement in PG_DOWN if op.get_bind().dialect.name == "postgresql" else SQLITE_DOWN:
         op.execute(statement)
     op.drop_table("rollups")
+    op.drop_column("runs", "rolled")

@@ -8,16 +8,16 @@ Latencies go in buckets (``bucket_of``): a p50 or p95 is its bucket's upper boun
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
-from datetime import date, datetime
-from typing import Final, NamedTuple, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import date, datetime, timedelta
+from typing import Any, Final, NamedTuple, TypeVar
 
-from .facts import Event, ModelCalled, RunResumed, RunStarted, StepFinished, StepStarted, ToolFinished
+from .facts import Event, ModelCalled, RunResumed, RunStarted, StepFinished, StepStarted, ToolFinished, ToolStarted
 
 # The kinds of rollup row, and what each row's figures count.
 STATUS: Final = "status"  # name: a run status. number: runs started in the hour that have it now
-RUN: Final = "run"  # name "". tokens: the runs' own tokens; number: their tool calls that ran (as each run counts)
-MODEL: Final = "model"  # name: provider:model. number: calls; cost_nusd, unknown: their cost known, replies unpriced
+RUN: Final = "run"  # name "". number: tool calls that ran, each once (as a run's summary counts them)
+MODEL: Final = "model"  # name: provider:model. number: calls; tokens; cost_nusd, unknown: cost known, replies unpriced
 TOOL: Final = "tool"  # name: a tool; bucket: its latency. number: calls; errors: failed; micros: their time
 TOOL_STEPS: Final = "tool_steps"  # name: a tool. number: the steps that called it; cost: their model calls' cost
 STEP: Final = "step"  # name ""; bucket: a step's latency. number: steps; micros: their time
@@ -86,53 +86,31 @@ class Tally:
     A step's latency runs from its ``step_started`` to its ``step_finished`` within one part of
     the run (a resume starts a new part: a crash's downtime is no step's latency). A tool's steps
     are those whose reply asked for it, charged every model call of the step in that part (a step
-    asked again after a resume counts again). ``take`` hands over what was added since the last ``take``.
+    asked again after a resume counts again). A recorder that continues a run starts from its
+    ``model`` and ``started`` calls. ``take`` hands over what was added since the last ``take``.
     """
 
-    __slots__ = ("_opened", "_step", "_step_cost", "_step_tools", "_step_unknown", "model", "rows")
+    __slots__ = ("_keys", "_opened", "_started", "_step", "_step_cost", "_step_tools", "_step_unknown", "model",
+                 "rows")
 
-    def __init__(self, model: str = "") -> None:
+    def __init__(self, model: str = "", started: Iterable[str] = ()) -> None:
         self.model = model
         self.rows: dict[Key, list[int]] = {}
+        self._started = set(started)  # the calls of the reply worked through that started (``RunState.started_calls``)
         self._opened: dict[int, datetime] = {}
         self._step = -1
         self._step_cost = 0
         self._step_unknown = 0
         self._step_tools: set[str] = set()
+        self._keys: dict[str, dict[str, list[Key | None]]] = {}  # each row's key made once, by kind and name
 
     def feed(self, fact: Event, at: datetime | None = None) -> None:
         """Count ``fact``, logged at ``at`` (a step's start and end need theirs)."""
-        match fact:
-            case StepStarted():
-                if at is not None:
-                    self._opened[fact.step] = at
-            case StepFinished():
-                began = self._opened.pop(fact.step, None)
-                if began is not None and at is not None:
-                    micros = max(round((at - began).total_seconds() * 1e6), 0)
-                    self._add(Key(STEP, "", bucket_of(micros / 1e6)), 0, micros)
-            case ModelCalled():
-                self._model_called(fact)
-            case ToolFinished():
-                self._tool_finished(fact)
-            case RunStarted():
-                self.model = model_key(fact.model, fact.provider)
-                self._new_part()
-            case RunResumed():
-                if fact.model:
-                    self.model = model_key(fact.model, fact.provider)
-                self._new_part()
-            case _:
-                pass
+        counts = _COUNTS.get(type(fact))
+        if counts is not None:
+            counts(self, fact, at)
 
-    def ran(self, tokens: int, tool_calls: int) -> None:
-        """Count the run's own tokens and tool calls that ran (as its summary columns count them)."""
-        if tokens or tool_calls:
-            row = self._row(Key(RUN, ""))
-            row[2] += tokens
-            row[0] += tool_calls
-
-    def give_back(self, rows: Mapping[Key, Figures]) -> None:
+    def give_back(self, rows: Mapping[Key, Sequence[int]]) -> None:
         """Add rows taken before back (their commit failed: the next one carries them)."""
         for key, figures in rows.items():
             row = self._row(key)
@@ -144,53 +122,106 @@ class Tally:
         rows, self.rows = self.rows, {}
         return rows
 
+    def _key(self, kind: str, name: str, bucket: int = NO_BUCKET) -> Key:
+        named = self._keys.get(kind)
+        if named is None:
+            named = self._keys[kind] = {}
+        keys = named.get(name)
+        if keys is None:
+            keys = named[name] = [None] * (LAST_BUCKET + 2)
+        found = keys[bucket]  # NO_BUCKET (-1): the last
+        if found is None:
+            found = keys[bucket] = Key(kind, name, bucket)
+        return found
+
     def _row(self, key: Key) -> list[int]:
         row = self.rows.get(key)
         if row is None:
             row = self.rows[key] = [0, 0, 0, 0, 0, 0]
         return row
 
-    def _add(self, key: Key, errors: int, micros: int) -> None:
-        row = self._row(key)
+    def _step_started(self, fact: StepStarted, at: datetime | None) -> None:
+        if at is not None:
+            self._opened[fact.step] = at
+
+    def _step_finished(self, fact: StepFinished, at: datetime | None) -> None:
+        began = self._opened.pop(fact.step, None)
+        if began is not None and at is not None:
+            micros = max((at - began) // MICROSECOND, 0)
+            row = self._row(self._key(STEP, "", bucket_of(micros / 1e6)))
+            row[0] += 1
+            row[5] += micros
+
+    def _tool_started(self, fact: ToolStarted, at: datetime | None) -> None:
+        if fact.call_id not in self._started:  # else a call in doubt run again: it counts once
+            self._started.add(fact.call_id)
+            self._row(self._key(RUN, ""))[0] += 1
+
+    def _tool_finished(self, fact: ToolFinished, at: datetime | None) -> None:
+        seconds = fact.duration_s
+        micros = max(round(seconds * 1e6), 0) if math.isfinite(seconds) else 0
+        row = self._row(self._key(TOOL, str(fact.name), bucket_of(micros / 1e6)))
         row[0] += 1
-        row[1] += errors
         row[5] += micros
+        if failed(fact):
+            row[1] += 1
+
+    def _model_called(self, fact: ModelCalled, at: datetime | None) -> None:
+        reply = fact.reply
+        cost = nusd(fact.cost_usd) or 0
+        unknown = 1 if fact.cost_usd is None and reply is not None else 0
+        row = self._row(self._key(MODEL, self.model))
+        row[0] += 1
+        row[3] += cost
+        row[4] += unknown
+        if fact.step != self._step:
+            self._step, self._step_cost, self._step_unknown, self._step_tools = fact.step, 0, 0, set()
+        self._step_cost += cost
+        self._step_unknown += unknown
+        for name in self._step_tools:  # the tools the step asked for already are charged this call too
+            step = self._row(self._key(TOOL_STEPS, name))
+            step[3] += cost
+            step[4] += unknown
+        if reply is None or fact.error is not None:  # no reply, or one the loop refused: it asks for nothing
+            return
+        usage = reply.usage  # the run's tokens as it counts them (``RunState.spent``)
+        row[2] += (usage.input_tokens + usage.output_tokens) if usage is not None else (
+            fact.prompt_tokens + fact.reply_tokens)
+        self._started = set()
+        for call in reply.tool_calls:
+            name = str(call.name)
+            if name not in self._step_tools:
+                self._step_tools.add(name)  # a tool's step is charged every model call of it, those before too
+                step = self._row(self._key(TOOL_STEPS, name))
+                step[0] += 1
+                step[3] += self._step_cost
+                step[4] += self._step_unknown
+
+    def _run_started(self, fact: RunStarted, at: datetime | None) -> None:
+        self.model = model_key(fact.model, fact.provider)
+        self._new_part()
+
+    def _run_resumed(self, fact: RunResumed, at: datetime | None) -> None:
+        if fact.model:
+            self.model = model_key(fact.model, fact.provider)
+        self._new_part()
 
     def _new_part(self) -> None:
         self._opened.clear()
         self._step = -1
         self._step_tools = set()
 
-    def _at_step(self, step: int) -> None:
-        if step != self._step:
-            self._step, self._step_cost, self._step_unknown, self._step_tools = step, 0, 0, set()
 
-    def _model_called(self, fact: ModelCalled) -> None:
-        cost = nusd(fact.cost_usd) or 0
-        unknown = 1 if fact.cost_usd is None and fact.reply is not None else 0
-        row = self._row(Key(MODEL, self.model))
-        row[0] += 1
-        row[3] += cost
-        row[4] += unknown
-        self._at_step(fact.step)
-        self._step_cost += cost
-        self._step_unknown += unknown
-        for name in self._step_tools:  # the tools the step asked for already are charged this call too
-            step = self._row(Key(TOOL_STEPS, name))
-            step[3] += cost
-            step[4] += unknown
-        if fact.reply is None or fact.error is not None:  # no reply, or one the loop refused: it asks for nothing
-            return
-        for name in sorted({str(call.name) for call in fact.reply.tool_calls} - self._step_tools):
-            self._step_tools.add(name)  # a tool's step is charged every model call of it, those before too
-            step = self._row(Key(TOOL_STEPS, name))
-            step[0] += 1
-            step[3] += self._step_cost
-            step[4] += self._step_unknown
-
-    def _tool_finished(self, fact: ToolFinished) -> None:
-        micros = max(round(float(fact.duration_s) * 1e6), 0) if math.isfinite(fact.duration_s) else 0
-        self._add(Key(TOOL, str(fact.name), bucket_of(micros / 1e6)), 1 if failed(fact) else 0, micros)
+MICROSECOND: Final = timedelta(microseconds=1)
+_COUNTS: Final[dict[type, Callable[[Tally, Any, datetime | None], None]]] = {
+    StepStarted: Tally._step_started,
+    ModelCalled: Tally._model_called,
+    ToolStarted: Tally._tool_started,
+    ToolFinished: Tally._tool_finished,
+    StepFinished: Tally._step_finished,
+    RunStarted: Tally._run_started,
+    RunResumed: Tally._run_resumed,
+}
 
 
 def failed(finished: ToolFinished) -> bool:

@@ -55,7 +55,7 @@ def report(rollup: Rollup, where: RunFilter) -> Json:
         "runs": runs,
         "by_status": {name: figures.number for name, figures in
                       sorted(by_status.items(), key=lambda kv: (-kv[1].number, kv[0]))},
-        "tokens": {"total": run.tokens, "per_run": run.tokens / runs if runs else None},
+        "tokens": {"total": total.tokens, "per_run": total.tokens / runs if runs else None},
         "tool_calls": run.number,
         "cost": cost(total),
         "models": {name: {"calls": figures.number, **cost(figures)} for name, figures in

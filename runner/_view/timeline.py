@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, ClassVar
 
+from .._log import tally
 from .._log.records import LIVE, StoredRun
 from .._log.state import RunState
 from .._tools.registry import ToolRegistry
@@ -274,8 +275,8 @@ class Timeline:
 
 
 def tool_failed(finished: ToolFinished) -> bool:
-    """Whether a call failed: not ok, or an ``ERROR:`` observation."""
-    return not finished.ok or str(finished.observation).startswith("ERROR:")
+    """Whether a call failed: not ok, or an ``ERROR:`` observation (as the stats count it)."""
+    return tally.failed(finished)
 
 
 def args_text(args: Any) -> str:

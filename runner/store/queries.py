@@ -41,7 +41,8 @@ from .rows import NAME_WIDTH, column, event_data
 from .tables import events, run_labels, run_tools, runs
 
 # The ``runs`` columns later revisions added, with the revision that did.
-LATER_COLUMNS: Final = (("0005", ("cost_known_usd", "costs_unknown")), ("0007", ("parent_call_id",)))
+LATER_COLUMNS: Final = (("0005", ("cost_known_usd", "costs_unknown")), ("0007", ("parent_call_id",)),
+                        ("0008", ("rolled",)))
 AMBIGUOUS_SHOWN: Final = 5  # run ids an ambiguous prefix's error names before "and N more"
 BATCH: Final = 500  # run ids per IN (...) list, well under SQLite's limit on bound parameters
 RUN_STARTED: Final = KIND_OF[RunStarted]

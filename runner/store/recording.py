@@ -8,6 +8,7 @@ Runs hold no connection: the store's one writer (``GroupCommitter``) commits for
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime
@@ -108,10 +109,10 @@ class StoreRecorder:
         self._span_ids: dict[str, str] = {}
         # The observation of each call this recorder logged finished: its tool message refers to it (``encode``).
         self._observations: dict[str, str] = {}
-        # The run's share of the stats' rollups, committed with the facts it counts; and the tokens
-        # and tool calls counted so far (a new row starts from none, a stored one from its own).
-        self._tally = Tally(self.state.model)
-        self._ran = (self.state.spent, self.state.tool_calls)
+        # The run's share of the stats' rollups, added in a commit of the facts it counts (``_batch``).
+        self._tally = Tally(self.state.model, self.state.started_calls)
+        self._rolled = 0  # the seq of the last fact added (``runs.rolled``); and when
+        self._rolled_at: float | None = None  # (None: add at the next commit)
         self._names: dict[str, str] = {}  # each tool and model name as the rollups' column keeps it
         self._now = clock_for(engine.dialect.name)  # timestamps as the store keeps them (text on SQLite)
         self._started_at = self._now()
@@ -148,9 +149,10 @@ class StoreRecorder:
         if kind is ToolFinished:
             assert isinstance(event, ToolFinished)
             self._observations[event.call_id] = event.observation
-        if kind in _TALLIED:
-            self._tally.feed(event, (now if isinstance(now, datetime) else datetime.fromisoformat(now))
-                             if kind is StepStarted or kind is StepFinished else None)
+        if kind is StepStarted or kind is StepFinished:  # timed: a step's latency
+            self._tally.feed(event, now if isinstance(now, datetime) else datetime.fromisoformat(now))
+        elif kind in _TALLIED:
+            self._tally.feed(event)
         code, data = encode(event, self._observations)
         self._seq += 1
         self._pending.append((self.run_id, self._seq, now, event.step, code, dumps(data),
@@ -168,6 +170,7 @@ class StoreRecorder:
                 self.heartbeat.discard(self.run_id)
         elif isinstance(event, RunResumed):
             self.run_id = event.run_id
+            self._tally.give_back(rollups.unrolled(self.engine, self.run_id))  # what its last recorder never added
             self._closing = False
             self._summary.update(status=Status.RUNNING, answer=None, error=None, finished_at=None)
             self._summary_changed = True
@@ -186,7 +189,6 @@ class StoreRecorder:
         elif not self.trace_id:
             self.trace_id = derived_trace_id(self.run_id)
         self._new_run = run_row(self.run_id, run, self.trace_id, owner_id(), now)
-        self._ran = (0, 0)  # the new row's progress columns count from none
         self._started_at = now
         if self.heartbeat is not None:
             self.heartbeat.add(self.run_id)
@@ -269,9 +271,15 @@ class StoreRecorder:
         """The buffered rows as one batch (the buffers start empty again)."""
         now = self._now()
         state = self.state
+        full = self._summary_changed or self._queued
+        added: list[tuple[Any, ...]] = []
+        clock = time.monotonic()
+        if full or self._new_run is not None or self._rolled_at is None or clock - self._rolled_at >= ROLL_EVERY_S:
+            added = rollups.recorded(self.run_id, self._tally.take(), self._names)
+            self._rolled, self._rolled_at = self._seq, clock
         progress = {"steps": state.steps, "tokens": state.spent, "tool_calls": state.tool_calls,
                     "cost_known_usd": state.cost_usd, "costs_unknown": state.costs_unknown,
-                    "updated_at": now, "heartbeat_at": now}  # PROGRESS_COLUMNS
+                    "updated_at": now, "heartbeat_at": now, "rolled": self._rolled}  # PROGRESS_COLUMNS
         rows = []
         ids: dict[str, str] = {}  # a step's facts share a few spans: each span's id looked up once
         for run_id, seq, at, step, code, data, key in self._pending:
@@ -279,9 +287,6 @@ class StoreRecorder:
             if span_id is None:
                 span_id = ids[key] = self._span_id(key)
             rows.append((run_id, seq, at, step, code, data, span_id))
-        self._tally.ran(state.spent - self._ran[0], state.tool_calls - self._ran[1])
-        self._ran = (state.spent, state.tool_calls)
-        full = self._summary_changed or self._queued
         new_run = update = None
         if self._new_run is not None:
             new_run = dict(self._new_run, **self._summary, **progress, _run_id=self.run_id)
@@ -291,7 +296,7 @@ class StoreRecorder:
             update = dict(progress, _run_id=self.run_id, _owner=owner_id())  # the progress columns only
         batch = Batch(self.run_id, new_run, self._labels, update, rows, self._tools, queued=self._queued,
                       full_update=full, cancel_seen=self.cancel_seen,
-                      rollups=rollups.recorded(self.run_id, self._tally.take(), self._names))
+                      rollups=added)
         self._summary_changed = False
         self._unsent = (self._new_run, self._pending)
         self._new_run = None
@@ -307,6 +312,7 @@ class StoreRecorder:
         self._pending = pending + self._pending
         self._tools = batch.tools + self._tools
         self._tally.give_back(rollups.figures_of(batch.rollups))
+        self._rolled_at = None  # the next commit adds them, before it moves ``runs.rolled`` past them
 
 
 # Facts that leave the run's row as it is: only its log and progress columns change.
@@ -314,12 +320,16 @@ _PLAIN_FACTS: frozenset[type] = frozenset({StepStarted, StepFinished, MessageApp
                                            ToolFinished, ApprovalRequested, ApprovalDecided, CancelRequested,
                                            ModelDelta})
 # Facts the stats' rollups count (``tally``).
-_TALLIED: frozenset[type] = frozenset({RunStarted, RunResumed, StepStarted, StepFinished, ModelCalled, ToolFinished})
+_TALLIED: frozenset[type] = frozenset({RunStarted, RunResumed, StepStarted, StepFinished, ModelCalled, ToolStarted,
+                                       ToolFinished})
+# How often a running run's rollups are added to at most: each addition costs a step about a tenth.
+ROLL_EVERY_S = 1.0
 _STATEMENTS: dict[str, dict[str, Prepared]] = {}
 SUMMARY_COLUMNS = ("status", "answer", "error", "steps", "tokens", "tool_calls", "cost_known_usd", "costs_unknown",
-                   "updated_at", "heartbeat_at", "finished_at")
+                   "updated_at", "heartbeat_at", "finished_at", "rolled")
 EVENT_COLUMNS = ("run_id", "seq", "at", "step", "kind", "data", "span_id")
-PROGRESS_COLUMNS = ("steps", "tokens", "tool_calls", "cost_known_usd", "costs_unknown", "updated_at", "heartbeat_at")
+PROGRESS_COLUMNS = ("steps", "tokens", "tool_calls", "cost_known_usd", "costs_unknown", "updated_at", "heartbeat_at",
+                    "rolled")
 # Every timestamp parameter of the recorder's statements (the columns' names are their parameters' names).
 _TIMESTAMPS = ("at", "started_at", "updated_at", "heartbeat_at", "finished_at")
 

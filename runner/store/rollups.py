@@ -1,10 +1,10 @@
 """The stats' rollups (``rollups``): written with the facts they count, read instead of the log.
 
 A row holds what the runs started in one hour add up to under a key (``tally.Key``). The
-recorder adds its run's rows in each commit; triggers on ``runs`` keep the ``status`` rows as
-runs are inserted, change status and are deleted; ``prune`` takes its runs' other rows away.
-``read`` adds the rows of whole hours up; ``scan`` works the same figures out from the log
-(a window's ragged edges, filters the rollups do not key, and ``refill``).
+recorder adds its run's rows a second's worth at a time, in a commit of the facts, with
+``runs.rolled`` (``tails`` reads a running run's facts past it); triggers on ``runs`` keep
+the ``status`` rows; ``prune`` takes its runs' other rows away. ``scan`` works the same
+figures out from the log (a window's ragged edges, other filters, ``refill``).
 """
 
 from __future__ import annotations
@@ -14,12 +14,35 @@ from dataclasses import replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, Final, NamedTuple
 
-from sqlalchemy import Connection, Dialect, Insert, Select, bindparam, delete, func, literal_column, select
+from sqlalchemy import (
+    Connection,
+    Dialect,
+    Engine,
+    Insert,
+    Select,
+    bindparam,
+    delete,
+    func,
+    literal_column,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
 from .._log import tally
+from .._log.statuses import Status
 from .._log.tally import FIELDS, Figures, Key, Rollup, Tally
-from ..events import KIND_OF, ModelCalled, RunResumed, RunStarted, StepFinished, StepStarted, ToolFinished, decode
+from ..events import (
+    KIND_OF,
+    ModelCalled,
+    RunResumed,
+    RunStarted,
+    StepFinished,
+    StepStarted,
+    ToolFinished,
+    ToolStarted,
+    decode,
+)
 from . import queries
 from .filters import RunFilter
 from .rows import NAME_WIDTH, column, event_data
@@ -27,7 +50,7 @@ from .tables import UTCDateTime, events, rollups, runs
 
 # The facts a tally reads, as the log names their kinds.
 COUNTED: Final = tuple(KIND_OF[kind] for kind in (RunStarted, RunResumed, StepStarted, StepFinished, ModelCalled,
-                                                  ToolFinished))
+                                                  ToolStarted, ToolFinished))
 CHUNK: Final = 500  # runs whose facts one statement reads
 KEY: Final = ("hour", "kind", "name", "bucket")
 
@@ -165,30 +188,26 @@ def scan(conn: Connection, run_ids: Select[Any], *, statuses: bool = True) -> li
                     row[i] += value
 
     hours: dict[str, datetime] = {}
-    for run_id, status, started_at, tokens, tool_calls in conn.execute(
-            select(runs.c.run_id, runs.c.status, runs.c.started_at, runs.c.tokens, runs.c.tool_calls)
+    for run_id, status, started_at in conn.execute(
+            select(runs.c.run_id, runs.c.status, runs.c.started_at)
             .where(runs.c.run_id.in_(run_ids.scalar_subquery()))):
         hour = hours[run_id] = hour_of(started_at)
-        run = Tally()
-        run.ran(int(tokens or 0), int(tool_calls or 0))
-        rows = run.take()
         if statuses:
-            rows[Key(tally.STATUS, str(status))] = list(Figures(number=1))
-        put(hour, rows)
+            put(hour, {Key(tally.STATUS, str(status)): list(Figures(number=1))})
     for run_id, facts in _facts(conn, sorted(hours)):
         run = Tally()
-        for at, fact in facts:
+        for _, at, fact in facts:
             run.feed(fact, at)
         put(hours[run_id], run.take())
     return [HourRow(hour, key, Figures(*figures)) for (hour, key), figures in found.items()]
 
 
-def _facts(conn: Connection, run_ids: list[str]) -> Iterator[tuple[str, list[tuple[datetime, Any]]]]:
-    """Each run's counted facts in log order, with the times they were logged, ``CHUNK`` runs a statement."""
+def _facts(conn: Connection, run_ids: list[str]) -> Iterator[tuple[str, list[tuple[int, datetime, Any]]]]:
+    """Each run's counted facts in log order, with seqs and the times they were logged, ``CHUNK`` runs a read."""
     for start in range(0, len(run_ids), CHUNK):
         part = run_ids[start:start + CHUNK]
         current: str | None = None
-        facts: list[tuple[datetime, Any]] = []
+        facts: list[tuple[int, datetime, Any]] = []
         for run_id, seq, kind, at, step, data in conn.execute(
                 select(events.c.run_id, events.c.seq, events.c.kind, events.c.at, events.c.step, events.c.data)
                 .where(events.c.run_id.in_(part), events.c.kind.in_(COUNTED))
@@ -197,9 +216,42 @@ def _facts(conn: Connection, run_ids: list[str]) -> Iterator[tuple[str, list[tup
                 if current is not None:
                     yield current, facts
                 current, facts = run_id, []
-            facts.append((at, decode(kind, event_data(run_id, seq, data), step, run_id)))
+            facts.append((seq, at, decode(kind, event_data(run_id, seq, data), step, run_id)))
         if current is not None:
             yield current, facts
+
+
+def unrolled(engine: Engine, run_id: str) -> dict[Key, list[int]]:
+    """Run ``run_id``'s share of the rollups past ``runs.rolled``: what its last recorder logged and never added."""
+    with engine.connect() as conn:
+        return _past(conn, run_id, conn.execute(select(runs.c.rolled).where(runs.c.run_id == run_id)).scalar())
+
+
+def _past(conn: Connection, run_id: str, rolled: int | None) -> dict[Key, list[int]]:
+    """Run ``run_id``'s rollup rows from its facts past ``rolled`` (each fact counted as a whole log counts it)."""
+    run = Tally()
+    counted = False
+    for _, facts in _facts(conn, [run_id]):
+        for seq, at, fact in facts:
+            if not counted and seq > (rolled or 0):
+                run.take()  # what the rollups hold already
+                counted = True
+            run.feed(fact, at)
+    return run.take() if counted else {}
+
+
+def tails(conn: Connection, first: datetime | None, last: datetime | None) -> Rollup:
+    """The running runs started in [first, last) past their ``runs.rolled``: what the rollups do not hold yet."""
+    query = select(runs.c.run_id, runs.c.started_at, runs.c.rolled).where(runs.c.status == Status.RUNNING)
+    if first is not None:
+        query = query.where(runs.c.started_at >= first)
+    if last is not None:
+        query = query.where(runs.c.started_at < last)
+    found = Rollup()
+    for run_id, started_at, rolled_seq in conn.execute(query).all():
+        past = _past(conn, run_id, rolled_seq)
+        found.add_hour(hour_of(started_at), {key: Figures(*row) for key, row in past.items()})
+    return found
 
 
 def rolled(rows: Sequence[HourRow]) -> Rollup:
@@ -232,6 +284,8 @@ def refill(conn: Connection) -> int:
     for start in range(0, len(run_ids), CHUNK * 4):
         part = run_ids[start:start + CHUNK * 4]
         add(conn, scan(conn, select(runs.c.run_id).where(runs.c.run_id.in_(part))))
+    last = select(func.coalesce(func.max(events.c.seq), 0)).where(events.c.run_id == runs.c.run_id)
+    conn.execute(update(runs).values(rolled=last.scalar_subquery()))
     return len(run_ids)
 
 
@@ -260,7 +314,7 @@ def answer(conn: Connection, where: RunFilter, *, rolled_up: bool = True, indexe
     last = None if until is None else hour_of(until)
     if first is not None and last is not None and first >= last:  # within an hour or two: the log is quicker
         return picked(where)
-    found = read(conn, first, last)
+    found = merged(read(conn, first, last), tails(conn, first, last))
     if since is not None and first is not None and since < first:
         merged(found, picked(RunFilter(since=since, until=first)))
     if until is not None and last is not None and last < until:

@@ -112,6 +112,9 @@ class Run(Base):
     # What the model calls cost, as their model_called facts say: the known part, and how many are unknown.
     cost_known_usd: Mapped[float] = mapped_column(Float, server_default="0")
     costs_unknown: Mapped[int] = mapped_column(Integer, server_default="0")
+    # The seq of the last event the stats' rollups count this run up to (``rollups``): its recorder adds a
+    # second's facts at a time, and a read of the stats takes a running run's facts past it from its log.
+    rolled: Mapped[int] = mapped_column(Integer, server_default="0")
     limits: Mapped[str] = mapped_column(Text)
     tool_specs: Mapped[str] = mapped_column(Text)
     trace_id: Mapped[str] = mapped_column(String(32))

@@ -9,9 +9,14 @@ filter's stats from the rollups equal those worked out from the log alone.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -167,6 +172,7 @@ def test_a_failed_commits_rollup_rows_go_with_the_commit_that_retries_its_facts(
         store: RunStore, monkeypatch: pytest.MonkeyPatch) -> None:
     """The commit carrying a reply and its call's start fails: the run is aborted, and the close
     commits those facts after all. Their rollup rows must come with them, not be lost."""
+    monkeypatch.setattr(recording, "ROLL_EVERY_S", 0.0)  # every commit adds to the rollups
     failed: list[int] = []
     real_write = Writer.write
 
@@ -187,7 +193,7 @@ def test_a_failed_commits_rollup_rows_go_with_the_commit_that_retries_its_facts(
     assert view_stats.report(store.stats(), RunFilter()) == view_stats.report(logged, RunFilter())
     cost = nusd(500 * 0.15e-6 + 125 * 0.6e-6)
     assert cost is not None
-    assert store.stats().total(Key(MODEL, "test:priced")) == Figures(number=1, cost_nusd=cost)
+    assert store.stats().total(Key(MODEL, "test:priced")) == Figures(number=1, tokens=625, cost_nusd=cost)
 
 
 def test_a_commit_the_server_undid_for_a_deadlock_is_tried_again(monkeypatch: pytest.MonkeyPatch,
@@ -210,3 +216,62 @@ def test_a_commit_the_server_undid_for_a_deadlock_is_tried_again(monkeypatch: py
     result = run_agent("t", model("priced", used(10, "done")), registry(), store=store)
     assert (result.status, len(undone)) == (Status.DONE, 2)
     assert store.stats().total(Key(STATUS, Status.DONE)).number == 1
+
+
+KILLED = """
+import os, signal, sys
+from runner import ModelReply, ScriptedModel, ToolCall, ToolRegistry, Usage, open_store, run_agent
+from runner.store import recording
+
+recording.ROLL_EVERY_S = 3600.0  # nothing is added to the rollups after the run's start
+
+def work(i: int) -> str:
+    if i == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return f"worked {i}"
+
+tools = ToolRegistry()
+tools.register("work", "Work.", {"type": "object", "properties": {"i": {"type": "integer"}}}, work)
+replies = [ModelReply("", [ToolCall(f"c{i}", "work", {"i": i})], Usage(100, 10)) for i in (1, 2, 3)]
+with open_store(sys.argv[1]) as store:
+    run_agent("t", ScriptedModel(replies), tools, store=store, run_id="d" * 32)
+"""
+
+
+@pytest.mark.process
+def test_a_killed_runs_facts_past_its_last_addition_count_while_it_lies_dead_and_once_resumed(
+        store_url: str, tmp_path: Path) -> None:
+    """Its recorder adds to the rollups a second at a time: a run killed in between has facts they do not hold."""
+    script = tmp_path / "killed.py"
+    script.write_text(KILLED)
+    child = subprocess.run([sys.executable, str(script), store_url], capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert child.returncode == -signal.SIGKILL, child.stderr
+
+    def same(store: RunStore) -> dict[str, Any]:
+        with store.reading() as conn:
+            logged = rollups.answer(conn, RunFilter(), rolled_up=False)
+        found = view_stats.report(store.stats(), RunFilter())
+        assert found == view_stats.report(logged, RunFilter())
+        return found
+
+    with open_store(store_url) as store:
+        dead = same(store)
+        assert (dead["by_status"], dead["tool_calls"], dead["tokens"]["total"]) == ({"running": 1}, 3, 330)
+        tools = ToolRegistry()
+        tools.register("work", "Work.", {"type": "object", "properties": {"i": {"type": "integer"}}},
+                       lambda i: f"worked {i}")
+        resumed = resume(store, "d" * 32, model("other", used(40, "end")), tools)
+        assert resumed.status == Status.DONE
+        done = same(store)
+        assert (done["by_status"], done["tool_calls"], done["tokens"]["total"]) == ({"done": 1}, 3, 380)
+        assert stored_rows(store) == stored_rows_refilled(store)
+
+
+def stored_rows_refilled(store: RunStore) -> set[tuple[Any, ...]]:
+    """The rollups' rows as ``refill`` works them out from the log (the table is left as it was)."""
+    with store.engine.connect() as conn, conn.begin() as transaction:
+        rollups.refill(conn)
+        found = {tuple(row) for row in conn.execute(select(rollups_table)) if any(row[4:])}
+        transaction.rollback()
+    return found

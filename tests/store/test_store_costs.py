@@ -26,9 +26,10 @@ def test_each_model_calls_cost_comes_with_the_model_that_made_it(store: RunStore
     run_agent("t", model("priced"), weather_registry(), run_id="c" * 32, store=store)  # no reply: the model failed
     found = store.stats()
     models = {key.name: found.total(key) for key in found.totals if key.kind == MODEL}
-    assert models == {"mine:priced": Figures(number=2, cost_nusd=200_000_000),  # a's first call; c's got no reply
-                      "mine:other": Figures(number=1, cost_nusd=2_000_000),  # resumed with another model
-                      "mine:unpriced": Figures(number=1, unknown=1)}
+    assert models == {
+        "mine:priced": Figures(number=2, tokens=1100, cost_nusd=200_000_000),  # a's first call; c's got no reply
+        "mine:other": Figures(number=1, tokens=2000, cost_nusd=2_000_000),  # resumed with another model
+        "mine:unpriced": Figures(number=1, tokens=15, unknown=1)}
 
 
 def test_runs_older_than_costs_read_as_unknown_after_the_upgrade(store_url: str) -> None:
