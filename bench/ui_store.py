@@ -6,7 +6,8 @@ a tool error, a refused call, denied and approved payments, step and token limit
 model error, cancelled, three awaiting approval), with labels and five tools. Then
 ``INSERT ... SELECT`` copies the small ones' ``runs``, ``events``, ``run_labels`` and
 ``run_tools`` rows under new run ids, each copy started further back in time, into the
-schema ``open_store`` migrated (its indexes and triggers in place). The 200-step run
+schema ``open_store`` migrated (its indexes and triggers in place), and works the stats'
+rollups out again from the log (as the migration that added them does). The 200-step run
 carries the label ``bench=long``, which is how a store this module built is recognised.
 """
 
@@ -36,7 +37,7 @@ from runner import (
     Usage,
     run_agent,
 )
-from runner.store import RunStore, open_store
+from runner.store import RunStore, open_store, rollups
 from runner.store.tables import events, run_labels, run_tools, runs
 
 LONG_STEPS = 200
@@ -213,6 +214,7 @@ def build(store: RunStore, runs: int) -> Built:
     copies = max(runs - 1 - len(templates), 0)
     with store.engine.begin() as conn:
         copy_rows(conn, templates, copies)
+        rollups.refill(conn)  # the copies' share of the stats' rollups (their status rows came with the inserts)
     # A store in its steady state, not one fresh from a bulk load: PostgreSQL's autovacuum would
     # analyze the tables soon; SQLite's write-ahead log goes back into the file.
     if store.engine.dialect.name == "sqlite":

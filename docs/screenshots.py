@@ -1,12 +1,13 @@
 """Take the console's screenshots for the docs: docs/img/console-runs.png, console-run.png, console-approvals.png,
-console-run-tree.png, console-waterfall.png, console-rerun.png.
+console-run-tree.png, console-waterfall.png, console-rerun.png, console-stats.png.
 
-Run it from the checkout, after `make`: `.venv/bin/python docs/screenshots.py`. It records five runs
-in a temporary SQLite store (the demo, a refund awaiting approval, a search stopped at its step
-limit, a trip plan whose sub-agent's child run waits for approval, a booking whose searches run
-together and whose payment waited for approval) and a rerun of three weather questions on a new
-model, starts the installed `runner ui` on it and has the system Chromium take each page, as the
-browser tests do (`RUNNER_TEST_CHROMIUM` names another Chromium).
+Run it from the checkout, after `make`: `.venv/bin/python docs/screenshots.py [NAME ...]` (only those
+pictures, e.g. `console-stats`). It records five runs in a temporary SQLite store (the demo, a refund
+awaiting approval, a search stopped at its step limit, a trip plan whose sub-agent's child run waits for
+approval, a booking whose searches run together and whose payment waited for approval) and a rerun of
+three weather questions on a new model, and a week of runs in another for the stats page
+(``tests/ui/stats_runs.py``), starts the installed `runner ui` on each and has the system Chromium take
+each page, as the browser tests do (`RUNNER_TEST_CHROMIUM` names another Chromium).
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the tests' helpers and tools, and this checkout's runner
 
-from playwright.sync_api import ViewportSize, sync_playwright  # noqa: E402
+from playwright.sync_api import Browser, ViewportSize, sync_playwright  # noqa: E402
 
 from runner import (  # noqa: E402
     ModelReply,
@@ -39,6 +41,7 @@ from tests import trees  # noqa: E402
 from tests.cli.helpers import installed_runner  # noqa: E402
 from tests.ui import console_tools  # noqa: E402
 from tests.ui.helpers import CHROMIUM_ARGS, chromium_path, start_console  # noqa: E402
+from tests.ui.stats_runs import DAYS, fill_stats  # noqa: E402
 
 OUT = ROOT / "docs" / "img"
 VIEWPORT: ViewportSize = {"width": 1280, "height": 800}
@@ -142,28 +145,64 @@ def record(db: str) -> tuple[str, str, str, str]:
     return demo, tree.parent, booked, rerun_id
 
 
+def wanted(name: str) -> bool:
+    """Whether to take the picture ``name`` (``console-stats.png``): all of them unless some are named."""
+    asked = sys.argv[1:]
+    return not asked or name.removesuffix(".png") in {n.removesuffix(".png") for n in asked}
+
+
+def pages(browser: Browser, tmp: str) -> None:
+    """The runs, a run, the approvals, a run with a sub-agent, a run's waterfall and a rerun's report."""
+    names = ("console-runs.png", "console-run.png", "console-approvals.png", "console-run-tree.png",
+             "console-waterfall.png", "console-rerun.png")
+    if not any(wanted(name) for name in names):
+        return
+    db = f"sqlite:///{tmp}/runs.db"
+    demo, tree, booked, rerun_id = record(db)
+    console = start_console(db, ran=Path(tmp) / "ran.txt", logs=Path(tmp))
+    try:
+        page = browser.new_page(viewport=VIEWPORT)
+        for path, name in (("/", names[0]), (f"/runs/{demo}", names[1]), ("/approvals", names[2]),
+                           (f"/runs/{tree}", names[3]), (f"/reruns/{rerun_id}", names[5])):
+            if wanted(name):
+                page.goto(console.at(path))
+                page.screenshot(path=str(OUT / name), full_page=True)
+                print(f"wrote {(OUT / name).relative_to(ROOT)}")
+        if wanted(names[4]):
+            page.goto(console.at(f"/runs/{booked}"))
+            page.locator("#waterfall").screenshot(path=str(OUT / names[4]))
+            print(f"wrote {(OUT / names[4]).relative_to(ROOT)}")
+    finally:
+        console.stop()
+
+
+def stats(browser: Browser, tmp: str) -> None:
+    """The stats page over a week of runs ending today, whose tools take a little while."""
+    name = "console-stats.png"
+    if not wanted(name):
+        return
+    db = f"sqlite:///{tmp}/stats.db"
+    today = datetime.now(UTC).replace(hour=9, minute=0, second=0, microsecond=0)
+    fill_stats(db, start=today - timedelta(days=DAYS - 1), slow=True)
+    console = start_console(db, ran=Path(tmp) / "ran.txt", logs=Path(tmp))
+    try:
+        page = browser.new_page(viewport=VIEWPORT)
+        page.goto(console.at("/stats"))
+        page.screenshot(path=str(OUT / name), full_page=True)
+        print(f"wrote {(OUT / name).relative_to(ROOT)}")
+    finally:
+        console.stop()
+
+
 def main() -> None:
     OUT.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as tmp:
-        db = f"sqlite:///{tmp}/runs.db"
-        demo, tree, booked, rerun_id = record(db)
-        console = start_console(db, ran=Path(tmp) / "ran.txt", logs=Path(tmp))
+    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
         try:
-            with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
-                page = browser.new_page(viewport=VIEWPORT)
-                for path, name in (("/", "console-runs.png"), (f"/runs/{demo}", "console-run.png"),
-                                   ("/approvals", "console-approvals.png"), (f"/runs/{tree}", "console-run-tree.png"),
-                                   (f"/reruns/{rerun_id}", "console-rerun.png")):
-                    page.goto(console.at(path))
-                    page.screenshot(path=str(OUT / name), full_page=True)
-                    print(f"wrote {(OUT / name).relative_to(ROOT)}")
-                page.goto(console.at(f"/runs/{booked}"))
-                page.locator("#waterfall").screenshot(path=str(OUT / "console-waterfall.png"))
-                print(f"wrote {(OUT / 'console-waterfall.png').relative_to(ROOT)}")
-                browser.close()
+            pages(browser, tmp)
+            stats(browser, tmp)
         finally:
-            console.stop()
+            browser.close()
 
 
 if __name__ == "__main__":

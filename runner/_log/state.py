@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 
 from .. import _jsontext
 from ..messages import DEFAULT_TRAITS, Message, ModelReply, ToolCall, ToolTraits
+from . import tally
 from .facts import (
     ApprovalDecided,
     ApprovalRequested,
@@ -75,6 +76,7 @@ class RunState:
 
     run_id: str = ""
     started: RunStarted | None = None
+    model: str = ""  # the model its calls go to now, as ``provider:model`` (a resume may name another)
     limits: dict[str, object] = field(default_factory=dict)  # the latest: a resume may change them
     messages: list[Message] = field(default_factory=list)
     steps: int = 0
@@ -202,6 +204,8 @@ class RunState:
         self.segment += 1
         self.resumed_from, self.resumed_error = self.status, self.error
         self.status, self.answer, self.error, self.output = Status.RUNNING, None, None, None
+        if event.model:
+            self.model = tally.model_key(event.model, event.provider)
         if event.output_schema is not None:
             self.output_schema = event.output_schema
         self.decisions.update(event.decisions)
@@ -221,6 +225,7 @@ class RunState:
     def _run_started(self, event: RunStarted) -> None:
         self.events += 1
         self.started = event
+        self.model = tally.model_key(event.model, event.provider)
         self.run_id = event.run_id or self.run_id
         self.limits = dict(event.limits)
         self._traits(event.tool_traits)

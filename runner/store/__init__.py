@@ -12,7 +12,6 @@ from .labelled import LabelValue, label_values
 from .migrate import NoStoreError, SchemaState, schema_state
 from .opening import open_store
 from .prune import PRUNABLE, PruneResult
-from .queries import Activity, CallCost, Timed
 from .queue import DEFAULT_QUEUE, Touched
 from .recording import StoreRecorder
 from .runstore import RunStore
@@ -21,8 +20,6 @@ from .tail import Tail
 __all__ = [
     "DEFAULT_QUEUE",
     "PRUNABLE",
-    "Activity",
-    "CallCost",
     "LabelValue",
     "NoStoreError",
     "PruneResult",
@@ -34,7 +31,6 @@ __all__ = [
     "StoredEvent",
     "StoredRun",
     "Tail",
-    "Timed",
     "Touched",
     "derived_span_id",
     "derived_trace_id",

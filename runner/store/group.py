@@ -12,13 +12,14 @@ import contextlib
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from ..errors import StoreError
+from . import rollups
 from .engine import one_line
 from .prepared import Prepared
 from .transaction import Parts, Row, ServerGone, TakenOver, Writer
@@ -40,6 +41,7 @@ class Batch:
     queued: bool = False  # ``new_run`` fills in the row a queued run already has (runner.pool)
     full_update: bool = True  # ``update`` holds the whole summary, not just the progress columns
     cancel_seen: Callable[[str | None], None] | None = None  # told who asked to cancel the run, after its commit
+    rollups: list[tuple[Any, ...]] = field(default_factory=list)  # the run's additions to the stats' rollups
     future: asyncio.Future[None] | None = None  # the submitting event loop's, for ``submit``
     taken: bool = False  # a leader has it in its group
     waiter: threading.Condition | None = None  # the waiting thread's own condition, if a thread waits
@@ -313,7 +315,8 @@ def _parts(group: Sequence[Batch]) -> Parts:
         update = [b.update] if b.update is not None else []
         return Parts(new_runs=[] if b.queued else new_run, starts=new_run if b.queued else [], labels=b.labels,
                      updates=update if b.full_update else [], progress=[] if b.full_update else update,
-                     events=b.events, tools=b.tools, watched=[b.run_id] if b.cancel_seen is not None else [])
+                     events=b.events, tools=b.tools, rollups=b.rollups,
+                     watched=[b.run_id] if b.cancel_seen is not None else [])
     return Parts(
         new_runs=[b.new_run for b in group if b.new_run is not None and not b.queued],
         starts=[b.new_run for b in group if b.new_run is not None and b.queued],
@@ -322,6 +325,7 @@ def _parts(group: Sequence[Batch]) -> Parts:
         progress=[b.update for b in group if b.update is not None and not b.full_update],
         events=[row for b in group for row in b.events],
         tools=[row for b in group for row in b.tools],
+        rollups=sorted((row for b in group for row in b.rollups), key=rollups.lock_order),
         watched=sorted({b.run_id for b in group if b.cancel_seen is not None}))
 
 

@@ -20,6 +20,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from .._log.statuses import STATUSES, Status
 from ..errors import StoreError
+from . import rollups
 from .engine import one_line, shown
 from .tables import events, run_cancels, run_deletions, run_labels, run_tools, runs
 
@@ -114,6 +115,9 @@ def delete_batch(engine: Engine, batch: list[PrunedRun], statuses: tuple[str, ..
         ids = _without_kept_parents(ids, [(child, parent) for child, parent in children])
         if not ids:
             return [], 0
+        # The runs' share of the stats' rollups goes with them (their ``status`` rows go with their rows).
+        rollups.add(conn, rollups.scan(conn, select(runs.c.run_id).where(runs.c.run_id.in_(ids)), statuses=False),
+                    sign=-1)
         conn.execute(insert(run_deletions), [{"run_id": run_id} for run_id in ids])
         removed = conn.execute(delete(events).where(events.c.run_id.in_(ids))).rowcount
         for table in (run_labels, run_tools, run_cancels):

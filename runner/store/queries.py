@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Final, NamedTuple, TypeVar, cast
 
-from sqlalchemy import ColumnElement, Connection, Float, FromClause, Select, String, exists, func, literal, select
+from sqlalchemy import ColumnElement, Connection, FromClause, Select, exists, func, literal, select
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import JSON
 
@@ -60,40 +58,6 @@ class Prefixed(NamedTuple):
 
     found: list[str]
     more: int
-
-
-class Timed(NamedTuple):
-    """A fact of a run and when it was logged."""
-
-    run_id: str
-    at: datetime
-    fact: Event
-
-
-class CallCost(NamedTuple):
-    """A model call's cost in USD (None: unknown), whether it returned a reply, and the model that made it."""
-
-    run_id: str
-    step: int
-    cost_usd: float | None
-    replied: bool
-    model: str
-    provider: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class Activity:
-    """The runs started in a window: counts per status, tokens, tool calls that ran, timing facts, call costs.
-
-    ``timed`` holds the facts that time steps and tools, each run's in log order; ``costs``
-    each model call's cost, read from the log without decoding the calls' replies.
-    """
-
-    by_status: dict[str, int]
-    tokens: int
-    tool_calls: int
-    timed: list[Timed]
-    costs: list[CallCost]
 
 
 def _stored(value: _T, width: int | None = None) -> _T:
@@ -289,81 +253,6 @@ def refused_calls(conn: Connection, run_ids: list[str]) -> dict[str, int]:
             for run_id, count in conn.execute(counted):
                 found[run_id] = count
     return found
-
-
-def activity(conn: Connection, since: datetime | None, until: datetime | None) -> Activity:
-    """What the runs started in [since, until) did (``Activity``)."""
-    def window(query: Select[Any]) -> Select[Any]:
-        if since is not None:
-            query = query.where(runs.c.started_at >= since)
-        if until is not None:
-            query = query.where(runs.c.started_at < until)
-        return query
-
-    by_status = {str(status): int(count) for status, count in
-                 conn.execute(window(select(runs.c.status, func.count())).group_by(runs.c.status))}
-    tokens, tool_calls = conn.execute(window(select(func.coalesce(func.sum(runs.c.tokens), 0),
-                                                    func.coalesce(func.sum(runs.c.tool_calls), 0)))).one()
-    rows = conn.execute(select(events.c.run_id, events.c.seq, events.c.kind, events.c.at, events.c.step,
-                               events.c.data)
-                        .where(events.c.kind.in_(TIMED), events.c.run_id.in_(window(select(runs.c.run_id))))
-                        .order_by(events.c.run_id, events.c.seq))
-    timed = [Timed(run_id, at, decode(kind, event_data(run_id, seq, data), step, run_id))
-             for run_id, seq, kind, at, step, data in rows]
-    return Activity(by_status, int(tokens), int(tool_calls), timed, call_costs(conn, window(select(runs.c.run_id))))
-
-
-def call_costs(conn: Connection, run_ids: Select[Any]) -> list[CallCost]:
-    """Each model call of the runs ``run_ids`` selects, with its cost and the model that made it.
-
-    A run's model is the one it started with, until a ``run_resumed`` names another.
-    """
-    found: list[CallCost] = []
-    current: dict[str, tuple[str, str | None]] = {}
-    for run_id, kind, step, cost, replied, model, provider, started in _cost_facts(conn, run_ids):
-        if kind == RUN_RESUMED:
-            if model:
-                current[run_id] = (model, provider or None)
-            continue
-        name, by = current.get(run_id, started)
-        found.append(CallCost(run_id, step, None if cost is None else float(cost), bool(replied), name, by))
-    return found
-
-
-def _cost_facts(conn: Connection, run_ids: Select[Any]) -> Iterator[tuple[Any, ...]]:
-    """Per ``model_call`` and ``run_resumed``: run, kind, step, cost, replied, model, provider, the run's first model.
-
-    SQLite and PostgreSQL read these few fields with their JSON functions (the replies stay
-    unread); another backend's facts are decoded.
-    """
-    fields: list[ColumnElement[Any]]
-    if conn.dialect.name == "sqlite":
-        fields = [sql_cast(func.json_extract(events.c.data, f"$.{name}"), kind)
-                  for name, kind in (("cost_usd", Float), ("model", String), ("provider", String))]
-        fields.insert(1, func.json_type(events.c.data, "$.reply") != "null")
-    elif conn.dialect.name == "postgresql":  # json, not jsonb (see refused_calls)
-        data = sql_cast(events.c.data, JSON)
-        fields = [sql_cast(data[name].astext, kind)
-                  for name, kind in (("cost_usd", Float), ("model", String), ("provider", String))]
-        fields.insert(1, func.json_typeof(data["reply"]) != "null")
-    else:
-        fields = [events.c.seq, events.c.data]
-    query = (select(events.c.run_id, events.c.kind, events.c.step, *fields, runs.c.model, runs.c.provider)
-             .join(runs, runs.c.run_id == events.c.run_id)
-             .where(events.c.kind.in_((MODEL_CALL, RUN_RESUMED)), events.c.run_id.in_(run_ids))
-             .order_by(events.c.run_id, events.c.seq))
-    for row in conn.execute(query):
-        run_id, kind, step, *values, model, provider = row
-        if len(values) == 4:
-            yield run_id, kind, step, *values, (model, provider)
-            continue
-        match decode(kind, event_data(run_id, values[0], values[1]), step, run_id):
-            case RunResumed() as resumed:
-                yield run_id, kind, step, None, False, resumed.model, resumed.provider, (model, provider)
-            case ModelCalled() as called:
-                yield run_id, kind, step, called.cost_usd, called.reply is not None, None, None, (model, provider)
-            case _:
-                pass
 
 
 def run_starts(conn: Connection, run_ids: list[str]) -> dict[str, RunStarted]:

@@ -20,6 +20,7 @@ from sqlalchemy.sql.dml import UpdateBase
 from .._log.ids import derived_span_id, derived_trace_id
 from .._log.state import RunState
 from .._log.statuses import Status
+from .._log.tally import Tally
 from ..errors import StoreError
 from ..events import (
     ApprovalDecided,
@@ -40,6 +41,7 @@ from ..events import (
     encode,
     span_key,
 )
+from . import rollups
 from .clock import clock_for
 from .group import Batch, GroupCommitter
 from .lease import Heartbeat
@@ -106,6 +108,11 @@ class StoreRecorder:
         self._span_ids: dict[str, str] = {}
         # The observation of each call this recorder logged finished: its tool message refers to it (``encode``).
         self._observations: dict[str, str] = {}
+        # The run's share of the stats' rollups, committed with the facts it counts; and the tokens
+        # and tool calls counted so far (a new row starts from none, a stored one from its own).
+        self._tally = Tally(self.state.model)
+        self._ran = (self.state.spent, self.state.tool_calls)
+        self._names: dict[str, str] = {}  # each tool and model name as the rollups' column keeps it
         self._now = clock_for(engine.dialect.name)  # timestamps as the store keeps them (text on SQLite)
         self._started_at = self._now()
         self._summary: dict[str, Any] = {"status": Status.RUNNING, "answer": None, "error": None, "finished_at": None}
@@ -141,6 +148,9 @@ class StoreRecorder:
         if kind is ToolFinished:
             assert isinstance(event, ToolFinished)
             self._observations[event.call_id] = event.observation
+        if kind in _TALLIED:
+            self._tally.feed(event, (now if isinstance(now, datetime) else datetime.fromisoformat(now))
+                             if kind is StepStarted or kind is StepFinished else None)
         code, data = encode(event, self._observations)
         self._seq += 1
         self._pending.append((self.run_id, self._seq, now, event.step, code, dumps(data),
@@ -176,6 +186,7 @@ class StoreRecorder:
         elif not self.trace_id:
             self.trace_id = derived_trace_id(self.run_id)
         self._new_run = run_row(self.run_id, run, self.trace_id, owner_id(), now)
+        self._ran = (0, 0)  # the new row's progress columns count from none
         self._started_at = now
         if self.heartbeat is not None:
             self.heartbeat.add(self.run_id)
@@ -268,6 +279,8 @@ class StoreRecorder:
             if span_id is None:
                 span_id = ids[key] = self._span_id(key)
             rows.append((run_id, seq, at, step, code, data, span_id))
+        self._tally.ran(state.spent - self._ran[0], state.tool_calls - self._ran[1])
+        self._ran = (state.spent, state.tool_calls)
         full = self._summary_changed or self._queued
         new_run = update = None
         if self._new_run is not None:
@@ -277,7 +290,8 @@ class StoreRecorder:
         else:
             update = dict(progress, _run_id=self.run_id, _owner=owner_id())  # the progress columns only
         batch = Batch(self.run_id, new_run, self._labels, update, rows, self._tools, queued=self._queued,
-                      full_update=full, cancel_seen=self.cancel_seen)
+                      full_update=full, cancel_seen=self.cancel_seen,
+                      rollups=rollups.recorded(self.run_id, self._tally.take(), self._names))
         self._summary_changed = False
         self._unsent = (self._new_run, self._pending)
         self._new_run = None
@@ -292,12 +306,15 @@ class StoreRecorder:
         self._labels = batch.labels + self._labels
         self._pending = pending + self._pending
         self._tools = batch.tools + self._tools
+        self._tally.give_back(rollups.figures_of(batch.rollups))
 
 
 # Facts that leave the run's row as it is: only its log and progress columns change.
 _PLAIN_FACTS: frozenset[type] = frozenset({StepStarted, StepFinished, MessageAppended, ModelCalled, ToolStarted,
                                            ToolFinished, ApprovalRequested, ApprovalDecided, CancelRequested,
                                            ModelDelta})
+# Facts the stats' rollups count (``tally``).
+_TALLIED: frozenset[type] = frozenset({RunStarted, RunResumed, StepStarted, StepFinished, ModelCalled, ToolFinished})
 _STATEMENTS: dict[str, dict[str, Prepared]] = {}
 SUMMARY_COLUMNS = ("status", "answer", "error", "steps", "tokens", "tool_calls", "cost_known_usd", "costs_unknown",
                    "updated_at", "heartbeat_at", "finished_at")
@@ -334,11 +351,12 @@ def statements(dialect: Dialect) -> dict[str, Prepared]:
             "runs": prepared(runs.insert().values(values(c.name for c in runs.c))),
             "run_labels": prepared(_labels_upsert(dialect)),
             "events": CopyInsert(events, dialect) if copy else prepared(events.insert()),
-            "run_tools": prepared(insert_new(run_tools, dialect)),
+            "run_tools": prepared(insert_new(run_tools, dialect)), "rollups": prepared(rollups.upsert(dialect)),
             "update_run": update(SUMMARY_COLUMNS), "update_progress": update(PROGRESS_COLUMNS),
             "start_queued": prepared(runs.update().where(runs.c.run_id == bindparam("_run_id")).values(
                 values(c.name for c in runs.c if c.name != "run_id")))}
         assert tuple(found["events"].names) == EVENT_COLUMNS  # the order the recorder builds its rows in
+        assert tuple(found["rollups"].names) == rollups.PARAMETERS
     return found
 
 

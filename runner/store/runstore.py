@@ -25,9 +25,10 @@ from .._log.decisions import Decision, decider
 from .._log.records import LIVE, RunSummary, StoredRun
 from .._log.state import RunState
 from .._log.statuses import Status
+from .._log.tally import Rollup
 from ..errors import AmbiguousRunId, RunInUse, RunNotFound, StoreError
 from ..events import Event, RunQueued, RunStarted, ToolReturnedLate
-from . import appending, forks, logs, queries, queue, shortids, tail
+from . import appending, forks, logs, queries, queue, rollups, shortids, tail
 from .clock import database_clock
 from .engine import DEFAULT_BUSY_TIMEOUT_S, one_line, read_connection, shown
 from .filters import Label, RunFilter, chosen
@@ -36,7 +37,6 @@ from .group import GroupCommitter
 from .lease import Heartbeat, take_over
 from .owner import owner_id
 from .prune import DEFAULT_BATCH, PruneResult, prunable_statuses, prune_runs
-from .queries import Activity
 from .recording import CancelSeen, SpanSource, StoreRecorder, statements
 from .tables import runs
 
@@ -61,6 +61,7 @@ class RunStore(Following):
         self._runs = queries.run_columns(revision)  # a store read at an older revision lacks some
         self._text_index = queries.text_indexed(revision)  # and, before 0006, the text index
         self._parent_calls = queries.has_parent_calls(revision)  # and, before 0007, runs.parent_call_id
+        self._rolled_up = revision is None or revision >= "0008"  # and, before 0008, the stats' rollups
         # One writer for every run this store records: concurrent runs share its commits.
         self.committer = GroupCommitter(engine, lambda: statements(engine.dialect))
         forks.track(self)
@@ -268,13 +269,11 @@ class RunStore(Following):
         with self.reading() as conn:
             return queries.refused_calls(conn, run_ids)
 
-    def activity(self, since: datetime | None = None, until: datetime | None = None) -> Activity:
-        """What the runs started in [since, until) did; ``runner stats`` summarises it.
-
-        Counts by status, totals, and the facts that time their steps and tool calls.
-        """
+    def stats(self, where: RunFilter | None = None) -> Rollup:
+        """What the runs ``where`` picks add up to (``runner stats``, ``/stats``): see ``rollups.answer``."""
         with self.reading() as conn:
-            return queries.activity(conn, since, until)
+            return rollups.answer(conn, where or RunFilter(), rolled_up=self._rolled_up, indexed=self._text_index,
+                                  parent_calls=self._parent_calls)
 
     def facts_of(self, run_ids: list[str]) -> dict[str, tuple[Event, ...]]:
         """Each run's facts, decoded as ``get_run`` decodes them, for many runs in a few statements."""

@@ -8,6 +8,7 @@ The tables::
     run_tools      each tool name a run called, for the tool filter
     run_cancels    runs someone asked to cancel (a worker pool polls it)
     run_deletions  runs being pruned, only inside the pruning transaction (see ``prune``)
+    rollups        per hour of the runs' start: counts, tokens, cost, latency histograms (``rollups``)
 
 Both filter tables repeat the run's ``started_at``, so a filter walks its own index newest
 first and stops after ``limit`` rows. JSON columns hold JSON text on every backend;
@@ -177,6 +178,30 @@ class RunDeletion(Base):
     run_id: Mapped[str] = mapped_column(String(64), primary_key=True)
 
 
+_COUNTER = BigInteger().with_variant(Integer(), "sqlite")
+
+
+class Rollup(Base):
+    """What the runs started in an hour add up to, by kind, name and latency bucket (``runner._log.tally``).
+
+    Kept in the transaction of the facts it counts: the recorder adds its rows, triggers on ``runs``
+    keep the ``status`` rows, a prune takes its runs' share away.
+    """
+
+    __tablename__ = "rollups"
+
+    hour: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    bucket: Mapped[int] = mapped_column(Integer, primary_key=True)
+    number: Mapped[int] = mapped_column(_COUNTER, server_default="0")
+    errors: Mapped[int] = mapped_column(_COUNTER, server_default="0")
+    tokens: Mapped[int] = mapped_column(_COUNTER, server_default="0")
+    cost_nusd: Mapped[int] = mapped_column(_COUNTER, server_default="0")
+    unknown: Mapped[int] = mapped_column(_COUNTER, server_default="0")
+    micros: Mapped[int] = mapped_column(_COUNTER, server_default="0")
+
+
 # The text search's index (``search``, migration 0006) is not modelled: on SQLite an FTS5 table (and
 # FTS5's own tables) with its key table, kept by triggers; on PostgreSQL two GIN indexes of ``runs``.
 TEXT_INDEX = frozenset({"run_search", "run_search_keys", "run_search_content", "run_search_data", "run_search_idx",
@@ -194,3 +219,4 @@ run_labels = Base.metadata.tables["run_labels"]
 run_tools = Base.metadata.tables["run_tools"]
 run_cancels = Base.metadata.tables["run_cancels"]
 run_deletions = Base.metadata.tables["run_deletions"]
+rollups = Base.metadata.tables["rollups"]

@@ -41,6 +41,7 @@ class Parts:
     progress: list[Row]  # progress columns only
     events: list[tuple[Any, ...]]  # ``events`` rows in the insert's column order
     tools: list[Row]
+    rollups: list[tuple[Any, ...]] = field(default_factory=list)  # the stats' rollups' rows, in key order
     watched: list[str] = field(default_factory=list)  # runs whose cancel request the transaction reads
 
 
@@ -61,6 +62,16 @@ class TakenOver(Exception):
     def __init__(self, owners: dict[str, str]) -> None:
         super().__init__(owners)
         self.owners = owners
+
+
+# Deadlocks and serialization failures a commit is tried again after, at once.
+CLASHES = 3
+_CLASH_STATES = frozenset({"40P01", "40001"})
+
+
+def crossed(exc: BaseException) -> bool:
+    """Whether ``exc`` is PostgreSQL undoing a transaction for a deadlock or a serialization failure."""
+    return getattr(getattr(exc, "orig", exc), "sqlstate", None) in _CLASH_STATES
 
 
 class Writer:
@@ -96,18 +107,22 @@ class Writer:
 
         A connection found dead is replaced and the transaction tried again at once (the server
         dropped idle connections); on a server database, while the server cannot be reached (a
-        restart, a failover), again with a growing pause for up to ``reconnect_s``.
+        restart, a failover), again with a growing pause for up to ``reconnect_s``. A deadlock: again at once.
         """
         # The wait counts from the commit's start, attempts included (one may wait for a silent
         # server's answer); right after the server was found gone, a commit tries once more only.
         deadline = time.monotonic() + (0.0 if self._gone else self.reconnect_s)
         pause, retried = RECONNECT_FIRST_PAUSE_S, self._gone
+        clashes = 0
         while True:
             try:
                 requests = self._attempt(parts)
                 self._gone = False
                 return requests
             except (self.dbapi_error, DBAPIError) as exc:
+                if not self._lost and crossed(exc) and clashes < CLASHES:
+                    clashes += 1  # two writers locked rollup rows in opposite orders: the server undid one
+                    continue
                 if not self._lost:  # the connection is fine: the rows themselves failed
                     raise
                 if not retried:
@@ -166,6 +181,8 @@ class Writer:
         sql["events"].run_values(cursor, parts.events)
         if parts.tools:
             sql["run_tools"].run(cursor, parts.tools)
+        if parts.rollups:
+            sql["rollups"].run_values(cursor, parts.rollups)
         requests: dict[str, str] = {}
         if parts.watched:
             cursor.execute(f"SELECT run_id, requested_by FROM run_cancels WHERE run_id IN "

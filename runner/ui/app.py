@@ -24,7 +24,7 @@ from .._view.timeline import args_text
 from ..messages import McpRef, Model
 from ..pool.agents import Factory
 from ..store import RunStore
-from . import api, follow, http, pages, refs, reruns
+from . import api, follow, http, pages, refs, reruns, stats
 from .actions import Actions
 from .guard import Guard
 from .state import Console, State
@@ -91,6 +91,7 @@ def create_app(store: RunStore, *, registry: ToolRegistry | None = None, agents:
         Route("/approvals", pages.approvals_page),
         Route("/reruns.css", reruns.report_style),
         Route("/reruns/{rerun_id:path}", reruns.rerun_page),
+        Route("/stats", stats.stats_page),
         Route("/runs/{ref}", pages.run_page),
         Route("/runs/{ref}/fixture.json", pages.fixture_file),
         Route("/runs/{ref}/spans.json", pages.spans_file),
@@ -104,6 +105,7 @@ def create_app(store: RunStore, *, registry: ToolRegistry | None = None, agents:
         Route("/api/runs/{ref}/decisions", api.decide, methods=["POST"]),
         Route("/api/runs/{ref}/cancel", api.cancel, methods=["POST"]),
         Route("/api/reruns/{rerun_id:path}", reruns.rerun_json),
+        Route("/api/stats", stats.stats_json),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, exception_handlers=http.HANDLERS,

@@ -1,9 +1,9 @@
-"""``RunStore.activity``'s model-call costs: read from the log by each backend's JSON functions."""
+"""Model-call costs in the stats: each call's under the model that made it, a resume's new model included."""
 
 from __future__ import annotations
 
 from runner import ModelReply, RunStore, ScriptedModel, Usage, resume, run_agent
-from runner.store import CallCost
+from runner._log.tally import MODEL, Figures
 from tests.loop.helpers import call, weather_registry
 
 PRICES = {"priced": {"input_mtok": 100.0, "output_mtok": 1000.0}, "other": {"input_mtok": 1.0, "output_mtok": 1.0}}
@@ -24,11 +24,11 @@ def test_each_model_calls_cost_comes_with_the_model_that_made_it(store: RunStore
     run_agent("t", model("unpriced", ModelReply("done", [], Usage(10, 5))), weather_registry(), run_id="b" * 32,
               store=store)
     run_agent("t", model("priced"), weather_registry(), run_id="c" * 32, store=store)  # no reply: the model failed
-    costs = sorted(store.activity().costs)
-    assert costs == [CallCost("a" * 32, 1, 0.2, True, "priced", "mine"),
-                     CallCost("a" * 32, 2, 0.002, True, "other", "mine"),  # resumed with another model
-                     CallCost("b" * 32, 1, None, True, "unpriced", "mine"),
-                     CallCost("c" * 32, 1, None, False, "priced", "mine")]
+    found = store.stats()
+    models = {key.name: found.total(key) for key in found.totals if key.kind == MODEL}
+    assert models == {"mine:priced": Figures(number=2, cost_nusd=200_000_000),  # a's first call; c's got no reply
+                      "mine:other": Figures(number=1, cost_nusd=2_000_000),  # resumed with another model
+                      "mine:unpriced": Figures(number=1, unknown=1)}
 
 
 def test_runs_older_than_costs_read_as_unknown_after_the_upgrade(store_url: str) -> None:

@@ -15,20 +15,18 @@ from sqlalchemy import event, insert, select
 
 from runner import RunNotFound, ScriptedModel, StoreError, fork, run_agent
 from runner._log.statuses import Status
+from runner._log.tally import RUN, STATUS, STEP, TOOL, Key
 from runner.events import (
     MessageAppended,
-    ModelCalled,
     RunFinished,
     RunQueued,
     RunStarted,
-    StepFinished,
-    StepStarted,
     ToolFinished,
     decode_all,
 )
 from runner.pool.agents import PoolError
 from runner.pool.queued import record_queued, request_cancel
-from runner.store import DEFAULT_QUEUE, RunStore, derived_trace_id, open_store
+from runner.store import DEFAULT_QUEUE, RunFilter, RunStore, derived_trace_id, open_store
 from runner.store.tables import runs
 from tests.loop.helpers import call, reply, weather_registry
 
@@ -209,20 +207,19 @@ def test_refused_calls_count_the_tool_finished_facts_that_did_not_run(store: Run
     assert counted[refused] == sum(1 for f in run.facts if isinstance(f, ToolFinished) and not f.ran)
 
 
-def test_activity_counts_the_window_and_hands_over_the_timing_facts(store: RunStore) -> None:
+def test_stats_count_the_window_from_the_rollups_and_the_log_alike(store: RunStore) -> None:
     first = weather_run(store, "1" * 32, "get_weather")
     before = datetime.now(UTC)
     second = weather_run(store, "2" * 32)
-    every = store.activity()
-    assert every.by_status == {"done": 2}
-    assert every.tokens == sum(store.get_run(r).tokens for r in (first, second)) > 0
-    assert every.tool_calls == 1
-    assert {type(t.fact) for t in every.timed} == {StepStarted, StepFinished, ToolFinished}
-    assert [t.run_id for t in every.timed] == sorted(t.run_id for t in every.timed)  # each run's facts together
-    recent = store.activity(since=before)
-    assert (recent.by_status, {t.run_id for t in recent.timed}) == ({"done": 1}, {second})
-    assert store.activity(until=before - timedelta(days=1)).timed == []
-    assert not any(isinstance(t.fact, ModelCalled) for t in every.timed)
+    every = store.stats()
+    assert every.total(Key(STATUS, "done")).number == 2
+    assert every.total(Key(RUN, "")).tokens == sum(store.get_run(r).tokens for r in (first, second)) > 0
+    assert every.total(Key(RUN, "")).number == 1  # tool calls that ran
+    assert sum(figures[0] for key, figures in every.totals.items() if key.kind == STEP) == 3
+    recent = store.stats(RunFilter(since=before))  # a ragged hour: read from the log
+    assert recent.total(Key(STATUS, "done")).number == 1
+    assert not any(key.kind == TOOL for key in recent.totals)
+    assert store.stats(RunFilter(until=before - timedelta(days=1))).totals == {}
 
 
 def test_run_starts_give_each_started_runs_run_started_fact(store: RunStore) -> None:

@@ -17,7 +17,7 @@ from runner.store.engine import make_engine, parse_url
 from runner.store.migrate import alembic_config, current_revision, head_revision, script_location
 from runner.store.tables import TEXT_INDEX, Base, modelled
 
-TABLES = ["alembic_version", "events", "run_cancels", "run_deletions", "run_labels", "run_tools", "runs"]
+TABLES = ["alembic_version", "events", "rollups", "run_cancels", "run_deletions", "run_labels", "run_tools", "runs"]
 SEARCH_TABLES = sorted(name for name in TEXT_INDEX if not name.startswith("ix_"))  # SQLite's text index
 
 
@@ -52,7 +52,7 @@ def version(engine: Engine) -> list[str]:
 
 def test_history_is_linear_with_a_single_head() -> None:
     script = ScriptDirectory.from_config(alembic_config())
-    assert script.get_heads() == [head_revision()] == ["0007"]
+    assert script.get_heads() == [head_revision()] == ["0008"]
     revisions = list(script.walk_revisions())
     assert [rev.down_revision for rev in revisions][-1] is None
     assert all(not rev.is_branch_point and not rev.is_merge_point for rev in revisions)
@@ -120,6 +120,6 @@ def test_current_revision_reads_without_migrating(store_url: str) -> None:
         assert current_revision(engine, url) is None
         assert tables(engine) == []
         open_store(store_url).close()
-        assert current_revision(engine, url) == "0007"
+        assert current_revision(engine, url) == "0008"
     finally:
         engine.dispose()

@@ -182,7 +182,7 @@ def test_a_database_from_a_newer_schema_is_refused_untouched(tmp_path: Path) -> 
     db.close()
     before = digest(path)
     with pytest.raises(StoreError, match=r"its schema is at revision 9999_future, unknown to this runner "
-                                         r"\(head 0007\); upgrade durable-agent-runner$"):
+                                         r"\(head 0008\); upgrade durable-agent-runner$"):
         open_store(path)
     assert digest(path) == before
 
@@ -331,8 +331,8 @@ def test_other_tables_without_alembic_version_are_refused_on_every_backend(store
 def test_an_empty_alembic_version_alone_is_initialised(store_url: str) -> None:
     foreign_database(store_url, ALEMBIC_VERSION)  # e.g. our own store after `alembic downgrade base`
     open_store(store_url).close()
-    assert tables_of(store_url) == ["alembic_version", "events", "run_cancels", "run_deletions", "run_labels",
-                                    "run_tools", "runs"]
+    assert tables_of(store_url) == ["alembic_version", "events", "rollups", "run_cancels", "run_deletions",
+                                    "run_labels", "run_tools", "runs"]
 
 
 def test_a_missing_postgres_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -53,7 +53,8 @@ def test_markup_from_models_tools_tasks_labels_and_the_query_is_shown_as_text_an
             else None)
     search = "/?" + urlencode({"search": QUERY_XSS})
     labelled = "/?" + urlencode({"label": f"note={LABEL_XSS}"})
-    for path in ("/", search, labelled, f"/runs/{read}", f"/runs/{waiting}", "/approvals"):
+    stats = "/stats?" + urlencode({"label": f"note={LABEL_XSS}"})
+    for path in ("/", search, labelled, f"/runs/{read}", f"/runs/{waiting}", "/approvals", "/stats", stats):
         response = page.goto(ui.at(path))
         assert response is not None
         assert response.status == 200
@@ -130,7 +131,7 @@ def test_a_read_only_console_offers_no_action_and_refuses_every_post(store_url: 
     before = events_of(store_url, run_id)
     with FakeOpenAI(completion("Sent.")) as model:
         ui = console(store_url, "--read-only", "--tools", TOOLS, "--base-url", model.url)
-        for path in ("/", f"/runs/{run_id}", "/approvals"):
+        for path in ("/", f"/runs/{run_id}", "/stats", "/approvals"):  # the inbox last: checked below
             page.goto(ui.at(path))
             assert page.locator('form[method="post" i]').count() == 0, path
             assert page.locator('button[name="verdict"], form#cancel, form#resume, form#fork').count() == 0, path
