@@ -1,17 +1,18 @@
 """Take the console's screenshots for the docs: docs/img/console-runs.png, console-run.png, console-approvals.png,
-console-run-tree.png, console-waterfall.png, console-stats.png.
+console-run-tree.png, console-waterfall.png, console-rerun.png, console-stats.png.
 
 Run it from the checkout, after `make`: `.venv/bin/python docs/screenshots.py [NAME ...]` (only those
 pictures, e.g. `console-stats`). It records five runs in a temporary SQLite store (the demo, a refund
 awaiting approval, a search stopped at its step limit, a trip plan whose sub-agent's child run waits for
-approval, a booking whose searches run together and whose payment waited for approval), and a week of
-runs in another for the stats page (``tests/ui/stats_runs.py``), starts the installed `runner ui` on each
-and has the system Chromium take each page, as the browser tests do (`RUNNER_TEST_CHROMIUM` names another
-Chromium).
+approval, a booking whose searches run together and whose payment waited for approval) and a rerun of
+three weather questions on a new model, and a week of runs in another for the stats page
+(``tests/ui/stats_runs.py``), starts the installed `runner ui` on each and has the system Chromium take
+each page, as the browser tests do (`RUNNER_TEST_CHROMIUM` names another Chromium).
 """
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import tempfile
@@ -25,7 +26,17 @@ sys.path.insert(0, str(ROOT))  # the tests' helpers and tools, and this checkout
 
 from playwright.sync_api import Browser, ViewportSize, sync_playwright  # noqa: E402
 
-from runner import ModelReply, RunStore, ScriptedModel, ToolCall, ToolRegistry, open_store, resume, run_agent  # noqa: E402
+from runner import (  # noqa: E402
+    ModelReply,
+    RunStore,
+    ScriptedModel,
+    ToolCall,
+    ToolRegistry,
+    open_store,
+    rerun,
+    resume,
+    run_agent,
+)
 from tests import trees  # noqa: E402
 from tests.cli.helpers import installed_runner  # noqa: E402
 from tests.ui import console_tools  # noqa: E402
@@ -74,8 +85,48 @@ def booking(store: RunStore) -> str:
     return waiting.run_id
 
 
-def record(db: str) -> tuple[str, str, str]:
-    """Fill the store with the runs; the demo's run id, the tree's parent's and the booking's (the pages to show)."""
+def weather_tools() -> ToolRegistry:
+    """``get_weather`` and ``c_to_f``, the rerun's tools."""
+    tools = ToolRegistry()
+    temperatures = {"Paris": 21, "Oslo": 4}
+
+    @tools.tool
+    def get_weather(city: str) -> dict[str, object]:
+        """The temperature in a city, in Celsius."""
+        return {"city": city, "celsius": temperatures.get(city, 10)}
+
+    @tools.tool
+    def c_to_f(celsius: float) -> float:
+        """Celsius to Fahrenheit."""
+        return round(celsius * 9 / 5 + 32, 1)
+
+    return tools
+
+
+def reran(store: RunStore) -> str:
+    """Three weather questions answered, then rerun on a new model: one unchanged, one changed, one regressed.
+
+    The new model is scripted too (named so), one case at a time; its rerun id.
+    """
+    ids = itertools.count(1)
+
+    def call(name: str, **args: object) -> ModelReply:
+        return ModelReply("", [ToolCall(f"c{next(ids)}", name, args)])
+
+    asked = [("What is the weather in Paris?", [call("get_weather", city="Paris"), "It is 21 C in Paris."]),
+             ("Convert 21 C to Fahrenheit.", [call("c_to_f", celsius=21), "21 C is 69.8 F."]),
+             ("Weather in Oslo, then stop.", [call("get_weather", city="Oslo"), "It is 4 C in Oslo."])]
+    baselines = [run_agent(task, ScriptedModel(replies), weather_tools(), store=store, max_steps=3,
+                           labels={"suite": "weather"}).run_id for task, replies in asked]
+    candidate = ScriptedModel([call("get_weather", city="Paris"), "It is 21 C in Paris.",
+                               call("c_to_f", celsius=22), "22 C is 71.6 F.",
+                               *(call("get_weather", city=f"Oslo {n}") for n in (1, 2, 3))])
+    candidate.model_name = "new-model"
+    return rerun(store, baselines, candidate, registry=weather_tools(), concurrency=1).rerun_id
+
+
+def record(db: str) -> tuple[str, str, str, str]:
+    """Fill the store with the runs; the demo's run id, the tree's parent's, the booking's and the rerun's id."""
     subprocess.run([installed_runner(), "demo", "--quiet", "--db", db], check=True, capture_output=True)
     with open_store(db) as store:
         demo = store.list_runs(limit=1)[0].run_id
@@ -90,7 +141,8 @@ def record(db: str) -> tuple[str, str, str]:
         tree = trees.run_tree(store, approval=True, task="Plan a weekend in Lisbon for two and send the plan",
                               child_task="Find three well-reviewed restaurants near Alfama and send the list")
         booked = booking(store)
-    return demo, tree.parent, booked
+        rerun_id = reran(store)
+    return demo, tree.parent, booked, rerun_id
 
 
 def wanted(name: str) -> bool:
@@ -100,18 +152,18 @@ def wanted(name: str) -> bool:
 
 
 def pages(browser: Browser, tmp: str) -> None:
-    """The runs, a run, the approvals, a run with a sub-agent and a run's waterfall."""
+    """The runs, a run, the approvals, a run with a sub-agent, a run's waterfall and a rerun's report."""
     names = ("console-runs.png", "console-run.png", "console-approvals.png", "console-run-tree.png",
-             "console-waterfall.png")
+             "console-waterfall.png", "console-rerun.png")
     if not any(wanted(name) for name in names):
         return
     db = f"sqlite:///{tmp}/runs.db"
-    demo, tree, booked = record(db)
+    demo, tree, booked, rerun_id = record(db)
     console = start_console(db, ran=Path(tmp) / "ran.txt", logs=Path(tmp))
     try:
         page = browser.new_page(viewport=VIEWPORT)
         for path, name in (("/", names[0]), (f"/runs/{demo}", names[1]), ("/approvals", names[2]),
-                           (f"/runs/{tree}", names[3])):
+                           (f"/runs/{tree}", names[3]), (f"/reruns/{rerun_id}", names[5])):
             if wanted(name):
                 page.goto(console.at(path))
                 page.screenshot(path=str(OUT / name), full_page=True)

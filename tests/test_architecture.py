@@ -36,7 +36,8 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "streaming": KERNEL | {"_run"},  # the public names of stream_agent's events
     "_view": KERNEL | {"_tools", "store"},
     "_rerun": KERNEL | {"_tools", "_loop", "_run", "recorder", "store", "tracing", "prices", "_view"},
-    "ui": KERNEL | {"_view", "_tools", "_loop", "_run", "_replay", "recorder", "store", "tracing", "pool", "adapters"},
+    "ui": KERNEL | {"_view", "_tools", "_loop", "_run", "_replay", "_rerun", "recorder", "store", "tracing", "pool",
+                    "adapters"},
     "cli": KERNEL | {"_view", "_tools", "_loop", "_run", "_replay", "recorder", "store", "tracing", "pool",
                      "progress", "demo", "adapters", "ui", "prices", "mcp", "_rerun"},
     "__init__": KERNEL | {"_tools", "_loop", "_run", "_replay", "recorder", "store", "tracing", "pool", "progress",

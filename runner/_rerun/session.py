@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import secrets
 import threading
 import time
-import uuid
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
@@ -35,6 +35,7 @@ from .agents import every_agent, recorded_agents
 from .diff import figures
 from .recording import Baseline, read_baseline
 from .report import NO_BASELINES, Case, RerunReport, make_case, skipped_note
+from .stored import CASE_LABEL, SAMPLE_LABEL, position
 from .tools import CandidateTools, RecordedTools, ToolCounts
 
 if TYPE_CHECKING:
@@ -108,7 +109,12 @@ def _check_counts(samples: int, concurrency: int) -> None:
 
 
 def new_rerun_id() -> str:
-    return uuid.uuid4().hex[:12]
+    """``r`` and the time in milliseconds (11 hex digits), then 4 random ones: newer reruns' ids sort higher.
+
+    So the console reads the newest reruns from the label index in order; the ``r`` sorts them above the
+    ids of older versions (12 random hex digits).
+    """
+    return f"r{time.time_ns() // 1_000_000:011x}{secrets.token_hex(2)}"
 
 
 class Rerun:
@@ -193,10 +199,15 @@ class Rerun:
         link = Lineage(baseline.run_id, RERUN, self.opening(baseline) or None)
         core = build_core(baseline.task, self.model, self.recorded[job.case], system, NOT_GIVEN, NOT_GIVEN, link=link,
                           run_id=new_run_id(), limits=self.limits[job.case], store=self.store,
-                          labels={RERUN: self.rerun_id}, cancel=self.stop, approve=approve_all,
+                          labels=self.labels(job), cancel=self.stop, approve=approve_all,
                           tracer_provider=self.tracer_provider, prices=self.prices,
                           agent_name=baseline.run.agent_name, output_type=typed_as(baseline.run))
         return Finished(ended(drive(core, tools.perform_for(core))), tools.counts)
+
+    def labels(self, job: Job) -> dict[str, str]:
+        """A candidate's labels: the rerun's id, and which case and sample it is (``2/4``), to rebuild the report."""
+        return {RERUN: self.rerun_id, CASE_LABEL: position(job.case, len(self.baselines)),
+                SAMPLE_LABEL: position(job.sample, self.samples)}
 
     def opening(self, baseline: Baseline) -> list[Message]:
         """The baseline's first messages, with ``system`` in place of its system prompt when given."""

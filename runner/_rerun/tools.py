@@ -215,7 +215,8 @@ class CandidateTools:
             refused = self.live.check(call.name, call.args)
             if refused is not None:  # the live tool's schema is stricter than the recorded one
                 self.counts.not_run += 1
-                return Outcome(observation=refused)
+                why = f"the live {call.name} refuses these arguments: {refused.removeprefix('ERROR: ')}"
+                return Outcome(observation=not_recorded(call.name, self.baseline.run_id, why))
             self.counts.live += 1
         return replace(action, tool=tool, args=tool_args(tool, call.args, core.run_id, call.id))
 
@@ -248,5 +249,13 @@ class CandidateTools:
 
 def not_recorded(name: str, baseline_run_id: str, why: str) -> str:
     """The observation of a call a rerun did not run: not in the recording, and ``why`` it did not run live."""
-    return (f"ERROR: not run: this call to {name} (with these arguments) is not in the recording of run "
-            f"{baseline_run_id} that this rerun serves, and {why}")
+    return f"{_not_run(name)}{baseline_run_id} that this rerun serves, and {why}"
+
+
+def _not_run(name: str) -> str:
+    return f"ERROR: not run: this call to {name} (with these arguments) is not in the recording of run "
+
+
+def not_run(name: str, observation: str) -> bool:
+    """Whether ``observation`` is the one a rerun gives a call of ``name`` it did not run (``not_recorded``)."""
+    return observation.startswith(_not_run(name))

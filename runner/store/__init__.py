@@ -8,6 +8,7 @@ from .._log.ids import derived_span_id, derived_trace_id
 from .._log.records import RunSummary, StoredEvent, StoredRun
 from .engine import shown_url
 from .filters import RunFilter
+from .labelled import LabelValue, label_values
 from .migrate import NoStoreError, SchemaState, schema_state
 from .opening import open_store
 from .prune import PRUNABLE, PruneResult
@@ -19,6 +20,7 @@ from .tail import Tail
 __all__ = [
     "DEFAULT_QUEUE",
     "PRUNABLE",
+    "LabelValue",
     "NoStoreError",
     "PruneResult",
     "RunFilter",
@@ -32,6 +34,7 @@ __all__ = [
     "Touched",
     "derived_span_id",
     "derived_trace_id",
+    "label_values",
     "open_store",
     "schema_state",
     "shown_url",

@@ -24,7 +24,7 @@ from .._view.timeline import args_text
 from ..messages import McpRef, Model
 from ..pool.agents import Factory
 from ..store import RunStore
-from . import api, follow, http, pages, refs, stats
+from . import api, follow, http, pages, refs, reruns, stats
 from .actions import Actions
 from .guard import Guard
 from .state import Console, State
@@ -89,6 +89,8 @@ def create_app(store: RunStore, *, registry: ToolRegistry | None = None, agents:
     routes: list[Any] = [
         Route("/", pages.runs_page),
         Route("/approvals", pages.approvals_page),
+        Route("/reruns.css", reruns.report_style),
+        Route("/reruns/{rerun_id:path}", reruns.rerun_page),
         Route("/stats", stats.stats_page),
         Route("/runs/{ref}", pages.run_page),
         Route("/runs/{ref}/fixture.json", pages.fixture_file),
@@ -102,6 +104,7 @@ def create_app(store: RunStore, *, registry: ToolRegistry | None = None, agents:
         Route("/api/runs/{ref}/events", follow.run_events),
         Route("/api/runs/{ref}/decisions", api.decide, methods=["POST"]),
         Route("/api/runs/{ref}/cancel", api.cancel, methods=["POST"]),
+        Route("/api/reruns/{rerun_id:path}", reruns.rerun_json),
         Route("/api/stats", stats.stats_json),
         Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
     ]

@@ -18,7 +18,9 @@ from .._log.decisions import Decision
 from .._log.records import LIVE
 from .._log.statuses import Status
 from .._replay.fixture import fixture_from_run
+from .._rerun.stored import recent
 from .._view.console import LIVE_STATUSES, inbox, run_view, runs_view
+from .._view.listing import RunFilter
 from .http import attachment, decider_of, form, redirect, render, run_url
 from .query import run_query
 from .refs import ref_of
@@ -31,8 +33,10 @@ async def runs_page(request: Request) -> Response:
     query = run_query(request.query_params)
     view = await run_in_threadpool(runs_view, console.store, query.where, query.limit, query.offset)
     partial = request.headers.get("x-refresh") == "rows"
+    unfiltered = not partial and query.page == 1 and query.where == RunFilter()  # the newest reruns, above the runs
+    listed = await run_in_threadpool(recent, console.store, console.cases, console.lines) if unfiltered else []
     return render(request, "_rows.html" if partial else "runs.html", headers={"x-live": str(int(view.live))},
-                  view=view, query=query, statuses=[s.value for s in Status])
+                  view=view, query=query, statuses=[s.value for s in Status], reruns=listed)
 
 
 async def approvals_page(request: Request) -> Response:

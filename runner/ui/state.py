@@ -15,10 +15,13 @@ from typing import NamedTuple, TypedDict
 
 from jinja2 import Environment
 
-from ..store import RunStore
+from .._rerun.stored import Cases, Kept, Listed
+from ..store import LabelValue, RunStore
 from .actions import Actions
 
 NOTES_KEPT = 200  # messages shown once after an action, kept in memory by a random key
+CASES_KEPT = 2000  # reruns' cases the runs page rebuilt
+LINES_KEPT = 100  # and its lines of reruns
 
 
 class Note(NamedTuple):
@@ -39,6 +42,9 @@ class Console:
     by_header: str | None = None  # the request header a trusted proxy names the decider in
     notes: OrderedDict[str, Note] = field(default_factory=OrderedDict)
     stopping: threading.Event = field(default_factory=threading.Event)  # set as the server stops: streams end
+    # The runs page's reruns: their cases and lines, each kept while what it was made of stays the same.
+    cases: Cases = field(default_factory=lambda: Kept(CASES_KEPT))
+    lines: Kept[LabelValue, Listed] = field(default_factory=lambda: Kept(LINES_KEPT))
 
     def note(self, page: str, **values: str) -> str:
         """Keep a message to show once on ``page`` after a redirect; its key for the URL (no text goes in URLs)."""

@@ -6,6 +6,7 @@ reruns run against another that behaves differently (``AFTER``), so every reques
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -14,7 +15,8 @@ from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler
 from typing import Any, NamedTuple
 
-from runner import RunStore, open_store, run_agent
+from runner import RerunReport, RunStore, open_store, run_agent
+from runner._rerun.stored import stored_report
 from runner.adapters import OpenAIModel, openai_model
 from tests.cli.helpers import completion
 from tests.helpers import Answer, LocalServer
@@ -145,3 +147,13 @@ def recorded_at(url: str, tasks: tuple[str, ...] = ALL) -> dict[str, str]:
     """The ids, by task, of the baselines of ``tasks`` recorded in the store at ``url`` (then closed)."""
     with recorded(url, tasks) as (_, ids):
         return ids
+
+
+def assert_rebuilt(store: RunStore, report: RerunReport) -> None:
+    """The report read back from the store is the one ``rerun`` returned, but for what the store does not hold.
+
+    That is how long the whole rerun took, and the runs given that were skipped.
+    """
+    found = stored_report(store, report.rerun_id)
+    assert found is not None
+    assert dataclasses.replace(found, elapsed_s=0.0) == dataclasses.replace(report, elapsed_s=0.0, skipped=())

@@ -30,6 +30,7 @@ from tests.rerun.helpers import (
     MAX_STEPS,
     WEATHER,
     TaskServer,
+    assert_rebuilt,
     fake_model,
     recorded,
     steps,
@@ -39,6 +40,7 @@ from tests.rerun.helpers import (
 def rerun_all(store: RunStore, ids: dict[str, str], **options: object) -> tuple[RerunReport, TaskServer]:
     with TaskServer(AFTER) as server, fake_model(server) as model:
         report = rerun(store, list(ids.values()), model, **options)  # type: ignore[arg-type]
+    assert_rebuilt(store, report)  # the console reads the same report back from the store
     return report, server
 
 
@@ -115,12 +117,12 @@ def test_three_samples_give_three_linked_candidates_labelled_with_the_rerun(stor
         assert len(case.candidates) == 3
         assert len({c.run_id for c in case.candidates}) == 3
         assert len(server.asked(WEATHER)) == 6  # two model calls each
-        for candidate in case.candidates:
+        for sample, candidate in enumerate(case.candidates, 1):
             run = store.get_run(candidate.run_id)
             started = run.facts[0]
             assert isinstance(started, RunStarted)
-            assert (run.parent_run_id, started.origin, run.labels) == (ids[WEATHER], "rerun",
-                                                                       {"rerun": report.rerun_id})
+            assert (run.parent_run_id, started.origin, run.labels) == (
+                ids[WEATHER], "rerun", {"rerun": report.rerun_id, "rerun.case": "1/1", "rerun.sample": f"{sample}/3"})
             assert (run.status, run.task, run.model, run.provider) == ("done", WEATHER, "fake", "openai")
         listed = store.list_runs(label={"rerun": report.rerun_id})
         assert sorted(run.run_id for run in listed) == sorted(c.run_id for c in case.candidates)
@@ -210,6 +212,7 @@ def test_each_recorded_observation_serves_one_call_of_each_sample(store_url: str
                             completion("", [("w2", "get_weather", {"city": "Paris"})]), completion("It is 21 C."))}
     with recorded(store_url, (WEATHER,)) as (store, ids), TaskServer(twice) as server, fake_model(server) as model:
         report = rerun(store, [ids[WEATHER]], model, samples=2)
+        assert_rebuilt(store, report)
         for candidate, tools in zip(report.cases[0].candidates, report.cases[0].tools, strict=True):
             assert (tools.served, tools.not_run) == (1, 1)
             assert [o for _, o in observations(store, candidate.run_id)] == [

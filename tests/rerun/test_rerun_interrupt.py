@@ -16,6 +16,7 @@ import pytest
 
 from runner import open_store, rerun
 from runner._rerun import Case
+from runner._rerun.stored import stored_report
 from runner.store import RunStore
 from tests.cli.helpers import installed_runner
 from tests.helpers import default_sigint
@@ -70,6 +71,10 @@ def test_a_stop_closes_the_running_candidate_cancelled_and_reports_what_finished
         check_stopped_after_the_first_case(store, ids, stopped)
         assert report.to_json()["summary"]["left"] == [ids[DRIFT], ids[LOOP]]
         assert server.asked(LOOP) == []
+        found = stored_report(store, report.rerun_id)  # as the console reads it back
+        assert found is not None
+        assert (found.cases, found.interrupted, found.samples) == (report.cases, True, 1)
+        assert found.left == (ids[DRIFT],)  # the store holds no candidate of the case that never started
 
 
 @pytest.mark.process

@@ -14,6 +14,7 @@ from runner.events import ToolFinished
 from runner.store import RunStore
 from tests.loop.helpers import call, reply
 from tests.replay.trees import Counts, planner, scripted, unused
+from tests.rerun.helpers import assert_rebuilt
 
 
 def _baseline(store: RunStore, counts: Counts) -> str:
@@ -45,6 +46,7 @@ def test_a_tree_reruns_on_the_candidate_model_and_the_report_lists_what_changed(
                              reply("", call("m1", "lookup", ref="x"), call("m2", "pay", ref="z")), "found x",
                              "x is found"])
     report = rerun(store, [baseline], model)
+    assert_rebuilt(store, report)  # the console reads the same report back
     case = report.cases[0]
     assert model.calls == 4  # the parent's two replies and its child's two: the child ran on the candidate model
     assert case.candidates[0].status == "done"
@@ -74,6 +76,7 @@ def test_with_live_tools_a_childs_new_read_runs_live_and_its_new_side_effect_nev
                                    call("m3", "pay", ref="x")), "found w", "w is found"])
     live = Counts()
     report = rerun(store, [baseline], model, registry=planner(live, unused()))
+    assert_rebuilt(store, report)  # the console reads the same report back
     assert report.cases[0].tools == (ToolCounts(served=1, live=1, not_run=1),)
     assert live.ran == {"research.lookup": 1}  # the new read ran; pay w never, and pay x was served
     child = child_run_id(report.cases[0].candidates[0].run_id, "q1")
@@ -94,6 +97,7 @@ def test_a_two_level_tree_reruns_two_levels_deep(store: RunStore) -> None:
                              reply("", call("e1", "deep", task="Check x!")),
                              reply("", call("n1", "pay", ref="z")), "deep again", "research again", "all again"])
     report = rerun(store, [result.run_id], model)
+    assert_rebuilt(store, report)  # the console reads the same report back
     assert counts.ran == {"deep.pay": 1}
     case = report.cases[0]
     assert (case.candidates[0].status, case.candidates[0].answer) == ("done", "all again")
@@ -117,6 +121,7 @@ def test_a_typed_childs_candidate_ends_with_the_recorded_schema(store: RunStore)
     model = candidate_model([reply("", call("q1", "research", task="Find x.")),
                              reply("", call("g1", "final_result", ref="x", value=2)), "x is 2"])
     report = rerun(store, [result.run_id], model)
+    assert_rebuilt(store, report)  # the console reads the same report back
     case = report.cases[0]
     assert case.changed == ("answer",)
     child = store.get_run(child_run_id(case.candidates[0].run_id, "q1"))
@@ -129,6 +134,7 @@ def test_a_subagent_the_baseline_never_called_is_not_run(store: RunStore) -> Non
     model = candidate_model([reply("", call("q1", "research", task="Find x.")), "gave up"])
     live = Counts()
     report = rerun(store, [result.run_id], model, registry=planner(live, unused()))
+    assert_rebuilt(store, report)  # the console reads the same report back
     case = report.cases[0]
     assert (case.candidates[0].answer, case.tools, live.ran) == ("gave up", (ToolCounts(0, 0, 1),), {})
     [(_, observation)] = observations(store, case.candidates[0].run_id)
