@@ -7,7 +7,7 @@ Latencies go in buckets (``bucket_of``): a p50 or p95 is its bucket's upper boun
 
 from __future__ import annotations
 
-import math
+import bisect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import date, datetime, timedelta
 from typing import Any, Final, NamedTuple, TypeVar
@@ -30,6 +30,8 @@ PER_DOUBLING: Final = 8  # buckets per doubling: each bound 2**(1/8) (9%) above 
 LAST_BUCKET: Final = 25 * PER_DOUBLING  # up to 2**25 ms (9.3 hours); longer latencies share it
 NANO: Final = 10**9  # costs are kept in billionths of a dollar: sums that add and subtract exactly
 MAX_NUSD: Final = 10**15  # a call's cost is taken as at most a million dollars (the column is 64-bit)
+MAX_USD: Final = MAX_NUSD / NANO
+MAX_SECONDS: Final = 10.0**9  # a tool call's duration counted at most (the rest: none)
 
 _K = TypeVar("_K")
 
@@ -56,23 +58,25 @@ class Figures(NamedTuple):
 FIELDS: Final = Figures._fields
 
 
-def bucket_of(seconds: float) -> int:
-    """The latency bucket of ``seconds``: the first ``k`` with ``seconds <= upper_bound(k)``."""
-    if not seconds > FLOOR_S:  # NaN too
-        return 0
-    return min(math.ceil(PER_DOUBLING * math.log2(seconds / FLOOR_S)), LAST_BUCKET)
+# Each bucket's largest latency in microseconds: 1 ms x 2**(k/8), rounded (the last holds every longer one too).
+BOUNDS: Final = tuple(round(FLOOR_S * 1e6 * 2 ** (k / PER_DOUBLING)) for k in range(LAST_BUCKET + 1))
+
+
+def bucket_of(micros: int) -> int:
+    """The latency bucket of ``micros`` microseconds: the first ``k`` with ``micros <= BOUNDS[k]``."""
+    return bisect.bisect_left(BOUNDS, micros, 0, LAST_BUCKET)
 
 
 def upper_bound(bucket: int) -> float:
     """The largest latency bucket ``bucket`` holds, in seconds (the last one holds every longer one too)."""
-    return FLOOR_S * 2 ** (bucket / PER_DOUBLING)
+    return BOUNDS[bucket] / 1e6
 
 
 def nusd(cost_usd: float | None) -> int | None:
-    """A cost in USD as whole billionths of a dollar (None stays None; a cost that is not finite counts as none)."""
-    if cost_usd is None or not math.isfinite(cost_usd):
+    """A cost in USD as whole billionths of a dollar (None stays None; one outside (0, $1M), NaN too, as 0)."""
+    if cost_usd is None:
         return None
-    return max(0, min(round(cost_usd * NANO), MAX_NUSD))
+    return round(cost_usd * NANO) if 0 < cost_usd < MAX_USD else 0
 
 
 def model_key(model: str, provider: str | None) -> str:
@@ -90,11 +94,10 @@ class Tally:
     ``model`` and ``started`` calls. ``take`` hands over what was added since the last ``take``.
     """
 
-    __slots__ = ("_keys", "_opened", "_started", "_step", "_step_cost", "_step_tools", "_step_unknown", "model",
-                 "rows")
+    __slots__ = ("_model_key", "_opened", "_started", "_step", "_step_cost", "_step_keys", "_step_tools",
+                 "_step_unknown", "_tool_keys", "model", "rows")
 
     def __init__(self, model: str = "", started: Iterable[str] = ()) -> None:
-        self.model = model
         self.rows: dict[Key, list[int]] = {}
         self._started = set(started)  # the calls of the reply worked through that started (``RunState.started_calls``)
         self._opened: dict[int, datetime] = {}
@@ -102,7 +105,10 @@ class Tally:
         self._step_cost = 0
         self._step_unknown = 0
         self._step_tools: set[str] = set()
-        self._keys: dict[str, dict[str, list[Key | None]]] = {}  # each row's key made once, by kind and name
+        # Each row's key made once: a step adds to the same few rows again and again.
+        self._tool_keys: dict[str, list[Key]] = {}
+        self._step_keys: dict[str, Key] = {}
+        self._uses(model)
 
     def feed(self, fact: Event, at: datetime | None = None) -> None:
         """Count ``fact``, logged at ``at`` (a step's start and end need theirs)."""
@@ -110,10 +116,19 @@ class Tally:
         if counts is not None:
             counts(self, fact, at)
 
+    def counters(self) -> dict[type, Callable[[Any, datetime | None], None]]:
+        """``feed`` as one function per kind of fact it counts, for a caller with the fact's type at hand.
+
+        A recorder times steps itself (``took``) and counts the calls that ran from its run's state
+        (``ran``): the counters of ``step_started``, ``step_finished`` and ``tool_started`` are left out.
+        """
+        return {kind: getattr(self, counts.__name__) for kind, counts in _COUNTS.items()
+                if kind not in (StepStarted, StepFinished, ToolStarted)}
+
     def give_back(self, rows: Mapping[Key, Sequence[int]]) -> None:
         """Add rows taken before back (their commit failed: the next one carries them)."""
         for key, figures in rows.items():
-            row = self._row(key)
+            row = self.rows.get(key) or self.rows.setdefault(key, [0] * len(FIELDS))
             for i, value in enumerate(figures):
                 row[i] += value
 
@@ -122,23 +137,10 @@ class Tally:
         rows, self.rows = self.rows, {}
         return rows
 
-    def _key(self, kind: str, name: str, bucket: int = NO_BUCKET) -> Key:
-        named = self._keys.get(kind)
-        if named is None:
-            named = self._keys[kind] = {}
-        keys = named.get(name)
-        if keys is None:
-            keys = named[name] = [None] * (LAST_BUCKET + 2)
-        found = keys[bucket]  # NO_BUCKET (-1): the last
-        if found is None:
-            found = keys[bucket] = Key(kind, name, bucket)
-        return found
+    def _uses(self, model: str) -> None:
+        self.model, self._model_key = model, Key(MODEL, model)
 
-    def _row(self, key: Key) -> list[int]:
-        row = self.rows.get(key)
-        if row is None:
-            row = self.rows[key] = [0, 0, 0, 0, 0, 0]
-        return row
+    # One per kind of fact counted (``_COUNTS``). Each spells its rows out: this runs for every fact.
 
     def _step_started(self, fact: StepStarted, at: datetime | None) -> None:
         if at is not None:
@@ -147,30 +149,49 @@ class Tally:
     def _step_finished(self, fact: StepFinished, at: datetime | None) -> None:
         began = self._opened.pop(fact.step, None)
         if began is not None and at is not None:
-            micros = max((at - began) // MICROSECOND, 0)
-            row = self._row(self._key(STEP, "", bucket_of(micros / 1e6)))
-            row[0] += 1
-            row[5] += micros
+            self.took(began, at)
+
+    def took(self, began: datetime, at: datetime) -> None:
+        """Count a step that started at ``began`` and finished at ``at`` (``feed`` does, for its facts)."""
+        micros = (at - began) // MICROSECOND
+        if micros < 0:  # a clock set back
+            micros = 0
+        key = _STEP_KEYS[bisect.bisect_left(BOUNDS, micros, 0, LAST_BUCKET)]  # ``bucket_of``
+        row = self.rows.get(key) or self.rows.setdefault(key, [0, 0, 0, 0, 0, 0])
+        row[0] += 1
+        row[5] += micros
+
+    def ran(self, calls: int) -> None:
+        """Count ``calls`` more tool calls that ran (``feed`` counts them from their ``tool_started``)."""
+        if calls:
+            row = self.rows.get(_RUN_KEY) or self.rows.setdefault(_RUN_KEY, [0, 0, 0, 0, 0, 0])
+            row[0] += calls
 
     def _tool_started(self, fact: ToolStarted, at: datetime | None) -> None:
         if fact.call_id not in self._started:  # else a call in doubt run again: it counts once
             self._started.add(fact.call_id)
-            self._row(self._key(RUN, ""))[0] += 1
+            row = self.rows.get(_RUN_KEY) or self.rows.setdefault(_RUN_KEY, [0, 0, 0, 0, 0, 0])
+            row[0] += 1
 
     def _tool_finished(self, fact: ToolFinished, at: datetime | None) -> None:
         seconds = fact.duration_s
-        micros = max(round(seconds * 1e6), 0) if math.isfinite(seconds) else 0
-        row = self._row(self._key(TOOL, str(fact.name), bucket_of(micros / 1e6)))
+        micros = round(seconds * 1e6) if 0 < seconds < MAX_SECONDS else 0  # NaN and infinities too
+        name = str(fact.name)
+        keys = self._tool_keys.get(name) or self._tool_keys.setdefault(
+            name, [Key(TOOL, name, bucket) for bucket in range(LAST_BUCKET + 1)])
+        key = keys[bisect.bisect_left(BOUNDS, micros, 0, LAST_BUCKET)]  # ``bucket_of``
+        row = self.rows.get(key) or self.rows.setdefault(key, [0, 0, 0, 0, 0, 0])
         row[0] += 1
         row[5] += micros
-        if failed(fact):
+        if not fact.ok or str(fact.observation).startswith("ERROR:"):  # ``failed``, spelled out
             row[1] += 1
 
     def _model_called(self, fact: ModelCalled, at: datetime | None) -> None:
-        reply = fact.reply
-        cost = nusd(fact.cost_usd) or 0
-        unknown = 1 if fact.cost_usd is None and reply is not None else 0
-        row = self._row(self._key(MODEL, self.model))
+        reply, usd = fact.reply, fact.cost_usd
+        cost = round(usd * NANO) if usd is not None and 0 < usd < MAX_USD else 0  # ``nusd``, spelled out
+        unknown = 1 if usd is None and reply is not None else 0
+        rows = self.rows
+        row = rows.get(self._model_key) or rows.setdefault(self._model_key, [0, 0, 0, 0, 0, 0])
         row[0] += 1
         row[3] += cost
         row[4] += unknown
@@ -179,7 +200,7 @@ class Tally:
         self._step_cost += cost
         self._step_unknown += unknown
         for name in self._step_tools:  # the tools the step asked for already are charged this call too
-            step = self._row(self._key(TOOL_STEPS, name))
+            step = rows.setdefault(self._step_key(name), [0, 0, 0, 0, 0, 0])
             step[3] += cost
             step[4] += unknown
         if reply is None or fact.error is not None:  # no reply, or one the loop refused: it asks for nothing
@@ -192,18 +213,21 @@ class Tally:
             name = str(call.name)
             if name not in self._step_tools:
                 self._step_tools.add(name)  # a tool's step is charged every model call of it, those before too
-                step = self._row(self._key(TOOL_STEPS, name))
+                step = rows.setdefault(self._step_key(name), [0, 0, 0, 0, 0, 0])
                 step[0] += 1
                 step[3] += self._step_cost
                 step[4] += self._step_unknown
 
+    def _step_key(self, name: str) -> Key:
+        return self._step_keys.get(name) or self._step_keys.setdefault(name, Key(TOOL_STEPS, name))
+
     def _run_started(self, fact: RunStarted, at: datetime | None) -> None:
-        self.model = model_key(fact.model, fact.provider)
+        self._uses(model_key(fact.model, fact.provider))
         self._new_part()
 
     def _run_resumed(self, fact: RunResumed, at: datetime | None) -> None:
         if fact.model:
-            self.model = model_key(fact.model, fact.provider)
+            self._uses(model_key(fact.model, fact.provider))
         self._new_part()
 
     def _new_part(self) -> None:
@@ -213,6 +237,8 @@ class Tally:
 
 
 MICROSECOND: Final = timedelta(microseconds=1)
+_RUN_KEY: Final = Key(RUN, "")
+_STEP_KEYS: Final = tuple(Key(STEP, "", bucket) for bucket in range(LAST_BUCKET + 1))
 _COUNTS: Final[dict[type, Callable[[Tally, Any, datetime | None], None]]] = {
     StepStarted: Tally._step_started,
     ModelCalled: Tally._model_called,

@@ -111,6 +111,9 @@ class StoreRecorder:
         self._observations: dict[str, str] = {}
         # The run's share of the stats' rollups, added in a commit of the facts it counts (``_batch``).
         self._tally = Tally(self.state.model, self.state.started_calls)
+        self._counts = self._tally.counters()
+        self._step_began: tuple[int, datetime | str] | None = None  # the open step's number and start, to time it
+        self._ran = self.state.tool_calls  # the run's tool calls that ran, as counted so far (``Tally.ran``)
         self._rolled = 0  # the seq of the last fact added (``runs.rolled``); and when
         self._rolled_at: float | None = None  # (None: add at the next commit)
         self._names: dict[str, str] = {}  # each tool and model name as the rollups' column keeps it
@@ -149,10 +152,16 @@ class StoreRecorder:
         if kind is ToolFinished:
             assert isinstance(event, ToolFinished)
             self._observations[event.call_id] = event.observation
-        if kind is StepStarted or kind is StepFinished:  # timed: a step's latency
-            self._tally.feed(event, now if isinstance(now, datetime) else datetime.fromisoformat(now))
-        elif kind in _TALLIED:
-            self._tally.feed(event)
+        counts = self._counts.get(kind)
+        if counts is not None:
+            counts(event, None)
+        elif kind is StepStarted:
+            self._step_began = (event.step, now)
+        elif kind is StepFinished and self._step_began is not None and self._step_began[0] == event.step:
+            began = self._step_began[1]
+            self._tally.took(began if isinstance(began, datetime) else datetime.fromisoformat(began),
+                             now if isinstance(now, datetime) else datetime.fromisoformat(now))
+            self._step_began = None
         code, data = encode(event, self._observations)
         self._seq += 1
         self._pending.append((self.run_id, self._seq, now, event.step, code, dumps(data),
@@ -171,6 +180,7 @@ class StoreRecorder:
         elif isinstance(event, RunResumed):
             self.run_id = event.run_id
             self._tally.give_back(rollups.unrolled(self.engine, self.run_id))  # what its last recorder never added
+            self._step_began = None  # a new part: a step is timed within one
             self._closing = False
             self._summary.update(status=Status.RUNNING, answer=None, error=None, finished_at=None)
             self._summary_changed = True
@@ -189,6 +199,7 @@ class StoreRecorder:
         elif not self.trace_id:
             self.trace_id = derived_trace_id(self.run_id)
         self._new_run = run_row(self.run_id, run, self.trace_id, owner_id(), now)
+        self._ran = 0  # a new row counts from none
         self._started_at = now
         if self.heartbeat is not None:
             self.heartbeat.add(self.run_id)
@@ -275,6 +286,8 @@ class StoreRecorder:
         added: list[tuple[Any, ...]] = []
         clock = time.monotonic()
         if full or self._new_run is not None or self._rolled_at is None or clock - self._rolled_at >= ROLL_EVERY_S:
+            self._tally.ran(state.tool_calls - self._ran)
+            self._ran = state.tool_calls
             added = rollups.recorded(self.run_id, self._tally.take(), self._names)
             self._rolled, self._rolled_at = self._seq, clock
         progress = {"steps": state.steps, "tokens": state.spent, "tool_calls": state.tool_calls,
@@ -319,9 +332,6 @@ class StoreRecorder:
 _PLAIN_FACTS: frozenset[type] = frozenset({StepStarted, StepFinished, MessageAppended, ModelCalled, ToolStarted,
                                            ToolFinished, ApprovalRequested, ApprovalDecided, CancelRequested,
                                            ModelDelta})
-# Facts the stats' rollups count (``tally``).
-_TALLIED: frozenset[type] = frozenset({RunStarted, RunResumed, StepStarted, StepFinished, ModelCalled, ToolStarted,
-                                       ToolFinished})
 # How often a running run's rollups are added to at most: each addition costs a step about a tenth.
 ROLL_EVERY_S = 1.0
 _STATEMENTS: dict[str, dict[str, Prepared]] = {}
