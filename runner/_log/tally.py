@@ -106,7 +106,7 @@ class Tally:
         self._step_unknown = 0
         self._step_tools: set[str] = set()
         # Each row's key made once: a step adds to the same few rows again and again.
-        self._tool_keys: dict[str, list[Key]] = {}
+        self._tool_keys: dict[str, dict[int, Key]] = {}
         self._step_keys: dict[str, Key] = {}
         self._uses(model)
 
@@ -177,9 +177,11 @@ class Tally:
         seconds = fact.duration_s
         micros = round(seconds * 1e6) if 0 < seconds < MAX_SECONDS else 0  # NaN and infinities too
         name = str(fact.name)
-        keys = self._tool_keys.get(name) or self._tool_keys.setdefault(
-            name, [Key(TOOL, name, bucket) for bucket in range(LAST_BUCKET + 1)])
-        key = keys[bisect.bisect_left(BOUNDS, micros, 0, LAST_BUCKET)]  # ``bucket_of``
+        keys = self._tool_keys.get(name)
+        if keys is None:  # a model may make up any number of names: each gets the buckets it uses
+            keys = self._tool_keys[name] = {}
+        bucket = bisect.bisect_left(BOUNDS, micros, 0, LAST_BUCKET)  # ``bucket_of``
+        key = keys.get(bucket) or keys.setdefault(bucket, Key(TOOL, name, bucket))
         row = self.rows.get(key) or self.rows.setdefault(key, [0, 0, 0, 0, 0, 0])
         row[0] += 1
         row[5] += micros

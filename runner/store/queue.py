@@ -26,8 +26,7 @@ from .clock import database_now
 from .engine import one_line
 from .owner import judge
 from .queries import read_run
-from .recording import insert_new
-from .rows import column, dumps, event_data, label_rows, run_row
+from .rows import column, dumps, event_data, insert_new, label_rows, run_row
 from .tables import events, run_cancels, run_labels, runs
 from .transaction import UNNAMED
 

@@ -14,8 +14,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from sqlalchemy import Dialect, Engine, Insert, Table, bindparam, func
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy import Dialect, Engine, bindparam, func
 from sqlalchemy.sql.dml import UpdateBase
 
 from .._log.ids import derived_span_id, derived_trace_id
@@ -49,8 +48,8 @@ from .lease import Heartbeat
 from .owner import owner_id
 from .pg_bulk import CopyInsert
 from .prepared import Prepared
-from .rows import NAME_WIDTH, column, dumps, label_rows, run_row
-from .tables import events, run_labels, run_tools, runs
+from .rows import NAME_WIDTH, column, dumps, insert_new, label_rows, labels_upsert, run_row
+from .tables import events, run_tools, runs
 
 if TYPE_CHECKING:
     import asyncio
@@ -369,36 +368,14 @@ def statements(dialect: Dialect) -> dict[str, Prepared]:
                                                 runs.c.owner == bindparam("_owner")).values(values(columns)))
         found = _STATEMENTS[key] = {
             "runs": prepared(runs.insert().values(values(c.name for c in runs.c))),
-            "run_labels": prepared(_labels_upsert(dialect)),
+            "run_labels": prepared(labels_upsert(dialect)),
             "events": CopyInsert(events, dialect) if copy else prepared(events.insert()),
-            "run_tools": prepared(insert_new(run_tools, dialect)), "rollups": prepared(rollups.upsert(dialect)),
+            "run_tools": prepared(insert_new(run_tools, dialect)),
+            "rollups": prepared(rollups.upsert(dialect, rollups.HOURS)),
+            "rollup_minutes": prepared(rollups.upsert(dialect, rollups.MINUTES)),
             "update_run": update(SUMMARY_COLUMNS), "update_progress": update(PROGRESS_COLUMNS),
             "start_queued": prepared(runs.update().where(runs.c.run_id == bindparam("_run_id")).values(
                 values(c.name for c in runs.c if c.name != "run_id")))}
         assert tuple(found["events"].names) == EVENT_COLUMNS  # the order the recorder builds its rows in
-        assert tuple(found["rollups"].names) == rollups.PARAMETERS
+        assert tuple(found["rollups"].names) == tuple(found["rollup_minutes"].names) == rollups.PARAMETERS
     return found
-
-
-def _labels_upsert(dialect: Dialect) -> Insert:
-    """The insert of a run's labels, which updates the rows a queued run already has.
-
-    A queued run's start moves their ``started_at`` to the run's, so the label filter
-    keeps reading newest first.
-    """
-    table = run_labels
-    if dialect.name in ("postgresql", "sqlite"):
-        insert = postgresql.insert(table) if dialect.name == "postgresql" else sqlite.insert(table)
-        return insert.on_conflict_do_update(index_elements=[table.c.run_id, table.c.key],
-                                            set_={"value": insert.excluded.value,
-                                                  "started_at": insert.excluded.started_at})
-    return table.insert()
-
-
-def insert_new(table: Table, dialect: Dialect) -> Insert:
-    """An insert that skips rows whose key exists (a resumed run names tools it named before)."""
-    if dialect.name == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing()
-    if dialect.name == "sqlite":
-        return sqlite.insert(table).on_conflict_do_nothing()
-    return table.insert()

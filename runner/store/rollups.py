@@ -1,17 +1,15 @@
-"""The stats' rollups (``rollups``): written with the facts they count, read instead of the log.
+"""The stats' rollups (``rollups`` by hour, ``rollup_minutes`` by minute): written with the facts they count.
 
-A row holds what the runs started in one hour add up to under a key (``tally.Key``). The
+A row holds what the runs started in one period add up to under a key (``tally.Key``). The
 recorder adds its run's rows a second's worth at a time, in a commit of the facts, with
-``runs.rolled`` (``tails`` reads a running run's facts past it); triggers on ``runs`` keep
-the ``status`` rows; ``prune`` takes its runs' other rows away. ``scan`` works the same
-figures out from the log (a window's ragged edges, other filters, ``refill``).
+``runs.rolled``; triggers on ``runs`` keep the ``status`` rows; ``prune`` takes its runs' other
+rows away. ``scan`` works the same figures out from the log. ``rolled_up`` reads them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import replace
-from datetime import UTC, date, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final, NamedTuple
 
 from sqlalchemy import (
@@ -20,6 +18,7 @@ from sqlalchemy import (
     Engine,
     Insert,
     Select,
+    Table,
     bindparam,
     delete,
     func,
@@ -28,10 +27,11 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import SQLAlchemyError
 
 from .._log import tally
-from .._log.statuses import Status
-from .._log.tally import FIELDS, Figures, Key, Rollup, Tally
+from .._log.tally import FIELDS, Figures, Key, Tally
+from ..errors import StoreError
 from ..events import (
     KIND_OF,
     ModelCalled,
@@ -43,31 +43,59 @@ from ..events import (
     ToolStarted,
     decode,
 )
-from . import queries
-from .filters import RunFilter
+from .engine import one_line
 from .rows import NAME_WIDTH, column, event_data
-from .tables import UTCDateTime, events, rollups, runs
+from .tables import UTCDateTime, events, rollup_minutes, rollups, runs
 
 # The facts a tally reads, as the log names their kinds.
 COUNTED: Final = tuple(KIND_OF[kind] for kind in (RunStarted, RunResumed, StepStarted, StepFinished, ModelCalled,
                                                   ToolStarted, ToolFinished))
+_TIMED: Final[dict[str, type[StepStarted] | type[StepFinished]]] = {
+    KIND_OF[StepStarted]: StepStarted, KIND_OF[StepFinished]: StepFinished}
 CHUNK: Final = 500  # runs whose facts one statement reads
-KEY: Final = ("hour", "kind", "name", "bucket")
+KEY: Final = ("start", "kind", "name", "bucket")
 
 
-class HourRow(NamedTuple):
-    """A rollup row: an hour, a key, the figures."""
+class Period(NamedTuple):
+    """A rollup table, the unit its rows add runs up by (SQL's name for it), and how long one lasts."""
 
-    hour: datetime
+    table: Table
+    unit: str
+    length: timedelta
+
+
+HOURS: Final = Period(rollups, "hour", timedelta(hours=1))
+MINUTES: Final = Period(rollup_minutes, "minute", timedelta(minutes=1))
+PERIODS: Final = (HOURS, MINUTES)
+
+
+class MinuteRow(NamedTuple):
+    """A rollup row of the runs started in one minute: the minute, a key, the figures."""
+
+    minute: datetime
     key: Key
     figures: Figures
 
 
-def hour_sql(dialect: str, column_sql: str) -> str:
-    """SQL for the hour a timestamp column falls in, as ``rollups.hour`` keeps it."""
+def start_sql(dialect: str, column_sql: str, period: Period) -> str:
+    """SQL for the start of the period a timestamp column falls in, as the period's ``start`` keeps it."""
     if dialect == "sqlite":  # 'YYYY-MM-DD HH:MM:SS.ffffff' (``tables.UTCDateTime``)
-        return f"substr({column_sql}, 1, 13) || ':00:00.000000'"
-    return f"date_trunc('hour', {column_sql}, 'UTC')"
+        return (f"substr({column_sql}, 1, 13) || ':00:00.000000'" if period is HOURS
+                else f"substr({column_sql}, 1, 16) || ':00.000000'")
+    return f"date_trunc('{period.unit}', {column_sql}, 'UTC')"
+
+
+def floor_to(moment: datetime, length: timedelta) -> datetime:
+    """The start of the hour or minute ``moment`` falls in."""
+    if length == HOURS.length:
+        return moment.replace(minute=0, second=0, microsecond=0)
+    return moment.replace(second=0, microsecond=0)
+
+
+def ceil_to(moment: datetime, length: timedelta) -> datetime:
+    """The first hour or minute that starts at or after ``moment``."""
+    start = floor_to(moment, length)
+    return start if start == moment else start + length
 
 
 def day_sql(dialect: str, column_sql: str) -> str:
@@ -77,35 +105,30 @@ def day_sql(dialect: str, column_sql: str) -> str:
     return f"to_char({column_sql} AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
 
 
-def hour_of(moment: datetime) -> datetime:
-    """The hour ``moment`` falls in."""
-    return moment.replace(minute=0, second=0, microsecond=0)
-
-
 def stored(key: Key) -> Key:
     """``key`` as its row keeps it: the name cut to the column's width."""
     return Key(key.kind, column(key.name, NAME_WIDTH), key.bucket)
 
 
-def _adding(dialect: Dialect, query: Select[Any] | None = None) -> Insert:
-    """An insert of ``rollups`` rows (from ``query``, else given) that adds their figures to rows that exist."""
-    insert = postgresql.insert(rollups) if dialect.name == "postgresql" else sqlite.insert(rollups)
+def _adding(dialect: Dialect, table: Table, query: Select[Any] | None = None) -> Insert:
+    """An insert of ``table``'s rows (from ``query``, else given) that adds their figures to rows that exist."""
+    insert = postgresql.insert(table) if dialect.name == "postgresql" else sqlite.insert(table)
     if query is not None:
         insert = insert.from_select([*KEY, *FIELDS], query)
-    added = {name: rollups.c[name] + insert.excluded[name] for name in FIELDS}
-    return insert.on_conflict_do_update(index_elements=[rollups.c[name] for name in KEY], set_=added)
+    added = {name: table.c[name] + insert.excluded[name] for name in FIELDS}
+    return insert.on_conflict_do_update(index_elements=[table.c[name] for name in KEY], set_=added)
 
 
-def upsert(dialect: Dialect) -> Insert:
-    """The recorder's statement: a run's row (``run_id``, kind, name, bucket, figures) added to its hour's.
+def upsert(dialect: Dialect, period: Period) -> Insert:
+    """The recorder's statement: a run's row (``run_id``, kind, name, bucket, figures) added to its period's.
 
-    The hour is the run's ``started_at``'s, read in the same statement (a queued run's start
+    The period is the run's ``started_at``'s, read in the same statement (a queued run's start
     moves it, earlier in the same transaction).
     """
-    hour = literal_column(hour_sql(dialect.name, "runs.started_at"), UTCDateTime())
+    start = literal_column(start_sql(dialect.name, "runs.started_at", period), UTCDateTime())
     values = [bindparam(name, type_=rollups.c[name].type) for name in ("kind", "name", "bucket", *FIELDS)]
-    query = select(hour, *values).where(runs.c.run_id == bindparam("run_id"))
-    return _adding(dialect, query)
+    query = select(start, *values).where(runs.c.run_id == bindparam("run_id"))
+    return _adding(dialect, period.table, query)
 
 
 # ``upsert``'s parameters, in the order its compiled statement takes them.
@@ -136,70 +159,50 @@ def figures_of(rows: Sequence[Sequence[Any]]) -> dict[Key, Figures]:
     return {Key(row[0], row[1], row[2]): Figures(*row[3:3 + len(FIELDS)]) for row in rows}
 
 
-def add(conn: Connection, rows: Sequence[HourRow], sign: int = 1) -> None:
-    """Add ``rows`` (``sign`` -1: take them away) to the rollups, in key order."""
-    if not rows:
-        return
-    params = [{"hour": row.hour, **stored(row.key)._asdict(), **{name: sign * value for name, value
-                                                                 in row.figures._asdict().items()}}
-              for row in sorted(rows, key=lambda row: (row.hour, row.key))]
-    conn.execute(_adding(conn.dialect), params)
+def add(conn: Connection, rows: Sequence[MinuteRow], sign: int = 1) -> None:
+    """Add ``rows`` (``sign`` -1: take them away) to the rollups of both periods, in key order."""
+    for period in PERIODS:
+        summed: dict[tuple[datetime, Key], list[int]] = {}
+        for row in rows:
+            into = summed.setdefault((floor_to(row.minute, period.length), stored(row.key)), [0] * len(FIELDS))
+            for i, value in enumerate(row.figures):
+                into[i] += sign * value
+        params = [{"start": start, **key._asdict(), **dict(zip(FIELDS, figures, strict=True))}
+                  for (start, key), figures in sorted(summed.items())]
+        if params:
+            conn.execute(_adding(conn.dialect, period.table), params)
 
 
-def read(conn: Connection, first: datetime | None, last: datetime | None) -> Rollup:
-    """The rollups of the hours in [first, last) (None: unbounded) added up, and day by day for the charts."""
-    def window(query: Select[Any]) -> Select[Any]:
-        if first is not None:
-            query = query.where(rollups.c.hour >= first)
-        if last is not None:
-            query = query.where(rollups.c.hour < last)
-        return query
-
-    sums = [func.sum(rollups.c[name]) for name in FIELDS]
-    found = Rollup()
-    for kind, name, bucket, *figures in conn.execute(window(
-            select(rollups.c.kind, rollups.c.name, rollups.c.bucket, *sums)
-            .group_by(rollups.c.kind, rollups.c.name, rollups.c.bucket))):
-        found.add(Key(kind, name, bucket), (int(value or 0) for value in figures))
-    day: Any = literal_column(day_sql(conn.dialect.name, "rollups.hour"))
-    for day_text, kind, name, *figures in conn.execute(window(
-            select(day, rollups.c.kind, rollups.c.name, *sums)
-            .where(rollups.c.kind.in_(sorted(tally.DAILY)))
-            .group_by(day, rollups.c.kind, rollups.c.name))):
-        found.days[(date.fromisoformat(str(day_text)), Key(kind, name))] = [int(value or 0) for value in figures]
-    return found
-
-
-def scan(conn: Connection, run_ids: Select[Any], *, statuses: bool = True) -> list[HourRow]:
+def scan(conn: Connection, run_ids: Select[Any], *, statuses: bool = True) -> list[MinuteRow]:
     """The rollup rows of the runs ``run_ids`` selects, worked out from their rows and their facts.
 
     ``statuses``: with the ``status`` rows (the triggers keep those; a prune leaves them to its delete).
     """
     found: dict[tuple[datetime, Key], list[int]] = {}
 
-    def put(hour: datetime, rows: Mapping[Key, Sequence[int]]) -> None:
+    def put(minute: datetime, rows: Mapping[Key, Sequence[int]]) -> None:
         for key, figures in rows.items():
             key = stored(key)
-            row = found.get((hour, key))
+            row = found.get((minute, key))
             if row is None:
-                found[(hour, key)] = list(figures)
+                found[(minute, key)] = list(figures)
             else:
                 for i, value in enumerate(figures):
                     row[i] += value
 
-    hours: dict[str, datetime] = {}
+    minutes: dict[str, datetime] = {}
     for run_id, status, started_at in conn.execute(
             select(runs.c.run_id, runs.c.status, runs.c.started_at)
             .where(runs.c.run_id.in_(run_ids.scalar_subquery()))):
-        hour = hours[run_id] = hour_of(started_at)
+        minute = minutes[run_id] = floor_to(started_at, MINUTES.length)
         if statuses:
-            put(hour, {Key(tally.STATUS, str(status)): list(Figures(number=1))})
-    for run_id, facts in _facts(conn, sorted(hours)):
+            put(minute, {Key(tally.STATUS, str(status)): list(Figures(number=1))})
+    for run_id, facts in _facts(conn, sorted(minutes)):
         run = Tally()
         for _, at, fact in facts:
             run.feed(fact, at)
-        put(hours[run_id], run.take())
-    return [HourRow(hour, key, Figures(*figures)) for (hour, key), figures in found.items()]
+        put(minutes[run_id], run.take())
+    return [MinuteRow(minute, key, Figures(*figures)) for (minute, key), figures in found.items()]
 
 
 def _facts(conn: Connection, run_ids: list[str]) -> Iterator[tuple[str, list[tuple[int, datetime, Any]]]]:
@@ -211,23 +214,28 @@ def _facts(conn: Connection, run_ids: list[str]) -> Iterator[tuple[str, list[tup
         for run_id, seq, kind, at, step, data in conn.execute(
                 select(events.c.run_id, events.c.seq, events.c.kind, events.c.at, events.c.step, events.c.data)
                 .where(events.c.run_id.in_(part), events.c.kind.in_(COUNTED))
-                .order_by(events.c.run_id, events.c.seq)):
+                .order_by(events.c.run_id, events.c.seq)).all():
             if run_id != current:
                 if current is not None:
                     yield current, facts
                 current, facts = run_id, []
-            facts.append((seq, at, decode(kind, event_data(run_id, seq, data), step, run_id)))
+            timed = _TIMED.get(kind)  # a step's start or end: its row's columns say all a tally needs
+            facts.append((seq, at, timed(step=step) if timed is not None
+                          else decode(kind, event_data(run_id, seq, data), step, run_id)))
         if current is not None:
             yield current, facts
 
 
 def unrolled(engine: Engine, run_id: str) -> dict[Key, list[int]]:
     """Run ``run_id``'s share of the rollups past ``runs.rolled``: what its last recorder logged and never added."""
-    with engine.connect() as conn:
-        return _past(conn, run_id, conn.execute(select(runs.c.rolled).where(runs.c.run_id == run_id)).scalar())
+    try:
+        with engine.connect() as conn:
+            return past(conn, run_id, conn.execute(select(runs.c.rolled).where(runs.c.run_id == run_id)).scalar())
+    except SQLAlchemyError as exc:
+        raise StoreError(f"cannot read run {run_id} to resume it: {one_line(exc)}") from None
 
 
-def _past(conn: Connection, run_id: str, rolled: int | None) -> dict[Key, list[int]]:
+def past(conn: Connection, run_id: str, rolled: int | None) -> dict[Key, list[int]]:
     """Run ``run_id``'s rollup rows from its facts past ``rolled`` (each fact counted as a whole log counts it)."""
     run = Tally()
     counted = False
@@ -240,46 +248,14 @@ def _past(conn: Connection, run_id: str, rolled: int | None) -> dict[Key, list[i
     return run.take() if counted else {}
 
 
-def tails(conn: Connection, first: datetime | None, last: datetime | None) -> Rollup:
-    """The running runs started in [first, last) past their ``runs.rolled``: what the rollups do not hold yet."""
-    query = select(runs.c.run_id, runs.c.started_at, runs.c.rolled).where(runs.c.status == Status.RUNNING)
-    if first is not None:
-        query = query.where(runs.c.started_at >= first)
-    if last is not None:
-        query = query.where(runs.c.started_at < last)
-    found = Rollup()
-    for run_id, started_at, rolled_seq in conn.execute(query).all():
-        past = _past(conn, run_id, rolled_seq)
-        found.add_hour(hour_of(started_at), {key: Figures(*row) for key, row in past.items()})
-    return found
-
-
-def rolled(rows: Sequence[HourRow]) -> Rollup:
-    """``rows`` added up as ``read`` adds the stored ones."""
-    found = Rollup()
-    for row in rows:
-        found.add(row.key, row.figures, row.hour.date())
-    return found
-
-
-def merged(into: Rollup, more: Rollup) -> Rollup:
-    """``into`` with ``more`` added."""
-    for key, figures in more.totals.items():
-        into.add(key, figures)
-    for (day, key), figures in more.days.items():
-        row = into.days.setdefault((day, key), [0] * len(FIELDS))
-        for i, value in enumerate(figures):
-            row[i] += value
-    return into
-
-
 def refill(conn: Connection) -> int:
     """Work every rollup out again from the runs and their logs; how many runs were read.
 
     The migration that adds the rollups fills them this way; so can a store whose rows were
     copied in bulk (``bench/ui_store.py``).
     """
-    conn.execute(delete(rollups))
+    for period in PERIODS:
+        conn.execute(delete(period.table))
     run_ids = [str(run_id) for run_id in conn.execute(select(runs.c.run_id).order_by(runs.c.run_id)).scalars()]
     for start in range(0, len(run_ids), CHUNK * 4):
         part = run_ids[start:start + CHUNK * 4]
@@ -287,43 +263,3 @@ def refill(conn: Connection) -> int:
     last = select(func.coalesce(func.max(events.c.seq), 0)).where(events.c.run_id == runs.c.run_id)
     conn.execute(update(runs).values(rolled=last.scalar_subquery()))
     return len(run_ids)
-
-
-def ceil_hour(moment: datetime) -> datetime:
-    """The first hour that starts at or after ``moment``."""
-    hour = hour_of(moment)
-    return hour if hour == moment else hour + timedelta(hours=1)
-
-
-def answer(conn: Connection, where: RunFilter, *, rolled_up: bool = True, indexed: bool = True,
-           parent_calls: bool = True) -> Rollup:
-    """The rollup of the runs ``where`` picks: whole hours from the rollups, the rest from the log.
-
-    Only a window of start times (``since``, ``until``) is keyed by the rollups: the runs started
-    in its ragged first and last hours are read from the log, as are all the runs of any other
-    filter, and of a store without rollups (``rolled_up`` False: one opened read-only at an older revision).
-    """
-    def picked(chosen: RunFilter) -> Rollup:
-        query, _ = queries.matching(conn, select(runs.c.run_id), chosen, indexed, parent_calls)
-        return rolled(scan(conn, query))
-
-    since, until = _utc(where.since), _utc(where.until)
-    if not rolled_up or replace(where, since=None, until=None) != RunFilter():
-        return picked(where)
-    first = None if since is None else ceil_hour(since)
-    last = None if until is None else hour_of(until)
-    if first is not None and last is not None and first >= last:  # within an hour or two: the log is quicker
-        return picked(where)
-    found = merged(read(conn, first, last), tails(conn, first, last))
-    if since is not None and first is not None and since < first:
-        merged(found, picked(RunFilter(since=since, until=first)))
-    if until is not None and last is not None and last < until:
-        merged(found, picked(RunFilter(since=last, until=until)))
-    return found
-
-
-def _utc(moment: datetime | None) -> datetime | None:
-    """``moment`` as an aware UTC time (naive means UTC)."""
-    if moment is None:
-        return None
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)

@@ -1,4 +1,4 @@
-"""Rows as the tables hold them: the ``runs`` row a run's first fact opens, label rows, column text.
+"""Rows as the tables hold them: the ``runs`` row a run's first fact opens, label rows, column text, upserts.
 
 The summary columns hold a rendering of what the log holds exactly: ``column``
 makes text storable and cuts names to their column's width. The recorder (a run's
@@ -13,10 +13,14 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, overload
 
+from sqlalchemy import Dialect, Insert, Table
+from sqlalchemy.dialects import postgresql, sqlite
+
 from .. import _jsontext
 from .._text import storable
 from ..errors import StoreError
 from ..events import RunQueued, RunStarted
+from .tables import run_labels
 
 # The width of the name columns (runs.model, provider, agent_name, parent_call_id; run_labels.key; run_tools.name).
 NAME_WIDTH = 200
@@ -79,3 +83,27 @@ def label_rows(run_id: str, labels: Mapping[str, str], started_at: datetime | st
     """
     rendered = {column(k, NAME_WIDTH): column(v) for k, v in reversed(list(labels.items()))}
     return [{"run_id": run_id, "key": k, "value": v, "started_at": started_at} for k, v in reversed(rendered.items())]
+
+
+def labels_upsert(dialect: Dialect) -> Insert:
+    """The insert of a run's labels, which updates the rows a queued run already has.
+
+    A queued run's start moves their ``started_at`` to the run's, so the label filter
+    keeps reading newest first.
+    """
+    table = run_labels
+    if dialect.name in ("postgresql", "sqlite"):
+        insert = postgresql.insert(table) if dialect.name == "postgresql" else sqlite.insert(table)
+        return insert.on_conflict_do_update(index_elements=[table.c.run_id, table.c.key],
+                                            set_={"value": insert.excluded.value,
+                                                  "started_at": insert.excluded.started_at})
+    return table.insert()
+
+
+def insert_new(table: Table, dialect: Dialect) -> Insert:
+    """An insert that skips rows whose key exists (a resumed run names tools it named before)."""
+    if dialect.name == "postgresql":
+        return postgresql.insert(table).on_conflict_do_nothing()
+    if dialect.name == "sqlite":
+        return sqlite.insert(table).on_conflict_do_nothing()
+    return table.insert()

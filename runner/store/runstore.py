@@ -28,7 +28,7 @@ from .._log.statuses import Status
 from .._log.tally import Rollup
 from ..errors import AmbiguousRunId, RunInUse, RunNotFound, StoreError
 from ..events import Event, RunQueued, RunStarted, ToolReturnedLate
-from . import appending, forks, logs, queries, queue, rollups, shortids, tail
+from . import appending, forks, logs, queries, queue, rolled_up, shortids, tail
 from .clock import database_clock
 from .engine import DEFAULT_BUSY_TIMEOUT_S, one_line, read_connection, shown
 from .filters import Label, RunFilter, chosen
@@ -270,9 +270,9 @@ class RunStore(Following):
             return queries.refused_calls(conn, run_ids)
 
     def stats(self, where: RunFilter | None = None) -> Rollup:
-        """What the runs ``where`` picks add up to (``runner stats``, ``/stats``): see ``rollups.answer``."""
+        """What the runs ``where`` picks add up to (``runner stats``, ``/stats``): see ``rolled_up.answer``."""
         with self.reading() as conn:
-            return rollups.answer(conn, where or RunFilter(), rolled_up=self._rolled_up, indexed=self._text_index,
+            return rolled_up.answer(conn, where or RunFilter(), rolled_up=self._rolled_up, indexed=self._text_index,
                                   parent_calls=self._parent_calls)
 
     def facts_of(self, run_ids: list[str]) -> dict[str, tuple[Event, ...]]:

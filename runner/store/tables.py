@@ -9,6 +9,7 @@ The tables::
     run_cancels    runs someone asked to cancel (a worker pool polls it)
     run_deletions  runs being pruned, only inside the pruning transaction (see ``prune``)
     rollups        per hour of the runs' start: counts, tokens, cost, latency histograms (``rollups``)
+    rollup_minutes the same per minute
 
 Both filter tables repeat the run's ``started_at``, so a filter walks its own index newest
 first and stops after ``limit`` rows. JSON columns hold JSON text on every backend;
@@ -188,12 +189,29 @@ class Rollup(Base):
     """What the runs started in an hour add up to, by kind, name and latency bucket (``runner._log.tally``).
 
     Kept in the transaction of the facts it counts: the recorder adds its rows, triggers on ``runs``
-    keep the ``status`` rows, a prune takes its runs' share away.
+    keep the ``status`` rows, a prune takes its runs' share away. ``rollup_minutes`` is the same by minute.
     """
 
     __tablename__ = "rollups"
 
-    hour: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
+    start: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)  # the hour's
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    bucket: Mapped[int] = mapped_column(Integer, primary_key=True)
+    number: Mapped[int] = mapped_column(_COUNTER, server_default="0")
+    errors: Mapped[int] = mapped_column(_COUNTER, server_default="0")
+    tokens: Mapped[int] = mapped_column(_COUNTER, server_default="0")
+    cost_nusd: Mapped[int] = mapped_column(_COUNTER, server_default="0")
+    unknown: Mapped[int] = mapped_column(_COUNTER, server_default="0")
+    micros: Mapped[int] = mapped_column(_COUNTER, server_default="0")
+
+
+class RollupMinute(Base):
+    """``rollups`` by minute: a window's ragged first and last hours are read from these."""
+
+    __tablename__ = "rollup_minutes"
+
+    start: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)  # the minute's
     kind: Mapped[str] = mapped_column(String(16), primary_key=True)
     name: Mapped[str] = mapped_column(String(200), primary_key=True)
     bucket: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -223,3 +241,4 @@ run_tools = Base.metadata.tables["run_tools"]
 run_cancels = Base.metadata.tables["run_cancels"]
 run_deletions = Base.metadata.tables["run_deletions"]
 rollups = Base.metadata.tables["rollups"]
+rollup_minutes = Base.metadata.tables["rollup_minutes"]

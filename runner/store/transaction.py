@@ -183,6 +183,7 @@ class Writer:
             sql["run_tools"].run(cursor, parts.tools)
         if parts.rollups:
             sql["rollups"].run_values(cursor, parts.rollups)
+            sql["rollup_minutes"].run_values(cursor, parts.rollups)
         requests: dict[str, str] = {}
         if parts.watched:
             cursor.execute(f"SELECT run_id, requested_by FROM run_cancels WHERE run_id IN "

@@ -29,14 +29,14 @@ from runner._log.statuses import Status
 from runner._log.tally import MODEL, STATUS, Figures, Key, nusd
 from runner._view import stats as view_stats
 from runner.errors import StoreError
-from runner.store import RunFilter, open_store, recording, rollups
+from runner.store import RunFilter, open_store, recording, rolled_up, rollups
 from runner.store.migrate import alembic_config
 from runner.store.tables import rollups as rollups_table
 from runner.store.transaction import Parts, Writer
 from tests.loop.helpers import call, reply, weather_registry
 
 RUNS = 2000
-SPACING = timedelta(minutes=17)  # between two runs' starts: 2,000 runs over 24 days
+SPACING = timedelta(minutes=17, seconds=7)  # between two runs' starts: 2,000 runs over 24 days, at any second
 PRICES = {"priced": {"input_mtok": 0.15, "output_mtok": 0.6}}
 
 
@@ -118,9 +118,26 @@ def compare(store: RunStore, at: datetime) -> None:
                RunFilter(since=at - timedelta(days=3)),
                RunFilter(since=ragged.replace(minute=0, second=0, microsecond=0)),
                RunFilter(status=(Status.DONE,)), RunFilter(labels={"team": "a"}), RunFilter(tool="flaky")]
+    hour = at.replace(minute=0, second=0, microsecond=0) - timedelta(days=4)
+    for early, late in ((10, 50), (50, 10), (10, 10), (50, 50)):  # each edge's smaller part read from the log
+        filters.append(RunFilter(since=hour + timedelta(minutes=early), until=hour + timedelta(days=2, minutes=late)))
+    for early, late in ((10, 50), (50, 10)):  # each ragged minute's smaller part read from the log
+        filters.append(RunFilter(since=hour + timedelta(minutes=7, seconds=early),
+                                 until=hour + timedelta(days=1, minutes=41, seconds=late)))
+        filters.append(RunFilter(since=hour + timedelta(minutes=7, seconds=early),
+                                 until=hour + timedelta(minutes=52, seconds=late)))  # no whole hour
+    filters += [RunFilter(since=hour + timedelta(minutes=5), until=hour + timedelta(minutes=55)),  # one hour
+                RunFilter(since=hour + timedelta(minutes=50), until=hour + timedelta(hours=1, minutes=10)),
+                RunFilter(since=hour + timedelta(minutes=3, seconds=5), until=hour + timedelta(minutes=3, seconds=59))]
+    starts = [run.started_at for run in store.list_runs(limit=500)]  # a run just inside or outside each edge:
+    early = next(t for t in starts if 3 <= t.second <= 20)  # its minute's smaller part before it
+    late = next(t for t in starts if 40 <= t.second <= 56)  # and after it
+    second = timedelta(seconds=3)
+    filters += [RunFilter(since=early + second), RunFilter(since=late - second),
+                RunFilter(until=late - second), RunFilter(until=early + second)]
     for where in filters:
         with store.reading() as conn:
-            logged = rollups.answer(conn, where, rolled_up=False)
+            logged = rolled_up.answer(conn, where, rolled_up=False)
         rolled = store.stats(where)
         assert dumped(view_stats.report(rolled, where)) == dumped(view_stats.report(logged, where)), where
     with store.engine.connect() as conn:
@@ -189,7 +206,7 @@ def test_a_failed_commits_rollup_rows_go_with_the_commit_that_retries_its_facts(
     assert len(failed) == 1
     assert failed[0] > 0  # the failed commit carried rollup rows
     with store.reading() as conn:
-        logged = rollups.answer(conn, RunFilter(), rolled_up=False)
+        logged = rolled_up.answer(conn, RunFilter(), rolled_up=False)
     assert view_stats.report(store.stats(), RunFilter()) == view_stats.report(logged, RunFilter())
     cost = nusd(500 * 0.15e-6 + 125 * 0.6e-6)
     assert cost is not None
@@ -250,7 +267,7 @@ def test_a_killed_runs_facts_past_its_last_addition_count_while_it_lies_dead_and
 
     def same(store: RunStore) -> dict[str, Any]:
         with store.reading() as conn:
-            logged = rollups.answer(conn, RunFilter(), rolled_up=False)
+            logged = rolled_up.answer(conn, RunFilter(), rolled_up=False)
         found = view_stats.report(store.stats(), RunFilter())
         assert found == view_stats.report(logged, RunFilter())
         return found

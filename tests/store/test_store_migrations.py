@@ -17,7 +17,8 @@ from runner.store.engine import make_engine, parse_url
 from runner.store.migrate import alembic_config, current_revision, head_revision, script_location
 from runner.store.tables import TEXT_INDEX, Base, modelled
 
-TABLES = ["alembic_version", "events", "rollups", "run_cancels", "run_deletions", "run_labels", "run_tools", "runs"]
+TABLES = ["alembic_version", "events", "rollup_minutes", "rollups", "run_cancels", "run_deletions", "run_labels",
+          "run_tools", "runs"]
 SEARCH_TABLES = sorted(name for name in TEXT_INDEX if not name.startswith("ix_"))  # SQLite's text index
 
 

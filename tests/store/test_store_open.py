@@ -331,8 +331,8 @@ def test_other_tables_without_alembic_version_are_refused_on_every_backend(store
 def test_an_empty_alembic_version_alone_is_initialised(store_url: str) -> None:
     foreign_database(store_url, ALEMBIC_VERSION)  # e.g. our own store after `alembic downgrade base`
     open_store(store_url).close()
-    assert tables_of(store_url) == ["alembic_version", "events", "rollups", "run_cancels", "run_deletions",
-                                    "run_labels", "run_tools", "runs"]
+    assert tables_of(store_url) == ["alembic_version", "events", "rollup_minutes", "rollups", "run_cancels",
+                                    "run_deletions", "run_labels", "run_tools", "runs"]
 
 
 def test_a_missing_postgres_driver_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -67,7 +67,8 @@ def test_a_read_only_open_of_an_empty_database_creates_nothing(store_url: str) -
         open_store(store_url, read_only=True)
     with open_store(store_url) as store:
         assert sorted(name for name in inspect(store.engine).get_table_names() if name not in TEXT_INDEX) == [
-            "alembic_version", "events", "rollups", "run_cancels", "run_deletions", "run_labels", "run_tools", "runs"]
+            "alembic_version", "events", "rollup_minutes", "rollups", "run_cancels", "run_deletions", "run_labels",
+            "run_tools", "runs"]
 
 
 @pytest.fixture
