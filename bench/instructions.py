@@ -10,11 +10,15 @@ its steps grow with the history, so compare it at the same N only) or ``floor`` 
 the spans a traced run of N steps made, read from SPANS, made again straight on a provider).
 Write SPANS first, outside callgrind, with ``bench/instructions.py capture N SPANS``; a
 ``floor`` run with N = 0 reads the file and makes nothing, so reading it cancels out too.
+A logged run adds to the stats' rollups once a second: under callgrind, where a step takes ~50x
+longer, that is ~50x more often a step than in a real run. ``RUNNER_BENCH_ROLL_EVERY_S=60`` counts
+what a real run at a step a millisecond pays.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -92,6 +96,11 @@ def main(argv: list[str]) -> None:
         options["record_content"] = mode == "content"
     if mode == "logged":
         options["store"] = open_store(Path(tempfile.mkdtemp()) / "runs.db")
+        every = os.environ.get("RUNNER_BENCH_ROLL_EVERY_S")
+        if every is not None:  # under callgrind a step takes ~50x longer: as many more stats additions a step
+            from runner.store import recording
+
+            recording.ROLL_EVERY_S = float(every)
     run(3, **options)  # warm: first-call costs (imports, caches) are not a step's
     if steps:
         run(steps, **options)
