@@ -130,11 +130,11 @@ def compare(store: RunStore, at: datetime) -> None:
                 RunFilter(since=hour + timedelta(minutes=50), until=hour + timedelta(hours=1, minutes=10)),
                 RunFilter(since=hour + timedelta(minutes=3, seconds=5), until=hour + timedelta(minutes=3, seconds=59))]
     starts = [run.started_at for run in store.list_runs(limit=500)]  # a run just inside or outside each edge:
-    early = next(t for t in starts if 3 <= t.second <= 20)  # its minute's smaller part before it
-    late = next(t for t in starts if 40 <= t.second <= 56)  # and after it
-    second = timedelta(seconds=3)
-    filters += [RunFilter(since=early + second), RunFilter(since=late - second),
-                RunFilter(until=late - second), RunFilter(until=early + second)]
+    soon = next(t for t in starts if 3 <= t.second <= 20)  # its minute's smaller part before it
+    later = next(t for t in starts if 40 <= t.second <= 56)  # and after it
+    moment = timedelta(seconds=3)
+    filters += [RunFilter(since=soon + moment), RunFilter(since=later - moment),
+                RunFilter(until=later - moment), RunFilter(until=soon + moment)]
     for where in filters:
         with store.reading() as conn:
             logged = rolled_up.answer(conn, where, rolled_up=False)
