@@ -96,13 +96,15 @@ def read(conn: Connection, period: Period, first: datetime | None, last: datetim
     for kind, name, bucket, *figures in conn.execute(window(
             select(table.c.kind, table.c.name, table.c.bucket, *sums)
             .group_by(table.c.kind, table.c.name, table.c.bucket))):
-        found.add(Key(kind, name, bucket), (int(value or 0) for value in figures))
+        if any(figures):  # a row a status change or a prune left at 0 counts nothing
+            found.add(Key(kind, name, bucket), (int(value or 0) for value in figures))
     day: Any = literal_column(day_sql(conn.dialect.name, f"{table.name}.start"))
     for day_text, kind, name, *figures in conn.execute(window(
             select(day, table.c.kind, table.c.name, *sums)
             .where(table.c.kind.in_(sorted(tally.DAILY)))
             .group_by(day, table.c.kind, table.c.name))):
-        found.days[(date.fromisoformat(str(day_text)), Key(kind, name))] = [int(value or 0) for value in figures]
+        if any(figures):
+            found.days[(date.fromisoformat(str(day_text)), Key(kind, name))] = [int(value or 0) for value in figures]
     return found
 
 
@@ -128,13 +130,17 @@ def rolled(rows: Sequence[MinuteRow]) -> Rollup:
 
 
 def merged(into: Rollup, more: Rollup, sign: int = 1) -> Rollup:
-    """``into`` with ``more`` added (``sign`` -1: taken away)."""
+    """``into`` with ``more`` added (``sign`` -1: taken away; a row left counting nothing goes)."""
     for key, figures in more.totals.items():
         into.add(key, (sign * value for value in figures))
+        if sign < 0 and not any(into.totals[key]):
+            del into.totals[key]
     for (day, key), figures in more.days.items():
         row = into.days.setdefault((day, key), [0] * len(FIELDS))
         for i, value in enumerate(figures):
             row[i] += sign * value
+        if not any(row):
+            del into.days[(day, key)]
     return into
 
 

@@ -286,8 +286,16 @@ class Streaming(NamedTuple):
     err: Output
 
     def ended(self) -> tuple[int, str, str]:
-        """Its exit status, stdout and stderr, once it exits."""
-        code = self.proc.wait(WAIT_S)
+        """Its exit status, stdout and stderr, once it exits (killed when it has not within ``WAIT_S``).
+
+        A process left running would fail a later test (its ``Popen`` warns when collected).
+        """
+        try:
+            code = self.proc.wait(WAIT_S)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(WAIT_S)
+            raise
         return code, self.out.whole(), self.err.whole()
 
 
