@@ -295,7 +295,8 @@ class Streaming(NamedTuple):
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(WAIT_S)
-            raise
+            raise AssertionError(f"still running after {WAIT_S} s; its stdout: {self.out.whole()!r}; "
+                                 f"its stderr: {self.err.whole()!r}") from None
         return code, self.out.whole(), self.err.whole()
 
 
