@@ -26,7 +26,7 @@ from runner.events import Event, MessageAppended, ModelCalled, ModelDelta, RunSt
 from runner.store import RunStore, open_store, rollups
 from runner.store.tables import runs
 from tests.cli import resume_tools
-from tests.helpers import Answer, LocalServer
+from tests.helpers import Answer, LocalServer, default_sigint
 from tests.loop.helpers import call, reply, weather_registry
 
 T0 = datetime(2025, 1, 1, tzinfo=UTC)
@@ -309,7 +309,8 @@ def start_runner(command: list[str], *args: str, script: list[Any] | None = None
     env = {**os.environ, "STREAM_CLI_SCRIPT": json.dumps(script or []), "STREAM_CLI_PAUSE_S": str(pause_s),
            "STREAM_CLI_GATE": str(gate) if gate is not None else "", "COLUMNS": "200"}
     proc = subprocess.Popen([*command, *args], cwd=ROOT, env=env, stdout=subprocess.PIPE, bufsize=0,
-                            stderr=subprocess.STDOUT if merged else subprocess.PIPE)
+                            stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+                            preexec_fn=default_sigint)  # Ctrl-C reaches it even where this process ignores it
     assert proc.stdout is not None
     return Streaming(proc, Output(proc.stdout), Output(proc.stderr if proc.stderr is not None else io.BytesIO()))
 
