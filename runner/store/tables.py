@@ -185,42 +185,35 @@ class RunDeletion(Base):
 _COUNTER = BigInteger().with_variant(Integer(), "sqlite")
 
 
-class Rollup(Base):
-    """What the runs started in an hour add up to, by kind, name and latency bucket (``runner._log.tally``).
+class _Rollup:
+    """The columns of a rollup table: a period's start, the row's key, its figures (``runner._log.tally``)."""
+
+    start: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    bucket: Mapped[int] = mapped_column(Integer, primary_key=True)
+    number: Mapped[int] = mapped_column(_COUNTER, server_default="0")
+    errors: Mapped[int] = mapped_column(_COUNTER, server_default="0")
+    tokens: Mapped[int] = mapped_column(_COUNTER, server_default="0")
+    cost_nusd: Mapped[int] = mapped_column(_COUNTER, server_default="0")
+    unknown: Mapped[int] = mapped_column(_COUNTER, server_default="0")
+    micros: Mapped[int] = mapped_column(_COUNTER, server_default="0")
+
+
+class Rollup(_Rollup, Base):
+    """What the runs started in an hour add up to, by kind, name and latency bucket (``start``: the hour's).
 
     Kept in the transaction of the facts it counts: the recorder adds its rows, triggers on ``runs``
-    keep the ``status`` rows, a prune takes its runs' share away. ``rollup_minutes`` is the same by minute.
+    keep the ``status`` rows, a prune takes its runs' share away.
     """
 
     __tablename__ = "rollups"
 
-    start: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)  # the hour's
-    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), primary_key=True)
-    bucket: Mapped[int] = mapped_column(Integer, primary_key=True)
-    number: Mapped[int] = mapped_column(_COUNTER, server_default="0")
-    errors: Mapped[int] = mapped_column(_COUNTER, server_default="0")
-    tokens: Mapped[int] = mapped_column(_COUNTER, server_default="0")
-    cost_nusd: Mapped[int] = mapped_column(_COUNTER, server_default="0")
-    unknown: Mapped[int] = mapped_column(_COUNTER, server_default="0")
-    micros: Mapped[int] = mapped_column(_COUNTER, server_default="0")
 
-
-class RollupMinute(Base):
-    """``rollups`` by minute: a window's ragged first and last hours are read from these."""
+class RollupMinute(_Rollup, Base):
+    """``rollups`` by minute (``start``: the minute's): a window's ragged hours are read from these."""
 
     __tablename__ = "rollup_minutes"
-
-    start: Mapped[datetime] = mapped_column(UTCDateTime(), primary_key=True)  # the minute's
-    kind: Mapped[str] = mapped_column(String(16), primary_key=True)
-    name: Mapped[str] = mapped_column(String(200), primary_key=True)
-    bucket: Mapped[int] = mapped_column(Integer, primary_key=True)
-    number: Mapped[int] = mapped_column(_COUNTER, server_default="0")
-    errors: Mapped[int] = mapped_column(_COUNTER, server_default="0")
-    tokens: Mapped[int] = mapped_column(_COUNTER, server_default="0")
-    cost_nusd: Mapped[int] = mapped_column(_COUNTER, server_default="0")
-    unknown: Mapped[int] = mapped_column(_COUNTER, server_default="0")
-    micros: Mapped[int] = mapped_column(_COUNTER, server_default="0")
 
 
 # The text search's index (``search``, migration 0006) is not modelled: on SQLite an FTS5 table (and
