@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, sync_playwright
 
-from tests.ui.helpers import CHROMIUM_ARGS, SCRUBBED, Console, chromium_path, start_console
+from tests.ui.helpers import CHROMIUM_ARGS, SCRUBBED, Console, Watch, chromium_path, start_console, watching
 
 PAGE_TIMEOUT_MS = 15_000
 
@@ -64,3 +64,9 @@ def console(tmp_path: Path, ran_file: Path) -> Iterator[Callable[..., Console]]:
     for one in started:
         if one.process.returncode is None:
             one.stop()
+
+
+@pytest.fixture
+def watch(page: Page) -> Watch:
+    """The page's requests and CSP complaints (``helpers.watching``)."""
+    return watching(page)

@@ -24,7 +24,7 @@ from typing import IO, Any, NamedTuple
 from urllib.parse import urlsplit
 
 import pytest
-from playwright.sync_api import Locator, Page
+from playwright.sync_api import Locator, Page, Request
 
 from runner import AgentResult, RunNotFound, StoredEvent, ToolRegistry, open_store, run_agent
 from runner._log.statuses import Status
@@ -287,3 +287,31 @@ def streaming(store: RunStore, model: StreamingModel, registry: ToolRegistry, ru
             time.sleep(0.01)
         yield done
         done.result(SETTLE_S)
+
+
+# Put on a page before it loads: every CSP violation it meets, in ``window.__violations``.
+SPY = """
+window.__violations = [];
+document.addEventListener("securitypolicyviolation", (e) => window.__violations.push(e.violatedDirective));
+"""
+
+
+class Watch(NamedTuple):
+    """What a page did: the requests it sent, and the CSP's complaints on its console."""
+
+    requests: list[Request]
+    blocked: list[str]
+
+    def elsewhere(self, origin: str) -> list[str]:
+        """The URLs it asked for outside ``origin``."""
+        return [request.url for request in self.requests if not request.url.startswith(origin + "/")]
+
+
+def watching(page: Page) -> Watch:
+    """Note ``page``'s requests and CSP complaints from now on, and spy on its CSP violations (``SPY``)."""
+    seen = Watch([], [])
+    page.on("request", lambda request: seen.requests.append(request))
+    page.on("console", lambda message: seen.blocked.append(message.text)
+            if "Content Security Policy" in message.text else None)
+    page.add_init_script(SPY)
+    return seen

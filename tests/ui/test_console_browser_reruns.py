@@ -4,22 +4,18 @@ shows on the runs page, and its report opens, styled, with every stored text ine
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import Page, Request, expect
+from playwright.sync_api import Page, expect
 
 from runner import ModelReply, ScriptedModel, ToolCall, rerun, run_agent
 from runner.store import RunStore
 from tests.rerun import rerun_tools
-from tests.ui.helpers import Start
+from tests.ui.helpers import Start, watching
 
 pytestmark = [pytest.mark.process]
 
 XSS_TASK = "Read <script>window.__pwned = 'task'</script><img src=x onerror=window.__pwned=1>"
 XSS_ANSWER = "Done. <img src=x onerror=window.__pwned=2>"
 XSS_TOOL = "<img src=x onerror=window.__pwned=3>"
-SPY = """
-window.__violations = [];
-document.addEventListener("securitypolicyviolation", (e) => window.__violations.push(e.violatedDirective));
-"""
 
 
 def test_a_rerun_is_listed_on_the_runs_page_and_its_report_opens_inert(store: RunStore, store_url: str, page: Page,
@@ -28,11 +24,8 @@ def test_a_rerun_is_listed_on_the_runs_page_and_its_report_opens_inert(store: Ru
     candidate = ScriptedModel([ModelReply("", [ToolCall("c1", XSS_TOOL, {})]), XSS_ANSWER])
     report = rerun(store, [baseline.run_id], candidate)
     ui = console(store_url)
-    asked: list[Request] = []
-    page.on("request", lambda request: asked.append(request))
-    blocked: list[str] = []
-    page.on("console", lambda m: blocked.append(m.text) if "Content Security Policy" in m.text else None)
-    page.add_init_script(SPY)
+    seen = watching(page)
+    asked, blocked = seen.requests, seen.blocked
 
     page.goto(ui.url)
     row = page.locator(f'#reruns tr[data-rerun-id="{report.rerun_id}"]')
@@ -55,7 +48,7 @@ def test_a_rerun_is_listed_on_the_runs_page_and_its_report_opens_inert(store: Ru
     expect(page.locator("section#run-header")).to_have_attribute("data-status", "done")
     inert(page)
     assert blocked == []
-    assert [r.url for r in asked if not r.url.startswith(ui.origin + "/")] == []
+    assert seen.elsewhere(ui.origin) == []
     assert [r.url for r in asked if r.resource_type == "stylesheet"] == [
         ui.at("/static/console.css"), ui.at("/static/console.css"), ui.at("/reruns.css"), ui.at("/static/console.css")]
 

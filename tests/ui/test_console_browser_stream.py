@@ -18,17 +18,13 @@ from runner import ToolRegistry
 from runner._log.statuses import Status
 from runner.store import RunStore
 from tests.streaming.helpers import StreamingModel, call
-from tests.ui.helpers import SETTLE_S, Start, streaming
+from tests.ui.helpers import SETTLE_S, SPY, Start, streaming
 
 pytestmark = [pytest.mark.process]
 
 RUN = "b" * 32
 LOOKING = "Let me look up <b>the weather</b> for <img src=x onerror=window.__pwned=1> Paris first."
 ANSWER = ("It is 21C in Paris today. " * 6).strip()
-SPY = """
-window.__violations = [];
-document.addEventListener("securitypolicyviolation", (e) => window.__violations.push(e.violatedDirective));
-"""
 
 
 def slow_weather(release: threading.Event) -> ToolRegistry:

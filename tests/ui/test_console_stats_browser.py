@@ -7,42 +7,18 @@ still shows each chart whole. No request leaves the console's origin, and the CS
 
 from __future__ import annotations
 
-from typing import NamedTuple
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from playwright.sync_api import Page, expect
 
 from runner._log.statuses import Status
-from tests.ui.helpers import Start
+from tests.ui.helpers import Start, Watch
 from tests.ui.stats_runs import XSS, fill_stats
 
 pytestmark = [pytest.mark.process]
 
 CHARTS = ("runs", "cost", "tool-latency", "tool-errors")
-SPY = """
-window.__violations = [];
-document.addEventListener("securitypolicyviolation", (e) => window.__violations.push(e.violatedDirective));
-"""
-
-
-class Watch(NamedTuple):
-    """What the page did: the requests it sent, and what the CSP blocked (the console's messages about it)."""
-
-    requests: list[str]
-    blocked: list[str]
-
-
-@pytest.fixture
-def watch(page: Page) -> Watch:
-    seen = Watch([], [])
-    page.on("request", lambda request: seen.requests.append(request.url))
-    page.on("console", lambda message: seen.blocked.append(message.text)
-            if "Content Security Policy" in message.text else None)
-    page.add_init_script(SPY)
-    return seen
-
-
 def safe(page: Page, origin: str, seen: Watch) -> None:
     """Nothing ran that the page did not serve, nothing left its origin, nothing was blocked."""
     assert page.evaluate("typeof window.__x") == "undefined"
@@ -50,7 +26,7 @@ def safe(page: Page, origin: str, seen: Watch) -> None:
     assert page.evaluate("window.__violations") == []
     assert seen.blocked == []
     assert seen.requests
-    assert [url for url in seen.requests if not url.startswith(origin + "/")] == []
+    assert seen.elsewhere(origin) == []
 
 
 def test_the_four_charts_are_drawn_with_bars_axes_legends_and_tables(

@@ -24,7 +24,7 @@ from runner.store import RunStore
 from tests.loop.helpers import call, reply
 from tests.trees import run_tree
 from tests.ui.console_tools import XSS
-from tests.ui.helpers import Start
+from tests.ui.helpers import Start, Watch
 from tests.ui.money import PARAMS, money
 
 pytestmark = [pytest.mark.process]
@@ -67,25 +67,9 @@ def box(bar: Locator) -> Box:
     return Box(found["x"], found["width"])
 
 
-class Watch(NamedTuple):
-    """What the page did: the requests it sent, and what the CSP blocked (the console's messages about it)."""
-
-    requests: list[str]
-    blocked: list[str]
-
-
-@pytest.fixture
-def watch(page: Page) -> Watch:
-    seen = Watch([], [])
-    page.on("request", lambda request: seen.requests.append(request.url))
-    page.on("console", lambda message: seen.blocked.append(message.text)
-            if "Content Security Policy" in message.text else None)
-    return seen
-
-
 def only_from(ui_origin: str, seen: Watch) -> None:
     assert seen.requests
-    assert [url for url in seen.requests if not url.startswith(ui_origin + "/")] == []
+    assert seen.elsewhere(ui_origin) == []
     assert seen.blocked == []
 
 
