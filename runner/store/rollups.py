@@ -236,7 +236,10 @@ def unrolled(engine: Engine, run_id: str) -> dict[Key, list[int]]:
 
 
 def past(conn: Connection, run_id: str, rolled: int | None) -> dict[Key, list[int]]:
-    """Run ``run_id``'s rollup rows from its facts past ``rolled`` (each fact counted as a whole log counts it)."""
+    """Run ``run_id``'s rollup rows from its facts past ``rolled`` (each fact counted as a whole log counts it).
+
+    Keyed as the tables keep them (``stored``), like every other row read or scanned.
+    """
     run = Tally()
     counted = False
     for _, facts in _facts(conn, [run_id]):
@@ -245,7 +248,12 @@ def past(conn: Connection, run_id: str, rolled: int | None) -> dict[Key, list[in
                 run.take()  # what the rollups hold already
                 counted = True
             run.feed(fact, at)
-    return run.take() if counted else {}
+    found: dict[Key, list[int]] = {}
+    for key, row in run.take().items() if counted else ():
+        into = found.setdefault(stored(key), [0] * len(FIELDS))  # two names may render alike
+        for i, value in enumerate(row):
+            into[i] += value
+    return found
 
 
 def refill(conn: Connection) -> int:

@@ -13,6 +13,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
@@ -24,7 +26,7 @@ import pytest
 from alembic import command
 from sqlalchemy import select
 
-from runner import ModelReply, RunStore, ScriptedModel, ToolRegistry, Usage, fork, resume, run_agent
+from runner import ModelReply, RunStore, ScriptedModel, ToolCall, ToolRegistry, Usage, fork, resume, run_agent
 from runner._log.statuses import Status
 from runner._log.tally import MODEL, STATUS, Figures, Key, nusd
 from runner._view import stats as view_stats
@@ -292,3 +294,34 @@ def stored_rows_refilled(store: RunStore) -> set[tuple[Any, ...]]:
         found = {tuple(row) for row in conn.execute(select(rollups_table)) if any(row[4:])}
         transaction.rollback()
     return found
+
+
+def test_a_running_runs_facts_past_its_last_addition_count_under_the_names_the_rollups_keep(
+        store: RunStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tool name longer than the column (or one a backend cannot store) counts as one tool, live or added."""
+    monkeypatch.setattr(recording, "ROLL_EVERY_S", 3600.0)  # nothing added past the run's start
+    long_name = "t" * 300 + "\ud800"
+    release, asked = threading.Event(), threading.Event()
+
+    def model(messages: Any, specs: Any) -> ModelReply:
+        if asked.is_set():
+            release.wait(30)
+            return ModelReply("done")
+        asked.set()
+        return ModelReply("", [ToolCall("c1", long_name, {})], Usage(5, 1))
+
+    running = threading.Thread(target=run_agent, args=("t", model, registry()), kwargs={"store": store})
+    running.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not any(f.kind == "tool_finished" for r in store.list_runs() for f in store.get_run(r.run_id).events):
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        with store.reading() as conn:
+            logged = rolled_up.answer(conn, RunFilter(), rolled_up=False)
+        live = view_stats.report(store.stats(), RunFilter())
+        assert live == view_stats.report(logged, RunFilter())
+        assert [tool["calls"] for tool in live["tools"].values()] == [1]
+    finally:
+        release.set()
+        running.join(30)
