@@ -5,7 +5,7 @@
 Run it for N = 0 and N = 200 and divide the difference of the ``Collected`` totals by 200:
 the instructions of one step, everything else (imports, a warm-up run, setup) cancelled out.
 MODE is ``plain`` (no store, no tracer), ``logged`` (a SQLite file), ``traced`` (a real SDK
-provider with a synchronous in-memory exporter), ``content`` (traced with ``record_content``:
+provider with a synchronous in-memory exporter), ``logged+traced`` (both), ``content`` (traced with ``record_content``:
 its steps grow with the history, so compare it at the same N only) or ``floor`` (the OpenTelemetry SDK alone:
 the spans a traced run of N steps made, read from SPANS, made again straight on a provider).
 Write SPANS first, outside callgrind, with ``bench/instructions.py capture N SPANS``; a
@@ -33,7 +33,7 @@ from workload import registry, script
 
 from runner import open_store, run_agent
 
-MODES = ("plain", "logged", "traced", "content", "floor")
+MODES = ("plain", "logged", "traced", "logged+traced", "content", "floor")
 
 
 def provider() -> tuple[TracerProvider, InMemorySpanExporter]:
@@ -91,10 +91,10 @@ def main(argv: list[str]) -> None:
         floor(json.loads(Path(argv[2]).read_text(encoding="utf-8")), make=steps > 0)
         return
     options: dict[str, Any] = {}
-    if mode in ("traced", "content"):
+    if mode in ("traced", "logged+traced", "content"):
         options["tracer_provider"] = provider()[0]
         options["record_content"] = mode == "content"
-    if mode == "logged":
+    if mode in ("logged", "logged+traced"):
         options["store"] = open_store(Path(tempfile.mkdtemp()) / "runs.db")
         every = os.environ.get("RUNNER_BENCH_ROLL_EVERY_S")
         if every is not None:  # under callgrind a step takes ~50x longer: as many more stats additions a step

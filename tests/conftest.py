@@ -20,6 +20,7 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.engine import make_url
 
 from runner.store import RunStore, open_store
+from tests.tracing.helpers import Receiver
 
 # No per-example deadline: it is a wall-clock assertion, which fails on a loaded machine, not on slow code.
 settings.register_profile("runner", deadline=None)
@@ -114,3 +115,18 @@ def live() -> Iterator[tuple[TracerProvider, InMemorySpanExporter]]:
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     yield provider, exporter
     provider.shutdown()
+
+
+@pytest.fixture
+def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
+    """A real OTLP/HTTP receiver that the standard environment names as the endpoint (for child processes too)."""
+    rec = Receiver()
+    rec.thread.start()
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rec.url)
+    monkeypatch.setenv("OTEL_SERVICE_NAME", "otlp-test")
+    yield rec
+    rec.server.shutdown()
+    rec.server.server_close()

@@ -54,7 +54,8 @@ _OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "serv
                               "decisions", "model", "provider", "tools_ref", "session_id", "tool_traits",
                               "mcp_servers", "by", "cost_usd", "price_source", "prompt_cost_usd", "completion_cost_usd",
                               "output_schema", "output", "output_type", "parent_call_id", "child_run_id",
-                              "child_tokens", "child_cost_usd", "first_chunk_s", "parent_span_id"})
+                              "child_tokens", "child_cost_usd", "first_chunk_s", "parent_span_id",
+                              "linked_span"})
 _NAMES: Final[dict[type[Any], tuple[str, ...]]] = {cls: tuple(f.name for f in fields(cls)) for cls in KINDS.values()}
 _DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}, "cost_usd": None, "price_source": None,
                                     "prompt_cost_usd": None, "completion_cost_usd": None, "output_schema": None,
@@ -63,6 +64,7 @@ _DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}, "cost_usd": N
 
 
 _SPAN_ID: Final = re.compile(r"[0-9a-f]{16}")
+_LINK: Final = re.compile(r"[0-9a-f]{32}:[0-9a-f]{16}")
 
 # A tool message stored without its content names where the content is: its call's last ``tool_finished``.
 CONTENT_FROM: Final = "content_from"
@@ -179,6 +181,7 @@ def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") 
         check_mcp_refs(values.get("mcp_servers"))
         _check_output_schema(values.get("output_schema"))
         _check_span_id(values.get("parent_span_id"))
+        _check_link(values.get("linked_span"))
         event: Event = cls(**values)
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
         raise EventDecodeError(f"{kind} event is malformed: {exc}") from None
@@ -201,6 +204,12 @@ def _check_span_id(span_id: object) -> None:
     """A logged parent span is None or 16 lowercase hex digits, as OpenTelemetry writes a span id."""
     if span_id is not None and not (isinstance(span_id, str) and _SPAN_ID.fullmatch(span_id)):
         raise ValueError(f"parent_span_id must be 16 lowercase hex digits, got {span_id!r}")
+
+
+def _check_link(link: object) -> None:
+    """A logged link is None or ``TRACE_ID:SPAN_ID``: 32 and 16 lowercase hex digits."""
+    if link is not None and not (isinstance(link, str) and _LINK.fullmatch(link)):
+        raise ValueError(f"linked_span must be 32 and 16 lowercase hex digits joined by ':', got {link!r}")
 
 
 def _check_cost(name: str, cost: object) -> None:

@@ -68,7 +68,8 @@ class RunStarted:
     output_schema: OutputSchema | None = None
     by: str | None = None  # the person who started it (``--by``, the OS user); None in older logs and pool runs
     parent_call_id: str | None = None
-    parent_span_id: str | None = None
+    parent_span_id: str | None = None  # also the caller's span a traced run's root went under
+    linked_span: str | None = None  # a fork's or follow-up's link to its parent's root: TRACE_ID:SPAN_ID (hex)
 
     def __post_init__(self) -> None:
         if self.by is not None and not isinstance(self.by, str):

@@ -134,8 +134,8 @@ def resumed_core(store: RunStore, run: StoredRun, model: Model | AsyncModel, reg
     decided = decided_facts(state, checked.fresh, by) if checked.fresh else []
     taken = resumed(run.run_id, state.steps, store.owner_id(), reason, limits, checked.applied, registry, model, by,
                     spec if options.get("output_type") is not None else None)
-    return core_for(model, registry, run.run_id, limits, [*decided, taken], state, wiring, _link_to(run, joins=True),
-                    output_spec=spec)
+    link = replace(_link_to(run, joins=True), before=run)  # what a dead part left unsent goes first
+    return core_for(model, registry, run.run_id, limits, [*decided, taken], state, wiring, link, output_spec=spec)
 
 
 def fork(store: RunStore, run_id: str, *, at_step: int, model: Model, registry: ToolRegistry,

@@ -73,10 +73,12 @@ def build_recorder(wiring: RunWiring, state: RunState, link: TraceLink | None = 
         started=state.started)
     recorders: list[Recorder] = [tracing]
     if wiring.store is not None:
+        tracing.fed_by_store = True  # its spans are made from the facts once committed
         recorders.append(wiring.store.recorder(span_source=tracing, resume=state if state.events else None,
                                                trace_id=link.trace_id if link is not None and link.joins else None,
                                                loop_state=state,
-                                               cancel_seen=watch.seen if watch is not None else None))
+                                               cancel_seen=watch.seen if watch is not None else None,
+                                               on_commit=tracing.committed))
     if wiring.recorder is not None:
         recorders.append(wiring.recorder)
     return (recorders[0] if len(recorders) == 1 else FanoutRecorder(recorders)), tracing

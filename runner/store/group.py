@@ -41,6 +41,7 @@ class Batch:
     queued: bool = False  # ``new_run`` fills in the row a queued run already has (runner.pool)
     full_update: bool = True  # ``update`` holds the whole summary, not just the progress columns
     cancel_seen: Callable[[str | None], None] | None = None  # told who asked to cancel the run, after its commit
+    committed: Callable[[], None] | None = None  # called once its commit is done (by whichever thread did it)
     rollups: list[tuple[Any, ...]] = field(default_factory=list)  # the run's additions to the stats' rollups
     future: asyncio.Future[None] | None = None  # the submitting event loop's, for ``submit``
     taken: bool = False  # a leader has it in its group
@@ -302,10 +303,12 @@ class GroupCommitter:
 
 
 def _seen(group: Sequence[Batch], requests: dict[str, str]) -> None:
-    """Tell each committed batch's run who asked to cancel it, as the commit's transaction read it."""
+    """Tell each committed batch's run who asked to cancel it (as the commit read it), and that it is in."""
     for batch in group:
         if batch.cancel_seen is not None:
             batch.cancel_seen(requests.get(batch.run_id))
+        if batch.committed is not None:
+            batch.committed()
 
 
 def _parts(group: Sequence[Batch]) -> Parts:

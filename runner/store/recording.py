@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 from sqlalchemy import Dialect, Engine, bindparam, func
@@ -62,14 +63,18 @@ class SpanSource(Protocol):
     """What the tracing recorder offers: the run's trace id and each span key's span id.
 
     A source may also have a ``service_name`` (the ``service.name`` the live spans
-    went out under, None when nothing recorded them) and a ``parent_span_id`` (the span a
-    sub-agent's child run went under): both are logged with ``run_started``, so spans
-    rebuilt later go out under the same name and parent.
+    went out under, None when nothing recorded them), a ``parent_span_id`` (the span the
+    root went under: the caller's, or a sub-agent's call) and a ``linked_span`` (a fork's
+    link): all are logged with ``run_started``, so spans rebuilt later are the live ones.
     """
 
     trace_id: str
 
     def span_id_for(self, key: str) -> str | None: ...
+
+
+# Told the facts of each commit as they were logged: (time as the store keeps it, span id, fact), in order.
+OnCommit = Callable[[list[tuple[Any, str, Event]]], None]
 
 
 class StoreRecorder:
@@ -85,9 +90,10 @@ class StoreRecorder:
     def __init__(self, engine: Engine, span_source: SpanSource | None = None, resume: RunState | None = None,
                  trace_id: str | None = None, heartbeat: Heartbeat | None = None,
                  committer: GroupCommitter | None = None, loop_state: RunState | None = None,
-                 cancel_seen: CancelSeen | None = None) -> None:
+                 cancel_seen: CancelSeen | None = None, on_commit: OnCommit | None = None) -> None:
         self.engine = engine
         self.cancel_seen = cancel_seen
+        self.on_commit = on_commit
         self.heartbeat = heartbeat
         self.span_source = span_source
         self._folds = loop_state is None
@@ -98,7 +104,7 @@ class StoreRecorder:
         # A run queued for a worker pool (``runner.pool``) has its row and a ``run_queued``
         # fact, and no ``run_started`` yet: its start fills that row in instead of inserting one.
         self._queued = resume is not None and resume.started is None
-        # Each fact as its ``events`` row in column order (EVENT_COLUMNS), its span key last.
+        # Each fact as its ``events`` row in column order (EVENT_COLUMNS), then its span key and the fact.
         self._pending: list[tuple[Any, ...]] = []
         self._new_run: dict[str, Any] | None = None
         self._labels: list[dict[str, Any]] = []
@@ -164,7 +170,7 @@ class StoreRecorder:
         code, data = encode(event, self._observations)
         self._seq += 1
         self._pending.append((self.run_id, self._seq, now, event.step, code, dumps(data),
-                              span_key(event, self.state.segment)))
+                              span_key(event, self.state.segment), event))
 
     def _run_changed(self, event: Event, now: datetime | str) -> Event:
         """A fact that starts, ends or resumes the run: its row changes too. The fact as logged."""
@@ -207,7 +213,10 @@ class StoreRecorder:
         if service and not run.service_name:
             run = replace(run, service_name=service)
         parent = getattr(self.span_source, "parent_span_id", None)
-        return replace(run, parent_span_id=parent) if parent and not run.parent_span_id else run
+        if parent and not run.parent_span_id:
+            run = replace(run, parent_span_id=parent)
+        linked = getattr(self.span_source, "linked_span", None)
+        return replace(run, linked_span=linked) if linked and not run.linked_span else run
 
     def _span_id(self, key: str) -> str:
         if self.span_source is not None:
@@ -267,6 +276,7 @@ class StoreRecorder:
                 self._restore(batch)
                 self._let_go_if_closing()
 
+
     def _let_go_if_closing(self) -> None:
         """Let go of the run when a commit failed with its close buffered.
 
@@ -294,11 +304,14 @@ class StoreRecorder:
                     "updated_at": now, "heartbeat_at": now, "rolled": self._rolled}  # PROGRESS_COLUMNS
         rows = []
         ids: dict[str, str] = {}  # a step's facts share a few spans: each span's id looked up once
-        for run_id, seq, at, step, code, data, key in self._pending:
+        handing: list[tuple[Any, str, Event]] | None = [] if self.on_commit is not None else None
+        for run_id, seq, at, step, code, data, key, event in self._pending:
             span_id = ids.get(key)
             if span_id is None:
                 span_id = ids[key] = self._span_id(key)
             rows.append((run_id, seq, at, step, code, data, span_id))
+            if handing is not None:
+                handing.append((at, span_id, event))
         new_run = update = None
         if self._new_run is not None:
             new_run = dict(self._new_run, **self._summary, **progress, _run_id=self.run_id)
@@ -308,7 +321,8 @@ class StoreRecorder:
             update = dict(progress, _run_id=self.run_id, _owner=owner_id())  # the progress columns only
         batch = Batch(self.run_id, new_run, self._labels, update, rows, self._tools, queued=self._queued,
                       full_update=full, cancel_seen=self.cancel_seen,
-                      rollups=added)
+                      rollups=added,
+                      committed=partial(self.on_commit, handing) if self.on_commit is not None and handing else None)
         self._summary_changed = False
         self._unsent = (self._new_run, self._pending)
         self._new_run = None

@@ -37,7 +37,7 @@ from .group import GroupCommitter
 from .lease import Heartbeat, take_over
 from .owner import owner_id
 from .prune import DEFAULT_BATCH, PruneResult, prunable_statuses, prune_runs
-from .recording import CancelSeen, SpanSource, StoreRecorder, statements
+from .recording import CancelSeen, OnCommit, SpanSource, StoreRecorder, statements
 from .tables import runs
 
 
@@ -88,16 +88,16 @@ class RunStore(Following):
 
     def recorder(self, span_source: SpanSource | None = None, resume: RunState | None = None,
                  trace_id: str | None = None, loop_state: RunState | None = None,
-                 cancel_seen: CancelSeen | None = None) -> StoreRecorder:
+                 cancel_seen: CancelSeen | None = None, on_commit: OnCommit | None = None) -> StoreRecorder:
         """A recorder for one run; ``run_agent(..., store=store)`` calls this.
 
         ``resume`` is the stored run's folded state, to continue its log. ``loop_state`` is the
         loop's own state, read instead of folded again; ``cancel_seen`` hears what each commit read
-        of the run's cancel request (see ``StoreRecorder``).
+        of the run's cancel request, ``on_commit`` each commit's facts (see ``StoreRecorder``).
         """
         self._check_writable("record runs")
         return StoreRecorder(self.engine, span_source, resume, trace_id, self.heartbeat, self.committer,
-                             loop_state=loop_state, cancel_seen=cancel_seen)
+                             loop_state=loop_state, cancel_seen=cancel_seen, on_commit=on_commit)
 
     def owner_id(self) -> str:
         """This process's identity as the runs it writes record it (``owner``; a forked child has its own)."""

@@ -58,6 +58,14 @@ RESUMED_FROM: Final = "runner.resumed_from"
 TIME_TO_FIRST_CHUNK: Final = "gen_ai.response.time_to_first_chunk"  # a streamed reply's, in seconds
 PARENT_RUN_ID: Final = "runner.parent_run_id"
 CHILD_RUN_ID: Final = "runner.child_run_id"
+AWAITING_APPROVAL: Final = "runner.tool.awaiting_approval"  # a call that waits for a person's decision
+DECISION: Final = "runner.approval.decision"  # approved or denied
+DECIDED_BY: Final = "runner.approval.decided_by"
+DENIED_BECAUSE: Final = "runner.approval.reason"  # with content on: it may quote the call
+ORIGIN: Final = "runner.origin"  # fork, follow_up or subagent
+FORKED_AT_STEP: Final = "runner.forked_at_step"
+IN_DOUBT: Final = "runner.tool.in_doubt"  # a call its run's end cut short: whether it took effect is unknown
+CUT_SHORT: Final = "cut_short"  # its error type and status description
 
 # OpenInference (https://github.com/Arize-ai/openinference, spec/semantic_conventions.md)
 OI_KIND: Final = "openinference.span.kind"
@@ -97,6 +105,34 @@ UNSET: Final = trace.Status(StatusCode.UNSET)
 
 def run_name(agent_name: str | None) -> str:
     return f"invoke_agent {agent_name}" if agent_name else "invoke_agent"
+
+
+def resumed_name(agent_name: str | None, reason: str) -> str:
+    """A resumed part's root: named for why the run was resumed, so a trace list tells the parts apart."""
+    return f"{run_name(agent_name)} (resumed: {reason})"
+
+
+def fork_name(agent_name: str | None, at_step: int | None) -> str:
+    """A fork's root: named so, since it opens with its parent's question and shares its session."""
+    return f"{run_name(agent_name)} (fork at step {at_step})"
+
+
+def origin(how: str | None, at_step: int | None) -> Attrs:
+    """How a linked run came about, on its root: ``fork`` (and where), ``follow_up`` or ``subagent``."""
+    if not how:
+        return {}
+    found: Attrs = {ORIGIN: how}
+    if at_step is not None:
+        found[FORKED_AT_STEP] = at_step
+    return found
+
+
+def decision(approved: bool, decided_by: str, reason: str | None) -> Attrs:
+    """The decision on a call that waited for approval, for the span of the call it let run (or refused)."""
+    found: Attrs = {DECISION: "approved" if approved else "denied", DECIDED_BY: decided_by}
+    if reason:
+        found[DENIED_BECAUSE] = reason
+    return found
 
 
 def step_name(step: int) -> str:
@@ -169,10 +205,12 @@ def error_text(text: str | None, category: str, content: bool) -> str:
 
 def run_end(status: str, error: str | None, *, content: bool) -> tuple[Attrs, trace.Status]:
     """A root span's end: ERROR only for a failure (``NOT_FAILURES`` says why a stop is not)."""
-    attrs: Attrs = {STATUS: status}
+    attrs: Attrs = {STATUS: str(status)}  # plain text, not the enum: exporters take ``str`` itself
     if error and content:
         attrs[STOP_REASON] = error
     if status in NOT_FAILURES:
+        if status != Status.DONE:  # the run may go on: its root says so, as a trace list shows outputs
+            attrs.update({OUTPUT_VALUE: f"stopped: {status} (a resume continues the run)", OUTPUT_MIME: TEXT})
         return attrs, UNSET
     attrs[ERROR_TYPE] = status
     return attrs, trace.Status(StatusCode.ERROR, error_text(error, status, content))
@@ -264,6 +302,17 @@ def tool_content(args: Any, observation: str) -> Attrs:
     arguments = json_text(args)
     return {TOOL_ARGUMENTS: arguments, TOOL_RESULT: observation, INPUT_VALUE: arguments, INPUT_MIME: JSON,
             OUTPUT_VALUE: observation}
+
+
+def tool_arguments(args: Any) -> Attrs:
+    """Opt-in arguments of a tool call that has no result (a call cut short)."""
+    arguments = json_text(args)
+    return {TOOL_ARGUMENTS: arguments, INPUT_VALUE: arguments, INPUT_MIME: JSON}
+
+
+def cut_short() -> Attrs:
+    """What a tool span says when its run stopped before the call returned: its outcome is unknown."""
+    return {IN_DOUBT: True, ERROR_TYPE: CUT_SHORT}
 
 
 _FAILED = re.compile(r"failed: ([A-Za-z_][\w.]*): ")

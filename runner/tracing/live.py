@@ -1,40 +1,39 @@
-"""Record a run as spans while it runs: one per run, step, model call and tool call.
+"""Trace a run while it runs: its facts go to the span builder on the pump's thread, not the step's.
 
-Spans get an explicit parent, never the current context: tools may run on worker threads.
-Only the root span takes the caller's current span as its parent.
-The recorder is also the store's span source: the store asks it for span ids when it
-commits, after every recorder has seen the facts it commits.
-With nothing recording the run, no spans are made and the ids are derived from the run id.
+At the run's start the recorder asks the provider's tracer (its public attributes) for a sampling
+decision and the trace; span ids come from its id generator when the store asks for them. The
+spans are made by ``builder.SpanBuilder`` from the facts the store committed (with no store, as
+they happen) and handed to the tracer's span processors; the run's end waits for them.
 """
 
 from __future__ import annotations
 
+import calendar
+import logging
+import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
-from opentelemetry.trace import Link, NonRecordingSpan, Span, SpanContext, SpanKind, TraceFlags, Tracer, TracerProvider
+from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags, TracerProvider, TraceState
 
-from .._log.ids import child_run_id, derived_span_id, derived_trace_id
-from ..events import (
-    Event,
-    MessageAppended,
-    ModelCalled,
-    ModelCallStarted,
-    RunFinished,
-    RunResumed,
-    RunStarted,
-    StepFinished,
-    StepStarted,
-    ToolFinished,
-    ToolStarted,
-    span_key,
-)
-from ..messages import reply_data
-from . import attrs, content
+from .._log.ids import derived_span_id, derived_trace_id
+from ..events import Event, ModelCallStarted, RunFinished, RunResumed, RunStarted, StepFinished, span_key
+from . import attrs, pump
+from .builder import Made, SpanBuilder
+
+if TYPE_CHECKING:
+    from .._log.records import StoredRun
 
 _OPENS_ROOT = (RunStarted, RunResumed)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+
+# A committed fact as the store hands it over: its time (the store's: text on SQLite), its span id, the fact.
+Committed = tuple[datetime | str | int, str, Event]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,22 +42,33 @@ class TraceLink:
 
     With ``joins``, a resumed run's new root goes under its first root (``span_id``) in the same trace.
     Otherwise, for a fork or a follow-up, the new trace links to the parent run's root.
+    ``before`` is the stored run a resume continues: what its dead part left unsent is sent first.
     """
 
     trace_id: str
     span_id: str
     joins: bool
+    before: StoredRun | None = None
 
 
-def _hex(span: Span) -> str:
-    return format(span.get_span_context().span_id, "016x")
+def at_ns(at: datetime | str | int) -> int:
+    """Nanoseconds since the epoch of a logged time, exact to the microsecond the log holds."""
+    if isinstance(at, int):
+        return at
+    if isinstance(at, str):  # SQLite's text, YYYY-MM-DD HH:MM:SS.ffffff: the second's value is kept
+        global _second
+        head = at[:19]
+        known = _second
+        if known[0] != head:
+            known = _second = (head, calendar.timegm(time.strptime(head, "%Y-%m-%d %H:%M:%S")) * 1_000_000_000)
+        return known[1] + int(at[20:26].ljust(6, "0") or 0) * 1000 if len(at) > 19 else known[1]
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return (at - _EPOCH) // timedelta(microseconds=1) * 1000
 
 
-def _service_name(provider: TracerProvider) -> str | None:
-    """The ``service.name`` of an SDK provider's resource (the API has no resources: None)."""
-    resource = getattr(provider, "resource", None)
-    name = getattr(resource, "attributes", {}).get(attrs.SERVICE_NAME)
-    return name if isinstance(name, str) and name else None
+# The second SQLite's text last named, and its nanoseconds since the epoch: replaced whole, for threads.
+_second: tuple[str, int] = ("", 0)
 
 
 class TracingRecorder:
@@ -80,225 +90,181 @@ class TracingRecorder:
         self.record_content = record_content
         self.trace_id = ""
         self.service_name: str | None = None
-        self.parent_span_id: str | None = None  # the span a started run's root joined (a child's: its call's)
+        self.parent_span_id: str | None = None  # the span the run's root went under (a child's: its call's)
+        self.linked_span: str | None = None  # a fork's or follow-up's link to its parent run's root
+        self.fed_by_store = False  # the store hands over the facts it commits (``committed``)
         self._link = link
         self._segment = segment
+        self._opened = False
         self._live = False
         self._run_id = run_id
-        self._model, self._provider, self._agent = model, provider, agent_name
         self._ids: dict[str, str] = {}
-        self._root: Span | None = None
-        self._step: Span | None = None
-        self._step_context: Any = None  # the open step span as a parent context, made once per step
-        self._chat: Span | None = None
-        self._tools: dict[str, Span] = {}
-        self._tracer: Tracer | None = None
-        self._shown: list[dict[str, Any]] = list(shown or [])
-        self._shown_count = 0
-        self._task = task
-        self._tool_specs: list[Mapping[str, Any]] = list(tool_specs)
-        self._subagents: frozenset[str] = frozenset()  # the tools whose calls run a child run
-        self._labels: Mapping[str, str] = {}
-        self._parent: str | None = None
-        self._session: str | None = None
-        self._common: attrs.Attrs = {}  # the ids every span of the run carries (``attrs.run_ids``)
-        self._offered: attrs.Attrs = {}  # what every chat span repeats when content is on (``content.offered``)
-        if started is not None:
-            self._take(started)
+        self._new_id: Any = None  # the tracer's ``generate_span_id``
+        self._on_end: Any = None  # the tracer's span processor's ``on_end``
+        self._resource: Any = None
+        self._trace: int = 0
+        self._state: TraceState | None = None
+        self._contexts: dict[str, SpanContext] = {}  # the parents' span contexts, made once (``rebuild.readable``)
+        self._batch: list[Committed] = []  # facts as they happen, when no store hands them over
+        self._builder = SpanBuilder(run_id, record_content=record_content, model=model, provider=provider,
+                                    agent_name=agent_name)
+        self._builder.task, self._builder.tool_specs = task, list(tool_specs)
+        self._started = started
+        self._shown = shown
 
     @property
     def idle(self) -> bool:
         """Say whether this recorder will ignore every later fact of the run.
 
-        That is so when the root span is not recorded and no content is kept.
-        The loop then stops handing facts over.
+        That is so once the run's root is not recorded: the loop then stops handing facts over.
         """
-        return self._tracer is not None and not self._live and not self.record_content
+        return self._opened and not self._live
 
     def span_id_for(self, key: str) -> str | None:
-        """The span of ``key`` in this run, as 16 hex digits."""
-        return self._ids.get(key) or self._derived(key)
+        """The span of ``key`` in this run, as 16 hex digits: drawn from the tracer when it records the run."""
+        return self._id(key)
 
-    def _derived(self, key: str) -> str:
+    def _id(self, key: str) -> str:
         found = self._ids.get(key)
         if found is None:
-            found = self._ids[key] = derived_span_id(self._run_id, key)
+            found = self._ids[key] = (format(self._new_id(), "016x") if self._live
+                                      else derived_span_id(self._run_id, key))
         return found
-
-    def _key(self, event: Event) -> str:
-        return span_key(event, self._segment)
-
-    def _remember(self, key: str, span: Span) -> None:
-        self._ids[key] = _hex(span)
-
-    def _child(self, parent: Span | None, name: str, attributes: attrs.Attrs, kind: SpanKind) -> Span:
-        """A span under ``parent`` (the root when none is open), never under the current context."""
-        assert self._tracer is not None
-        if parent is not None and parent is self._step and self._step_context is not None:
-            return self._tracer.start_span(name, self._step_context, kind, attributes)
-        parent = parent if parent is not None else self._root
-        assert parent is not None
-        return self._tracer.start_span(name, trace.set_span_in_context(parent), kind, attributes)
 
     # -- facts ---------------------------------------------------------------
 
     def record(self, event: Event) -> None:
-        if not self._live and not self.record_content and type(event) not in _OPENS_ROOT:
-            return  # nothing records this run's spans: no span, no id, no key
-        if isinstance(event, (RunStarted, RunResumed)):
-            self._open_root(event)
+        kind = type(event)
+        if kind is RunStarted or kind is RunResumed:
+            assert isinstance(event, (RunStarted, RunResumed))
+            self._open(event)
+        if not self._live or self.fed_by_store or kind is ModelCallStarted:
             return
-        if isinstance(event, MessageAppended):
-            if self.record_content:
-                self._shown.append(dict(event.message))
-            return
-        if not self._live:
-            return
-        if isinstance(event, StepStarted):
-            self._step = self._child(self._root, attrs.step_name(event.step),
-                                     attrs.step_start(self._common, event.step), attrs.KIND_STEP)
-            self._step_context = trace.set_span_in_context(self._step)  # its chat and tool spans' parent
-            self._remember(self._key(event), self._step)
-        elif isinstance(event, ModelCallStarted):
-            self._shown_count = len(self._shown)
-            self._chat = self._child(self._step, attrs.chat_name(self._model),
-                                     attrs.chat_start(self._common, event.step, self._model, self._provider),
-                                     attrs.KIND_CHAT)
-            self._remember(self._key(event), self._chat)
-        elif isinstance(event, ModelCalled):
-            self._model_called(event)
-        elif isinstance(event, ToolStarted):
-            values = attrs.tool_start(self._common, event.step, event.name, event.call_id)
-            if event.name in self._subagents:
-                values.update(attrs.transfer(event.name, child_run_id(self._run_id, event.call_id)))
-            span = self._child(self._step, attrs.tool_name(event.name), values, attrs.KIND_TOOL)
-            self._tools[event.call_id] = span
-            self._remember(self._key(event), span)
-        elif isinstance(event, ToolFinished):
-            self._tool_finished(event)
-        elif isinstance(event, StepFinished):
-            if self._step is not None:
-                self._step.end()
-                self._step = self._step_context = None
-        elif isinstance(event, RunFinished):
-            self._run_finished(event)
+        key = span_key(event, self._segment)
+        if isinstance(event, RunStarted):  # as the store would log it
+            event = replace(event, parent_span_id=self.parent_span_id, linked_span=self.linked_span)
+        self._batch.append((time.time_ns(), self._id(key), event))
+        if kind is StepFinished:
+            self._hand_over()
+        elif kind is RunFinished:
+            self._hand_over()
+            self._wait()
 
     def sync(self) -> None:
-        pass
+        if self._batch:
+            self._hand_over()
 
-    def _take(self, started: RunStarted) -> None:
-        """The facts of the run's ``run_started`` that its spans repeat."""
-        self._model, self._provider, self._agent = started.model, started.provider, started.agent_name
-        self._task, self._tool_specs = started.task, list(started.tool_specs)
-        self._labels, self._parent, self._session = started.labels, started.parent_run_id, started.session_id
-        self._subagents = attrs.subagents(started.tool_traits)
-
-    def _open_root(self, event: RunStarted | RunResumed) -> None:
-        self._ids, self._tools, self._step, self._chat, self._step_context = {}, {}, None, None, None
-        self._run_id = event.run_id or self._run_id
-        if isinstance(event, RunStarted):
-            self._take(event)
-        else:
-            self._segment += 1
-            if event.model is not None:
-                self._model, self._provider = event.model, event.provider
-            if event.tool_traits is not None:
-                self._subagents = attrs.subagents(event.tool_traits)
-        provider = self.tracer_provider if self.tracer_provider is not None else trace.get_tracer_provider()
-        self._tracer = provider.get_tracer(attrs.SCOPE)
-        parent, links = None, None
-        link = self._link
-        if link is not None:
-            context = SpanContext(int(link.trace_id, 16), int(link.span_id, 16), True, TraceFlags(TraceFlags.SAMPLED))
-            if link.joins:
-                parent = trace.set_span_in_context(NonRecordingSpan(context))
-                if isinstance(event, RunStarted):  # a child run: logged, so its rebuilt root has this parent too
-                    self.parent_span_id = link.span_id
-            else:
-                links = [Link(context)]
-        self._common = attrs.run_ids(self._run_id, self._session)
-        attributes = attrs.run_start(self._common, self._model, self._provider, self._agent)
-        attributes.update(attrs.run_context(self._common, self._labels, self._parent))
-        if isinstance(event, RunResumed):
-            attributes[attrs.RESUMED_FROM] = event.reason
-        if self.record_content:
-            attributes.update(attrs.run_input(self._task))
-            self._offered = content.offered(self._model, self._tool_specs)
-        root = self._tracer.start_span(attrs.run_name(self._agent), parent, attrs.KIND_RUN, attributes, links)
-        self._live = root.is_recording()
-        key = self._key(event)
-        if self._live:
-            self._root = root
-            self.trace_id = format(root.get_span_context().trace_id, "032x")
-            self.service_name = _service_name(provider)
-            self._remember(key, root)
-        else:
-            root.end()
-            self._root = None
-            self.service_name = None
-            self.trace_id = link.trace_id if link is not None and link.joins else derived_trace_id(self._run_id)
-
-    def _model_called(self, event: ModelCalled) -> None:
-        if self._chat is None:
+    def committed(self, facts: Sequence[Committed]) -> None:
+        """Facts the store has just committed, in log order: their spans are built on the pump's thread."""
+        if not self._live or not facts:
             return
-        span, self._chat = self._chat, None
-        reply = event.reply
-        described: dict[str, Any] | None = None
-        usage = None
-        if reply is not None:
-            described = (reply_data(reply) if self.record_content
-                         else {"stop_reason": reply.stop_reason, "tool_calls": reply.tool_calls})
-            if reply.usage is not None:
-                usage = (reply.usage.input_tokens, reply.usage.output_tokens)
-        attributes, status = attrs.chat_end(event.prompt_tokens, event.reply_tokens, usage, described,
-                                            event.error, event.error_type, content=self.record_content)
-        if event.cost_usd is not None:
-            attributes.update(attrs.chat_cost(event.cost_usd, event.prompt_cost_usd, event.completion_cost_usd))
-        attributes.update(attrs.chat_streamed(event.first_chunk_s))
-        if self.record_content:
-            attributes.update(content.chat_content(self._shown[:self._shown_count], described, self._offered))
-        span.set_attributes(attributes)
-        if status is not attrs.UNSET:  # a span's status is unset until set: one lock and check fewer
-            span.set_status(status)
-        span.end()
+        pump.pump().put(partial(self._build, facts))
+        if type(facts[-1][2]) is RunFinished:
+            self._wait()
 
-    def _tool_finished(self, event: ToolFinished) -> None:
-        span = self._tools.pop(event.call_id, None)
-        if span is None:  # refused before running: a span of zero length marks the attempt
-            values = attrs.tool_start(self._common, event.step, event.name, event.call_id)
-            if event.name in self._subagents:
-                values.update(attrs.transfer(event.name, None))
-            span = self._child(self._step, attrs.tool_name(event.name), values, attrs.KIND_TOOL)
-            self._remember(self._key(event), span)
-        attributes, status = attrs.tool_end(event.name, event.observation, event.ok, event.ran,
-                                            content=self.record_content)
-        if self.record_content:
-            attributes.update(attrs.tool_content(self._args(event.call_id), event.observation))
-        span.set_attributes(attributes)
-        if status is not attrs.UNSET:  # a span's status is unset until set: one lock and check fewer
-            span.set_status(status)
-        span.end()
+    def _hand_over(self) -> None:
+        batch, self._batch = self._batch, []
+        pump.pump().put(partial(self._build, batch))
 
-    def _args(self, call_id: str) -> Any:
-        for message in reversed(self._shown):
-            for call in message.get("tool_calls") or ():
-                if call.get("id") == call_id:
-                    return call.get("args")
+    def _wait(self) -> None:
+        if not pump.pump().wait():
+            logging.getLogger("runner").warning("run %s: its spans were not all handed over within %s s",
+                                                self._run_id, pump.WAIT_S)
+
+    # -- the root ------------------------------------------------------------
+
+    def _open(self, event: RunStarted | RunResumed) -> None:
+        """Decide whether the run (or this part of it) is recorded, and its trace and root ids."""
+        self._opened = True
+        self._run_id = event.run_id or self._run_id
+        resumed = isinstance(event, RunResumed)
+        if resumed:
+            self._segment += 1
+        provider = self.tracer_provider if self.tracer_provider is not None else trace.get_tracer_provider()
+        tracer = provider.get_tracer(attrs.SCOPE)
+        processor = getattr(tracer, "span_processor", None)  # the SDK's tracer: public attributes
+        sampler, ids = getattr(tracer, "sampler", None), getattr(tracer, "id_generator", None)
+        resource = getattr(tracer, "resource", None)
+        link = self._link
+        parent: SpanContext | None = None
+        if link is not None and link.joins:
+            parent = SpanContext(int(link.trace_id, 16), int(link.span_id, 16), True, _SAMPLED)
+        elif (current := trace.get_current_span().get_span_context()).is_valid:
+            parent = current
+        key = span_key(event, self._segment)
+        self._live = False
+        if link is not None and link.joins and not resumed:  # a child run: logged, so its rebuilt root has it too
+            self.parent_span_id = link.span_id
+        if link is not None and not link.joins:
+            self.linked_span = f"{link.trace_id}:{link.span_id}"
+        if processor is not None and sampler is not None and ids is not None and resource is not None:
+            trace_int = parent.trace_id if parent is not None else ids.generate_trace_id()
+            context = trace.set_span_in_context(NonRecordingSpan(parent)) if parent is not None else None
+            links = None
+            if link is not None and not link.joins:
+                links = [Link(SpanContext(int(link.trace_id, 16), int(link.span_id, 16), True, _SAMPLED))]
+            decision = sampler.should_sample(context, trace_int, attrs.run_name(self._builder.agent), attrs.KIND_RUN,
+                                             attrs.run_ids(self._run_id, None), links)
+            self._live = decision.decision.is_sampled()
+            if self._live:
+                self._trace, self._state = trace_int, decision.trace_state
+                self._new_id, self._on_end, self._resource = ids.generate_span_id, processor.on_end, resource
+                self.trace_id = format(trace_int, "032x")
+                name = self._resource.attributes.get(attrs.SERVICE_NAME)
+                self.service_name = name if isinstance(name, str) and name else None
+                self._ids[key] = format(ids.generate_span_id(), "016x")
+                if parent is not None and not resumed:
+                    self.parent_span_id = format(parent.span_id, "016x")
+                first = self._seed(event, link)
+                if first is not None:
+                    pump.pump().put(first)
+                return
+        self.service_name = None
+        self.trace_id = link.trace_id if link is not None and link.joins else derived_trace_id(self._run_id)
+
+    def _seed(self, event: RunStarted | RunResumed, link: TraceLink | None) -> pump.Work | None:
+        """What the builder must know before this part's facts: the run so far (a resume's), and the link."""
+        builder = self._builder
+        if isinstance(event, RunStarted):
+            return None
+        if link is not None and link.before is not None:
+            return partial(self._replay, link.before)
+        if self._started is not None:  # no stored run given: its start and messages are enough to go on
+            builder.started(self._started, 0, link.span_id if link is not None else self._ids.get("run", ""))
+            builder.spans.clear()
+            builder.part(self._segment - 1)
+            for message in self._shown or ():
+                builder.saw(message)
         return None
 
-    def _run_finished(self, event: RunFinished) -> None:
-        for span in self._tools.values():
-            span.end()
-        self._tools.clear()
-        for open_span in (self._chat, self._step):
-            if open_span is not None:
-                open_span.end()
-        self._chat = self._step = self._step_context = None
-        root, self._root = self._root, None
-        if root is not None:
-            attributes, status = attrs.run_end(event.status, event.error, content=self.record_content)
-            if self.record_content:
-                attributes.update(attrs.run_output(event.answer, event.output is not None))
-            root.set_attributes(attributes)
-            root.set_status(status)
-            root.end()
+    # -- on the pump's thread --------------------------------------------------
+
+    def _replay(self, run: StoredRun) -> None:
+        """Feed the builder the stored run; send again the spans of each part whose process died in it.
+
+        A dead process may not have sent its part's spans (a batch waiting to go out, the root, the call
+        in flight), nor a resume killed before it sent them: every part with no ``run_finished`` goes.
+        Its open spans go once cut where its log stops (the next ``run_resumed``, this part's first fact).
+        """
+        builder = self._builder
+        for event, fact in zip(run.events, run.facts, strict=True):
+            builder.feed(fact, at_ns(event.at), event.span_id)
+        dead = [made for made in builder.done if made.segment not in builder.ended]
+        builder.done.clear()
+        self._ship(dead)
+
+    def _build(self, facts: Sequence[Committed]) -> None:
+        builder = self._builder
+        for at, span_id, fact in facts:
+            builder.feed(fact, at_ns(at), span_id)
+        done, builder.done = builder.done, []
+        self._ship(done)
+
+    def _ship(self, done: list[Made]) -> None:
+        if not done:
+            return
+        from .rebuild import readable
+
+        on_end, contexts = self._on_end, self._contexts
+        for made in done:
+            on_end(readable(made, self._trace, self._resource, self._state, contexts))

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from runner import Message, ModelReply, ToolCall, ToolRegistry, ToolSpec, open_store, run_agent
+from runner import Message, ModelReply, ToolCall, ToolRegistry, ToolSpec, configure_tracing, open_store, run_agent
 from runner._run.resume import resume
 
 Plan = list[list[list[Any]]]  # per step: [call_id, tool, args] triples; after the last step, the answer
@@ -104,18 +104,22 @@ def main(argv: list[str]) -> None:
     argv = [a for a in argv if not a.startswith(("--parallel=", "--pause="))]
     url, workdir, plan = argv[0], Path(argv[1]), json.loads(argv[2])
     mode = argv[3] if len(argv) > 3 else "run"
+    # Traced live to the collector the environment names, if any (the chaos test's OTLP receiver).
+    provider = configure_tracing("durable-child") if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") else None
     with open_store(url) as store:
         if mode == "run":
             result = run_agent("Do the plan.", PlanModel(plan), tools(workdir, pause), store=store, max_steps=50,
                                token_budget=10_000_000, run_id=argv[4] if len(argv) > 4 else None,
-                               max_parallel_tools=parallel)
+                               max_parallel_tools=parallel, tracer_provider=provider)
         else:
             decisions: dict[str, bool | str] = {}
             for item in argv[5:]:
                 call_id, _, verdict = item.partition("=")
                 decisions[call_id] = True if verdict == "yes" else (False if verdict == "no" else verdict)
             result = resume(store, argv[4], PlanModel(plan), tools(workdir, pause), decisions=decisions,
-                            max_parallel_tools=parallel)
+                            max_parallel_tools=parallel, tracer_provider=provider)
+    if provider is not None:
+        provider.shutdown()
     print(json.dumps({"run_id": result.run_id, "status": result.status, "error": result.error}))
 
 

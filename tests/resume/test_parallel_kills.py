@@ -17,10 +17,12 @@ from typing import Any
 
 import pytest
 
-from runner import open_store, replay, resume
+from runner import StoredRun, open_store, replay, resume
 from runner._loop.observations import IN_DOUBT
+from runner.tracing import export_run, otlp_exporter
 from tests.resume.durable_child import PlanModel, ran, tools
 from tests.resume.helpers import RUN_ID, assert_consistent, child, kill_when
+from tests.tracing.helpers import Receiver
 
 TOGETHER = "--parallel=8"
 
@@ -84,6 +86,23 @@ def test_a_side_effect_that_returned_before_the_kill_is_finished_as_its_log_says
     assert_replays(store_url, tmp_path, 8)
 
 
+def assert_no_span_lost(receiver: Receiver, run: StoredRun) -> None:
+    """What the killed and resumed processes sent live is the run's spans rebuilt from its log, each span whole."""
+    live: dict[str, Any] = {}
+    for span in receiver.spans():
+        assert live.setdefault(span["span_id"], span) == span  # a span sent twice is sent the same
+    receiver.requests.clear()
+    exporter = otlp_exporter()
+    try:
+        export_run(run, exporter)
+    finally:
+        exporter.shutdown()
+    rebuilt = {span["span_id"]: span for span in receiver.spans()}
+    assert len(rebuilt) > 30 * 5  # a root per part, a step, a chat and four calls a step
+    assert sorted(live) == sorted(rebuilt)
+    assert all(live[key] == rebuilt[key] for key in rebuilt)
+
+
 def chaos_plan() -> list[list[list[Any]]]:
     """Thirty steps of three payments and a lookup each, run together."""
     return [[[f"s{i}p{j}", "pay", {"ref": f"p{i}{j}"}] for j in range(3)] + [[f"s{i}l", "lookup", {"ref": f"l{i}"}]]
@@ -91,10 +110,12 @@ def chaos_plan() -> list[list[list[Any]]]:
 
 
 @pytest.mark.process
+@pytest.mark.timeout(300)  # twenty processes each start the OpenTelemetry SDK and its OTLP exporter
 def test_calls_run_together_killed_at_twenty_random_moments_end_done_with_each_side_effect_at_most_once(
-        store_url: str, tmp_path: Path) -> None:
+        store_url: str, tmp_path: Path, receiver: Receiver) -> None:
     """Each kill comes a random moment after the process ran a tool: inside tools, between their
-    commits, in a model call. Each tool stays 30 ms after its line, so calls are in flight together."""
+    commits, in a model call. Each tool stays 30 ms after its line, so calls are in flight together.
+    Every process traces live to a real OTLP receiver: no span is lost (each resume sends what died)."""
     rng = random.Random(20261201)
     plan = chaos_plan()
     options = (TOGETHER, "--pause=0.03")
@@ -122,6 +143,7 @@ def test_calls_run_together_killed_at_twenty_random_moments_end_done_with_each_s
     assert_consistent(run)
     pays = [line for line in ran(tmp_path) if line.startswith("pay ")]
     assert len(pays) == len(set(pays))
+    assert_no_span_lost(receiver, run)
     answered = {m["tool_call_id"]: m["content"] for m in run.messages if m["role"] == "tool"}
     for step in plan:  # a payment not run again is one its log left in doubt
         for call_id, name, args in step:

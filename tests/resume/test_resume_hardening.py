@@ -189,9 +189,11 @@ def test_a_decision_logged_without_resuming_is_a_fact_that_resume_and_replay_use
     assert [m["content"] for m in run.messages if m["role"] == "tool"] == [
         '"transferred x"', "ERROR: the call to transfer was denied by the approver: not today; do not retry it"]
     assert_consistent(run)
-    spans = rebuild_spans(run)  # the decisions are no spans: the rebuilt trace is the resumed run's
-    assert sorted(span.name for span in spans if span.name.startswith("execute_tool")) == [
-        "execute_tool transfer", "execute_tool transfer"]
+    spans = rebuild_spans(run)  # each call waited (a span each), then ran or was refused with its decision on it
+    tools_spans = [dict(span.attributes or {}) for span in spans if span.name == "execute_tool transfer"]
+    assert sorted((a.get("runner.tool.awaiting_approval", False), a.get("runner.approval.decision", ""),
+                   a.get("runner.approval.decided_by", "")) for a in tools_spans) == [
+        (False, "approved", "alice"), (False, "denied", "alice"), (True, "", ""), (True, "", "")]
     assert all(span.end_time is not None for span in spans)
     assert replay(RUN_ID, tools(tmp_path), source_store=store).ok
 

@@ -178,3 +178,25 @@ def value(v: AnyValue) -> Any:
     return getattr(v, kind) if kind else None
 
 
+def planner(mailer_replies: list[ModelReply | str], mailed: list[str] | None = None) -> ToolRegistry:
+    """A planner's tools: the sub-agent ``mailer``, whose ``send_mail`` needs approval."""
+    sent = mailed if mailed is not None else []
+
+    def send_mail(to: str) -> str:
+        sent.append(to)
+        return f"sent to {to}"
+
+    mail = ToolRegistry()
+    mail.register("send_mail", "Send the report.", {"type": "object", "properties": {"to": {"type": "string"}},
+                                                    "required": ["to"]}, send_mail, needs_approval=True)
+    tools = ToolRegistry()
+    tools.add_agent("mailer", model=ScriptedModel(mailer_replies), registry=mail, description="Sends mail.")
+    return tools
+
+
+def mail_bob(call_id: str = "m1") -> ModelReply:
+    return ModelReply("", [ToolCall(call_id, "send_mail", {"to": "bob"})])
+
+
+def delegate(call_id: str = "p1", args: Any = None) -> ModelReply:
+    return ModelReply("", [ToolCall(call_id, "mailer", {"task": "Mail Bob." } if args is None else args)])

@@ -112,7 +112,9 @@ def test_a_step_limit_is_named_on_the_root_and_is_not_an_error(
     assert result.status == "step_limit"
     (root,) = tree(exporter.get_finished_spans())
     assert root[:3] == ["invoke_agent looper", "UNSET",  # a stop the run may be resumed from
-                        {**RUN, "gen_ai.agent.name": "looper", "agent.name": "looper", "runner.status": "step_limit"}]
+                        {**RUN, "gen_ai.agent.name": "looper", "agent.name": "looper", "runner.status": "step_limit",
+                         "output.value": "stopped: step_limit (a resume continues the run)",
+                         "output.mime_type": "text/plain"}]
     assert [step[0] for step in root[3]] == ["step 1", "step 2"]
     assert all(c[1] == "UNSET" for step in root[3] for c in step[3])
 
@@ -268,7 +270,7 @@ def test_the_no_op_path_does_no_work_per_fact(monkeypatch: pytest.MonkeyPatch) -
         tracing.record(ModelCallStarted(step=i, prompt_tokens=10))
         tracing.record(ModelCalled(step=i, prompt_tokens=10, reply_tokens=1, reply=ModelReply("x")))
         tracing.record(StepFinished(step=i))
-    assert (spans, keys, tracing.idle) == (["invoke_agent"], ["RunStarted"], True)
+    assert (spans, keys, tracing.idle) == ([], ["RunStarted"], True)  # not even a root: no SDK, no span
     assert tracing.span_id_for("step:7") == derived_span_id(RUN_ID, "step:7")  # derived when asked for
 
 

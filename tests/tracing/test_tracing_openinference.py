@@ -102,12 +102,12 @@ def test_a_resumed_part_has_an_agent_root_with_the_task_and_its_answer(
                     tracer_provider=provider, record_content=True)
     assert (stopped.status, result.status) == ("step_limit", "done")
     rebuilt = rebuild_spans(store.get_run(stopped.run_id), record_content=True)
-    # live, the first root ended before the resume; rebuilt, the whole log is known: it reads as the run
-    for spans, first_output in ((exporter.get_finished_spans(), None), (rebuilt, "cold")):
-        roots = by_name(spans, "invoke_agent")
+    # the first root ended before the resume, and says it stopped; the resumed part is named for why it resumed
+    for spans in (exporter.get_finished_spans(), rebuilt):
+        roots = by_name(spans, "invoke_agent") + by_name(spans, "invoke_agent (resumed: step_limit)")
         assert [r["openinference.span.kind"] for r in roots] == ["AGENT", "AGENT"]
         assert [(r.get("input.value"), r.get("output.value")) for r in roots] == [
-            ("Weather?", first_output), ("Weather?", "cold")]
+            ("Weather?", "stopped: step_limit (a resume continues the run)"), ("Weather?", "cold")]
         chats = by_name(spans, "chat scripted")
         assert len(chats) == 3
         assert all("llm.tools.1.tool.json_schema" in c for c in chats)

@@ -60,7 +60,8 @@ def test_a_run_awaiting_approval_is_not_an_error_on_its_root_span(
     model = ScriptedModel([ModelReply("", [ToolCall("p1", "pay", {"amount": 5})])])
     result = run_agent("Pay", model, reg, store=store, tracer_provider=provider, record_content=record_content)
     assert result.status == "awaiting_approval"
-    root = {**RUN, "runner.status": "awaiting_approval"}
+    root = {**RUN, "runner.status": "awaiting_approval", "output.mime_type": "text/plain",
+            "output.value": "stopped: awaiting_approval (a resume continues the run)"}  # not an answer: a stop
     if record_content:
         root.update({"runner.stop_reason": "call p1 (pay) needs approval", "input.value": "Pay",
                      "input.mime_type": "text/plain"})
@@ -69,5 +70,7 @@ def test_a_run_awaiting_approval_is_not_an_error_on_its_root_span(
         (got,) = tree(spans)
         assert got[:3] == ["invoke_agent", "UNSET", root]
         assert [step[:3] for step in got[3]] == [["step 1", "UNSET", step(1)]]
-        assert [(span[0], span[1], "error.type" in span[2]) for span in got[3][0][3]] == [
-            ("chat scripted", "UNSET", False)]  # no span for the call: it has not run
+        assert [(span[0], span[1], "error.type" in span[2], span[2].get("runner.tool.awaiting_approval"))
+                for span in got[3][0][3]] == [
+            ("chat scripted", "UNSET", False, None),
+            ("execute_tool pay", "UNSET", False, True)]  # the call waits for a decision: not run, no error

@@ -1,0 +1,85 @@
+"""One thread per process that builds the live runs' spans, so no step waits for it.
+
+A recorder hands over work (a callable) with ``put``; the thread runs the work in order.
+``wait`` returns once everything handed over before it is done: a run's end waits there,
+so ``force_flush`` after the run returns finds every span of it at its processors.
+A forked child process starts its own thread; interpreter exit runs what is left first.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import os
+import queue
+import threading
+from collections.abc import Callable
+
+Work = Callable[[], None]
+
+WAIT_S = 30.0  # how long a run's end waits for its spans, at most (the thread is stuck: a processor hangs)
+
+_log = logging.getLogger("runner")
+
+
+class Pump:
+    """A queue of work and the daemon thread that runs it."""
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[Work | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="runner-spans", daemon=True)
+        self._thread.start()
+
+    def put(self, work: Work) -> None:
+        self._queue.put(work)
+
+    def wait(self, timeout: float = WAIT_S) -> bool:
+        """Whether everything put before this call was done within ``timeout`` seconds."""
+        if threading.current_thread() is self._thread:
+            return True
+        done = threading.Event()
+        self._queue.put(done.set)
+        return done.wait(timeout)
+
+    def _run(self) -> None:
+        while True:
+            work = self._queue.get()
+            if work is None:
+                return
+            try:
+                work()
+            except Exception:  # a span processor's failure must not stop the next run's spans
+                _log.exception("runner: building or handing over spans failed")
+
+    def stop(self) -> None:
+        """Run what is queued, then end the thread."""
+        self._queue.put(None)
+        self._thread.join(WAIT_S)
+
+
+_pump: Pump | None = None
+_lock = threading.Lock()
+
+
+def pump() -> Pump:
+    """This process's pump, started on first use."""
+    global _pump
+    found = _pump
+    if found is None:
+        with _lock:
+            found = _pump
+            if found is None:
+                found = _pump = Pump()
+                # Registered now, after the provider the first live run uses: exit handlers run last
+                # registered first, so the spans still queued reach the provider before it shuts down.
+                atexit.register(found.wait)
+    return found
+
+
+def _forget_in_child() -> None:
+    """A forked child has the parent's pump object but not its thread: it starts its own."""
+    global _pump, _lock
+    _pump, _lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
