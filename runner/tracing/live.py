@@ -103,6 +103,7 @@ class TracingRecorder:
         self._session: str | None = None
         self._common: attrs.Attrs = {}  # the ids every span of the run carries (``attrs.run_ids``)
         self._offered: attrs.Attrs = {}  # what every chat span repeats when content is on (``content.offered``)
+        self._described = attrs.tools_described(self._tool_specs)  # each tool's span attributes, by name
         if started is not None:
             self._take(started)
 
@@ -168,7 +169,7 @@ class TracingRecorder:
         elif isinstance(event, ModelCalled):
             self._model_called(event)
         elif isinstance(event, ToolStarted):
-            values = attrs.tool_start(self._common, event.step, event.name, event.call_id)
+            values = attrs.tool_start(self._common, event.step, event.name, event.call_id, self._described)
             if event.name in self._subagents:
                 values.update(attrs.transfer(event.name, child_run_id(self._run_id, event.call_id)))
             span = self._child(self._step, attrs.tool_name(event.name), values, attrs.KIND_TOOL)
@@ -190,6 +191,7 @@ class TracingRecorder:
         """The facts of the run's ``run_started`` that its spans repeat."""
         self._model, self._provider, self._agent = started.model, started.provider, started.agent_name
         self._task, self._tool_specs = started.task, list(started.tool_specs)
+        self._described = attrs.tools_described(self._tool_specs)
         self._labels, self._parent, self._session = started.labels, started.parent_run_id, started.session_id
         self._subagents = attrs.subagents(started.tool_traits)
 
@@ -216,14 +218,14 @@ class TracingRecorder:
                     self.parent_span_id = link.span_id
             else:
                 links = [Link(context)]
-        self._common = attrs.run_ids(self._run_id, self._session)
+        self._common = attrs.run_ids(self._run_id, self._session, self._labels)
         attributes = attrs.run_start(self._common, self._model, self._provider, self._agent)
-        attributes.update(attrs.run_context(self._common, self._labels, self._parent))
+        attributes.update(attrs.run_context(self._common, self._parent))
         if isinstance(event, RunResumed):
             attributes[attrs.RESUMED_FROM] = event.reason
         if self.record_content:
             attributes.update(attrs.run_input(self._task))
-            self._offered = content.offered(self._model, self._tool_specs)
+            self._offered = content.offered(self._tool_specs)
         root = self._tracer.start_span(attrs.run_name(self._agent), parent, attrs.KIND_RUN, attributes, links)
         self._live = root.is_recording()
         key = self._key(event)
@@ -265,7 +267,7 @@ class TracingRecorder:
     def _tool_finished(self, event: ToolFinished) -> None:
         span = self._tools.pop(event.call_id, None)
         if span is None:  # refused before running: a span of zero length marks the attempt
-            values = attrs.tool_start(self._common, event.step, event.name, event.call_id)
+            values = attrs.tool_start(self._common, event.step, event.name, event.call_id, self._described)
             if event.name in self._subagents:
                 values.update(attrs.transfer(event.name, None))
             span = self._child(self._step, attrs.tool_name(event.name), values, attrs.KIND_TOOL)

@@ -79,6 +79,7 @@ class _Builder:
         self.common: attrs.Attrs = attrs.run_ids(self.run_id, None)
         self.context: attrs.Attrs = {}  # the root spans' session, parent and labels (``attrs.run_context``)
         self.offered: attrs.Attrs = {}
+        self.described: dict[str, attrs.Attrs] = {}  # each tool's span attributes, by name (``attrs.tools_described``)
         self.top_start: attrs.Attrs = {}
         self.agent = run.agent_name
         self.subagents: frozenset[str] = frozenset()
@@ -122,10 +123,11 @@ class _Builder:
             self.agent = fact.agent_name or self.run.agent_name
             self.service_name = fact.service_name or None
             self.task, self.tool_specs = fact.task, list(fact.tool_specs)
+            self.described = attrs.tools_described(self.tool_specs)
             self.subagents = attrs.subagents(fact.tool_traits)
             self.offer()
-            self.common = attrs.run_ids(self.run_id, fact.session_id)
-            self.context = attrs.run_context(self.common, fact.labels, fact.parent_run_id)
+            self.common = attrs.run_ids(self.run_id, fact.session_id, fact.labels)
+            self.context = attrs.run_context(self.common, fact.parent_run_id)
             self.top_start = {**self.root_start(), **self.run_input()}
             self.open(key, attrs.run_name(self.agent), attrs.KIND_RUN, event, None, dict(self.top_start),
                       parent_id=fact.parent_span_id)
@@ -142,7 +144,7 @@ class _Builder:
         elif isinstance(fact, ModelCalled):
             self.model_call(fact, key, event)
         elif isinstance(fact, ToolStarted):
-            values = attrs.tool_start(self.common, fact.step, fact.name, fact.call_id)
+            values = attrs.tool_start(self.common, fact.step, fact.name, fact.call_id, self.described)
             if fact.name in self.subagents:
                 values.update(attrs.transfer(fact.name, child_run_id(self.run_id, fact.call_id)))
             self.open(key, attrs.tool_name(fact.name), attrs.KIND_TOOL, event, self.step_key(fact.step), values)
@@ -187,7 +189,7 @@ class _Builder:
     def offer(self) -> None:
         """With content on, what a part's chat spans repeat (a resumed part may name another model)."""
         if self.record_content:
-            self.offered = content.offered(self.model, self.tool_specs)
+            self.offered = content.offered(self.tool_specs)
 
     def root_start(self) -> attrs.Attrs:
         """A root span's attributes at start (the first part's and each resumed one's)."""
@@ -218,7 +220,7 @@ class _Builder:
 
     def tool_finished(self, fact: ToolFinished, key: str, event: StoredEvent) -> None:
         if key not in self.spans:  # refused before running: a span of zero length
-            values = attrs.tool_start(self.common, fact.step, fact.name, fact.call_id)
+            values = attrs.tool_start(self.common, fact.step, fact.name, fact.call_id, self.described)
             if fact.name in self.subagents:
                 values.update(attrs.transfer(fact.name, None))
             self.open(key, attrs.tool_name(fact.name), attrs.KIND_TOOL, event, self.step_key(fact.step), values)
