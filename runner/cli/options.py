@@ -17,7 +17,7 @@ import click
 
 from .._text import one_line
 from .._view.filters import parse_when
-from ..store import NoStoreError, RunStore, open_store, shown_url
+from ..store import NAME_WIDTH, NoStoreError, RunStore, open_store, shown_url
 
 DEFAULT_DB = "sqlite:///runs.db"
 NOT_TEXT = re.compile("[\x00\ud800-\udfff]")
@@ -160,6 +160,26 @@ def parse_labels(ctx: click.Context, param: click.Parameter, values: tuple[str, 
 def label_option(help_text: str) -> Callable[[Callable[..., R]], Callable[..., R]]:
     return click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", callback=parse_labels,
                         help=help_text)
+
+
+def checked_name(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """A name given on the command line (``--agent-name``): printable text of 1 to ``NAME_WIDTH`` characters.
+
+    It names the run in its log, in the store's name column (that wide), on its spans and in
+    terminals, so a blank name, a control or invisible format character, or one the column
+    would cut is a usage error, before anything runs. None (not given) stays None.
+    """
+    if value is None:
+        return None
+    if not value.strip():
+        problem = "the name is blank"
+    elif len(value) > NAME_WIDTH:
+        problem = f"the name is {len(value)} characters long"
+    elif not value.isprintable():
+        problem = f"{value!r} holds a control or invisible character"  # repr escapes each of them
+    else:
+        return value
+    raise click.BadParameter(f"{problem}: a name is 1 to {NAME_WIDTH} printable characters", ctx, param)
 
 
 MAX_LIMIT = 1_000_000_000  # any store's size; past it, a number is a typo (and 2**63 overflows the database)

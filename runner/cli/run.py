@@ -24,7 +24,7 @@ from ..messages import McpRef, Model
 from ..prices import Price
 from ..store import RunStore
 from .costs import PRICES, check_priced, max_cost_option
-from .options import EXIT_NO, CliUsageError, Env, common, label_option
+from .options import EXIT_NO, CliUsageError, Env, checked_name, common, label_option
 from .output import output_given, output_options
 from .runs import (
     DEFAULTS,
@@ -55,7 +55,7 @@ def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolReg
            shown: Shown, system: str = DEFAULT_SYSTEM, limits: Limits | None = None, record_content: bool = False,
            tools_ref: str | None = None, prices: dict[str, Price] | None = None,
            mcp_servers: Sequence[McpRef] | None = None, decided_by: str | None = None,
-           output: OutputSpec | None = None) -> AgentResult:
+           output: OutputSpec | None = None, agent_name: str | None = None) -> AgentResult:
     """A new run recorded in ``store`` and traced (see ``traced``), its replies printed by ``shown``.
 
     ``limits`` None: the defaults. The run id is chosen here, so that a Ctrl-C can still say which run it stopped.
@@ -66,7 +66,7 @@ def record(env: Env, store: RunStore, task: str, model: Model, registry: ToolReg
         core = build_core(task, model, registry, system, NOT_GIVEN, NOT_GIVEN, listen=shown.listen, store=store,
                           run_id=run_id, tracer_provider=provider, labels=labels, limits=limits,
                           record_content=record_content, tools_ref=tools_ref, prices=prices, mcp_servers=mcp_servers,
-                          decided_by=decided_by, output_type=output, **shown.options())
+                          decided_by=decided_by, output_type=output, agent_name=agent_name, **shown.options())
         return drive(shown, lambda: run_core(core))
 
     return traced(env, store, go, lambda: run_id)
@@ -176,6 +176,9 @@ def demo_tree(env: Env, model_spec: str, max_cost_usd: float | None, prices: dic
 @OUTPUT_RETRIES
 @PARALLEL
 @click.option("--by", "started_by", metavar="NAME", help="Who runs it, logged in run_started (default: the OS user).")
+@click.option("--agent-name", metavar="NAME", callback=checked_name,
+              help="Name the agent: logged in run_started, its root span is 'invoke_agent NAME' "
+                   "(a follow-up keeps its parent's unless given).")
 @QUIET
 @NO_STREAM
 @RECORD_CONTENT
@@ -185,8 +188,8 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
         system: str | None, max_steps: int | None, token_budget: int | None, max_tool_calls: int | None,
         timeout_s: float | None, max_cost_usd: float | None, prices: dict[str, Price] | None,
         labels: dict[str, str], output_schema_file: Path | None, output_type_ref: str | None,
-        max_output_retries: int | None, max_parallel_tools: int | None, started_by: str | None, quiet: bool,
-        no_stream: bool, record_content: bool) -> None:
+        max_output_retries: int | None, max_parallel_tools: int | None, started_by: str | None,
+        agent_name: str | None, quiet: bool, no_stream: bool, record_content: bool) -> None:
     """Run TASK with your tools and a real model, recorded and traced; exit 1 unless it ends done.
 
     The tools come from --tools, from MCP servers (--mcp, --mcp-url), or both.
@@ -208,7 +211,7 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
     shown = Shown(progress(quiet), stream=not no_stream, as_json=env.as_json or output is not None)
     if parent_ref is not None:
         follow(env, parent_ref, task, tools, model_spec, base_url, api_key, system, given, labels, shown,
-               record_content, prices, output, by)
+               record_content, prices, output, by, agent_name)
         return
     if model_spec is None:
         raise CliUsageError(f"runner run needs --model ({MODEL_HELP}); a scripted model cannot answer a new task")
@@ -219,7 +222,7 @@ def run(env: Env, task: str, tools_spec: str | None, mcp_commands: tuple[str, ..
     with tools_for(tools) as registry, env.store(create=True) as store:
         result = record(env, store, task, model, registry, labels, shown=shown, system=system or DEFAULT_SYSTEM,
                         limits=given.limits(), record_content=record_content, tools_ref=tools_spec, prices=prices,
-                        mcp_servers=tools.refs(), output=output, decided_by=by)
+                        mcp_servers=tools.refs(), output=output, decided_by=by, agent_name=agent_name)
         report(env, store, result, [f"runner replay tests/fixtures/run.json{tools.args()}"],
                tools_spec=tools_spec, mcp=tools.refs(), streamed=shown.showed(result))
     if result.status != Status.DONE:
@@ -230,8 +233,8 @@ def follow(env: Env, parent_ref: str, message: str, tools: ToolsGiven, model_spe
            base_url: str | None, api_key: str | None, system: str | None, limits: GivenLimits,
            labels: dict[str, str], shown: Shown, record_content: bool = False,
            prices: dict[str, Price] | None = None, output: OutputSpec | None = None,
-           by: str | None = None) -> None:
-    """``runner run --follow-up RUN MESSAGE``: a new run continuing RUN's conversation."""
+           by: str | None = None, agent_name: str | None = None) -> None:
+    """``runner run --follow-up RUN MESSAGE``: a new run continuing RUN's conversation (and agent, unless named)."""
     if system is not None:
         raise CliUsageError("--system cannot change a follow-up's system prompt: it keeps its parent's")
     with tools_for(tools) as registry, env.store(create=True) as store:
@@ -244,7 +247,7 @@ def follow(env: Env, parent_ref: str, message: str, tools: ToolsGiven, model_spe
             max_steps, token_budget, options = continue_options(
                 {**limits.options(), **shown.options(), "tracer_provider": provider, "labels": labels or None,
                  "record_content": record_content, "tools_ref": tools.spec, "mcp_servers": tools.refs(),
-                 "prices": prices, "output_type": output, "decided_by": by})
+                 "prices": prices, "output_type": output, "decided_by": by, "agent_name": agent_name})
             core = followed_core(store, parent.run_id, message, model, registry, max_steps, token_budget, options,
                                  shown.listen)
             return drive(shown, lambda: run_core(core))

@@ -14,11 +14,13 @@ from .opening import open_store
 from .prune import PRUNABLE, PruneResult
 from .queue import DEFAULT_QUEUE, Touched
 from .recording import StoreRecorder
+from .rows import NAME_WIDTH
 from .runstore import RunStore
 from .tail import Tail
 
 __all__ = [
     "DEFAULT_QUEUE",
+    "NAME_WIDTH",
     "PRUNABLE",
     "LabelValue",
     "NoStoreError",

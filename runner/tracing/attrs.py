@@ -9,9 +9,10 @@ Text from a model, a tool or a caller reaches a span only when content is record
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from opentelemetry import trace
@@ -80,6 +81,14 @@ OI_TOKENS_TOTAL: Final = "llm.token_count.total"
 OI_COST_PROMPT: Final = "llm.cost.prompt"  # USD, as the call's model_called fact recorded it
 OI_COST_COMPLETION: Final = "llm.cost.completion"
 OI_COST_TOTAL: Final = "llm.cost.total"
+COST_DIGITS: Final = 10  # decimals of USD a cost attribute keeps: 1e-10 is far below any call's price
+OI_MODEL_NAME: Final = "llm.model_name"
+OI_PROVIDER: Final = "llm.provider"
+INVOCATION_PARAMETERS: Final = "llm.invocation_parameters"
+OI_TOOL_NAME: Final = "tool.name"
+OI_TOOL_DESCRIPTION: Final = "tool.description"
+OI_TOOL_SCHEMA: Final = "tool.json_schema"  # the OpenAI tool shape, as under llm.tools.N (ToolAttributes)
+OI_TOOL_PARAMETERS: Final = "tool.parameters"  # the parameters' JSON Schema alone: what Phoenix's tool card shows
 OI_AGENT_NAME: Final = "agent.name"
 SESSION_ID: Final = "session.id"
 METADATA: Final = "metadata"
@@ -94,6 +103,21 @@ JSON: Final = "application/json"
 NOT_FAILURES: Final = frozenset({
     Status.DONE, Status.AWAITING_APPROVAL, Status.STEP_LIMIT, Status.TOKEN_BUDGET, Status.TOOL_BUDGET,
     Status.CONTEXT_BUDGET, Status.OUTPUT_BUDGET, Status.DEADLINE, Status.CANCELLED, Status.COST_LIMIT})
+
+# OpenInference's llm.provider values (OpenInferenceLLMProviderValues), by the names a run's provider may
+# go by: the GenAI conventions' gen_ai.provider.name values, genai-prices' provider ids, and plain spellings.
+# A provider not listed goes out as it was named.
+OI_PROVIDERS: Final[Mapping[str, str]] = {
+    "openai": "openai", "anthropic": "anthropic", "cohere": "cohere",
+    "mistral": "mistralai", "mistralai": "mistralai", "mistral_ai": "mistralai",
+    "google": "google", "gemini": "google", "vertexai": "google", "vertex_ai": "google",
+    "gcp.gemini": "google", "gcp.vertex_ai": "google", "gcp.gen_ai": "google",
+    "azure": "azure", "azure.ai.openai": "azure", "azure.ai.inference": "azure",
+    "aws": "aws", "bedrock": "aws", "aws.bedrock": "aws",
+    "xai": "xai", "x-ai": "xai", "x_ai": "xai", "deepseek": "deepseek", "groq": "groq",
+    "fireworks": "fireworks", "fireworks-ai": "fireworks", "moonshot": "moonshot", "moonshotai": "moonshot",
+    "cerebras": "cerebras", "perplexity": "perplexity", "together": "together", "ollama": "ollama",
+}
 
 KIND_RUN: Final = SpanKind.INTERNAL
 KIND_STEP: Final = SpanKind.INTERNAL
@@ -147,13 +171,20 @@ def tool_name(name: str) -> str:
     return f"execute_tool {name}"
 
 
-def run_ids(run_id: str, session_id: str | None) -> Attrs:
-    """The ids every span of a run carries, made once a run: its id and its conversation's.
+def run_ids(run_id: str, session_id: str | None, labels: Mapping[str, str] | None = None) -> Attrs:
+    """What every span of a run carries, made once a run: its id, its conversation's, and its labels.
 
     A conversation is a chain of runs (follow-ups, forks): its id is its first run's,
-    the run's own when it has no parent.
+    the run's own when it has no parent. A run's labels go out as OpenInference ``metadata``
+    (a JSON object, with ``runner.run_id`` beside them) and ``tag.tags`` (``k=v``), in key
+    order, so a log that reorders them (JSONB) rebuilds the same text; a run without labels has neither.
     """
-    return {CONVERSATION_ID: session_id or run_id, RUN_ID: run_id}
+    ids: Attrs = {CONVERSATION_ID: session_id or run_id, RUN_ID: run_id}
+    if labels:
+        ordered = dict(sorted(labels.items()))
+        ids[METADATA] = json_text({**ordered, RUN_ID: run_id})
+        ids[TAGS] = tuple(f"{k}={v}" for k, v in ordered.items())
+    return ids
 
 
 def run_start(ids: Attrs, model: str, provider: str | None, agent_name: str | None) -> Attrs:
@@ -166,20 +197,14 @@ def run_start(ids: Attrs, model: str, provider: str | None, agent_name: str | No
     return attrs
 
 
-def run_context(ids: Attrs, labels: Mapping[str, str], parent_run_id: str | None) -> Attrs:
-    """What a root span says of the run's place: its session, parent run and labels.
+def run_context(ids: Attrs, parent_run_id: str | None) -> Attrs:
+    """What a root span says of the run's place: its session and parent run (its labels are in ``ids``).
 
-    ``session.id`` groups a conversation's runs (Phoenix's Sessions); the labels go
-    out as OpenInference ``metadata`` (a JSON object) and ``tag.tags`` (``k=v``), in
-    key order, so a log that reorders them (JSONB) rebuilds the same text.
+    ``session.id`` groups a conversation's runs (Phoenix's Sessions).
     """
     attrs: Attrs = {SESSION_ID: ids[CONVERSATION_ID]}
     if parent_run_id:
         attrs[PARENT_RUN_ID] = parent_run_id
-    if labels:
-        ordered = dict(sorted(labels.items()))
-        attrs[METADATA] = json_text(ordered)
-        attrs[TAGS] = tuple(f"{k}={v}" for k, v in ordered.items())
     return attrs
 
 
@@ -221,9 +246,21 @@ def step_start(ids: Attrs, step: int) -> Attrs:
 
 
 def chat_start(ids: Attrs, step: int, model: str, provider: str | None) -> Attrs:
-    attrs: Attrs = {OI_KIND: "LLM", OPERATION: "chat", **ids, STEP: step, REQUEST_MODEL: model}
+    return {OI_KIND: "LLM", OPERATION: "chat", **ids, STEP: step, **_chat_model(model, provider)}
+
+
+@functools.lru_cache(maxsize=64)
+def _chat_model(model: str, provider: str | None) -> Attrs:
+    """What a chat span says of its model, made once per model (callers copy it, never change it).
+
+    ``llm.invocation_parameters`` holds the model alone: that is all of a request's settings a run
+    logs (an adapter's options, such as temperature or max_tokens, are not), and a span rebuilt from
+    the log must say what the live one did. ``llm.provider`` is OpenInference's name for the provider.
+    """
+    attrs: Attrs = {REQUEST_MODEL: model, OI_MODEL_NAME: model, INVOCATION_PARAMETERS: json_text({"model": model})}
     if provider:
         attrs[PROVIDER] = provider
+        attrs[OI_PROVIDER] = OI_PROVIDERS.get(provider.lower(), provider)
     return attrs
 
 
@@ -263,14 +300,45 @@ def chat_streamed(first_chunk_s: float | None) -> Attrs:
 
 
 def chat_cost(total: float | None, prompt: float | None, completion: float | None) -> Attrs:
-    """OpenInference's cost attributes of a model call, for those of its costs that are known."""
+    """OpenInference's cost attributes of a model call, for those of its costs that are known.
+
+    Rounded to ``COST_DIGITS`` decimals: a price times a count is a float such as
+    1.8000000000000002e-05, which a UI prints as it is. The log keeps the exact cost.
+    """
     found = ((OI_COST_TOTAL, total), (OI_COST_PROMPT, prompt), (OI_COST_COMPLETION, completion))
-    return {name: value for name, value in found if value is not None}
+    return {name: round(value, COST_DIGITS) for name, value in found if value is not None}
 
 
-def tool_start(ids: Attrs, step: int, name: str, call_id: str) -> Attrs:
+def tool_start(ids: Attrs, step: int, name: str, call_id: str,
+               described: Mapping[str, Attrs] | None = None) -> Attrs:
+    """A tool span at start; ``described`` is the run's ``tools_described`` (a tool not in it: its name only)."""
+    found = described.get(name) if described is not None else None
     return {OI_KIND: "TOOL", OPERATION: "execute_tool", **ids, STEP: step, TOOL_NAME: name,
-            TOOL_CALL_ID: call_id, TOOL_TYPE: "function"}
+            TOOL_CALL_ID: call_id, TOOL_TYPE: "function", **(found or {OI_TOOL_NAME: name})}
+
+
+def tools_described(tool_specs: Sequence[Mapping[str, Any]]) -> dict[str, Attrs]:
+    """What each tool's spans say of it, by name, made once a run from its ``run_started`` tool specs.
+
+    OpenInference's ``tool.name``, ``tool.description``, ``tool.json_schema`` (the OpenAI tool
+    shape, as ``llm.tools.N.tool.json_schema`` has it) and ``tool.parameters`` (its parameters'
+    JSON Schema, which Phoenix shows on a tool span). A tool's definition is not content: always on.
+    """
+    described: dict[str, Attrs] = {}
+    for spec in tool_specs:
+        name = str(spec.get("name"))
+        one: Attrs = {OI_TOOL_NAME: name}
+        if spec.get("description"):
+            one[OI_TOOL_DESCRIPTION] = str(spec["description"])
+        one[OI_TOOL_SCHEMA] = tool_schema(spec)
+        one[OI_TOOL_PARAMETERS] = json_text(spec.get("parameters") or {})
+        described[name] = one
+    return described
+
+
+def tool_schema(spec: Mapping[str, Any]) -> str:
+    """A tool's definition in the OpenAI tool shape, as OpenInference's ``tool.json_schema`` wants it."""
+    return json_text({"type": "function", "function": dict(spec)})
 
 
 def transfer(agent_name: str, child_run_id: str | None) -> Attrs:

@@ -74,9 +74,10 @@ class SpanBuilder:
         self.args: dict[str, Any] = {}
         self.task: str | None = None
         self.tool_specs: list[Mapping[str, Any]] = []
+        self.described: dict[str, attrs.Attrs] = {}  # each tool's name, description and schema (``tools_described``)
         self.service_name: str | None = None
         self.common: attrs.Attrs = attrs.run_ids(run_id, None)
-        self.context: attrs.Attrs = {}  # the root spans' session, parent and labels (``attrs.run_context``)
+        self.context: attrs.Attrs = {}  # the root spans' session and parent (``attrs.run_context``)
         self.offered: attrs.Attrs = {}
         self.subagents: frozenset[str] = frozenset()
         self.segment = 0
@@ -145,7 +146,7 @@ class SpanBuilder:
             case ModelCalled():
                 self.model_call(fact, at, span_id)
             case ToolStarted(step=step, name=name, call_id=call_id):
-                values = attrs.tool_start(self.common, step, name, call_id)
+                values = attrs.tool_start(self.common, step, name, call_id, self.described)
                 if name in self.subagents:
                     values.update(attrs.transfer(name, child_run_id(self.run_id, call_id)))
                 if self.decided:
@@ -191,10 +192,11 @@ class SpanBuilder:
         self.agent = fact.agent_name or self.agent
         self.service_name = fact.service_name or None
         self.task, self.tool_specs = fact.task, list(fact.tool_specs)
+        self.described = attrs.tools_described(self.tool_specs)
         self.subagents = attrs.subagents(fact.tool_traits)
         self.offer()
-        self.common = attrs.run_ids(self.run_id, fact.session_id)
-        self.context = attrs.run_context(self.common, fact.labels, fact.parent_run_id)
+        self.common = attrs.run_ids(self.run_id, fact.session_id, fact.labels)
+        self.context = attrs.run_context(self.common, fact.parent_run_id)
         values = {**self.root_start(), **self.run_input(), **attrs.origin(fact.origin, fact.forked_at_step)}
         name = attrs.fork_name(self.agent, fact.forked_at_step) if fact.origin == "fork" else attrs.run_name(self.agent)
         root = self.open(self.root_key, name, attrs.KIND_RUN, span_id, fact.parent_span_id, at, values)
@@ -230,7 +232,7 @@ class SpanBuilder:
     def offer(self) -> None:
         """With content on, what a part's chat spans repeat (a resumed part may name another model)."""
         if self.record_content:
-            self.offered = content.offered(self.model, self.tool_specs)
+            self.offered = content.offered(self.tool_specs)
 
     def root_start(self) -> attrs.Attrs:
         """A root span's attributes at start (the first part's and each resumed one's)."""
@@ -263,7 +265,7 @@ class SpanBuilder:
     def awaiting(self, step: int, name: str, call_id: str, args: Any, at: int) -> None:
         """A call that waits for a person's decision: its span lasts until the part of the run ends."""
         key = f"approval:{call_id}{self.suffix}"
-        values = attrs.tool_start(self.common, step, name, call_id)
+        values = attrs.tool_start(self.common, step, name, call_id, self.described)
         values[attrs.AWAITING_APPROVAL] = True
         if self.record_content:
             values.update(attrs.tool_arguments(args))
@@ -273,7 +275,7 @@ class SpanBuilder:
     def tool_finished(self, fact: ToolFinished, at: int, span_id: str) -> None:
         key = f"tool:{fact.call_id}{self.suffix}"
         if key not in self.spans:  # refused before running: a span of zero length
-            values = attrs.tool_start(self.common, fact.step, fact.name, fact.call_id)
+            values = attrs.tool_start(self.common, fact.step, fact.name, fact.call_id, self.described)
             if fact.name in self.subagents:
                 values.update(attrs.transfer(fact.name, None))
             values.update(self.decided.get(fact.call_id, {}))

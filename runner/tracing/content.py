@@ -1,4 +1,4 @@
-"""Build the opt-in content of a chat span: its messages, the tools offered and the call's parameters.
+"""Build the opt-in content of a chat span: its messages and the tools offered.
 
 The content is written twice, once per reader: the GenAI convention's JSON messages,
 and OpenInference's flattened attributes with the JSON as ``input.value`` and ``output.value``.
@@ -25,28 +25,24 @@ from .attrs import (
     Attrs,
     finish_reason,
     json_text,
+    tool_schema,
 )
 
-INVOCATION_PARAMETERS: Final = "llm.invocation_parameters"
 OMITTED: Final = "runner.input_messages.omitted"
 
 # The SDK's default attribute count limit less what a chat span carries besides its
-# flattened messages and tools (about 22 today: ids, model, usage, the JSON texts).
-ROOM: Final = 128 - 32
+# flattened messages and tools (about 30 today: ids, labels, model, usage, cost, the JSON texts).
+ROOM: Final = 128 - 36
 
 Flat = list[tuple[str, AttributeValue]]
 
 
-def offered(model: str, tool_specs: Sequence[Mapping[str, Any]]) -> Attrs:
-    """Build what every chat span of a run repeats, once per run.
+def offered(tool_specs: Sequence[Mapping[str, Any]]) -> Attrs:
+    """Build what every chat span of a run repeats, once per run: the tools offered (``llm.tools.N.tool.json_schema``).
 
-    That is the tools offered as ``llm.tools.N.tool.json_schema`` and the call's parameters.
-    The runner knows only one parameter, the model.
+    The call's parameters (``llm.invocation_parameters``) are no content: ``attrs.chat_start`` sets them.
     """
-    attrs: Attrs = {INVOCATION_PARAMETERS: json_text({"model": model})}
-    for i, spec in enumerate(tool_specs):
-        attrs[f"llm.tools.{i}.tool.json_schema"] = json_text({"type": "function", "function": dict(spec)})
-    return attrs
+    return {f"llm.tools.{i}.tool.json_schema": tool_schema(spec) for i, spec in enumerate(tool_specs)}
 
 
 def chat_content(shown: Sequence[Mapping[str, Any]], reply: Mapping[str, Any] | None, run_offered: Attrs) -> Attrs:

@@ -109,6 +109,7 @@ class TracingRecorder:
         self._builder = SpanBuilder(run_id, record_content=record_content, model=model, provider=provider,
                                     agent_name=agent_name)
         self._builder.task, self._builder.tool_specs = task, list(tool_specs)
+        self._builder.described = attrs.tools_described(tool_specs)
         self._started = started
         self._shown = shown
 

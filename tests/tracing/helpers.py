@@ -4,6 +4,7 @@ the expected attributes of each span, the runs every rebuild is checked on, an O
 from __future__ import annotations
 
 import gzip
+import json
 import time
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler
@@ -85,12 +86,21 @@ def step(step: int) -> dict[str, Any]:
     return {"openinference.span.kind": "CHAIN", "runner.step": step}
 
 
+def chat_model(name: str, provider: str | None = None) -> dict[str, Any]:
+    """What a chat span says of its model, under the GenAI and the OpenInference names."""
+    attrs: dict[str, Any] = {"gen_ai.request.model": name, "llm.model_name": name,
+                             "llm.invocation_parameters": json.dumps({"model": name})}
+    if provider:
+        attrs.update({"gen_ai.provider.name": provider, "llm.provider": provider})
+    return attrs
+
+
 def chat(step: int, inp: int, out: int, finish: str, estimated: bool = True) -> dict[str, Any]:
     """A chat span's attributes: a provider's usage is usage, the runner's estimate only an estimate."""
     attrs: dict[str, Any] = {
         "openinference.span.kind": "LLM", "gen_ai.operation.name": "chat", "runner.step": step,
-        "gen_ai.request.model": "scripted", "gen_ai.provider.name": "scripted",
-        "gen_ai.response.finish_reasons": [finish], "runner.usage.estimated": estimated}
+        **chat_model("scripted", "scripted"), "gen_ai.response.finish_reasons": [finish],
+        "runner.usage.estimated": estimated}
     if estimated:
         attrs.update({"runner.usage.estimated_input_tokens": inp, "runner.usage.estimated_output_tokens": out})
     else:
@@ -100,10 +110,21 @@ def chat(step: int, inp: int, out: int, finish: str, estimated: bool = True) -> 
     return attrs
 
 
+def described(name: str) -> dict[str, Any]:
+    """What a tool span says of its tool (``registry()``'s; a tool not in it, its name alone)."""
+    found = {spec["name"]: spec for spec in registry().specs()}.get(name)
+    if found is None:
+        return {"tool.name": name}
+    return {"tool.name": name, "tool.description": found["description"],
+            "tool.json_schema": json.dumps({"type": "function", "function": dict(found)}),
+            "tool.parameters": json.dumps(found["parameters"])}
+
+
 def tool(step: int, name: str, call_id: str, ran: bool = True, error: str | None = None) -> dict[str, Any]:
     attrs: dict[str, Any] = {"openinference.span.kind": "TOOL", "gen_ai.operation.name": "execute_tool",
                              "runner.step": step, "gen_ai.tool.name": name,
-                             "gen_ai.tool.call.id": call_id, "gen_ai.tool.type": "function", "runner.tool.ran": ran}
+                             "gen_ai.tool.call.id": call_id, "gen_ai.tool.type": "function", "runner.tool.ran": ran,
+                             **described(name)}
     if error:
         attrs["error.type"] = error
     return attrs

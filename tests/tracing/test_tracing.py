@@ -32,7 +32,7 @@ from runner.events import (
 )
 from runner.recorder import FanoutRecorder
 from runner.tracing import TracingRecorder, derived_span_id, live
-from tests.tracing.helpers import RUN, RUN_ID, chat, registry, step, tool, tree, weather
+from tests.tracing.helpers import RUN, RUN_ID, chat, chat_model, registry, step, tool, tree, weather
 
 
 @pytest.fixture
@@ -133,7 +133,7 @@ def test_model_error_marks_chat_and_root(spans: tuple[TracerProvider, InMemorySp
     assert root[3] == [["step 1", "UNSET", step(1), [
         ["chat broken", "ERROR: ConnectionError",
          {"openinference.span.kind": "LLM", "gen_ai.operation.name": "chat", "runner.step": 1,
-          "gen_ai.request.model": "broken", "error.type": "ConnectionError"}, []]]]]
+          **chat_model("broken"), "error.type": "ConnectionError"}, []]]]]
 
 
 def test_deadline_while_a_tool_runs_ends_every_span(spans: tuple[TracerProvider, InMemorySpanExporter]) -> None:

@@ -115,8 +115,7 @@ def _weather_run(store: RunStore, provider: Any, content: bool) -> str:
     return result.run_id
 
 
-OI_MESSAGE_KEYS = ("llm.input_messages.", "llm.output_messages.", "llm.invocation_parameters", "input.", "output.",
-                   "llm.tools.")
+OI_MESSAGE_KEYS = ("llm.input_messages.", "llm.output_messages.", "input.", "output.", "llm.tools.")
 
 
 @pytest.mark.parametrize("content", [False, True], ids=["plain", "content"])
@@ -136,8 +135,7 @@ def test_chat_spans_carry_openinference_messages_only_with_content_on(
     system = {"llm.input_messages.0.message.role": "system", "llm.input_messages.0.message.content": "Be brief.",
               "llm.input_messages.1.message.role": "user",
               "llm.input_messages.1.message.content": "Weather in Paris?"}
-    params = {"llm.invocation_parameters": '{"model": "scripted"}', "input.mime_type": "application/json",
-              "output.mime_type": "application/json"}
+    params = {"input.mime_type": "application/json", "output.mime_type": "application/json"}
     asked = {"message.role": "assistant", "message.content": "Let me look.",
              "message.tool_calls.0.tool_call.id": "c1",
              "message.tool_calls.0.tool_call.function.name": "get_weather",
@@ -194,18 +192,16 @@ def test_labels_agent_and_the_conversation_reach_the_root_spans(
     runs = [first.run_id, second.run_id, third.run_id]
     traces = {store.get_run(run_id).trace_id: run_id for run_id in runs}
     assert set(by_trace) == set(traces)
-    run_keys = ("session.id", "runner.parent_run_id", "metadata", "tag.tags", "agent.name", "gen_ai.agent.name")
+    run_keys = ("session.id", "runner.parent_run_id", "agent.name", "gen_ai.agent.name")
     expected = {
-        first.run_id: {"session.id": first.run_id, "metadata": '{"env": "prod", "team": "search"}',
-                       "tag.tags": ["env=prod", "team=search"], "agent.name": "forecaster",
-                       "gen_ai.agent.name": "forecaster"},
+        first.run_id: {"session.id": first.run_id, "agent.name": "forecaster", "gen_ai.agent.name": "forecaster"},
         second.run_id: {"session.id": first.run_id, "runner.parent_run_id": first.run_id,
-                        "metadata": '{"env": "prod", "team": "search"}', "tag.tags": ["env=prod", "team=search"],
                         "agent.name": "forecaster", "gen_ai.agent.name": "forecaster"},
         third.run_id: {"session.id": first.run_id, "runner.parent_run_id": second.run_id,
-                       "metadata": '{"try": "2"}', "tag.tags": ["try=2"], "agent.name": "forecaster",
-                       "gen_ai.agent.name": "forecaster"},
+                       "agent.name": "forecaster", "gen_ai.agent.name": "forecaster"},
     }
+    labelled = {first.run_id: {"env": "prod", "team": "search"}, second.run_id: {"env": "prod", "team": "search"},
+                third.run_id: {"try": "2"}}
     for trace_id, run_id in traces.items():
         found = by_trace[trace_id]
         (root,) = [s for s in found if s["parent"] is None]
@@ -213,6 +209,11 @@ def test_labels_agent_and_the_conversation_reach_the_root_spans(
         assert {s["attrs"]["gen_ai.conversation.id"] for s in found} == {first.run_id}
         assert {s["attrs"]["runner.run_id"] for s in found} == {run_id}
         assert not [k for s in found if s is not root for k in s["attrs"] if k in run_keys]  # the run span only
+        # the labels, and the run's id, on every span of the run (Phoenix filters spans by metadata)
+        assert {s["attrs"]["metadata"] for s in found} == {
+            json.dumps({**dict(sorted(labelled[run_id].items())), "runner.run_id": run_id})}
+        assert {tuple(s["attrs"]["tag.tags"]) for s in found} == {
+            tuple(f"{k}={v}" for k, v in sorted(labelled[run_id].items()))}
         assert sorted(map(key, resent(collector, store, run_id, False))) == sorted(map(key, found))
 
 
