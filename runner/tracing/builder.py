@@ -118,7 +118,7 @@ class SpanBuilder:
         still open was cut short and its outcome is unknown, which its span says with its arguments.
         """
         for key, made in list(self.spans.items()):
-            if short and made.kind is attrs.KIND_TOOL:
+            if short and key.startswith("tool:"):  # a call under way (not its step, nor one awaiting approval)
                 made.attrs.update(attrs.cut_short())
                 call_id = made.attrs.get(attrs.TOOL_CALL_ID)
                 if self.record_content and isinstance(call_id, str):

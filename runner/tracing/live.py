@@ -21,7 +21,15 @@ from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags, TracerProvider, TraceState
 
 from .._log.ids import derived_span_id, derived_trace_id
-from ..events import Event, ModelCallStarted, RunFinished, RunResumed, RunStarted, StepFinished, span_key
+from ..events import (
+    Event,
+    ModelCallStarted,
+    RunFinished,
+    RunResumed,
+    RunStarted,
+    StepFinished,
+    span_key,
+)
 from . import attrs, pump
 from .builder import Made, SpanBuilder
 
@@ -31,6 +39,7 @@ if TYPE_CHECKING:
 _OPENS_ROOT = (RunStarted, RunResumed)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+_HOLD = 8  # commits held back at most before their spans are built (a step's end hands them over sooner)
 
 # A committed fact as the store hands it over: its time (the store's: text on SQLite), its span id, the fact.
 Committed = tuple[datetime | str | int, str, Event]
@@ -61,7 +70,7 @@ def at_ns(at: datetime | str | int) -> int:
         known = _second
         if known[0] != head:
             known = _second = (head, calendar.timegm(time.strptime(head, "%Y-%m-%d %H:%M:%S")) * 1_000_000_000)
-        return known[1] + int(at[20:26].ljust(6, "0") or 0) * 1000 if len(at) > 19 else known[1]
+        return known[1] + int(at[20:26].ljust(6, "0")) * 1000 if len(at) > 20 else known[1]
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)
     return (at - _EPOCH) // timedelta(microseconds=1) * 1000
@@ -106,6 +115,8 @@ class TracingRecorder:
         self._state: TraceState | None = None
         self._contexts: dict[str, SpanContext] = {}  # the parents' span contexts, made once (``rebuild.readable``)
         self._batch: list[Committed] = []  # facts as they happen, when no store hands them over
+        self._held: list[Sequence[Committed]] = []  # commits not handed over yet (``committed``)
+        self._readable: Any = None  # ``rebuild.readable``, once the SDK records the run
         self._builder = SpanBuilder(run_id, record_content=record_content, model=model, provider=provider,
                                     agent_name=agent_name)
         self._builder.task, self._builder.tool_specs = task, list(tool_specs)
@@ -159,9 +170,13 @@ class TracingRecorder:
         """Facts the store has just committed, in log order: their spans are built on the pump's thread."""
         if not self._live or not facts:
             return
-        pump.pump().put(partial(self._build, facts))
-        if type(facts[-1][2]) is RunFinished:
-            self._wait()
+        self._held.append(facts)
+        last = type(facts[-1][2])
+        if last is StepFinished or last is RunFinished or len(self._held) > _HOLD:  # a step's at once: one wake-up
+            held, self._held = self._held, []
+            pump.pump().put(partial(self._build_all, held))
+            if last is RunFinished:
+                self._wait()
 
     def _hand_over(self) -> None:
         batch, self._batch = self._batch, []
@@ -208,6 +223,9 @@ class TracingRecorder:
                                              attrs.run_ids(self._run_id, None), links)
             self._live = decision.decision.is_sampled()
             if self._live:
+                from .rebuild import readable  # the SDK is loaded: a provider of its records the run
+
+                self._readable = readable
                 self._trace, self._state = trace_int, decision.trace_state
                 self._new_id, self._on_end, self._resource = ids.generate_span_id, processor.on_end, resource
                 self.trace_id = format(trace_int, "032x")
@@ -254,6 +272,10 @@ class TracingRecorder:
         builder.done.clear()
         self._ship(dead)
 
+    def _build_all(self, held: list[Sequence[Committed]]) -> None:
+        for facts in held:
+            self._build(facts)
+
     def _build(self, facts: Sequence[Committed]) -> None:
         builder = self._builder
         for at, span_id, fact in facts:
@@ -264,8 +286,6 @@ class TracingRecorder:
     def _ship(self, done: list[Made]) -> None:
         if not done:
             return
-        from .rebuild import readable
-
-        on_end, contexts = self._on_end, self._contexts
+        on_end, contexts, readable = self._on_end, self._contexts, self._readable
         for made in done:
             on_end(readable(made, self._trace, self._resource, self._state, contexts))

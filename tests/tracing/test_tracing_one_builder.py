@@ -186,6 +186,9 @@ def test_a_run_whose_process_died_mid_call_sends_its_dead_part_first_when_resume
     assert (dead[6], attrs["runner.tool.in_doubt"], attrs["error.type"]) == ("cut_short", True, "cut_short")
     assert ("input.value" in attrs) == content  # its arguments, with content on
     assert [key[3] for key in sent if key[2] is None] == ["invoke_agent"]  # the dead part's root went out
+    # only the call is in doubt: its step and the dead part's root were cut short, not failed
+    assert [key[3] for key in sent if key[5] == trace.StatusCode.ERROR] == ["execute_tool lookup"]
+    assert [key[3] for key in sent if ("runner.tool.in_doubt", True) in key[7]] == ["execute_tool lookup"]
     assert [key[3] for key in sent if key[3].startswith("invoke_agent (resumed")] == [
         "invoke_agent (resumed: its process is gone (dead))"]
 
