@@ -77,7 +77,7 @@ def test_a_tracer_is_idle_only_when_nothing_records_the_run_and_no_content_is_ke
     assert not TracingRecorder(NoOpTracerProvider(), run_id="r1").idle  # its root is not open yet
     assert _opened(NoOpTracerProvider()).idle
     assert _opened(None).idle  # the global provider, a no-op here
-    assert not _opened(NoOpTracerProvider(), record_content=True).idle
+    assert _opened(NoOpTracerProvider(), record_content=True).idle  # content goes on spans: none are made
     provider = TracerProvider()
     try:
         assert not _opened(provider).idle
@@ -112,5 +112,14 @@ def test_an_idle_recorder_is_asked_to_commit_only_when_the_run_ends() -> None:
     def with_content(state: RunState) -> Any:
         return build_recorder(RunWiring(record_content=True), state)[0]
 
+    provider = TracerProvider()
+
+    def recorded(state: RunState) -> Any:
+        return build_recorder(RunWiring(tracer_provider=provider), state)[0]
+
     assert _actions(plain) == ["model", "tool", "model", "commit"]
-    assert _actions(with_content) == ["commit", "model", "commit", "tool", "commit", "commit", "model", "commit"]
+    assert _actions(with_content) == ["model", "tool", "model", "commit"]  # no SDK records it: no span to fill
+    try:  # an SDK records it: its facts go to the span builder at each commit
+        assert _actions(recorded) == ["commit", "model", "commit", "tool", "commit", "commit", "model", "commit"]
+    finally:
+        provider.shutdown()
