@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
@@ -20,6 +19,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 from opentelemetry.util.types import AttributeValue
 
 from .._log.statuses import Status
+from . import classify
 
 Attrs = dict[str, AttributeValue]
 
@@ -103,21 +103,6 @@ JSON: Final = "application/json"
 NOT_FAILURES: Final = frozenset({
     Status.DONE, Status.AWAITING_APPROVAL, Status.STEP_LIMIT, Status.TOKEN_BUDGET, Status.TOOL_BUDGET,
     Status.CONTEXT_BUDGET, Status.OUTPUT_BUDGET, Status.DEADLINE, Status.CANCELLED, Status.COST_LIMIT})
-
-# OpenInference's llm.provider values (OpenInferenceLLMProviderValues), by the names a run's provider may
-# go by: the GenAI conventions' gen_ai.provider.name values, genai-prices' provider ids, and plain spellings.
-# A provider not listed goes out as it was named.
-OI_PROVIDERS: Final[Mapping[str, str]] = {
-    "openai": "openai", "anthropic": "anthropic", "cohere": "cohere",
-    "mistral": "mistralai", "mistralai": "mistralai", "mistral_ai": "mistralai",
-    "google": "google", "gemini": "google", "vertexai": "google", "vertex_ai": "google",
-    "gcp.gemini": "google", "gcp.vertex_ai": "google", "gcp.gen_ai": "google",
-    "azure": "azure", "azure.ai.openai": "azure", "azure.ai.inference": "azure",
-    "aws": "aws", "bedrock": "aws", "aws.bedrock": "aws",
-    "xai": "xai", "x-ai": "xai", "x_ai": "xai", "deepseek": "deepseek", "groq": "groq",
-    "fireworks": "fireworks", "fireworks-ai": "fireworks", "moonshot": "moonshot", "moonshotai": "moonshot",
-    "cerebras": "cerebras", "perplexity": "perplexity", "together": "together", "ollama": "ollama",
-}
 
 KIND_RUN: Final = SpanKind.INTERNAL
 KIND_STEP: Final = SpanKind.INTERNAL
@@ -260,7 +245,7 @@ def _chat_model(model: str, provider: str | None) -> Attrs:
     attrs: Attrs = {REQUEST_MODEL: model, OI_MODEL_NAME: model, INVOCATION_PARAMETERS: json_text({"model": model})}
     if provider:
         attrs[PROVIDER] = provider
-        attrs[OI_PROVIDER] = OI_PROVIDERS.get(provider.lower(), provider)
+        attrs[OI_PROVIDER] = classify.oi_provider(provider)
     return attrs
 
 
@@ -361,7 +346,7 @@ def tool_end(name: str, observation: str, ok: bool, ran: bool, *, content: bool)
     attrs: Attrs = {TOOL_RAN: ran}
     if ok:
         return attrs, UNSET
-    kind = attrs[ERROR_TYPE] = tool_error_type(name, observation, ran)
+    kind = attrs[ERROR_TYPE] = classify.tool_error_type(name, observation, ran)
     return attrs, trace.Status(StatusCode.ERROR, error_text(_first_line(observation), kind, content))
 
 
@@ -381,33 +366,6 @@ def tool_arguments(args: Any) -> Attrs:
 def cut_short() -> Attrs:
     """What a tool span says when its run stopped before the call returned: its outcome is unknown."""
     return {IN_DOUBT: True, ERROR_TYPE: CUT_SHORT}
-
-
-_FAILED = re.compile(r"failed: ([A-Za-z_][\w.]*): ")
-
-
-def tool_error_type(name: str, observation: str, ran: bool) -> str:
-    """A low-cardinality class for an ``ERROR:`` observation (the text itself is the description)."""
-    if not ran:
-        if observation.startswith("ERROR: unknown tool "):
-            return "unknown_tool"
-        if " was already called " in observation and " in a row " in observation:
-            return "repeated_call"
-        if " was denied by the approver" in observation:
-            return "denied"
-        return "invalid_arguments"
-    # logged before abandoned calls said why
-    if observation in (f"ERROR: {Status.DEADLINE}", f"ERROR: {Status.CANCELLED}"):
-        return observation[len("ERROR: "):]
-    for stop in (Status.DEADLINE, Status.CANCELLED):
-        if observation.startswith(f"ERROR: {name} was abandoned while it ran ({stop})"):
-            return stop
-    if observation.startswith(f"ERROR: {name} timed out after "):
-        return "timeout"
-    if observation.startswith(f"ERROR: {name} returned a value that is not JSON-serialisable"):
-        return "invalid_result"
-    found = _FAILED.match(observation, len(f"ERROR: {name} "))
-    return found.group(1) if found else "tool_error"
 
 
 def finish_reason(reply: Mapping[str, Any]) -> str:

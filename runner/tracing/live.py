@@ -287,5 +287,12 @@ class TracingRecorder:
         if not done:
             return
         on_end, contexts, readable = self._on_end, self._contexts, self._readable
-        for made in done:
-            on_end(readable(made, self._trace, self._resource, self._state, contexts))
+        failed: Exception | None = None
+        for made in done:  # one by one: a processor failing on one span must not cost the others
+            try:
+                on_end(readable(made, self._trace, self._resource, self._state, contexts))
+            except Exception as error:
+                failed = failed or error
+        if failed is not None:
+            logging.getLogger("runner").error("run %s: a span processor failed: %s: %s", self._run_id,
+                                              type(failed).__name__, failed, exc_info=failed)

@@ -72,8 +72,18 @@ def pump() -> Pump:
                 found = _pump = Pump()
                 # Registered now, after the provider the first live run uses: exit handlers run last
                 # registered first, so the spans still queued reach the provider before it shuts down.
-                atexit.register(found.wait)
+                atexit.register(_wait_at_exit, os.getpid())
     return found
+
+
+def _wait_at_exit(pid: int) -> None:
+    """Let the spans still queued out before exit, in the process that queued them.
+
+    A forked child inherits the parent's exit handlers but not its thread: waiting there would hang.
+    """
+    found = _pump
+    if found is not None and os.getpid() == pid:
+        found.wait()
 
 
 def _forget_in_child() -> None:

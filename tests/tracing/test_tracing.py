@@ -94,7 +94,7 @@ def test_unknown_and_invalid_calls_get_spans_that_did_not_run(
 
 
 def test_timeout_and_repeat_classes() -> None:
-    from runner.tracing.attrs import tool_error_type
+    from runner.tracing.classify import tool_error_type
 
     assert tool_error_type("slow", "ERROR: slow timed out after 0.05 s", True) == "timeout"
     assert tool_error_type("f", "ERROR: f failed: some text", True) == "tool_error"

@@ -168,6 +168,7 @@ def test_a_run_inside_a_caller_span_rebuilds_under_that_span(
     assert root[2] == format(request.get_span_context().span_id, "016x")
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("content", [False, True], ids=["plain", "content"])
 def test_a_run_whose_process_died_mid_call_sends_its_dead_part_first_when_resumed(
         store_url: str, tmp_path: Path, live: tuple[TracerProvider, InMemorySpanExporter], content: bool) -> None:
