@@ -9,8 +9,11 @@ attributes, times and statuses. It knows nothing of the SDK: ``Made`` is plain d
 
 from __future__ import annotations
 
+import calendar
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from opentelemetry.trace import SpanKind, Status, StatusCode
@@ -33,6 +36,29 @@ from ..events import (
 )
 from ..messages import reply_data
 from . import attrs, content
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+# The second SQLite's text last named, and its nanoseconds since the epoch: replaced whole, for threads.
+_second: tuple[str, int] = ("\x00", 0)
+
+
+def at_ns(at: datetime | str | int) -> int:
+    """Nanoseconds since the epoch of a logged time, exact to the microsecond the log holds."""
+    if isinstance(at, str):  # SQLite's text, YYYY-MM-DD HH:MM:SS.ffffff: the second's value is kept
+        global _second
+        known = _second
+        if len(at) == 26 and at.startswith(known[0]):  # as the store writes it: the same second as the last
+            return known[1] + int(at[20:]) * 1000
+        head = at[:19]
+        if known[0] != head:
+            known = _second = (head, calendar.timegm(time.strptime(head, "%Y-%m-%d %H:%M:%S")) * 1_000_000_000)
+        return known[1] + int(at[20:26].ljust(6, "0")) * 1000 if len(at) > 20 else known[1]
+    if isinstance(at, int):
+        return at
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return (at - _EPOCH) // timedelta(microseconds=1) * 1000
 
 
 @dataclass(slots=True)
@@ -95,7 +121,7 @@ class SpanBuilder:
         """A span under the open span of key ``parent``, or under span id ``parent`` when none has that key."""
         found = self.spans.get(parent) if parent is not None else None
         made = Made(key, name, kind, span_id, found.span_id if found is not None else parent, start, values,
-                    self.segment, self.opened)
+                    self.segment, self.opened, None, attrs.UNSET)
         self.opened += 1
         self.spans[key] = made
         return made
@@ -128,17 +154,23 @@ class SpanBuilder:
 
     # -- facts -----------------------------------------------------------------
 
-    def feed(self, fact: Event, at: int, span_id: str | None) -> None:
-        """Take the run's next fact, logged at ``at`` (ns) under span ``span_id`` (None: derived from its key)."""
+    def feed(self, fact: Event, logged_at: datetime | str | int, span_id: str | None) -> None:
+        """Take the run's next fact, logged at ``logged_at`` under span ``span_id`` (None: derived from its key).
+
+        ``logged_at`` is the log's time (a ``datetime``, SQLite's text, or ns since the epoch).
+        A message has no span and is not where spans end: it is read only when content is recorded.
+        """
+        if fact.__class__ is MessageAppended:
+            if self.record_content:
+                self.saw(fact.message)
+            return
+        at = at_ns(logged_at)
         self.last_event = self.last
         if at > self.last:
             self.last = at
         if not span_id:
             span_id = derived_span_id(self.run_id, span_key(fact, self.segment + isinstance(fact, RunResumed)))
         match fact:  # the facts of every step first
-            case MessageAppended(message=message):
-                if self.record_content:
-                    self.saw(message)
             case StepStarted(step=step):
                 self.shown_at_step[step] = len(self.shown)
                 self.open(self.step_key(step), attrs.step_name(step), attrs.KIND_STEP, span_id, self.root_key, at,
@@ -256,7 +288,8 @@ class SpanBuilder:
                                         reply, fact.error, fact.error_type, content=self.record_content)
         if fact.cost_usd is not None:
             values.update(attrs.chat_cost(fact.cost_usd, fact.prompt_cost_usd, fact.completion_cost_usd))
-        values.update(attrs.chat_streamed(fact.first_chunk_s))
+        if fact.first_chunk_s is not None:
+            values.update(attrs.chat_streamed(fact.first_chunk_s))
         if self.record_content:
             shown = self.shown[:self.shown_at_step.get(step, len(self.shown))]
             values.update(content.chat_content(shown, reply, self.offered))

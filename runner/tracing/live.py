@@ -8,12 +8,11 @@ they happen) and handed to the tracer's span processors; the run's end waits for
 
 from __future__ import annotations
 
-import calendar
 import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +36,6 @@ if TYPE_CHECKING:
     from .._log.records import StoredRun
 
 _OPENS_ROOT = (RunStarted, RunResumed)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _HOLD = 8  # commits held back at most before their spans are built (a step's end hands them over sooner)
 
@@ -58,26 +56,6 @@ class TraceLink:
     span_id: str
     joins: bool
     before: StoredRun | None = None
-
-
-def at_ns(at: datetime | str | int) -> int:
-    """Nanoseconds since the epoch of a logged time, exact to the microsecond the log holds."""
-    if isinstance(at, int):
-        return at
-    if isinstance(at, str):  # SQLite's text, YYYY-MM-DD HH:MM:SS.ffffff: the second's value is kept
-        global _second
-        head = at[:19]
-        known = _second
-        if known[0] != head:
-            known = _second = (head, calendar.timegm(time.strptime(head, "%Y-%m-%d %H:%M:%S")) * 1_000_000_000)
-        return known[1] + int(at[20:26].ljust(6, "0")) * 1000 if len(at) > 20 else known[1]
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    return (at - _EPOCH) // timedelta(microseconds=1) * 1000
-
-
-# The second SQLite's text last named, and its nanoseconds since the epoch: replaced whole, for threads.
-_second: tuple[str, int] = ("", 0)
 
 
 class TracingRecorder:
@@ -267,7 +245,7 @@ class TracingRecorder:
         """
         builder = self._builder
         for event, fact in zip(run.events, run.facts, strict=True):
-            builder.feed(fact, at_ns(event.at), event.span_id)
+            builder.feed(fact, event.at, event.span_id)
         dead = [made for made in builder.done if made.segment not in builder.ended]
         builder.done.clear()
         self._ship(dead)
@@ -278,8 +256,9 @@ class TracingRecorder:
 
     def _build(self, facts: Sequence[Committed]) -> None:
         builder = self._builder
+        feed = builder.feed
         for at, span_id, fact in facts:
-            builder.feed(fact, at_ns(at), span_id)
+            feed(fact, at, span_id)
         done, builder.done = builder.done, []
         self._ship(done)
 
