@@ -3,12 +3,14 @@
 At the run's start the recorder asks the provider's tracer (its public attributes) for a sampling
 decision and the trace; span ids come from its id generator when the store asks for them. The
 spans are made by ``builder.SpanBuilder`` from the facts the store committed (with no store, as
-they happen) and handed to the tracer's span processors; the run's end waits for them.
+they happen) and handed to the tracer's span processors. The run's end waits for them on its own
+thread, after its close committed (``settle``): never inside a commit, which other runs' rows may share.
 """
 
 from __future__ import annotations
 
 import calendar
+import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -34,6 +36,8 @@ from . import attrs, pump
 from .builder import Made, SpanBuilder
 
 if TYPE_CHECKING:
+    import asyncio
+
     from .._log.records import StoredRun
 
 _OPENS_ROOT = (RunStarted, RunResumed)
@@ -74,6 +78,17 @@ def at_ns(at: datetime | str | int) -> int:
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)
     return (at - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
+def _wake(loop: asyncio.AbstractEventLoop, done: asyncio.Future[None]) -> None:
+    """On the pump's thread: tell an event loop that what it waits for is done (unless it stopped waiting)."""
+    with contextlib.suppress(RuntimeError):  # the loop is closed
+        loop.call_soon_threadsafe(_done, done)
+
+
+def _done(done: asyncio.Future[None]) -> None:
+    if not done.done():  # the run stopped waiting (it was cancelled, or its wait timed out)
+        done.set_result(None)
 
 
 # The second SQLite's text last named, and its nanoseconds since the epoch: replaced whole, for threads.
@@ -117,6 +132,7 @@ class TracingRecorder:
         self._batch: list[Committed] = []  # facts as they happen, when no store hands them over
         self._held: list[Sequence[Committed]] = []  # commits not handed over yet (``committed``)
         self._readable: Any = None  # ``rebuild.readable``, once the SDK records the run
+        self._unsettled = False  # the run's close went to the pump: its end waits for it (``settle``)
         self._builder = SpanBuilder(run_id, record_content=record_content, model=model, provider=provider,
                                     agent_name=agent_name)
         self._builder.task, self._builder.tool_specs = task, list(tool_specs)
@@ -160,11 +176,18 @@ class TracingRecorder:
             self._hand_over()
         elif kind is RunFinished:
             self._hand_over()
-            self._wait()
+            self._unsettled = True
 
     def sync(self) -> None:
         if self._batch:
             self._hand_over()
+        self.settle()
+
+    def sync_later(self) -> list[asyncio.Future[None]]:
+        """``sync`` for an event loop: the run's spans are waited for without blocking it."""
+        if self._batch:
+            self._hand_over()
+        return [self.settle_after(None)] if self._unsettled else []
 
     def committed(self, facts: Sequence[Committed]) -> None:
         """Facts the store has just committed, in log order: their spans are built on the pump's thread."""
@@ -176,7 +199,35 @@ class TracingRecorder:
             held, self._held = self._held, []
             pump.pump().put(partial(self._build_all, held))
             if last is RunFinished:
-                self._wait()
+                self._unsettled = True  # waited for by the run (``settle``): this may be another run's commit
+
+    def settle(self) -> None:
+        """Once the run's close is handed over (its commit done), wait for its spans: on the run's own thread."""
+        if self._unsettled:
+            self._unsettled = False
+            self._wait()
+
+    def settle_after(self, commit: asyncio.Future[None] | None) -> asyncio.Future[None]:
+        """``settle`` for an event loop: done once ``commit`` is, then the run's spans (the loop never blocks)."""
+        import asyncio  # only async runs come here: a plain run does not load it
+
+        return asyncio.ensure_future(self._asettle(commit))
+
+    async def _asettle(self, commit: asyncio.Future[None] | None) -> None:
+        import asyncio
+
+        if commit is not None:
+            await commit
+        if not self._unsettled:
+            return
+        self._unsettled = False
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        pump.pump().put(partial(_wake, loop, done))
+        try:
+            await asyncio.wait_for(done, pump.WAIT_S)
+        except TimeoutError:
+            self._late()
 
     def _hand_over(self) -> None:
         batch, self._batch = self._batch, []
@@ -184,8 +235,11 @@ class TracingRecorder:
 
     def _wait(self) -> None:
         if not pump.pump().wait():
-            logging.getLogger("runner").warning("run %s: its spans were not all handed over within %s s",
-                                                self._run_id, pump.WAIT_S)
+            self._late()
+
+    def _late(self) -> None:
+        logging.getLogger("runner").warning("run %s: its spans were not all handed over within %s s",
+                                            self._run_id, pump.WAIT_S)
 
     # -- the root ------------------------------------------------------------
 
