@@ -91,11 +91,16 @@ class SpanBuilder:
     # -- spans -----------------------------------------------------------------
 
     def open(self, key: str, name: str, kind: SpanKind, span_id: str, parent: str | None, start: int,
-             values: attrs.Attrs) -> Made:
-        """A span under the open span of key ``parent``, or under span id ``parent`` when none has that key."""
-        found = self.spans.get(parent) if parent is not None else None
-        made = Made(key, name, kind, span_id, found.span_id if found is not None else parent, start, values,
-                    self.segment, self.opened)
+             values: attrs.Attrs, *, under: str | None = None) -> Made:
+        """A span under the open span of key ``parent``; a root (``parent`` None) goes under span id ``under``.
+
+        In a forged or damaged log the parent may not be open (a step's facts after ``run_finished``, or with
+        no ``step_started``): the span goes under the part's root while it is open, else it is a root.
+        """
+        if parent is not None:
+            found = self.spans.get(parent) or self.spans.get(self.root_key)
+            under = found.span_id if found is not None else None
+        made = Made(key, name, kind, span_id, under, start, values, self.segment, self.opened)
         self.opened += 1
         self.spans[key] = made
         return made
@@ -199,7 +204,7 @@ class SpanBuilder:
         self.context = attrs.run_context(self.common, fact.parent_run_id)
         values = {**self.root_start(), **self.run_input(), **attrs.origin(fact.origin, fact.forked_at_step)}
         name = attrs.fork_name(self.agent, fact.forked_at_step) if fact.origin == "fork" else attrs.run_name(self.agent)
-        root = self.open(self.root_key, name, attrs.KIND_RUN, span_id, fact.parent_span_id, at, values)
+        root = self.open(self.root_key, name, attrs.KIND_RUN, span_id, None, at, values, under=fact.parent_span_id)
         if fact.linked_span:
             trace_id, _, linked = fact.linked_span.partition(":")
             root.link = (trace_id, linked)
@@ -216,8 +221,8 @@ class SpanBuilder:
         values = self.root_start()
         values[attrs.RESUMED_FROM] = fact.reason
         values.update(self.run_input())
-        self.open(self.root_key, attrs.resumed_name(self.agent, fact.reason), attrs.KIND_RUN, span_id, self.first_root,
-                  at, values)
+        self.open(self.root_key, attrs.resumed_name(self.agent, fact.reason), attrs.KIND_RUN, span_id, None, at,
+                  values, under=self.first_root)
 
     def finished(self, fact: RunFinished, at: int) -> None:
         self.ended.add(self.segment)
