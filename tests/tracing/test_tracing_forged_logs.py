@@ -99,7 +99,8 @@ def test_spans_whose_step_is_not_open_go_under_the_root(store: RunStore) -> None
     _rewrite(store, _kinds_removed("step_started", "tool_started")(_run(store)))
     spans = rebuild_spans(store.get_run(FORGED))
     root = next(span for span in spans if span.name == "invoke_agent")
-    assert root.parent is None and root.context is not None
+    assert root.parent is None
+    assert root.context is not None
     under_root = sorted(span.name for span in spans if span.parent is not None
                         and span.parent.span_id == root.context.span_id)
     assert under_root == ["chat scripted", "chat scripted", "execute_tool get_weather"]
