@@ -15,7 +15,7 @@ from typing import Any
 
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from .._log.ids import child_run_id, derived_span_id
+from .._log.ids import child_run_id, derived_span_id, is_link, is_span_id
 from ..events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -138,8 +138,9 @@ class SpanBuilder:
         self.last_event = self.last
         if at > self.last:
             self.last = at
-        if not span_id:
-            span_id = derived_span_id(self.run_id, span_key(fact, self.segment + isinstance(fact, RunResumed)))
+        # None logged, or not one (a forged or damaged row): the one derived from its key.
+        span_id = span_id if is_span_id(span_id) else derived_span_id(
+            self.run_id, span_key(fact, self.segment + isinstance(fact, RunResumed)))
         match fact:  # the facts of every step first
             case MessageAppended(message=message):
                 if self.record_content:
@@ -204,8 +205,9 @@ class SpanBuilder:
         self.context = attrs.run_context(self.common, fact.parent_run_id)
         values = {**self.root_start(), **self.run_input(), **attrs.origin(fact.origin, fact.forked_at_step)}
         name = attrs.fork_name(self.agent, fact.forked_at_step) if fact.origin == "fork" else attrs.run_name(self.agent)
-        root = self.open(self.root_key, name, attrs.KIND_RUN, span_id, None, at, values, under=fact.parent_span_id)
-        if fact.linked_span:
+        parent = fact.parent_span_id if is_span_id(fact.parent_span_id) else None
+        root = self.open(self.root_key, name, attrs.KIND_RUN, span_id, None, at, values, under=parent)
+        if is_link(fact.linked_span):
             trace_id, _, linked = fact.linked_span.partition(":")
             root.link = (trace_id, linked)
         self.first_root = span_id

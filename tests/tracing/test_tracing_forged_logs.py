@@ -20,7 +20,7 @@ from runner.cli import cli
 from runner.events import Event, ModelCalled, StepFinished, StepStarted, ToolFinished, ToolStarted, encode
 from runner.store import RunStore
 from runner.store.tables import events, runs
-from runner.tracing import rebuild_spans
+from runner.tracing import derived_span_id, rebuild_spans
 from tests.tracing.helpers import RUN_ID, Receiver, registry
 
 Rows = list[dict[str, Any]]
@@ -43,7 +43,7 @@ def _rewrite(store: RunStore, rows: Rows, **run_columns: Any) -> None:
     """
     with store.engine.begin() as conn:
         run = conn.execute(select(runs).where(runs.c.run_id == RUN_ID)).one()
-        conn.execute(insert(runs), [dict(run._mapping, run_id=FORGED, trace_id=FORGED, **run_columns)])
+        conn.execute(insert(runs), [dict(run._mapping, run_id=FORGED, **{"trace_id": FORGED, **run_columns})])
         conn.execute(insert(events), [dict(row, run_id=FORGED, seq=seq) for seq, row in enumerate(rows, 1)])
 
 
@@ -144,3 +144,49 @@ def test_resuming_a_forged_log_with_tracing_sends_its_dead_parts_spans(
     _check_tree(list(spans))
     assert sorted(span.name for span in spans if span.parent is None) == ["invoke_agent"]
     assert sorted(span.name for span in spans).count("chat scripted") >= 2
+
+
+BAD_SPAN_IDS = ["zz", "0000000000000000", "ABCDEF0123456789", "0123456789abcdeg", "", "-123456789abcdef"]
+
+
+def _bad_span_ids(rows: Rows) -> Rows:
+    """Each row's span id one of ``BAD_SPAN_IDS`` in turn; ``run_started``'s parent span and link all zeros."""
+    out = []
+    for n, row in enumerate(rows):
+        row = dict(row, span_id=BAD_SPAN_IDS[n % len(BAD_SPAN_IDS)])
+        if row["kind"] == "run_started":
+            data = json.loads(row["data"])
+            data.update(parent_span_id="0" * 16, linked_span=f"{'0' * 32}:{'0' * 16}")
+            row["data"] = json.dumps(data)
+        out.append(row)
+    return out
+
+
+def test_span_and_trace_ids_that_are_not_valid_are_derived_instead(store: RunStore) -> None:
+    _rewrite(store, _bad_span_ids(_run(store)), trace_id="zz")
+    spans = rebuild_spans(store.get_run(FORGED))
+    _check_tree(spans)
+    assert {span.context.trace_id for span in spans if span.context is not None} == {int(FORGED, 16)}
+    root = next(span for span in spans if span.name == "invoke_agent")
+    assert root.context is not None
+    assert (root.parent, root.links) == (None, ())
+    assert format(root.context.span_id, "016x") == derived_span_id(FORGED, "run")
+    assert all(span.context is not None and span.context.is_valid for span in spans)
+
+
+def test_resuming_a_run_whose_logged_ids_are_not_valid_traces_it_under_derived_ones(
+        store: RunStore, live: tuple[TracerProvider, InMemorySpanExporter], caplog: pytest.LogCaptureFixture) -> None:
+    provider, exporter = live
+    killed = {"status": "running", "answer": None, "finished_at": None, "owner": "a-host-long-gone:1@0",
+              "heartbeat_at": dt.datetime(2000, 1, 1, tzinfo=dt.UTC), "trace_id": "zz"}
+    _rewrite(store, _bad_span_ids(_kinds_removed("run_finished")(_run(store))), **killed)
+    with caplog.at_level(logging.ERROR, logger="runner"):
+        result = resume(store, FORGED, ScriptedModel(["again"]), registry(), tracer_provider=provider)
+    assert result.status == "done"
+    assert [record.getMessage() for record in caplog.records] == []
+    spans = exporter.get_finished_spans()
+    _check_tree(list(spans))
+    assert {span.context.trace_id for span in spans if span.context is not None} == {int(FORGED, 16)}
+    roots = [span for span in spans if span.name.startswith("invoke_agent")]
+    assert [format(span.context.span_id, "016x") for span in roots if span.parent is None and span.context] == [
+        derived_span_id(FORGED, "run")]
