@@ -63,6 +63,7 @@ _DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}, "cost_usd": N
                                     "child_cost_usd": 0.0, "first_chunk_s": None}
 
 
+_YEAR_S: Final = 365 * 24 * 3600  # the longest model call a log may hold (span times are taken from it)
 _SPAN_ID: Final = re.compile(r"[0-9a-f]{16}")
 _LINK: Final = re.compile(r"[0-9a-f]{32}:[0-9a-f]{16}")
 
@@ -175,6 +176,8 @@ def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") 
             values["reply"] = None if data.get("reply") is None else parse_reply(data["reply"])
             for name in ("cost_usd", "prompt_cost_usd", "completion_cost_usd"):
                 _check_cost(name, values.get(name))
+            for name in ("latency_s", "first_chunk_s"):
+                _check_seconds(name, values.get(name))
         if cls is ToolFinished:
             _check_cost("child_cost_usd", values.get("child_cost_usd"))
         check_traits(values.get("tool_traits"))  # run_started's and run_resumed's
@@ -218,6 +221,16 @@ def _check_cost(name: str, cost: object) -> None:
         return
     if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not finite(cost) or cost < 0:
         raise ValueError(f"{name} must be a non-negative number, got {cost!r}")
+
+
+def _check_seconds(name: str, seconds: object) -> None:
+    """A logged call's time is None or a number of seconds from 0 to a year (its span's start is taken from it)."""
+    if seconds is None:
+        return
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not finite(seconds) or not (
+            0 <= seconds <= _YEAR_S):
+        shown = "an int too large for a float" if isinstance(seconds, int) and not finite(seconds) else repr(seconds)
+        raise ValueError(f"{name} must be a number of seconds from 0 to a year, got {shown}")
 
 
 def span_key(event: Event, segment: int = 0) -> str:

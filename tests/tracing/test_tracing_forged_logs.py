@@ -190,3 +190,18 @@ def test_resuming_a_run_whose_logged_ids_are_not_valid_traces_it_under_derived_o
     roots = [span for span in spans if span.name.startswith("invoke_agent")]
     assert [format(span.context.span_id, "016x") for span in roots if span.parent is None and span.context] == [
         derived_span_id(FORGED, "run")]
+
+
+@pytest.mark.parametrize("latency", ["1e300", "NaN", "-Infinity", "-5"])
+def test_a_forged_model_call_latency_is_one_error_line_not_a_traceback(store: RunStore, store_url: str,
+                                                                       receiver: Receiver, latency: str) -> None:
+    def forged(rows: Rows) -> Rows:
+        return [dict(row, data=row["data"].replace('"latency_s":', f'"latency_s":{latency},"was":'))
+                if row["kind"] == "model_call" else row for row in rows]
+
+    _rewrite(store, forged(_run(store)))
+    result = CliRunner().invoke(cli, ["spans", FORGED, "--db", store_url, "--endpoint", f"{receiver.url}/v1/traces"])
+    assert result.exit_code == 3, result.output
+    assert len(result.stderr.splitlines()) == 1
+    assert "latency_s must be a number of seconds from 0 to a year" in result.stderr
+    assert receiver.spans() == []
