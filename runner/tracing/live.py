@@ -221,12 +221,17 @@ class TracingRecorder:
         if not self._unsettled:
             return
         self._unsettled = False
+        spans = pump.pump()
+        if spans.stuck:  # a wait gave up on it already: do not wait the whole time again
+            self._late()
+            return
         loop = asyncio.get_running_loop()
         done: asyncio.Future[None] = loop.create_future()
-        pump.pump().put(partial(_wake, loop, done))
+        mark = spans.mark(partial(_wake, loop, done))
         try:
             await asyncio.wait_for(done, pump.WAIT_S)
         except TimeoutError:
+            spans.gave_up(mark)
             self._late()
 
     def _hand_over(self) -> None:
@@ -341,11 +346,11 @@ class TracingRecorder:
         if not done:
             return
         on_end, contexts, readable = self._on_end, self._contexts, self._readable
-        failed: Exception | None = None
+        failed: BaseException | None = None
         for made in done:  # one by one: a processor failing on one span must not cost the others
             try:
                 on_end(readable(made, self._trace, self._resource, self._state, contexts))
-            except Exception as error:
+            except BaseException as error:  # sys.exit too: on the span thread, it must cost only this span
                 failed = failed or error
         if failed is not None:
             logging.getLogger("runner").error("run %s: a span processor failed: %s: %s", self._run_id,

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 import threading
+import time
 from collections.abc import Callable
 
+import pytest
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -13,6 +16,7 @@ from opentelemetry.trace import NoOpTracerProvider
 
 from runner import AgentResult, ScriptedModel, ToolRegistry, arun_agent, run_agent
 from runner.store import RunStore
+from runner.tracing import pump
 
 HANG_S = 20.0  # how long the stuck processor holds the span thread at most (the test releases it sooner)
 
@@ -100,4 +104,60 @@ def test_an_async_run_with_no_store_waits_for_its_spans_without_blocking_its_eve
     loop.join(HANG_S)
     assert not loop.is_alive()
     assert [result.status for result in results] == ["done", "done"]
+    provider.shutdown()
+
+
+def test_once_a_processor_hangs_later_runs_do_not_each_wait_for_it(monkeypatch: pytest.MonkeyPatch,
+                                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """The first run's end gives up on its spans after the wait; the next ones do not wait again on a stuck thread."""
+    stuck = StuckOnRoot()
+    provider = TracerProvider()
+    provider.add_span_processor(stuck)
+    try:
+        monkeypatch.setattr(pump, "WAIT_S", 0.2)
+        assert run_agent("t", ScriptedModel(["hi"]), ToolRegistry(), tracer_provider=provider).status == "done"
+        assert stuck.arrived.is_set()
+        monkeypatch.setattr(pump, "WAIT_S", 10 * HANG_S)  # a run that waited again would hang the test
+        later, results = _in_thread(lambda: run_agent("t", ScriptedModel(["hi"]), ToolRegistry(),
+                                                      tracer_provider=provider))
+        later.join(HANG_S / 2)
+        assert not later.is_alive(), "a later run waited again on the stuck span thread"
+        assert results[0].status == "done"
+        later_async = asyncio.run(asyncio.wait_for(arun_agent("t", ScriptedModel(["hi"]), ToolRegistry(),
+                                                              tracer_provider=provider), HANG_S / 2))
+        assert later_async.status == "done"
+    finally:
+        stuck.release.set()
+        for _ in range(int(HANG_S / 0.05)):  # the thread gets past the point the first wait gave up on
+            if not pump.pump().stuck:
+                break
+            time.sleep(0.05)
+    assert not pump.pump().stuck
+    assert pump.pump().wait(HANG_S)
+    assert "its spans were not all handed over" in caplog.text
+    provider.shutdown()
+
+
+class ExitsOnFirst(SpanProcessor):
+    """Calls ``sys.exit`` on its first span, as a processor that gives up might."""
+
+    def __init__(self) -> None:
+        self.exited = False
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if not self.exited:
+            self.exited = True
+            sys.exit("processor gave up")
+
+
+def test_a_processor_raising_system_exit_does_not_stop_the_span_thread(store: RunStore) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(ExitsOnFirst())
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    run_agent("t", ScriptedModel(["hi"]), ToolRegistry(), store=store, tracer_provider=provider)
+    second = run_agent("t", ScriptedModel(["again"]), ToolRegistry(), store=store, tracer_provider=provider)
+    assert pump.pump().wait(HANG_S)
+    runs = {span.attributes.get("runner.run_id") for span in exporter.get_finished_spans() if span.attributes}
+    assert second.run_id in runs
     provider.shutdown()
