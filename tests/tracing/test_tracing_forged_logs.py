@@ -17,7 +17,17 @@ from sqlalchemy import insert, select
 
 from runner import ModelReply, ScriptedModel, ToolCall, resume, run_agent
 from runner.cli import cli
-from runner.events import Event, ModelCalled, StepFinished, StepStarted, ToolFinished, ToolStarted, encode
+from runner.events import (
+    Event,
+    EventDecodeError,
+    ModelCalled,
+    StepFinished,
+    StepStarted,
+    ToolFinished,
+    ToolStarted,
+    decode,
+    encode,
+)
 from runner.store import RunStore
 from runner.store.tables import events, runs
 from runner.tracing import derived_span_id, rebuild_spans
@@ -205,3 +215,40 @@ def test_a_forged_model_call_latency_is_one_error_line_not_a_traceback(store: Ru
     assert len(result.stderr.splitlines()) == 1
     assert "latency_s must be a number of seconds from 0 to a year" in result.stderr
     assert receiver.spans() == []
+
+
+WRONG_TYPES = {
+    "tool specs that are not objects": ("run_started", {"tool_specs": [1, "x"]}, "tool_specs"),
+    "tool specs that are a string": ("run_started", {"tool_specs": "abc"}, "tool_specs"),
+    "a model that is an object": ("run_started", {"model": {"x": 1}}, "model"),
+    "labels that are a list": ("run_started", {"labels": [1]}, "labels"),
+    "a tool name that is a list": ("tool_started", {"name": [1]}, "name"),
+    "a step that is text": ("step_started", {"step": "x"}, "step"),
+    "a reason that is a number": ("run_resumed", {"reason": 5}, "reason"),
+}
+
+
+@pytest.mark.parametrize(("kind", "data", "field"), WRONG_TYPES.values(), ids=WRONG_TYPES.keys())
+def test_a_field_of_the_wrong_type_is_one_malformed_line_not_a_traceback(kind: str, data: dict[str, Any],
+                                                                         field: str) -> None:
+    """What the spans are made of must have the type the fact says: else the row is not one of its facts."""
+    base: dict[str, dict[str, Any]] = {
+        "run_started": {"task": "t", "system": "s", "limits": {}, "tool_specs": [], "model": "m"},
+        "tool_started": {"call_id": "c1", "name": "n", "args": {}}, "step_started": {"step": 1},
+        "run_resumed": {"owner": "o", "reason": "r", "limits": {}, "decisions": {}}}
+    assert decode(kind, base[kind])  # well-formed without the forged field
+    with pytest.raises(EventDecodeError, match=f"^{kind} event is malformed: {field} must be "):
+        decode(kind, {**base[kind], **data})
+
+
+def test_runner_spans_of_a_log_with_tool_specs_that_are_not_objects_is_one_error_line(
+        store: RunStore, store_url: str, receiver: Receiver) -> None:
+    def forged(rows: Rows) -> Rows:
+        return [dict(row, data=json.dumps({**json.loads(row["data"]), "tool_specs": [1]}))
+                if row["kind"] == "run_started" else row for row in rows]
+
+    _rewrite(store, forged(_run(store)))
+    result = CliRunner().invoke(cli, ["spans", FORGED, "--db", store_url, "--endpoint", f"{receiver.url}/v1/traces"])
+    assert (result.exit_code, len(result.stderr.splitlines())) == (3, 1), result.output
+    assert "run_started event is malformed: tool_specs must be" in result.stderr
+
