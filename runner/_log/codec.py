@@ -80,10 +80,11 @@ def _shape(hint: Any) -> tuple[tuple[type, ...], bool] | None:
     return None
 
 
-# Per kind, the fields whose JSON type is checked on decode (the spans and views are made of them).
-_SHAPES: Final[dict[type[Any], tuple[tuple[str, tuple[type, ...], bool], ...]]] = {
-    cls: tuple((name, *shape) for name, hint in typing.get_type_hints(cls).items()
-               if name != "run_id" and (shape := _shape(hint)) is not None)
+# Per kind, the fields whose JSON type is checked on decode (the spans and views are made of them):
+# by name, the types allowed (a set too, for the exact types JSON gives) and whether a list holds objects.
+_SHAPES: Final[dict[type[Any], dict[str, tuple[frozenset[type], tuple[type, ...], bool]]]] = {
+    cls: {name: (frozenset(shape[0]), shape[0], shape[1]) for name, hint in typing.get_type_hints(cls).items()
+          if name != "run_id" and (shape := _shape(hint)) is not None}
     for cls in KINDS.values()}
 _DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}, "cost_usd": None, "price_source": None,
                                     "prompt_cost_usd": None, "completion_cost_usd": None, "output_schema": None,
@@ -222,13 +223,16 @@ def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") 
 
 def _check_types(cls: type[Any], values: Mapping[str, Any]) -> None:
     """Each field the row holds has its fact's JSON type (a forged one must not reach the spans as another)."""
-    for name, allowed, objects in _SHAPES[cls]:
-        if name not in values:
+    shapes = _SHAPES[cls]
+    for name, value in values.items():
+        shape = shapes.get(name)
+        if shape is None:
             continue
-        value = values[name]
-        if not isinstance(value, allowed) or (value is not None and allowed[0] is not bool and isinstance(value, bool)):
-            raise ValueError(f"{name} must be {_named(allowed)}, got {type(value).__name__}")
-        if objects and isinstance(value, list) and not all(isinstance(item, dict) for item in value):
+        exact, allowed, objects = shape
+        kind = type(value)
+        if kind not in exact and (kind is bool or not isinstance(value, allowed)):  # a bool is no number here
+            raise ValueError(f"{name} must be {_named(allowed)}, got {kind.__name__}")
+        if objects and kind is list and not all(isinstance(item, dict) for item in value):
             raise ValueError(f"{name} must be a list of objects")
 
 
