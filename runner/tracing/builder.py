@@ -96,12 +96,15 @@ class SpanBuilder:
 
         In a forged or damaged log the parent may not be open (a step's facts after ``run_finished``, or with
         no ``step_started``): the span goes under the part's root while it is open, else it is a root.
+        A key still open (a forged second ``tool_started``) has its span ended first.
         """
         if parent is not None:
             found = self.spans.get(parent) or self.spans.get(self.root_key)
             under = found.span_id if found is not None else None
         made = Made(key, name, kind, span_id, under, start, values, self.segment, self.opened)
         self.opened += 1
+        if key in self.spans:  # opened twice (a forged log): the first ends here rather than be lost
+            self.close(key, start)
         self.spans[key] = made
         return made
 

@@ -252,3 +252,14 @@ def test_runner_spans_of_a_log_with_tool_specs_that_are_not_objects_is_one_error
     assert (result.exit_code, len(result.stderr.splitlines())) == (3, 1), result.output
     assert "run_started event is malformed: tool_specs must be" in result.stderr
 
+
+def test_a_span_started_twice_loses_neither(store: RunStore) -> None:
+    """A forged second ``tool_started`` of a call still open: the first span ends where the second starts."""
+    def twice(rows: Rows) -> Rows:
+        at = next(n for n, row in enumerate(rows) if row["kind"] == "tool_started")
+        return [*rows[:at + 1], dict(rows[at], span_id="1111111111111111"), *rows[at + 1:]]
+
+    _rewrite(store, twice(_run(store)))
+    spans = rebuild_spans(store.get_run(FORGED))
+    _check_tree(spans)
+    assert [span.name for span in spans].count("execute_tool get_weather") == 2
