@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags, TracerProvider, TraceState
 
-from .._log.ids import derived_span_id, derived_trace_id
+from .._log.ids import derived_span_id, derived_trace_id, is_span_id
 from ..events import (
     Event,
     ModelCallStarted,
@@ -155,9 +155,21 @@ class TracingRecorder:
     def _id(self, key: str) -> str:
         found = self._ids.get(key)
         if found is None:
-            found = self._ids[key] = (format(self._new_id(), "016x") if self._live
-                                      else derived_span_id(self._run_id, key))
+            found = self._ids[key] = self._drawn(key) if self._live else derived_span_id(self._run_id, key)
         return found
+
+    def _drawn(self, key: str) -> str:
+        """A span id from the tracer's id generator; the derived one when it fails (the run's log must go on)."""
+        try:
+            found = format(self._new_id(), "016x")
+        except Exception as error:
+            self._broken(error)
+            found = ""
+        return found if is_span_id(found) else derived_span_id(self._run_id, key)
+
+    def _broken(self, error: Exception) -> None:
+        logging.getLogger("runner").error("run %s: the tracer provider failed (%s: %s); the run goes on",
+                                          self._run_id, type(error).__name__, error)
 
     # -- facts ---------------------------------------------------------------
 
@@ -255,6 +267,16 @@ class TracingRecorder:
         resumed = isinstance(event, RunResumed)
         if resumed:
             self._segment += 1
+        try:
+            self._decide(event, resumed)
+        except Exception as error:  # a broken sampler or id generator: the run goes on, not recorded
+            self._broken(error)
+            self._live, self.service_name = False, None
+            self._ids.clear()
+            link = self._link
+            self.trace_id = link.trace_id if link is not None and link.joins else derived_trace_id(self._run_id)
+
+    def _decide(self, event: RunStarted | RunResumed, resumed: bool) -> None:
         provider = self.tracer_provider if self.tracer_provider is not None else trace.get_tracer_provider()
         tracer = provider.get_tracer(attrs.SCOPE)
         processor = getattr(tracer, "span_processor", None)  # the SDK's tracer: public attributes
