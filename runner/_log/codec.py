@@ -10,6 +10,8 @@ that may be megabytes; ``decode_all`` folds it back. Its public path is ``runner
 from __future__ import annotations
 
 import re
+import types
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any, Final
@@ -57,12 +59,40 @@ _OPTIONAL: Final = frozenset({"parent_run_id", "origin", "forked_at_step", "serv
                               "child_tokens", "child_cost_usd", "first_chunk_s", "parent_span_id",
                               "linked_span"})
 _NAMES: Final[dict[type[Any], tuple[str, ...]]] = {cls: tuple(f.name for f in fields(cls)) for cls in KINDS.values()}
+
+
+def _shape(hint: Any) -> tuple[tuple[type, ...], bool] | None:
+    """The JSON types a field of type ``hint`` may hold, and whether its items must be objects; None: not checked."""
+    if hint in (str, int, bool, dict, list):
+        return (hint,), False
+    if hint is float:
+        return (int, float), False
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
+        found = [_shape(arg) for arg in args if arg is not type(None)]
+        if len(found) == 1 and found[0] is not None:
+            return (*found[0][0], type(None)), found[0][1]
+        return None
+    if origin is dict:
+        return (dict,), False
+    if origin is list:  # a list of objects (tool specs, MCP servers): each item checked too
+        return (list,), bool(args) and (typing.is_typeddict(args[0]) or typing.get_origin(args[0]) is dict)
+    return None
+
+
+# Per kind, the fields whose JSON type is checked on decode (the spans and views are made of them):
+# by name, the types allowed (a set too, for the exact types JSON gives) and whether a list holds objects.
+_SHAPES: Final[dict[type[Any], dict[str, tuple[frozenset[type], tuple[type, ...], bool]]]] = {
+    cls: {name: (frozenset(shape[0]), shape[0], shape[1]) for name, hint in typing.get_type_hints(cls).items()
+          if name != "run_id" and (shape := _shape(hint)) is not None}
+    for cls in KINDS.values()}
 _DEFAULTS: Final[dict[str, Any]] = {"attempt": 1, "decisions": {}, "cost_usd": None, "price_source": None,
                                     "prompt_cost_usd": None, "completion_cost_usd": None, "output_schema": None,
                                     "output": None, "output_type": None, "child_run_id": None, "child_tokens": 0,
                                     "child_cost_usd": 0.0, "first_chunk_s": None}
 
 
+_YEAR_S: Final = 365 * 24 * 3600  # the longest model call a log may hold (span times are taken from it)
 _SPAN_ID: Final = re.compile(r"[0-9a-f]{16}")
 _LINK: Final = re.compile(r"[0-9a-f]{32}:[0-9a-f]{16}")
 
@@ -175,6 +205,8 @@ def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") 
             values["reply"] = None if data.get("reply") is None else parse_reply(data["reply"])
             for name in ("cost_usd", "prompt_cost_usd", "completion_cost_usd"):
                 _check_cost(name, values.get(name))
+            for name in ("latency_s", "first_chunk_s"):
+                _check_seconds(name, values.get(name))
         if cls is ToolFinished:
             _check_cost("child_cost_usd", values.get("child_cost_usd"))
         check_traits(values.get("tool_traits"))  # run_started's and run_resumed's
@@ -182,10 +214,32 @@ def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") 
         _check_output_schema(values.get("output_schema"))
         _check_span_id(values.get("parent_span_id"))
         _check_link(values.get("linked_span"))
+        _check_types(cls, values)
         event: Event = cls(**values)
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
         raise EventDecodeError(f"{kind} event is malformed: {exc}") from None
     return event
+
+
+def _check_types(cls: type[Any], values: Mapping[str, Any]) -> None:
+    """Each field the row holds has its fact's JSON type (a forged one must not reach the spans as another)."""
+    shapes = _SHAPES[cls]
+    for name, value in values.items():
+        shape = shapes.get(name)
+        if shape is None:
+            continue
+        exact, allowed, objects = shape
+        kind = type(value)
+        if kind not in exact and (kind is bool or not isinstance(value, allowed)):  # a bool is no number here
+            raise ValueError(f"{name} must be {_named(allowed)}, got {kind.__name__}")
+        if objects and kind is list and not all(isinstance(item, dict) for item in value):
+            raise ValueError(f"{name} must be a list of objects")
+
+
+def _named(allowed: tuple[type, ...]) -> str:
+    names = {str: "a string", int: "a number", float: "a number", bool: "a bool", dict: "an object",
+             list: "a list", type(None): "null"}
+    return " or ".join(dict.fromkeys(names[kind] for kind in allowed))
 
 
 def _check_output_schema(declared: object) -> None:
@@ -218,6 +272,16 @@ def _check_cost(name: str, cost: object) -> None:
         return
     if isinstance(cost, bool) or not isinstance(cost, (int, float)) or not finite(cost) or cost < 0:
         raise ValueError(f"{name} must be a non-negative number, got {cost!r}")
+
+
+def _check_seconds(name: str, seconds: object) -> None:
+    """A logged call's time is None or a number of seconds from 0 to a year (its span's start is taken from it)."""
+    if seconds is None:
+        return
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not finite(seconds) or not (
+            0 <= seconds <= _YEAR_S):
+        shown = "an int too large for a float" if isinstance(seconds, int) and not finite(seconds) else repr(seconds)
+        raise ValueError(f"{name} must be a number of seconds from 0 to a year, got {shown}")
 
 
 def span_key(event: Event, segment: int = 0) -> str:

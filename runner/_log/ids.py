@@ -10,8 +10,32 @@ from __future__ import annotations
 
 import hashlib
 import re
+from typing import TypeGuard
 
 _HEX32 = re.compile(r"[0-9a-f]{32}")
+_HEX16 = re.compile(r"[0-9a-f]{16}")
+_ZEROS = frozenset({"0" * 16, "0" * 32})
+
+
+def is_span_id(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is a valid span id as the log holds it: 16 lowercase hex digits, not all zero.
+
+    The log's columns are text anyone may write: an id that is not one is treated as absent (derived instead).
+    """
+    return isinstance(value, str) and _HEX16.fullmatch(value) is not None and value not in _ZEROS
+
+
+def is_trace_id(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is a valid trace id as the log holds it: 32 lowercase hex digits, not all zero."""
+    return isinstance(value, str) and _HEX32.fullmatch(value) is not None and value not in _ZEROS
+
+
+def is_link(value: object) -> TypeGuard[str]:
+    """Whether ``value`` is a valid ``TRACE_ID:SPAN_ID`` (a logged ``linked_span``)."""
+    if not isinstance(value, str):
+        return False
+    trace_id, _, span_id = value.partition(":")
+    return is_trace_id(trace_id) and is_span_id(span_id)
 
 
 def derived_trace_id(run_id: str) -> str:

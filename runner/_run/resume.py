@@ -14,7 +14,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Unpack
 
 from .._log.decisions import Decision, check_decisions, decided_facts, decider
-from .._log.ids import derived_span_id
+from .._log.ids import derived_span_id, derived_trace_id, is_span_id, is_trace_id
 from .._log.limits import Limits
 from .._log.records import StoredRun
 from .._log.state import fold
@@ -267,14 +267,15 @@ def _link_to(run: StoredRun, *, joins: bool) -> TraceLink:
     """Where the spans of a run continued from ``run`` attach (``TraceLink``)."""
     from ..tracing.live import TraceLink  # lazily, as wiring builds the tracer: import runner loads no OpenTelemetry
 
-    return TraceLink(run.trace_id, _root_span_id(run), joins=joins)
+    trace_id = run.trace_id if is_trace_id(run.trace_id) else derived_trace_id(run.run_id)
+    return TraceLink(trace_id, _root_span_id(run), joins=joins)
 
 
 def _root_span_id(run: StoredRun) -> str:
-    """The span id of the run's first root span (its ``run_started`` event's)."""
+    """The span id of the run's first root span (its ``run_started`` event's; derived when it logged none valid)."""
     first = next((event for event, fact in zip(run.events, run.facts, strict=True)
                   if isinstance(fact, RunStarted)), None)  # a queued run's is 2nd
-    return (first.span_id if first is not None and first.span_id else None) or derived_span_id(run.run_id, "run")
+    return first.span_id if first is not None and is_span_id(first.span_id) else derived_span_id(run.run_id, "run")
 
 
 def _messages_before_step(run_id: str, facts: Sequence[Event], at_step: int) -> list[Message]:

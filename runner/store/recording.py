@@ -65,7 +65,8 @@ class SpanSource(Protocol):
     A source may also have a ``service_name`` (the ``service.name`` the live spans
     went out under, None when nothing recorded them), a ``parent_span_id`` (the span the
     root went under: the caller's, or a sub-agent's call) and a ``linked_span`` (a fork's
-    link): all are logged with ``run_started``, so spans rebuilt later are the live ones.
+    link): all are logged with ``run_started``, so spans rebuilt later are the live ones. Its ``settle``
+    (``settle_after`` a commit's future, async) is called once the run's close committed, on the run's thread.
     """
 
     trace_id: str
@@ -257,6 +258,8 @@ class StoreRecorder:
             self._restore(batch)
             self._let_go_if_closing()
             raise
+        if self._closing and (settle := getattr(self.span_source, "settle", None)) is not None:
+            settle()  # the run's spans, waited for here: never in the commit, which other runs' rows may share
 
     def sync_later(self) -> list[asyncio.Future[None]]:
         """Hand the buffered rows to the store's writer thread; the future completes once they are committed.
@@ -265,7 +268,9 @@ class StoreRecorder:
         """
         self._settle_inflight()
         batch = self._inflight = self._batch()
-        return [self._committer.submit(batch)]
+        future = self._committer.submit(batch)
+        settle = getattr(self.span_source, "settle_after", None) if self._closing else None
+        return [future if settle is None else settle(future)]
 
     def _settle_inflight(self) -> None:
         """Wait for the batch handed to the writer thread; put its rows back if it failed."""
@@ -275,7 +280,6 @@ class StoreRecorder:
             if batch.error is not None:
                 self._restore(batch)
                 self._let_go_if_closing()
-
 
     def _let_go_if_closing(self) -> None:
         """Let go of the run when a commit failed with its close buffered.
@@ -320,8 +324,7 @@ class StoreRecorder:
         else:
             update = dict(progress, _run_id=self.run_id, _owner=owner_id())  # the progress columns only
         batch = Batch(self.run_id, new_run, self._labels, update, rows, self._tools, queued=self._queued,
-                      full_update=full, cancel_seen=self.cancel_seen,
-                      rollups=added,
+                      full_update=full, cancel_seen=self.cancel_seen, rollups=added,
                       committed=partial(self.on_commit, handing) if self.on_commit is not None and handing else None)
         self._summary_changed = False
         self._unsent = (self._new_run, self._pending)

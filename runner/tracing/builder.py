@@ -14,11 +14,11 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry.trace import SpanKind, Status, StatusCode
 
-from .._log.ids import child_run_id, derived_span_id
+from .._log.ids import child_run_id, derived_span_id, is_link, is_span_id
 from ..events import (
     ApprovalDecided,
     ApprovalRequested,
@@ -36,6 +36,9 @@ from ..events import (
 )
 from ..messages import reply_data
 from . import attrs, content
+
+if TYPE_CHECKING:
+    from .._log.records import StoredRun
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -117,12 +120,20 @@ class SpanBuilder:
     # -- spans -----------------------------------------------------------------
 
     def open(self, key: str, name: str, kind: SpanKind, span_id: str, parent: str | None, start: int,
-             values: attrs.Attrs) -> Made:
-        """A span under the open span of key ``parent``, or under span id ``parent`` when none has that key."""
-        found = self.spans.get(parent) if parent is not None else None
-        made = Made(key, name, kind, span_id, found.span_id if found is not None else parent, start, values,
-                    self.segment, self.opened, None, attrs.UNSET)
+             values: attrs.Attrs, *, under: str | None = None) -> Made:
+        """A span under the open span of key ``parent``; a root (``parent`` None) goes under span id ``under``.
+
+        In a forged or damaged log the parent may not be open (a step's facts after ``run_finished``, or with
+        no ``step_started``): the span goes under the part's root while it is open, else it is a root.
+        A key still open (a forged second ``tool_started``) has its span ended first.
+        """
+        if parent is not None:
+            found = self.spans.get(parent) or self.spans.get(self.root_key)
+            under = found.span_id if found is not None else None
+        made = Made(key, name, kind, span_id, under, start, values, self.segment, self.opened, None, attrs.UNSET)
         self.opened += 1
+        if key in self.spans:  # opened twice (a forged log): the first ends here rather than be lost
+            self.close(key, start)
         self.spans[key] = made
         return made
 
@@ -153,6 +164,15 @@ class SpanBuilder:
             self.close(key, at)
 
     # -- facts -----------------------------------------------------------------
+
+    def replay(self, run: StoredRun) -> None:
+        """Feed a stored run's facts with their logged times and span ids.
+
+        The log's columns are text anyone may write: an id that is not a span id is derived instead.
+        """
+        feed = self.feed
+        for event, fact in zip(run.events, run.facts, strict=True):
+            feed(fact, event.at, event.span_id if is_span_id(event.span_id) else None)
 
     def feed(self, fact: Event, logged_at: datetime | str | int, span_id: str | None) -> None:
         """Take the run's next fact, logged at ``logged_at`` under span ``span_id`` (None: derived from its key).
@@ -231,8 +251,9 @@ class SpanBuilder:
         self.context = attrs.run_context(self.common, fact.parent_run_id)
         values = {**self.root_start(), **self.run_input(), **attrs.origin(fact.origin, fact.forked_at_step)}
         name = attrs.fork_name(self.agent, fact.forked_at_step) if fact.origin == "fork" else attrs.run_name(self.agent)
-        root = self.open(self.root_key, name, attrs.KIND_RUN, span_id, fact.parent_span_id, at, values)
-        if fact.linked_span:
+        parent = fact.parent_span_id if is_span_id(fact.parent_span_id) else None
+        root = self.open(self.root_key, name, attrs.KIND_RUN, span_id, None, at, values, under=parent)
+        if is_link(fact.linked_span):
             trace_id, _, linked = fact.linked_span.partition(":")
             root.link = (trace_id, linked)
         self.first_root = span_id
@@ -248,8 +269,8 @@ class SpanBuilder:
         values = self.root_start()
         values[attrs.RESUMED_FROM] = fact.reason
         values.update(self.run_input())
-        self.open(self.root_key, attrs.resumed_name(self.agent, fact.reason), attrs.KIND_RUN, span_id, self.first_root,
-                  at, values)
+        self.open(self.root_key, attrs.resumed_name(self.agent, fact.reason), attrs.KIND_RUN, span_id, None, at,
+                  values, under=self.first_root)
 
     def finished(self, fact: RunFinished, at: int) -> None:
         self.ended.add(self.segment)

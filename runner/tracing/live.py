@@ -3,11 +3,13 @@
 At the run's start the recorder asks the provider's tracer (its public attributes) for a sampling
 decision and the trace; span ids come from its id generator when the store asks for them. The
 spans are made by ``builder.SpanBuilder`` from the facts the store committed (with no store, as
-they happen) and handed to the tracer's span processors; the run's end waits for them.
+they happen) and handed to the tracer's span processors. The run's end waits for them on its own
+thread, after its close committed (``settle``): never inside a commit, which other runs' rows may share.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags, TracerProvider, TraceState
 
-from .._log.ids import derived_span_id, derived_trace_id
+from .._log.ids import derived_span_id, derived_trace_id, is_span_id
 from ..events import (
     Event,
     ModelCallStarted,
@@ -33,6 +35,8 @@ from . import attrs, pump
 from .builder import Made, SpanBuilder
 
 if TYPE_CHECKING:
+    import asyncio
+
     from .._log.records import StoredRun
 
 _OPENS_ROOT = (RunStarted, RunResumed)
@@ -56,6 +60,17 @@ class TraceLink:
     span_id: str
     joins: bool
     before: StoredRun | None = None
+
+
+def _wake(loop: asyncio.AbstractEventLoop, done: asyncio.Future[None]) -> None:
+    """On the pump's thread: tell an event loop that what it waits for is done (unless it stopped waiting)."""
+    with contextlib.suppress(RuntimeError):  # the loop is closed
+        loop.call_soon_threadsafe(_done, done)
+
+
+def _done(done: asyncio.Future[None]) -> None:
+    if not done.done():  # the run stopped waiting (it was cancelled, or its wait timed out)
+        done.set_result(None)
 
 
 class TracingRecorder:
@@ -95,6 +110,7 @@ class TracingRecorder:
         self._batch: list[Committed] = []  # facts as they happen, when no store hands them over
         self._held: list[Sequence[Committed]] = []  # commits not handed over yet (``committed``)
         self._readable: Any = None  # ``rebuild.readable``, once the SDK records the run
+        self._unsettled = False  # the run's close went to the pump: its end waits for it (``settle``)
         self._builder = SpanBuilder(run_id, record_content=record_content, model=model, provider=provider,
                                     agent_name=agent_name)
         self._builder.task, self._builder.tool_specs = task, list(tool_specs)
@@ -117,9 +133,21 @@ class TracingRecorder:
     def _id(self, key: str) -> str:
         found = self._ids.get(key)
         if found is None:
-            found = self._ids[key] = (format(self._new_id(), "016x") if self._live
-                                      else derived_span_id(self._run_id, key))
+            found = self._ids[key] = self._drawn(key) if self._live else derived_span_id(self._run_id, key)
         return found
+
+    def _drawn(self, key: str) -> str:
+        """A span id from the tracer's id generator; the derived one when it fails (the run's log must go on)."""
+        try:
+            found = format(self._new_id(), "016x")
+        except Exception as error:
+            self._broken(error)
+            found = ""
+        return found if is_span_id(found) else derived_span_id(self._run_id, key)
+
+    def _broken(self, error: Exception) -> None:
+        logging.getLogger("runner").error("run %s: the tracer provider failed (%s: %s); the run goes on",
+                                          self._run_id, type(error).__name__, error)
 
     # -- facts ---------------------------------------------------------------
 
@@ -138,11 +166,18 @@ class TracingRecorder:
             self._hand_over()
         elif kind is RunFinished:
             self._hand_over()
-            self._wait()
+            self._unsettled = True
 
     def sync(self) -> None:
         if self._batch:
             self._hand_over()
+        self.settle()
+
+    def sync_later(self) -> list[asyncio.Future[None]]:
+        """``sync`` for an event loop: the run's spans are waited for without blocking it."""
+        if self._batch:
+            self._hand_over()
+        return [self.settle_after(None)] if self._unsettled else []
 
     def committed(self, facts: Sequence[Committed]) -> None:
         """Facts the store has just committed, in log order: their spans are built on the pump's thread."""
@@ -154,7 +189,40 @@ class TracingRecorder:
             held, self._held = self._held, []
             pump.pump().put(partial(self._build_all, held))
             if last is RunFinished:
-                self._wait()
+                self._unsettled = True  # waited for by the run (``settle``): this may be another run's commit
+
+    def settle(self) -> None:
+        """Once the run's close is handed over (its commit done), wait for its spans: on the run's own thread."""
+        if self._unsettled:
+            self._unsettled = False
+            self._wait()
+
+    def settle_after(self, commit: asyncio.Future[None] | None) -> asyncio.Future[None]:
+        """``settle`` for an event loop: done once ``commit`` is, then the run's spans (the loop never blocks)."""
+        import asyncio  # only async runs come here: a plain run does not load it
+
+        return asyncio.ensure_future(self._asettle(commit))
+
+    async def _asettle(self, commit: asyncio.Future[None] | None) -> None:
+        import asyncio
+
+        if commit is not None:
+            await commit
+        if not self._unsettled:
+            return
+        self._unsettled = False
+        spans = pump.pump()
+        if spans.stuck:  # a wait gave up on it already: do not wait the whole time again
+            self._late()
+            return
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        mark = spans.mark(partial(_wake, loop, done))
+        try:
+            await asyncio.wait_for(done, pump.WAIT_S)
+        except TimeoutError:
+            spans.gave_up(mark)
+            self._late()
 
     def _hand_over(self) -> None:
         batch, self._batch = self._batch, []
@@ -162,8 +230,11 @@ class TracingRecorder:
 
     def _wait(self) -> None:
         if not pump.pump().wait():
-            logging.getLogger("runner").warning("run %s: its spans were not all handed over within %s s",
-                                                self._run_id, pump.WAIT_S)
+            self._late()
+
+    def _late(self) -> None:
+        logging.getLogger("runner").warning("run %s: its spans were not all handed over within %s s",
+                                            self._run_id, pump.WAIT_S)
 
     # -- the root ------------------------------------------------------------
 
@@ -174,6 +245,16 @@ class TracingRecorder:
         resumed = isinstance(event, RunResumed)
         if resumed:
             self._segment += 1
+        try:
+            self._decide(event, resumed)
+        except Exception as error:  # a broken sampler or id generator: the run goes on, not recorded
+            self._broken(error)
+            self._live, self.service_name = False, None
+            self._ids.clear()
+            link = self._link
+            self.trace_id = link.trace_id if link is not None and link.joins else derived_trace_id(self._run_id)
+
+    def _decide(self, event: RunStarted | RunResumed, resumed: bool) -> None:
         provider = self.tracer_provider if self.tracer_provider is not None else trace.get_tracer_provider()
         tracer = provider.get_tracer(attrs.SCOPE)
         processor = getattr(tracer, "span_processor", None)  # the SDK's tracer: public attributes
@@ -244,8 +325,7 @@ class TracingRecorder:
         Its open spans go once cut where its log stops (the next ``run_resumed``, this part's first fact).
         """
         builder = self._builder
-        for event, fact in zip(run.events, run.facts, strict=True):
-            builder.feed(fact, event.at, event.span_id)
+        builder.replay(run)
         dead = [made for made in builder.done if made.segment not in builder.ended]
         builder.done.clear()
         self._ship(dead)
@@ -266,11 +346,11 @@ class TracingRecorder:
         if not done:
             return
         on_end, contexts, readable = self._on_end, self._contexts, self._readable
-        failed: Exception | None = None
+        failed: BaseException | None = None
         for made in done:  # one by one: a processor failing on one span must not cost the others
             try:
                 on_end(readable(made, self._trace, self._resource, self._state, contexts))
-            except Exception as error:
+            except BaseException as error:  # sys.exit too: on the span thread, it must cost only this span
                 failed = failed or error
         if failed is not None:
             logging.getLogger("runner").error("run %s: a span processor failed: %s: %s", self._run_id,

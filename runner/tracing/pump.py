@@ -2,7 +2,8 @@
 
 A recorder hands over work (a callable) with ``put``; the thread runs the work in order.
 ``wait`` returns once everything handed over before it is done: a run's end waits there,
-so ``force_flush`` after the run returns finds every span of it at its processors.
+so ``force_flush`` after the run returns finds every span of it at its processors. Once a
+wait gave up (a processor hangs), later ones do not wait again until the thread got past it.
 A forked child process starts its own thread; interpreter exit runs what is left first.
 """
 
@@ -14,6 +15,7 @@ import os
 import queue
 import threading
 from collections.abc import Callable
+from functools import partial
 
 Work = Callable[[], None]
 
@@ -27,19 +29,43 @@ class Pump:
 
     def __init__(self) -> None:
         self._queue: queue.SimpleQueue[Work | None] = queue.SimpleQueue()
+        self._stuck: threading.Event | None = None  # the mark a wait gave up on, until the thread reaches it
         self._thread = threading.Thread(target=self._run, name="runner-spans", daemon=True)
         self._thread.start()
 
     def put(self, work: Work) -> None:
         self._queue.put(work)
 
-    def wait(self, timeout: float = WAIT_S) -> bool:
-        """Whether everything put before this call was done within ``timeout`` seconds."""
+    @property
+    def stuck(self) -> bool:
+        """Whether a wait gave up on the thread, which has not got past that point yet."""
+        stuck = self._stuck
+        return stuck is not None and not stuck.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Whether everything put before this call was done within ``timeout`` seconds (None: ``WAIT_S``).
+
+        False at once while the thread is ``stuck``: each run's end would wait the whole time again.
+        """
         if threading.current_thread() is self._thread:
             return True
+        if self.stuck:
+            return False
+        done = self.mark()
+        if done.wait(WAIT_S if timeout is None else timeout):
+            return True
+        self.gave_up(done)
+        return False
+
+    def mark(self, then: Work | None = None) -> threading.Event:
+        """An event set (and ``then`` called) once everything put before this call is done."""
         done = threading.Event()
-        self._queue.put(done.set)
-        return done.wait(timeout)
+        self._queue.put(done.set if then is None else partial(_both, done.set, then))
+        return done
+
+    def gave_up(self, mark: threading.Event) -> None:
+        """A wait for ``mark`` gave up: the thread is ``stuck`` until it gets there."""
+        self._stuck = mark
 
     def _run(self) -> None:
         while True:
@@ -48,13 +74,18 @@ class Pump:
                 return
             try:
                 work()
-            except Exception:  # a span processor's failure must not stop the next run's spans
+            except BaseException:  # a span processor's failure (sys.exit too) must not stop the next run's spans
                 _log.exception("runner: building or handing over spans failed")
 
     def stop(self) -> None:
         """Run what is queued, then end the thread."""
         self._queue.put(None)
         self._thread.join(WAIT_S)
+
+
+def _both(first: Work, then: Work) -> None:
+    first()
+    then()
 
 
 _pump: Pump | None = None

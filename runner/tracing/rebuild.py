@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, TraceFlags, TraceState
 
-from .._log.ids import derived_trace_id
+from .._log.ids import derived_trace_id, is_trace_id
 from .._log.records import StoredRun
 from . import attrs
 from .builder import Made, SpanBuilder
@@ -73,10 +73,9 @@ def rebuild_spans(run: StoredRun, *, record_content: bool = False,
     """
     builder = SpanBuilder(run.run_id, record_content=record_content, model=run.model or "", provider=run.provider,
                           agent_name=run.agent_name)
-    for event, fact in zip(run.events, run.facts, strict=True):
-        builder.feed(fact, event.at, event.span_id)
+    builder.replay(run)
     builder.cut(builder.last, short=False)
-    trace_id = int(run.trace_id or derived_trace_id(run.run_id), 16)
+    trace_id = int(run.trace_id if is_trace_id(run.trace_id) else derived_trace_id(run.run_id), 16)
     resource = resource if resource is not None else run_resource(builder.service_name)
     contexts: dict[str, SpanContext] = {}
     return [readable(made, trace_id, resource, None, contexts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import sys
 import time
 from typing import Any
@@ -109,3 +110,23 @@ def test_a_cost_past_the_largest_float_is_logged_as_the_largest_and_stops_a_budg
     called = [f for f in store.get_run(result.run_id).facts if isinstance(f, ModelCalled)]
     assert [(f.cost_usd, f.prompt_cost_usd, f.completion_cost_usd) for f in called] == [
         (sys.float_info.max, sys.float_info.max, sys.float_info.max)]
+
+
+YEAR_S = 365 * 24 * 3600
+
+
+@pytest.mark.parametrize("name", ["latency_s", "first_chunk_s"])
+@pytest.mark.parametrize(("value", "shown"), [(-1.0, "-1.0"), (math.nan, "nan"), (math.inf, "inf"), (1e300, "1e+300"),
+                                              (10**400, "an int too large for a float"), ("1", "'1'"),
+                                              (True, "True"), (YEAR_S + 1, str(YEAR_S + 1))])
+def test_a_forged_log_with_a_model_calls_time_out_of_range_is_malformed(name: str, value: object, shown: str) -> None:
+    """Span times are the call's time less its latency: a forged one must not overflow them."""
+    wrong = f"model_call event is malformed: {name} must be a number of seconds from 0 to a year, got {shown}"
+    with pytest.raises(EventDecodeError, match=f"^{re.escape(wrong)}$"):
+        decode("model_call", {"prompt_tokens": 1, "reply": None, name: value})
+
+
+def test_a_model_calls_time_up_to_a_year_is_read_back() -> None:
+    called = decode("model_call", {"prompt_tokens": 1, "reply": None, "latency_s": YEAR_S, "first_chunk_s": 0})
+    assert isinstance(called, ModelCalled)
+    assert (called.latency_s, called.first_chunk_s) == (YEAR_S, 0)
