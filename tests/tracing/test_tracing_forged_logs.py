@@ -139,13 +139,16 @@ def test_runner_spans_sends_a_forged_log_without_a_traceback(store: RunStore, st
     assert sent[0]["spans"] > 0
 
 
+# The run row of a run whose process died long ago, mid-run: a resume takes it over.
+KILLED: dict[str, object] = {"status": "running", "answer": None, "finished_at": None, "owner": "a-host-long-gone:1@0",
+                             "heartbeat_at": dt.datetime(2000, 1, 1, tzinfo=dt.UTC)}
+
+
 def test_resuming_a_forged_log_with_tracing_sends_its_dead_parts_spans(
         store: RunStore, live: tuple[TracerProvider, InMemorySpanExporter], caplog: pytest.LogCaptureFixture) -> None:
     """The live builder replays the stored part first (on the span thread): a forged one must not stop it."""
     provider, exporter = live
-    killed = {"status": "running", "answer": None, "finished_at": None, "owner": "a-host-long-gone:1@0",
-              "heartbeat_at": dt.datetime(2000, 1, 1, tzinfo=dt.UTC)}
-    _rewrite(store, _kinds_removed("step_started", "run_finished")(_run(store)), **killed)
+    _rewrite(store, _kinds_removed("step_started", "run_finished")(_run(store)), **KILLED)
     with caplog.at_level(logging.ERROR, logger="runner"):
         result = resume(store, FORGED, ScriptedModel(["again"]), registry(), tracer_provider=provider)
     assert result.status == "done"
@@ -187,9 +190,7 @@ def test_span_and_trace_ids_that_are_not_valid_are_derived_instead(store: RunSto
 def test_resuming_a_run_whose_logged_ids_are_not_valid_traces_it_under_derived_ones(
         store: RunStore, live: tuple[TracerProvider, InMemorySpanExporter], caplog: pytest.LogCaptureFixture) -> None:
     provider, exporter = live
-    killed = {"status": "running", "answer": None, "finished_at": None, "owner": "a-host-long-gone:1@0",
-              "heartbeat_at": dt.datetime(2000, 1, 1, tzinfo=dt.UTC), "trace_id": "zz"}
-    _rewrite(store, _bad_span_ids(_kinds_removed("run_finished")(_run(store))), **killed)
+    _rewrite(store, _bad_span_ids(_kinds_removed("run_finished")(_run(store))), **KILLED, trace_id="zz")
     with caplog.at_level(logging.ERROR, logger="runner"):
         result = resume(store, FORGED, ScriptedModel(["again"]), registry(), tracer_provider=provider)
     assert result.status == "done"
