@@ -128,14 +128,18 @@ class SpanBuilder:
         A key still open (a forged second ``tool_started``) has its span ended first.
         """
         if parent is not None:
-            found = self.spans.get(parent) or self.spans.get(self.root_key)
-            under = found.span_id if found is not None else None
+            under = self.under(parent)
         made = Made(key, name, kind, span_id, under, start, values, self.segment, self.opened, None, attrs.UNSET)
         self.opened += 1
         if key in self.spans:  # opened twice (a forged log): the first ends here rather than be lost
             self.close(key, start)
         self.spans[key] = made
         return made
+
+    def under(self, parent: str) -> str | None:
+        """The span id a span under the open span of key ``parent`` goes under (see ``open``)."""
+        found = self.spans.get(parent) or self.spans.get(self.root_key)
+        return found.span_id if found is not None else None
 
     def close(self, key: str, at: int, values: attrs.Attrs | None = None, status: Status | None = None) -> None:
         made = self.spans.pop(key, None)
@@ -295,18 +299,18 @@ class SpanBuilder:
         return attrs.run_input(self.task) if self.record_content else {}
 
     def model_call(self, fact: ModelCalled, at: int, span_id: str) -> None:
+        """A model call's span, whole: it is logged once the reply is in (opened and ended at once)."""
         step = fact.step
-        made = self.open(f"chat:{step}{self.suffix}", attrs.chat_name(self.model), attrs.KIND_CHAT, span_id,
-                         self.step_key(step), at - round(fact.latency_s * 1e9),
-                         attrs.chat_start(self.common, step, self.model, self.provider))
+        values = attrs.chat_start(self.common, step, self.model, self.provider)
         reply = None
         if fact.reply is not None:
             reply = (reply_data(fact.reply) if self.record_content
                      else {"stop_reason": fact.reply.stop_reason, "tool_calls": fact.reply.tool_calls})
         usage = fact.usage
-        values, status = attrs.chat_end(fact.prompt_tokens, fact.reply_tokens,
-                                        None if usage is None else (usage.input_tokens, usage.output_tokens),
-                                        reply, fact.error, fact.error_type, content=self.record_content)
+        ended, status = attrs.chat_end(fact.prompt_tokens, fact.reply_tokens,
+                                       None if usage is None else (usage.input_tokens, usage.output_tokens),
+                                       reply, fact.error, fact.error_type, content=self.record_content)
+        values.update(ended)
         if fact.cost_usd is not None:
             values.update(attrs.chat_cost(fact.cost_usd, fact.prompt_cost_usd, fact.completion_cost_usd))
         if fact.first_chunk_s is not None:
@@ -314,7 +318,10 @@ class SpanBuilder:
         if self.record_content:
             shown = self.shown[:self.shown_at_step.get(step, len(self.shown))]
             values.update(content.chat_content(shown, reply, self.offered))
-        self.close(made.key, at, values, status)
+        self.done.append(Made(f"chat:{step}{self.suffix}", attrs.chat_name(self.model), attrs.KIND_CHAT, span_id,
+                              self.under(self.step_key(step)), at - round(fact.latency_s * 1e9), values, self.segment,
+                              self.opened, at, status))
+        self.opened += 1
 
     def awaiting(self, step: int, name: str, call_id: str, args: Any, at: int) -> None:
         """A call that waits for a person's decision: its span lasts until the part of the run ends."""

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from opentelemetry import trace
 from opentelemetry.trace import Link, NonRecordingSpan, SpanContext, TraceFlags, TracerProvider, TraceState
 
-from .._log.ids import derived_span_id, derived_trace_id, is_span_id
+from .._log.ids import derived_span_id, derived_trace_id
 from ..events import (
     Event,
     ModelCallStarted,
@@ -139,11 +139,13 @@ class TracingRecorder:
     def _drawn(self, key: str) -> str:
         """A span id from the tracer's id generator; the derived one when it fails (the run's log must go on)."""
         try:
-            found = format(self._new_id(), "016x")
+            drawn = self._new_id()
         except Exception as error:
             self._broken(error)
-            found = ""
-        return found if is_span_id(found) else derived_span_id(self._run_id, key)
+            drawn = 0
+        if drawn.__class__ is int and 0 < drawn < 1 << 64:  # what a span id is (the SDK's generators give one)
+            return format(drawn, "016x")
+        return derived_span_id(self._run_id, key)
 
     def _broken(self, error: Exception) -> None:
         logging.getLogger("runner").error("run %s: the tracer provider failed (%s: %s); the run goes on",
