@@ -214,8 +214,8 @@ def decode(kind: str, data: Mapping[str, Any], step: int = 0, run_id: str = "") 
         _check_output_schema(values.get("output_schema"))
         _check_span_id(values.get("parent_span_id"))
         _check_link(values.get("linked_span"))
+        event: Event = cls(**values)  # a fact's own checks first: theirs are the messages a reader knows
         _check_types(cls, values)
-        event: Event = cls(**values)
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
         raise EventDecodeError(f"{kind} event is malformed: {exc}") from None
     return event
