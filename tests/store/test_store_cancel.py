@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from runner import AgentResult, Limits, ModelReply, arun_agent, follow_up, fork, open_store, rerun, resume, run_agent
-from runner.events import CancelRequested, RunFinished, StepFinished
+from runner.events import CancelRequested, ModelCalled, RunFinished, StepStarted, ToolStarted
 from runner.store import RunStore
 from tests.loop.helpers import call, numbered, reply
 
@@ -53,15 +53,23 @@ class Asker:
 
 
 def assert_cancelled_by(store: RunStore, result: AgentResult, by: str) -> None:
-    """The run ended ``cancelled`` on the request, logged who asked just before its end."""
+    """The run ended ``cancelled`` on the request, logged who asked, and started nothing after it.
+
+    The request is seen at the run's next commit: the asking call's own, or its step's end when
+    the two went in together (a loaded machine): either way no call and no step comes after it.
+    """
     assert result.status == "cancelled"
     run = store.get_run(result.run_id)
     assert run.status == "cancelled"
-    tail = [fact for fact in run.facts if isinstance(fact, (CancelRequested, StepFinished, RunFinished))][-3:]
-    assert isinstance(tail[0], CancelRequested)
-    assert tail[0].requested_by == by
-    assert isinstance(tail[-1], RunFinished)
-    assert tail[-1].status == "cancelled"
+    asked = [n for n, fact in enumerate(run.facts) if isinstance(fact, CancelRequested)]
+    assert asked  # the last one stopped it (a resumed run may have stopped on one before)
+    request = run.facts[asked[-1]]
+    assert isinstance(request, CancelRequested)
+    assert request.requested_by == by
+    after = run.facts[asked[-1] + 1:]
+    assert not [fact for fact in after if isinstance(fact, (StepStarted, ToolStarted, ModelCalled))]
+    assert isinstance(after[-1], RunFinished)
+    assert after[-1].status == "cancelled"
     assert result.error is not None
     assert result.error.startswith(f"cancel requested by {by}")
     assert run.error == result.error
