@@ -139,6 +139,18 @@ def test_runner_spans_sends_a_forged_log_without_a_traceback(store: RunStore, st
     assert sent[0]["spans"] > 0
 
 
+def _resumed_cleanly(store: RunStore, provider: TracerProvider, exporter: InMemorySpanExporter,
+                     caplog: pytest.LogCaptureFixture) -> list[ReadableSpan]:
+    """Resume the forged run traced: it ends ``done`` with no error logged; its spans, a well-formed tree."""
+    with caplog.at_level(logging.ERROR, logger="runner"):
+        result = resume(store, FORGED, ScriptedModel(["again"]), registry(), tracer_provider=provider)
+    assert result.status == "done"
+    assert [record.getMessage() for record in caplog.records] == []
+    spans = list(exporter.get_finished_spans())
+    _check_tree(spans)
+    return spans
+
+
 # The run row of a run whose process died long ago, mid-run: a resume takes it over.
 KILLED: dict[str, object] = {"status": "running", "answer": None, "finished_at": None, "owner": "a-host-long-gone:1@0",
                              "heartbeat_at": dt.datetime(2000, 1, 1, tzinfo=dt.UTC)}
@@ -149,12 +161,7 @@ def test_resuming_a_forged_log_with_tracing_sends_its_dead_parts_spans(
     """The live builder replays the stored part first (on the span thread): a forged one must not stop it."""
     provider, exporter = live
     _rewrite(store, _kinds_removed("step_started", "run_finished")(_run(store)), **KILLED)
-    with caplog.at_level(logging.ERROR, logger="runner"):
-        result = resume(store, FORGED, ScriptedModel(["again"]), registry(), tracer_provider=provider)
-    assert result.status == "done"
-    assert [record.getMessage() for record in caplog.records] == []
-    spans = exporter.get_finished_spans()
-    _check_tree(list(spans))
+    spans = _resumed_cleanly(store, provider, exporter, caplog)
     assert sorted(span.name for span in spans if span.parent is None) == ["invoke_agent"]
     assert sorted(span.name for span in spans).count("chat scripted") >= 2
 
@@ -191,12 +198,7 @@ def test_resuming_a_run_whose_logged_ids_are_not_valid_traces_it_under_derived_o
         store: RunStore, live: tuple[TracerProvider, InMemorySpanExporter], caplog: pytest.LogCaptureFixture) -> None:
     provider, exporter = live
     _rewrite(store, _bad_span_ids(_kinds_removed("run_finished")(_run(store))), **KILLED, trace_id="zz")
-    with caplog.at_level(logging.ERROR, logger="runner"):
-        result = resume(store, FORGED, ScriptedModel(["again"]), registry(), tracer_provider=provider)
-    assert result.status == "done"
-    assert [record.getMessage() for record in caplog.records] == []
-    spans = exporter.get_finished_spans()
-    _check_tree(list(spans))
+    spans = _resumed_cleanly(store, provider, exporter, caplog)
     assert {span.context.trace_id for span in spans if span.context is not None} == {int(FORGED, 16)}
     roots = [span for span in spans if span.name.startswith("invoke_agent")]
     assert [format(span.context.span_id, "016x") for span in roots if span.parent is None and span.context] == [
